@@ -1,0 +1,39 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+]
+
+let package = Package(
+    name: "Handoff",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Handoff", targets: ["Handoff"]),
+        .library(name: "HandoffApp", targets: ["HandoffApp"]),
+        .library(name: "HandoffTesting", targets: ["HandoffTesting"]),
+        .executable(name: "handoff-demo", targets: ["handoff-demo"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        .target(
+            name: "Handoff",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .target(name: "HandoffApp", dependencies: ["Handoff"], swiftSettings: strict),
+        .target(name: "HandoffTesting", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
+        .executableTarget(name: "handoff-demo", dependencies: ["HandoffTesting"], swiftSettings: strict),
+        .executableTarget(
+            name: "UserInfoBenchmark",
+            dependencies: ["Handoff"],
+            path: "Benchmarks/UserInfoBenchmark",
+            swiftSettings: strict
+        ),
+        .testTarget(name: "HandoffTests", dependencies: ["Handoff"], swiftSettings: strict),
+        .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffTesting"], swiftSettings: strict),
+        .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,235 @@
+import Foundation
+import Logging
+
+/// The app side of continuing an activity: what `HandoffApp.Application` implements to hear
+/// of continuations arriving from other devices.
+package protocol ContinuationReceiver: AnyObject, Sendable {
+    func willContinue(_ continuationID: UUID, activityType: String) async
+    func continueActivity(_ continuationID: UUID, _ activity: UserActivity) async
+    func didFailToContinue(_ continuationID: UUID, activityType: String, error: CocoaError) async
+}
+
+/// One app's link to its device: it keeps the app's current activity, tells the agent about
+/// it in order, answers the agent's requests to save, and hands arriving continuations to
+/// the app.
+///
+/// A process has one by default. `HandoffTesting` makes one per simulated app and runs that
+/// app's code with it as `ActivityCenter.current`, so several apps share one test process.
+package final class ActivityCenter: @unchecked Sendable {
+    // @unchecked: the mutable state (`current`, `live`, `receiver`) is read and written only
+    // under `lock`; everything else is immutable after init.
+
+    /// The center that activities made by the running code belong to.
+    @TaskLocal package static var current: ActivityCenter?
+
+    /// The center of this process when no other is set: it speaks to the local agent.
+    package static let processDefault = ActivityCenter(
+        connection: LocalOnlyConnection(logger: Logger(label: "handoff")),
+        bundleIdentifier: Bundle.main.bundleIdentifier, teamIdentifier: nil, deviceName: ProcessInfo.processInfo.hostName)
+
+    /// The center a new `UserActivity` binds to.
+    package static var forNewActivities: ActivityCenter { current ?? processDefault }
+
+    package let logger: Logger
+    package let bundleIdentifier: String?
+    package let teamIdentifier: String?
+    package let deviceName: String
+    private let connection: any AgentConnection
+    private let outbox: AsyncStream<AppEvent>.Continuation
+
+    private let lock = NSLock()
+    private var currentStorage: UserActivity?
+    private var live: [UUID: WeakActivity] = [:]
+    private weak var receiverStorage: (any ContinuationReceiver)?
+
+    private struct WeakActivity {
+        weak var activity: UserActivity?
+    }
+
+    package init(connection: any AgentConnection, bundleIdentifier: String?, teamIdentifier: String?, deviceName: String, logger: Logger? = nil) {
+        self.connection = connection
+        self.bundleIdentifier = bundleIdentifier
+        self.teamIdentifier = teamIdentifier
+        self.deviceName = deviceName
+        var logger = logger ?? Logger(label: "handoff")
+        logger[metadataKey: "app"] = "\(bundleIdentifier ?? "?")"
+        logger[metadataKey: "device"] = "\(deviceName)"
+        self.logger = logger
+        let (stream, continuation) = AsyncStream<AppEvent>.makeStream()
+        self.outbox = continuation
+        Task { [connection] in
+            for await event in stream {
+                await connection.send(event)
+            }
+        }
+    }
+
+    deinit {
+        outbox.finish()
+    }
+
+    private func locked<T>(_ body: () -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body()
+    }
+
+    /// The app that continuations are delivered to.
+    package var receiver: (any ContinuationReceiver)? {
+        get { locked { receiverStorage } }
+        set { locked { receiverStorage = newValue } }
+    }
+
+    /// The app's current activity, if any.
+    package var currentActivity: UserActivity? { locked { currentStorage } }
+
+    // MARK: From the app's activities
+
+    func makeCurrent(_ activity: UserActivity) {
+        let announcement = activity.announcement(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier)
+        let offerable = activity.isOfferable
+        locked {
+            currentStorage = activity
+            live[activity.id] = WeakActivity(activity: activity)
+            // Yielding under the lock keeps the agent's view in the order of the changes.
+            outbox.yield(offerable ? .becameCurrent(announcement) : .resigned(activity.id))
+        }
+    }
+
+    func resign(_ activity: UserActivity) {
+        locked {
+            guard currentStorage === activity else { return }
+            currentStorage = nil
+            outbox.yield(.resigned(activity.id))
+        }
+    }
+
+    func invalidate(_ activity: UserActivity) {
+        locked {
+            if currentStorage === activity { currentStorage = nil }
+            live[activity.id] = nil
+            outbox.yield(.invalidated(activity.id))
+        }
+    }
+
+    /// A property other devices see changed: tell them if the activity is current.
+    func activityChanged(_ activity: UserActivity) {
+        guard currentStorage(is: activity) else { return }
+        makeCurrent(activity)
+    }
+
+    private func currentStorage(is activity: UserActivity) -> Bool {
+        locked { currentStorage === activity }
+    }
+
+    func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
+        try await connection.openStreams(continuation)
+    }
+
+    private func liveActivity(_ id: UUID) -> UserActivity? {
+        locked { live[id]?.activity }
+    }
+
+    // MARK: From the agent
+
+    /// Saves an activity for a continuation: asks the app to bring it up to date, then encodes it.
+    package func save(activityID: UUID) async -> Result<ActivityRecord, ContinuationFailure> {
+        guard let activity = liveActivity(activityID), !activity.isInvalidated else {
+            return .failure(.handoffFailed("the activity is no longer available on '\(deviceName)': its app invalidated it"))
+        }
+        await MainActor.run {
+            ActivityCenter.$current.withValue(self) { activity.saveIfNeeded() }
+        }
+        let record: ActivityRecord
+        do {
+            record = try activity.record(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier)
+        } catch {
+            logger.error("could not save activity for continuation: \(error)", metadata: ["type": "\(activity.activityType)"])
+            return .failure(.handoffFailed("the activity '\(activity.activityType)' could not be sent from '\(deviceName)': \(error)"))
+        }
+        if record.payloadSize > userInfoAdvisedSize {
+            logger.warning(
+                "userInfo is \(record.payloadSize) bytes; keep it under \(userInfoAdvisedSize) bytes and move bulk data to continuation streams",
+                metadata: ["type": "\(activity.activityType)"])
+        }
+        if let required = activity.requiredUserInfoKeys {
+            let present = Set((activity.userInfo ?? [:]).keys.compactMap { $0.base as? String })
+            let missing = required.subtracting(present)
+            if !missing.isEmpty {
+                logger.warning("userInfo lacks required keys \(missing.sorted())", metadata: ["type": "\(activity.activityType)"])
+            }
+        }
+        return .success(record)
+    }
+
+    package func willContinue(_ continuationID: UUID, activityType: String) async {
+        guard let receiver else {
+            logger.warning("a continuation of '\(activityType)' arrived, but this app has no Application to receive it")
+            return
+        }
+        await ActivityCenter.$current.withValue(self) {
+            await receiver.willContinue(continuationID, activityType: activityType)
+        }
+    }
+
+    /// Delivers a fetched activity, or a failure if its `userInfo` cannot be read.
+    package func deliver(_ continuationID: UUID, record: ActivityRecord, continuation: ContinuationContext) async {
+        var userInfo: [AnyHashable: Any]?
+        if let bytes = record.userInfo {
+            do {
+                userInfo = try UserInfoCoding.decodeUserInfo(bytes)
+            } catch {
+                let failure = ContinuationFailure.handoffFailed("the activity from '\(continuation.originDevice)' could not be read: \(error)")
+                await fail(continuationID, activityType: record.announcement.activityType, failure: failure)
+                return
+            }
+        }
+        let activity = UserActivity(record: record, userInfo: userInfo, center: self, continuation: continuation)
+        guard let receiver else {
+            logger.warning("a continued '\(record.announcement.activityType)' arrived, but this app has no Application to receive it")
+            return
+        }
+        await ActivityCenter.$current.withValue(self) {
+            await receiver.continueActivity(continuationID, activity)
+        }
+    }
+
+    package func fail(_ continuationID: UUID, activityType: String, failure: ContinuationFailure) async {
+        logger.info("continuation failed: \(failure)", metadata: ["type": "\(activityType)"])
+        guard let receiver else { return }
+        await ActivityCenter.$current.withValue(self) {
+            await receiver.didFailToContinue(continuationID, activityType: activityType, error: failure.cocoaError)
+        }
+    }
+
+    /// The activity was continued elsewhere: its delegate hears of it.
+    package func wasContinued(activityID: UUID) async {
+        guard let activity = liveActivity(activityID) else { return }
+        await MainActor.run {
+            ActivityCenter.$current.withValue(self) {
+                activity.delegate?.userActivityWasContinued(activity)
+            }
+        }
+    }
+
+    /// Hands the origin's ends of a stream pair to the activity's delegate. Returns false (and
+    /// closes the streams) when the activity or its delegate is gone.
+    package func receiveStreams(activityID: UUID, pair: StreamPair) async -> Bool {
+        guard let activity = liveActivity(activityID), activity.supportsContinuationStreams else {
+            pair.input.close()
+            pair.output.close()
+            return false
+        }
+        return await MainActor.run {
+            ActivityCenter.$current.withValue(self) {
+                guard let delegate = activity.delegate else {
+                    pair.input.close()
+                    pair.output.close()
+                    return false
+                }
+                delegate.userActivity(activity, didReceive: pair.input, outputStream: pair.output)
+                return true
+            }
+        }
+    }
+}

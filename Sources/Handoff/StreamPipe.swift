@@ -1,0 +1,213 @@
+import Foundation
+
+/// A one-way byte pipe with a bounded buffer: a writer blocks while it is full, a reader while
+/// it is empty, so a slow reader slows the writer and memory stays bounded. Closing either end
+/// is seen by the other: the reader gets end-of-stream, the writer an error.
+package final class StreamPipe: @unchecked Sendable {
+    // @unchecked: all state is read and written only while `condition` is locked.
+    private let condition = NSCondition()
+    private var buffer: [UInt8] = []
+    private var head = 0
+    private let capacity: Int
+    private var writerClosed = false
+    private var readerClosed = false
+    private var failure: (any Error)?
+
+    package init(capacity: Int = 64 * 1024) {
+        precondition(capacity > 0)
+        self.capacity = capacity
+    }
+
+    /// Two pipes crossed into the two ends of a conversation: what one side writes the other reads.
+    package static func makeConnectedPairs(capacity: Int = 64 * 1024) -> (StreamPair, StreamPair) {
+        let forward = StreamPipe(capacity: capacity)
+        let backward = StreamPipe(capacity: capacity)
+        let first = StreamPair(input: PipeInputStream(backward), output: PipeOutputStream(forward))
+        let second = StreamPair(input: PipeInputStream(forward), output: PipeOutputStream(backward))
+        return (first, second)
+    }
+
+    private var buffered: Int { buffer.count - head }
+
+    /// Writes up to `count` bytes, blocking until there is room; -1 once the reader is gone.
+    func write(_ bytes: UnsafePointer<UInt8>, count: Int) -> Int {
+        condition.lock()
+        defer { condition.unlock() }
+        while buffered >= capacity && !readerClosed && !writerClosed {
+            condition.wait()
+        }
+        if readerClosed || writerClosed {
+            return -1
+        }
+        if head > 0 && head >= buffer.count / 2 {
+            buffer.removeFirst(head)
+            head = 0
+        }
+        let n = min(count, capacity - buffered)
+        buffer.append(contentsOf: UnsafeBufferPointer(start: bytes, count: n))
+        condition.broadcast()
+        return n
+    }
+
+    /// Reads up to `max` bytes, blocking until some arrive; 0 at the end, -1 on failure.
+    func read(_ into: UnsafeMutablePointer<UInt8>, max: Int) -> Int {
+        condition.lock()
+        defer { condition.unlock() }
+        while buffered == 0 && !writerClosed && !readerClosed {
+            condition.wait()
+        }
+        if buffered == 0 {
+            return failure == nil ? 0 : -1
+        }
+        let n = min(max, buffered)
+        buffer.withUnsafeBufferPointer { source in
+            into.update(from: source.baseAddress! + head, count: n)
+        }
+        head += n
+        if head == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        condition.broadcast()
+        return n
+    }
+
+    var hasBytesAvailable: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return buffered > 0 || writerClosed
+    }
+
+    var hasSpaceAvailable: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return buffered < capacity || readerClosed
+    }
+
+    func closeWriter(failure: (any Error)? = nil) {
+        condition.lock()
+        writerClosed = true
+        if let failure { self.failure = failure }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func closeReader() {
+        condition.lock()
+        readerClosed = true
+        buffer.removeAll()
+        head = 0
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var error: (any Error)? {
+        condition.lock()
+        defer { condition.unlock() }
+        return failure
+    }
+}
+
+/// The reading end of a `StreamPipe`, as a Foundation `InputStream`. `read` blocks until bytes
+/// arrive or the writer closes, like a stream read off the main thread on Apple platforms.
+package final class PipeInputStream: InputStream {
+    private let pipe: StreamPipe
+    private let status = NSLock()
+    nonisolated(unsafe) private var state: Stream.Status = .notOpen  // guarded by `status`
+
+    init(_ pipe: StreamPipe) {
+        self.pipe = pipe
+        super.init(data: Data())
+    }
+
+    private func setState(_ new: Stream.Status) {
+        status.lock()
+        state = new
+        status.unlock()
+    }
+
+    override package func open() { setState(.open) }
+
+    override package func close() {
+        pipe.closeReader()
+        setState(.closed)
+    }
+
+    override package var streamStatus: Stream.Status {
+        status.lock()
+        defer { status.unlock() }
+        if state == .open && !pipe.hasBytesAvailable { return .open }
+        return state
+    }
+
+    override package var streamError: (any Error)? { pipe.error }
+
+    override package var hasBytesAvailable: Bool { pipe.hasBytesAvailable }
+
+    override package func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
+        guard len > 0 else { return 0 }
+        let n = pipe.read(buffer, max: len)
+        if n == 0 { setState(.atEnd) }
+        if n < 0 { setState(.error) }
+        return n
+    }
+
+    override package func getBuffer(_ buffer: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>, length len: UnsafeMutablePointer<Int>) -> Bool {
+        false
+    }
+}
+
+/// The writing end of a `StreamPipe`, as a Foundation `OutputStream`. `write` blocks while the
+/// reader is behind, which is the flow control.
+package final class PipeOutputStream: OutputStream {
+    private let pipe: StreamPipe
+    private let status = NSLock()
+    nonisolated(unsafe) private var state: Stream.Status = .notOpen  // guarded by `status`
+
+    init(_ pipe: StreamPipe) {
+        self.pipe = pipe
+        super.init(toMemory: ())
+    }
+
+    /// Foundation requires this initializer; a stream made this way has no reader, so every
+    /// write fails.
+    package required init(toMemory: ()) {
+        pipe = StreamPipe(capacity: 1)
+        pipe.closeReader()
+        super.init(toMemory: ())
+    }
+
+    private func setState(_ new: Stream.Status) {
+        status.lock()
+        state = new
+        status.unlock()
+    }
+
+    override package func open() { setState(.open) }
+
+    override package func close() {
+        pipe.closeWriter()
+        setState(.closed)
+    }
+
+    /// Ends the stream with an error the reader sees, as when a link drops.
+    package func fail(_ error: any Error) {
+        pipe.closeWriter(failure: error)
+        setState(.error)
+    }
+
+    override package var streamStatus: Stream.Status {
+        status.lock()
+        defer { status.unlock() }
+        return state
+    }
+
+    override package var hasSpaceAvailable: Bool { pipe.hasSpaceAvailable }
+
+    override package func write(_ buffer: UnsafePointer<UInt8>, maxLength len: Int) -> Int {
+        guard len > 0 else { return 0 }
+        let n = pipe.write(buffer, count: len)
+        if n < 0 { setState(.error) }
+        return n
+    }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import Handoff
+import Logging
+import Synchronization
+
+/// A synced folder that exists on several devices, such as one kept in step by Syncthing or
+/// Nextcloud. A document inside one gets an activity automatically, and its URL is carried
+/// relative to the container so that it arrives as the other device's own path.
+public struct SyncedContainer: Sendable, Hashable {
+    /// The same on every device, e.g. `"documents"`.
+    public var identifier: String
+    /// Where the container lives on this device.
+    public var folder: URL
+
+    public init(identifier: String, folder: URL) {
+        self.identifier = identifier
+        self.folder = folder.standardizedFileURL
+    }
+
+    /// Whether `url` is a file inside the container.
+    public func contains(_ url: URL) -> Bool {
+        guard url.isFileURL else { return false }
+        let base = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
+        return url.standardizedFileURL.path.hasPrefix(base)
+    }
+}
+
+/// The app, as UIKit's `UIApplication` and AppKit's `NSApplication` are: it receives continued
+/// activities and hands them to its delegate on the main actor.
+@MainActor
+open class Application: ContinuationReceiver {
+    /// The application the running code belongs to; `HandoffTesting` sets it per simulated app.
+    @TaskLocal package static var current: Application?
+
+    private static var processApplication: Application?
+
+    /// The running app. In a normal process there is one; in a `HandoffTesting` fabric it is
+    /// the simulated app whose code is running.
+    public static var shared: Application {
+        if let current { return current }
+        if let processApplication { return processApplication }
+        let made = Application(delegate: nil)
+        processApplication = made
+        return made
+    }
+
+    /// Receives the continuation calls. Held strongly, as an app's delegate lives as long as the app.
+    open var delegate: (any ApplicationDelegate)?
+
+    /// The app's manifest: its bundle and team identifiers, activity and document types.
+    public let manifest: AppManifest?
+
+    /// Synced folders on this device (see `SyncedContainer`).
+    public var syncedContainers: [SyncedContainer]
+
+    /// The `Document` subclass the framework opens when a continued document activity is not
+    /// handled by the delegate.
+    public var documentClass: Document.Type = Document.self
+
+    /// Documents this app has open.
+    public internal(set) var openDocuments: [Document] = []
+
+    package let center: ActivityCenter
+    public nonisolated let logger: Logger
+    private var continuations = ContinuationStateMachine<UserActivity>()
+
+    /// An app bound to this process's Handoff agent.
+    public convenience init(delegate: (any ApplicationDelegate)?) {
+        self.init(center: ActivityCenter.forNewActivities, manifest: nil, syncedContainers: [], delegate: delegate)
+    }
+
+    /// An app bound to a given link to its device.
+    package init(center: ActivityCenter, manifest: AppManifest?, syncedContainers: [SyncedContainer], delegate: (any ApplicationDelegate)?) {
+        self.center = center
+        self.manifest = manifest
+        self.syncedContainers = syncedContainers
+        self.delegate = delegate
+        self.logger = center.logger
+        center.receiver = self
+    }
+
+    /// Runs code as this app: activities, documents and `Application.shared` inside belong to it.
+    public func perform<T>(_ body: @MainActor () throws -> T) rethrows -> T {
+        try Application.$current.withValue(self) {
+            try ActivityCenter.$current.withValue(center) {
+                try body()
+            }
+        }
+    }
+
+    // MARK: ContinuationReceiver
+
+    package func willContinue(_ continuationID: UUID, activityType: String) async {
+        run(continuations.willContinue(continuationID, activityType: activityType))
+    }
+
+    package func continueActivity(_ continuationID: UUID, _ activity: UserActivity) async {
+        run(continuations.deliver(continuationID, activity))
+    }
+
+    package func didFailToContinue(_ continuationID: UUID, activityType: String, error: CocoaError) async {
+        let failure = ContinuationFailure(code: error.code, message: error.handoffMessage)
+        run(continuations.fail(continuationID, failure))
+    }
+
+    private func run(_ actions: [ContinuationStateMachine<UserActivity>.Action]) {
+        perform {
+            for action in actions {
+                switch action {
+                case .willContinue(let type):
+                    _ = delegate?.application(self, willContinueUserActivityWithType: type)
+                case .continue(let activity):
+                    deliver(activity)
+                case .didFail(let type, let failure):
+                    if let delegate {
+                        delegate.application(self, didFailToContinueUserActivityWithType: type, error: failure.cocoaError)
+                    } else {
+                        logger.error("could not continue '\(type)': \(failure.message)")
+                    }
+                }
+            }
+        }
+    }
+
+    private func deliver(_ activity: UserActivity) {
+        let restoration = RestorationHandler(activity: activity)
+        let handler: ([UserActivityRestoring]?) -> Void = { objects in restoration.restore(objects ?? []) }
+        let handled = delegate?.application(self, continue: activity, restorationHandler: handler) ?? false
+        if !handled, let url = activity.userInfo?[NSUserActivityDocumentURLKey] as? URL {
+            openDocument(at: url, restoring: activity)
+        }
+    }
+
+    /// Opens a continued document and lets it restore the activity, as AppKit does when the
+    /// delegate does not handle a document's activity.
+    private func openDocument(at url: URL, restoring activity: UserActivity) {
+        let document = openDocuments.first { $0.fileURL.standardizedFileURL == url.standardizedFileURL }
+            ?? documentClass.init(fileURL: url)
+        document.open()
+        document.restoreUserActivityState(activity)
+    }
+
+    // MARK: Documents
+
+    /// The activity type a document at `url` gets: its document type's
+    /// `NSUbiquitousDocumentUserActivityType`, when the file lies in a synced container.
+    func documentActivityType(for url: URL) -> String? {
+        guard syncedContainers.contains(where: { $0.contains(url) }) else { return nil }
+        return manifest?.documentActivityType(forContentType: url.pathExtension)
+    }
+}
+
+/// The handler given to `application(_:continue:restorationHandler:)`. It may be called late,
+/// from any thread, more than once, or never: each object restores once, on the main actor.
+final class RestorationHandler: Sendable {
+    private let activity: UserActivity
+    private let restored = Mutex<Set<ObjectIdentifier>>([])
+
+    init(activity: UserActivity) { self.activity = activity }
+
+    private struct Objects: @unchecked Sendable {
+        // @unchecked: the objects are main-actor-isolated; they are only touched there.
+        let objects: [UserActivityRestoring]
+    }
+
+    func restore(_ objects: [UserActivityRestoring]) {
+        let box = Objects(objects: objects)
+        if Thread.isMainThread {
+            MainActor.assumeIsolated { restoreOnMain(box.objects) }
+        } else {
+            Task { @MainActor in self.restoreOnMain(box.objects) }
+        }
+    }
+
+    @MainActor private func restoreOnMain(_ objects: [UserActivityRestoring]) {
+        for object in objects {
+            let first = restored.withLock { $0.insert(ObjectIdentifier(object)).inserted }
+            if first { object.restoreUserActivityState(activity) }
+        }
+    }
+}

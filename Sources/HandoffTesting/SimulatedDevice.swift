@@ -1,0 +1,451 @@
+import Foundation
+import Handoff
+import HandoffApp
+import Synchronization
+
+/// One device of a `HandoffFabric`: it runs apps, tells the other devices of its account
+/// about its current activity, lists theirs, and continues them as the real agent does.
+public actor SimulatedDevice {
+    public nonisolated let name: String
+    public nonisolated let account: String
+    private weak var fabric: HandoffFabric?
+    private let configuration: HandoffFabric.Configuration
+
+    private struct AppSlot {
+        var manifest: AppManifest
+        var makeDelegate: @MainActor @Sendable () -> (any ApplicationDelegate)?
+        var application: Application?
+        var center: ActivityCenter?
+    }
+
+    private struct ActiveContinuation {
+        var id: UUID
+        var activityType: String
+        var center: ActivityCenter
+        var result: OneShot<Result<ActivityRecord, ContinuationFailure>>
+    }
+
+    private var apps: [String: AppSlot] = [:]
+    /// Each app's current activity, as its app announced it.
+    private var currentByApp: [String: ActivityAnnouncement] = [:]
+    /// Which app an activity belongs to, until it is invalidated.
+    private var owners: [UUID: String] = [:]
+    /// The activity this device offers: the most recent app's current one.
+    public private(set) var advertisedActivity: ActivityAnnouncement?
+    /// What the other devices of the account offer, by device name.
+    private var heard: [String: ActivityAnnouncement] = [:]
+    private var faults: Set<InjectedFault> = []
+    private var fetchesInFlight: [UUID: OneShot<Result<ActivityRecord, ContinuationFailure>>] = [:]
+    private var active: ActiveContinuation?
+    private var changeWaiters: [CheckedContinuation<Void, Never>] = []
+
+    /// Pages this device opened in its browser, in order.
+    public private(set) var openedWebpages: [URL] = []
+    /// The bundle identifier of the browser app that receives web activities, if any.
+    public private(set) var defaultBrowser: String?
+    /// Synced folders on this device, given to the apps it launches.
+    public private(set) var syncedContainers: [SyncedContainer] = []
+
+    private nonisolated let inbox: AsyncStream<PeerMessage>.Continuation
+
+    private enum PeerMessage: Sendable {
+        case offers(device: String, ActivityAnnouncement)
+        case withdraws(device: String, UUID)
+    }
+
+    init(name: String, account: String, fabric: HandoffFabric) {
+        self.name = name
+        self.account = account
+        self.fabric = fabric
+        self.configuration = fabric.configuration
+        let (stream, inbox) = AsyncStream<PeerMessage>.makeStream()
+        self.inbox = inbox
+        Task { [weak self] in
+            for await message in stream {
+                guard let self else { return }
+                await self.hear(message)
+            }
+        }
+    }
+
+    deinit { inbox.finish() }
+
+    // MARK: Apps
+
+    /// Installs an app; the device launches it when a continuation needs it, making its
+    /// delegate with `makeDelegate`.
+    public func install(_ manifest: AppManifest, delegate makeDelegate: @escaping @MainActor @Sendable () -> (any ApplicationDelegate)? = { nil }) {
+        apps[manifest.bundleIdentifier] = AppSlot(manifest: manifest, makeDelegate: makeDelegate)
+    }
+
+    /// Installs and launches an app whose delegate `makeDelegate` makes, and returns it. Run the
+    /// app's code with `application.perform { … }` so that its activities belong to it.
+    @discardableResult
+    public func launch(
+        _ manifest: AppManifest, delegate makeDelegate: @escaping @MainActor @Sendable () -> (any ApplicationDelegate)? = { nil }
+    ) async -> Application {
+        if let running = apps[manifest.bundleIdentifier], running.manifest == manifest, let application = running.application {
+            return application
+        }
+        install(manifest, delegate: makeDelegate)
+        return await start(manifest.bundleIdentifier)
+    }
+
+    /// The running app with this bundle identifier, if any.
+    public func application(_ bundleIdentifier: String) -> Application? {
+        apps[bundleIdentifier]?.application
+    }
+
+    /// Ends an app as a crash would: its activities vanish from the other devices, and the
+    /// next continuation that needs it launches it again.
+    public func terminate(_ bundleIdentifier: String) {
+        guard var slot = apps[bundleIdentifier] else { return }
+        slot.application = nil
+        slot.center = nil
+        apps[bundleIdentifier] = slot
+        for (id, owner) in owners where owner == bundleIdentifier { owners[id] = nil }
+        if let current = currentByApp.removeValue(forKey: bundleIdentifier) { withdraw(current.id) }
+        if let active, active.center.bundleIdentifier == bundleIdentifier {
+            active.result.resolve(.failure(.handoffFailed("the app '\(bundleIdentifier)' on '\(name)' ended")))
+        }
+    }
+
+    /// Chooses the browser app that receives web activities itself.
+    public func setDefaultBrowser(_ bundleIdentifier: String?) { defaultBrowser = bundleIdentifier }
+
+    /// Sets the synced folders that apps launched from now on see.
+    public func setSyncedContainers(_ containers: [SyncedContainer]) { syncedContainers = containers }
+
+    private func start(_ bundleIdentifier: String) async -> Application {
+        if let running = apps[bundleIdentifier]?.application { return running }
+        guard let slot = apps[bundleIdentifier] else { preconditionFailure("'\(bundleIdentifier)' is not installed on '\(name)'") }
+        let center = ActivityCenter(
+            connection: DeviceConnection(device: self, bundleIdentifier: bundleIdentifier),
+            bundleIdentifier: bundleIdentifier, teamIdentifier: slot.manifest.teamIdentifier, deviceName: name)
+        let manifest = slot.manifest
+        let containers = syncedContainers
+        let makeDelegate = slot.makeDelegate
+        let application = await MainActor.run {
+            Application(center: center, manifest: manifest, syncedContainers: containers, delegate: makeDelegate())
+        }
+        apps[bundleIdentifier]?.application = application
+        apps[bundleIdentifier]?.center = center
+        return application
+    }
+
+    // MARK: Faults
+
+    /// Injects a failure; `clear(_:)` removes it.
+    public func inject(_ fault: InjectedFault) {
+        faults.insert(fault)
+        if fault == .unreachable {
+            for (_, fetch) in fetchesInFlight {
+                fetch.resolve(.failure(.connectionUnavailable("the connection to '\(name)' was lost during the fetch")))
+            }
+        }
+    }
+
+    public func clear(_ fault: InjectedFault) { faults.remove(fault) }
+
+    // MARK: What apps tell the device
+
+    fileprivate func appEvent(_ event: AppEvent, from bundleIdentifier: String) {
+        guard apps[bundleIdentifier]?.center != nil else { return }
+        switch event {
+        case .becameCurrent(let announcement):
+            owners[announcement.id] = bundleIdentifier
+            if let previous = currentByApp[bundleIdentifier], previous.id != announcement.id, advertisedActivity?.id == previous.id {
+                withdraw(previous.id)
+            }
+            currentByApp[bundleIdentifier] = announcement
+            advertisedActivity = announcement
+            for peer in fabric?.peers(of: self) ?? [] {
+                peer.inbox.yield(.offers(device: name, announcement))
+            }
+        case .resigned(let id):
+            if currentByApp[bundleIdentifier]?.id == id { currentByApp[bundleIdentifier] = nil }
+            if advertisedActivity?.id == id { withdraw(id) }
+        case .invalidated(let id):
+            owners[id] = nil
+            if currentByApp[bundleIdentifier]?.id == id { currentByApp[bundleIdentifier] = nil }
+            if advertisedActivity?.id == id { withdraw(id) }
+        }
+        changed()
+    }
+
+    private func withdraw(_ id: UUID) {
+        if advertisedActivity?.id == id { advertisedActivity = nil }
+        for peer in fabric?.peers(of: self) ?? [] {
+            peer.inbox.yield(.withdraws(device: name, id))
+        }
+        changed()
+    }
+
+    private func hear(_ message: PeerMessage) {
+        switch message {
+        case .offers(let device, let announcement):
+            heard[device] = announcement
+        case .withdraws(let device, let id):
+            if heard[device]?.id == id { heard[device] = nil }
+        }
+        changed()
+    }
+
+    // MARK: Nearby activities
+
+    /// The activities the account's other devices offer now; expired ones are left out.
+    public var nearbyActivities: [NearbyActivity] {
+        let now = Date()
+        return heard.filter { !$0.value.isExpired(at: now) }
+            .map { NearbyActivity(device: $0.key, announcement: $0.value) }
+            .sorted { $0.device < $1.device }
+    }
+
+    /// Waits until another device offers a matching activity, and returns it.
+    public func nearbyActivity(ofType activityType: String? = nil, from device: String? = nil) async throws -> NearbyActivity {
+        var found: NearbyActivity?
+        try await waitUntil("an activity\(activityType.map { " of type '\($0)'" } ?? "")\(device.map { " from '\($0)'" } ?? "") to be offered to '\(name)'") { me in
+            found = me.nearbyActivities.first { (activityType == nil || $0.activityType == activityType) && (device == nil || $0.device == device) }
+            return found != nil
+        }
+        return found!
+    }
+
+    /// Waits until `condition` holds for this device, re-checking whenever its state changes.
+    /// Fails after the fabric's `waitLimit` rather than hanging a test.
+    public func waitUntil(_ what: String, _ condition: (isolated SimulatedDevice) -> Bool) async throws {
+        let deadline = ContinuousClock.now + configuration.waitLimit
+        let timer = Task { [weak self] in
+            try? await Task.sleep(until: deadline)
+            await self?.changed()
+        }
+        defer { timer.cancel() }
+        while !condition(self) {
+            guard ContinuousClock.now < deadline else { throw FabricTimeout(what: what, limit: configuration.waitLimit) }
+            await withCheckedContinuation { changeWaiters.append($0) }
+        }
+    }
+
+    private func changed() {
+        let waiters = changeWaiters
+        changeWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: Continuing
+
+    /// Continues an activity another device offers, as a person choosing it here would: picks
+    /// the app (or the browser), launches it, fetches the activity from its device and
+    /// delivers it. The app hears exactly one `continue` or `didFail`.
+    public func continueActivity(_ nearby: NearbyActivity) async -> ContinuationOutcome {
+        let announcement = nearby.announcement
+        guard let origin = fabric?.device(named: nearby.device) else {
+            return .failed(.connectionUnavailable("device '\(nearby.device)' is not in this fabric"))
+        }
+        guard !announcement.isExpired() else {
+            return .notContinued(reason: "the activity '\(announcement.activityType)' from '\(nearby.device)' has expired")
+        }
+        let installed = apps.values.map(\.manifest).sorted { $0.bundleIdentifier < $1.bundleIdentifier }
+        var incoming = IncomingActivity(
+            teamIdentifier: announcement.teamIdentifier, activityType: announcement.activityType,
+            originBundleIdentifier: announcement.bundleIdentifier)
+        var route = ActivityRouter.route(incoming, installed: installed, defaultBrowser: defaultBrowser)
+        var prefetched: ActivityRecord?
+        if case .app = route {
+        } else if announcement.hasWebpageURL || announcement.activityType == NSUserActivityTypeBrowsingWeb {
+            // Routing to a browser or a web-approved app needs the page: fetch it first.
+            switch await origin.fetch(announcement.id, deadline: configuration.saveDeadline) {
+            case .success(let record):
+                prefetched = record
+                incoming.webpageURL = record.webpageURL
+                route = ActivityRouter.route(incoming, installed: installed, defaultBrowser: defaultBrowser)
+            case .failure(let failure):
+                return .failed(failure)
+            }
+        }
+        switch route {
+        case .nowhere(let reason):
+            return .notContinued(reason: reason)
+        case .webBrowser(let url, _):
+            openedWebpages.append(url)
+            changed()
+            await origin.activityWasContinued(announcement.id)
+            return .openedInBrowser(url)
+        case .app(let manifest, _):
+            return await continueInApp(manifest.bundleIdentifier, announcement, from: origin, prefetched: prefetched)
+        }
+    }
+
+    private func continueInApp(
+        _ bundleIdentifier: String, _ announcement: ActivityAnnouncement, from origin: SimulatedDevice, prefetched: ActivityRecord?
+    ) async -> ContinuationOutcome {
+        _ = await start(bundleIdentifier)
+        guard let center = apps[bundleIdentifier]?.center else {
+            return .failed(.handoffFailed("the app '\(bundleIdentifier)' could not be started on '\(name)'"))
+        }
+        let id = UUID()
+        let type = announcement.activityType
+        let result = OneShot<Result<ActivityRecord, ContinuationFailure>>()
+        let previous = active
+        active = ActiveContinuation(id: id, activityType: type, center: center, result: result)
+        if let previous {
+            let superseded = ContinuationFailure.cancelled("a newer continuation of '\(type)' replaced this one")
+            previous.result.resolve(.failure(superseded))
+            await previous.center.fail(previous.id, activityType: previous.activityType, failure: superseded)
+        }
+        await center.willContinue(id, activityType: type)
+        if let prefetched {
+            result.resolve(.success(prefetched))
+        } else {
+            let deadline = configuration.saveDeadline
+            Task { result.resolve(await origin.fetch(announcement.id, deadline: deadline)) }
+        }
+        let fetched = await result.value()
+        guard active?.id == id else {
+            // Superseded or ended elsewhere: the app was already told.
+            if case .failure(let failure) = fetched { return .failed(failure) }
+            return .failed(.cancelled("a newer continuation replaced this one"))
+        }
+        active = nil
+        var outcome: Result<ActivityRecord, ContinuationFailure> = fetched
+        if case .success(let record) = fetched, record.payloadSize > configuration.payloadLimit {
+            outcome = .failure(.userInfoTooLarge(
+                "the activity's userInfo is \(record.payloadSize) bytes, over the limit of \(configuration.payloadLimit) bytes; move bulk data to continuation streams"))
+        }
+        switch outcome {
+        case .failure(let failure):
+            await center.fail(id, activityType: type, failure: failure)
+            changed()
+            return .failed(failure)
+        case .success(let record):
+            let context = ContinuationContext(continuationID: id, originActivityID: announcement.id, originDevice: origin.name)
+            await center.deliver(id, record: record, continuation: context)
+            await origin.activityWasContinued(announcement.id)
+            changed()
+            return .continued(bundleIdentifier: bundleIdentifier)
+        }
+    }
+
+    // MARK: As the originating device
+
+    /// Asks the owning app to save the activity and returns it, within `deadline`.
+    func fetch(_ activityID: UUID, deadline: Duration) async -> Result<ActivityRecord, ContinuationFailure> {
+        if faults.contains(.unreachable) {
+            return .failure(.connectionUnavailable("device '\(name)' cannot be reached"))
+        }
+        guard let bundleIdentifier = owners[activityID], let center = apps[bundleIdentifier]?.center,
+            currentByApp[bundleIdentifier]?.id == activityID
+        else {
+            return .failure(.handoffFailed("device '\(name)' no longer offers this activity"))
+        }
+        let result = OneShot<Result<ActivityRecord, ContinuationFailure>>()
+        let fetchID = UUID()
+        fetchesInFlight[fetchID] = result
+        if !faults.contains(.appStallsOnSave(bundleIdentifier: bundleIdentifier)) {
+            Task { result.resolve(await center.save(activityID: activityID)) }
+        }
+        let name = self.name
+        let timer = Task {
+            try await Task.sleep(for: deadline)
+            result.resolve(.failure(.remoteAppTimedOut("the app '\(bundleIdentifier)' on '\(name)' did not save the activity within \(deadline)")))
+        }
+        let value = await result.value()
+        timer.cancel()
+        fetchesInFlight[fetchID] = nil
+        return value
+    }
+
+    func activityWasContinued(_ activityID: UUID) async {
+        guard !faults.contains(.unreachable), let owner = owners[activityID], let center = apps[owner]?.center else { return }
+        await center.wasContinued(activityID: activityID)
+    }
+
+    func acceptStreams(_ activityID: UUID, pair: StreamPair) async throws(ContinuationFailure) {
+        guard !faults.contains(.unreachable) else {
+            throw .connectionUnavailable("device '\(name)' cannot be reached")
+        }
+        guard let owner = owners[activityID], let center = apps[owner]?.center else {
+            throw .handoffFailed("the originating activity is gone from '\(name)'")
+        }
+        guard await center.receiveStreams(activityID: activityID, pair: pair) else {
+            throw .handoffFailed("the originating app on '\(name)' has no delegate to take the streams")
+        }
+    }
+
+    fileprivate func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
+        guard let origin = fabric?.device(named: continuation.originDevice) else {
+            throw .connectionUnavailable("device '\(continuation.originDevice)' is not in this fabric")
+        }
+        let (mine, theirs) = StreamPipe.makeConnectedPairs()
+        do {
+            try await origin.acceptStreams(continuation.originActivityID, pair: theirs)
+        } catch {
+            mine.input.close()
+            mine.output.close()
+            throw error
+        }
+        return mine
+    }
+}
+
+/// A wait in a fabric test that did not see what it waited for.
+public struct FabricTimeout: Error, CustomStringConvertible {
+    public var what: String
+    public var limit: Duration
+    public var description: String { "waited \(limit) for \(what), in vain" }
+}
+
+/// An app's link to its simulated device.
+private struct DeviceConnection: AgentConnection {
+    let device: SimulatedDevice
+    let bundleIdentifier: String
+
+    func send(_ event: AppEvent) async {
+        await device.appEvent(event, from: bundleIdentifier)
+    }
+
+    func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
+        try await device.openStreams(continuation)
+    }
+}
+
+/// A value set once, by whoever comes first, and awaited by one task.
+final class OneShot<Value: Sendable>: Sendable {
+    private enum State {
+        case empty
+        case waiting(CheckedContinuation<Value, Never>)
+        case done(Value)
+    }
+
+    private let state = Mutex<State>(.empty)
+
+    /// Sets the value if none was set; returns whether this call set it.
+    @discardableResult
+    func resolve(_ value: Value) -> Bool {
+        let (set, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Value, Never>?) in
+            switch state {
+            case .done:
+                return (false, nil)
+            case .empty:
+                state = .done(value)
+                return (true, nil)
+            case .waiting(let continuation):
+                state = .done(value)
+                return (true, continuation)
+            }
+        }
+        waiter?.resume(returning: value)
+        return set
+    }
+
+    func value() async -> Value {
+        await withCheckedContinuation { continuation in
+            let ready: Value? = state.withLock { state in
+                if case .done(let value) = state { return value }
+                state = .waiting(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
