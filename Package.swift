@@ -25,7 +25,8 @@ let package = Package(
         ),
         .target(name: "HandoffApp", dependencies: ["Handoff"], swiftSettings: strict),
         .target(name: "HandoffTesting", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
-        .executableTarget(name: "handoff-demo", dependencies: ["HandoffTesting"], swiftSettings: strict),
+        .target(name: "MapViewerKit", dependencies: ["Handoff", "HandoffApp"], path: "Examples/MapViewerKit", swiftSettings: strict),
+        .executableTarget(name: "handoff-demo", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
         .executableTarget(
             name: "UserInfoBenchmark",
             dependencies: ["Handoff"],
@@ -34,6 +35,6 @@ let package = Package(
         ),
         .testTarget(name: "HandoffTests", dependencies: ["Handoff"], swiftSettings: strict),
         .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffTesting"], swiftSettings: strict),
-        .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting"], swiftSettings: strict),
+        .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
     ]
 )

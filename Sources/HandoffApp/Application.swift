@@ -95,7 +95,11 @@ open class Application: ContinuationReceiver {
     }
 
     package func continueActivity(_ continuationID: UUID, _ activity: UserActivity) async {
-        run(continuations.deliver(continuationID, activity))
+        // Restores the app asked for during `continue` finish before the continuation counts
+        // as delivered; later calls of the handler restore whenever they come.
+        for restoration in run(continuations.deliver(continuationID, activity)) {
+            await restoration.settle()
+        }
     }
 
     package func didFailToContinue(_ continuationID: UUID, activityType: String, error: CocoaError) async {
@@ -103,14 +107,16 @@ open class Application: ContinuationReceiver {
         run(continuations.fail(continuationID, failure))
     }
 
-    private func run(_ actions: [ContinuationStateMachine<UserActivity>.Action]) {
+    @discardableResult
+    private func run(_ actions: [ContinuationStateMachine<UserActivity>.Action]) -> [RestorationHandler] {
+        var restorations: [RestorationHandler] = []
         perform {
             for action in actions {
                 switch action {
                 case .willContinue(let type):
                     _ = delegate?.application(self, willContinueUserActivityWithType: type)
                 case .continue(let activity):
-                    deliver(activity)
+                    restorations.append(deliver(activity))
                 case .didFail(let type, let failure):
                     if let delegate {
                         delegate.application(self, didFailToContinueUserActivityWithType: type, error: failure.cocoaError)
@@ -120,15 +126,18 @@ open class Application: ContinuationReceiver {
                 }
             }
         }
+        return restorations
     }
 
-    private func deliver(_ activity: UserActivity) {
+    /// Hands the activity to the delegate and returns the restoration handler it was given.
+    private func deliver(_ activity: UserActivity) -> RestorationHandler {
         let restoration = RestorationHandler(activity: activity)
         let handler: ([UserActivityRestoring]?) -> Void = { objects in restoration.restore(objects ?? []) }
         let handled = delegate?.application(self, continue: activity, restorationHandler: handler) ?? false
         if !handled, let url = activity.userInfo?[NSUserActivityDocumentURLKey] as? URL {
             openDocument(at: url, restoring: activity)
         }
+        return restoration
     }
 
     /// Opens a continued document and lets it restore the activity, as AppKit does when the
@@ -155,6 +164,7 @@ open class Application: ContinuationReceiver {
 final class RestorationHandler: Sendable {
     private let activity: UserActivity
     private let restored = Mutex<Set<ObjectIdentifier>>([])
+    private let restores = Mutex<[Task<Void, Never>]>([])
 
     init(activity: UserActivity) { self.activity = activity }
 
@@ -163,13 +173,16 @@ final class RestorationHandler: Sendable {
         let objects: [UserActivityRestoring]
     }
 
+    /// Schedules the objects' restores on the main actor; safe from any thread.
     func restore(_ objects: [UserActivityRestoring]) {
         let box = Objects(objects: objects)
-        if Thread.isMainThread {
-            MainActor.assumeIsolated { restoreOnMain(box.objects) }
-        } else {
-            Task { @MainActor in self.restoreOnMain(box.objects) }
-        }
+        let task = Task { @MainActor in self.restoreOnMain(box.objects) }
+        restores.withLock { $0.append(task) }
+    }
+
+    /// Waits for the restores scheduled so far.
+    func settle() async {
+        for task in restores.withLock({ $0 }) { await task.value }
     }
 
     @MainActor private func restoreOnMain(_ objects: [UserActivityRestoring]) {

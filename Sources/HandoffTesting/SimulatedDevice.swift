@@ -16,16 +16,18 @@ public actor SimulatedDevice {
         var makeDelegate: @MainActor @Sendable () -> (any ApplicationDelegate)?
         var application: Application?
         var center: ActivityCenter?
+        var mailbox: AppMailbox?
     }
 
     private struct ActiveContinuation {
         var id: UUID
         var activityType: String
-        var center: ActivityCenter
+        var mailbox: AppMailbox
         var result: OneShot<Result<ActivityRecord, ContinuationFailure>>
     }
 
     private var apps: [String: AppSlot] = [:]
+    private var launches: [String: Task<Application, Never>] = [:]
     /// Each app's current activity, as its app announced it.
     private var currentByApp: [String: ActivityAnnouncement] = [:]
     /// Which app an activity belongs to, until it is invalidated.
@@ -102,10 +104,11 @@ public actor SimulatedDevice {
         guard var slot = apps[bundleIdentifier] else { return }
         slot.application = nil
         slot.center = nil
+        slot.mailbox = nil
         apps[bundleIdentifier] = slot
         for (id, owner) in owners where owner == bundleIdentifier { owners[id] = nil }
         if let current = currentByApp.removeValue(forKey: bundleIdentifier) { withdraw(current.id) }
-        if let active, active.center.bundleIdentifier == bundleIdentifier {
+        if let active, active.mailbox.center.bundleIdentifier == bundleIdentifier {
             active.result.resolve(.failure(.handoffFailed("the app '\(bundleIdentifier)' on '\(name)' ended")))
         }
     }
@@ -118,6 +121,7 @@ public actor SimulatedDevice {
 
     private func start(_ bundleIdentifier: String) async -> Application {
         if let running = apps[bundleIdentifier]?.application { return running }
+        if let launching = launches[bundleIdentifier] { return await launching.value }
         guard let slot = apps[bundleIdentifier] else { preconditionFailure("'\(bundleIdentifier)' is not installed on '\(name)'") }
         let center = ActivityCenter(
             connection: DeviceConnection(device: self, bundleIdentifier: bundleIdentifier),
@@ -125,11 +129,16 @@ public actor SimulatedDevice {
         let manifest = slot.manifest
         let containers = syncedContainers
         let makeDelegate = slot.makeDelegate
-        let application = await MainActor.run {
+        // Continuations arriving while the app starts wait for this one launch.
+        let launch = Task { @MainActor in
             Application(center: center, manifest: manifest, syncedContainers: containers, delegate: makeDelegate())
         }
-        apps[bundleIdentifier]?.application = application
+        launches[bundleIdentifier] = launch
         apps[bundleIdentifier]?.center = center
+        apps[bundleIdentifier]?.mailbox = AppMailbox(center: center)
+        let application = await launch.value
+        launches[bundleIdentifier] = nil
+        apps[bundleIdentifier]?.application = application
         return application
     }
 
@@ -203,17 +212,17 @@ public actor SimulatedDevice {
 
     /// Waits until another device offers a matching activity, and returns it.
     public func nearbyActivity(ofType activityType: String? = nil, from device: String? = nil) async throws -> NearbyActivity {
-        var found: NearbyActivity?
-        try await waitUntil("an activity\(activityType.map { " of type '\($0)'" } ?? "")\(device.map { " from '\($0)'" } ?? "") to be offered to '\(name)'") { me in
-            found = me.nearbyActivities.first { (activityType == nil || $0.activityType == activityType) && (device == nil || $0.device == device) }
-            return found != nil
+        let matches: @Sendable (NearbyActivity) -> Bool = {
+            (activityType == nil || $0.activityType == activityType) && (device == nil || $0.device == device)
         }
-        return found!
+        let what = "an activity\(activityType.map { " of type '\($0)'" } ?? "")\(device.map { " from '\($0)'" } ?? "") to be offered to '\(name)'"
+        try await waitUntil(what) { $0.nearbyActivities.contains(where: matches) }
+        return nearbyActivities.first(where: matches)!
     }
 
     /// Waits until `condition` holds for this device, re-checking whenever its state changes.
     /// Fails after the fabric's `waitLimit` rather than hanging a test.
-    public func waitUntil(_ what: String, _ condition: (isolated SimulatedDevice) -> Bool) async throws {
+    public func waitUntil(_ what: String, _ condition: @Sendable (isolated SimulatedDevice) -> Bool) async throws {
         let deadline = ContinuousClock.now + configuration.waitLimit
         let timer = Task { [weak self] in
             try? await Task.sleep(until: deadline)
@@ -280,20 +289,20 @@ public actor SimulatedDevice {
         _ bundleIdentifier: String, _ announcement: ActivityAnnouncement, from origin: SimulatedDevice, prefetched: ActivityRecord?
     ) async -> ContinuationOutcome {
         _ = await start(bundleIdentifier)
-        guard let center = apps[bundleIdentifier]?.center else {
+        guard let mailbox = apps[bundleIdentifier]?.mailbox else {
             return .failed(.handoffFailed("the app '\(bundleIdentifier)' could not be started on '\(name)'"))
         }
         let id = UUID()
         let type = announcement.activityType
         let result = OneShot<Result<ActivityRecord, ContinuationFailure>>()
         let previous = active
-        active = ActiveContinuation(id: id, activityType: type, center: center, result: result)
+        active = ActiveContinuation(id: id, activityType: type, mailbox: mailbox, result: result)
         if let previous {
             let superseded = ContinuationFailure.cancelled("a newer continuation of '\(type)' replaced this one")
             previous.result.resolve(.failure(superseded))
-            await previous.center.fail(previous.id, activityType: previous.activityType, failure: superseded)
+            previous.mailbox.post(.fail(previous.id, activityType: previous.activityType, superseded, delivered: nil))
         }
-        await center.willContinue(id, activityType: type)
+        mailbox.post(.willContinue(id, activityType: type))
         if let prefetched {
             result.resolve(.success(prefetched))
         } else {
@@ -314,12 +323,16 @@ public actor SimulatedDevice {
         }
         switch outcome {
         case .failure(let failure):
-            await center.fail(id, activityType: type, failure: failure)
+            let delivered = OneShot<Void>()
+            mailbox.post(.fail(id, activityType: type, failure, delivered: delivered))
+            await delivered.value()
             changed()
             return .failed(failure)
         case .success(let record):
             let context = ContinuationContext(continuationID: id, originActivityID: announcement.id, originDevice: origin.name)
-            await center.deliver(id, record: record, continuation: context)
+            let delivered = OneShot<Void>()
+            mailbox.post(.deliver(id, record, context, delivered: delivered))
+            await delivered.value()
             await origin.activityWasContinued(announcement.id)
             changed()
             return .continued(bundleIdentifier: bundleIdentifier)
@@ -393,6 +406,43 @@ public struct FabricTimeout: Error, CustomStringConvertible {
     public var what: String
     public var limit: Duration
     public var description: String { "waited \(limit) for \(what), in vain" }
+}
+
+/// What the device tells one app about continuations, delivered in the order the device
+/// decided it, whatever the interleaving of concurrent continuations.
+final class AppMailbox: Sendable {
+    enum Letter: Sendable {
+        case willContinue(UUID, activityType: String)
+        case deliver(UUID, ActivityRecord, ContinuationContext, delivered: OneShot<Void>)
+        case fail(UUID, activityType: String, ContinuationFailure, delivered: OneShot<Void>?)
+    }
+
+    let center: ActivityCenter
+    private let letters: AsyncStream<Letter>.Continuation
+
+    init(center: ActivityCenter) {
+        self.center = center
+        let (stream, letters) = AsyncStream<Letter>.makeStream()
+        self.letters = letters
+        Task {
+            for await letter in stream {
+                switch letter {
+                case .willContinue(let id, let type):
+                    await center.willContinue(id, activityType: type)
+                case .deliver(let id, let record, let context, let delivered):
+                    await center.deliver(id, record: record, continuation: context)
+                    delivered.resolve(())
+                case .fail(let id, let type, let failure, let delivered):
+                    await center.fail(id, activityType: type, failure: failure)
+                    delivered?.resolve(())
+                }
+            }
+        }
+    }
+
+    deinit { letters.finish() }
+
+    func post(_ letter: Letter) { letters.yield(letter) }
 }
 
 /// An app's link to its simulated device.
