@@ -24,7 +24,11 @@ public enum UserInfoCoding {
 
     /// Encodes a `userInfo` dictionary, or throws naming the first value it cannot carry.
     public static func encode(_ userInfo: [AnyHashable: Any]) throws(UserInfoError) -> Data {
-        encode(.dictionary(try UserInfoValue.dictionary(from: userInfo)))
+        var writer = Writer()
+        writer.bytes.append(magic)
+        writer.bytes.append(version)
+        try writer.writeDictionary(userInfo)
+        return Data(writer.bytes)
     }
 
     /// Encodes one value of the model.
@@ -32,13 +36,33 @@ public enum UserInfoCoding {
         var writer = Writer()
         writer.bytes.append(magic)
         writer.bytes.append(version)
-        writer.write(value)
+        do {
+            try writer.write(value.anyValue)
+        } catch {
+            preconditionFailure("a UserInfoValue always holds encodable values: \(error)")
+        }
         return Data(writer.bytes)
     }
 
-    /// Decodes bytes made by `encode`. Never traps on malformed input.
+    /// Decodes bytes made by `encode` into the model. Never traps on malformed input.
     public static func decode(_ data: Data) throws(UserInfoDecodingError) -> UserInfoValue {
-        let result = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<UserInfoValue, UserInfoDecodingError> in
+        let value = try decodeAny(data)
+        do {
+            return try UserInfoValue(value)
+        } catch {
+            throw .malformed(offset: 0, "decoded a value the model cannot hold: \(error)")
+        }
+    }
+
+    /// Decodes bytes made by `encode(_ userInfo:)` back into a dictionary of Swift values.
+    public static func decodeUserInfo(_ data: Data) throws(UserInfoDecodingError) -> [AnyHashable: Any] {
+        guard let dictionary = try decodeAny(data) as? [AnyHashable: Any] else { throw .notADictionary }
+        return dictionary
+    }
+
+    /// Decodes bytes into Swift values, each of the type it was encoded from.
+    static func decodeAny(_ data: Data) throws(UserInfoDecodingError) -> Any {
+        let result = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<Any, UserInfoDecodingError> in
             do throws(UserInfoDecodingError) {
                 var reader = Reader(bytes: raw)
                 let first = try reader.byte()
@@ -53,12 +77,6 @@ public enum UserInfoCoding {
             }
         }
         return try result.get()
-    }
-
-    /// Decodes bytes made by `encode(_ userInfo:)` back into a dictionary of Swift values.
-    public static func decodeUserInfo(_ data: Data) throws(UserInfoDecodingError) -> [AnyHashable: Any] {
-        guard case .dictionary(let dictionary) = try decode(data) else { throw .notADictionary }
-        return UserInfoValue.userInfo(from: dictionary)
     }
 
     struct Writer {
@@ -88,51 +106,134 @@ public enum UserInfoCoding {
             }
         }
 
-        mutating func write(_ value: UserInfoValue) {
+        /// Where the writer is, kept as cheap components and spelled out only for an error.
+        private var path: [PathComponent] = []
+
+        private enum PathComponent {
+            case key(AnyHashable)
+            case dictionaryKey(AnyHashable)
+            case index(Int)
+            case member(AnyHashable)
+
+            var text: String {
+                switch self {
+                case .key(let key): return "\(key.base)"
+                case .dictionaryKey(let key): return "\(key.base) (key)"
+                case .index(let index): return "[\(index)]"
+                case .member(let member): return "{\(member.base)}"
+                }
+            }
+        }
+
+        private func failure(_ value: Any) -> UserInfoError {
+            UserInfoError(keyPath: path.map(\.text), typeName: String(describing: type(of: value)))
+        }
+
+        private mutating func integer(_ width: UserInfoInteger.Width, signed: Int64) {
+            bytes.append(Tag.integerBase.rawValue + width.rawValue)
+            varint(UInt64(bitPattern: (signed << 1) ^ (signed >> 63)))
+        }
+
+        private mutating func integer(_ width: UserInfoInteger.Width, unsigned: UInt64) {
+            bytes.append(Tag.integerBase.rawValue + width.rawValue)
+            varint(unsigned)
+        }
+
+        mutating func writeDictionary<Key: Hashable>(_ items: [Key: Any]) throws(UserInfoError) {
+            bytes.append(Tag.dictionary.rawValue)
+            varint(UInt64(items.count))
+            for (key, item) in items {
+                let hashable = AnyHashable(key)
+                path.append(.dictionaryKey(hashable))
+                try write(key)
+                path[path.count - 1] = .key(hashable)
+                try write(item)
+                path.removeLast()
+            }
+        }
+
+        private mutating func writeArray(_ items: [Any]) throws(UserInfoError) {
+            bytes.append(Tag.array.rawValue)
+            varint(UInt64(items.count))
+            for (index, item) in items.enumerated() {
+                path.append(.index(index))
+                try write(item)
+                path.removeLast()
+            }
+        }
+
+        /// Writes one value. The most common types are tried first; the order matters only for
+        /// speed, since on Linux no Swift value casts to another Swift value type.
+        mutating func write(_ value: Any) throws(UserInfoError) {
             switch value {
-            case .null: bytes.append(Tag.null.rawValue)
-            case .bool(let v): bytes.append(v ? Tag.true.rawValue : Tag.false.rawValue)
-            case .string(let v): string(.string, v)
-            case .data(let v):
+            case let v as String: string(.string, v)
+            case let v as Int: integer(.int, signed: Int64(v))
+            case let v as Double:
+                bytes.append(Tag.double.rawValue)
+                fixed64(v.bitPattern)
+            case let v as Bool: bytes.append(v ? Tag.true.rawValue : Tag.false.rawValue)
+            case let v as [String: Any]: try writeDictionary(v)
+            case let v as [Any]: try writeArray(v)
+            case let v as Date:
+                bytes.append(Tag.date.rawValue)
+                fixed64(v.timeIntervalSinceReferenceDate.bitPattern)
+            case let v as Data:
                 bytes.append(Tag.data.rawValue)
                 varint(UInt64(v.count))
                 bytes.append(contentsOf: v)
-            case .double(let v):
-                bytes.append(Tag.double.rawValue)
-                fixed64(v.bitPattern)
-            case .float(let v):
-                bytes.append(Tag.float.rawValue)
-                withUnsafeBytes(of: v.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
-            case .date(let v):
-                bytes.append(Tag.date.rawValue)
-                fixed64(v.timeIntervalSinceReferenceDate.bitPattern)
-            case .url(let v): string(.url, v.absoluteString)
-            case .uuid(let v):
+            case let v as URL: string(.url, v.absoluteString)
+            case let v as UUID:
                 bytes.append(Tag.uuid.rawValue)
                 withUnsafeBytes(of: v.uuid) { bytes.append(contentsOf: $0) }
-            case .integer(let v):
-                bytes.append(Tag.integerBase.rawValue + v.width.rawValue)
-                if v.isSigned {
-                    let signed = Int64(bitPattern: v.bits)
-                    varint(UInt64(bitPattern: (signed << 1) ^ (signed >> 63)))
-                } else {
-                    varint(v.bits)
-                }
-            case .array(let items):
-                bytes.append(Tag.array.rawValue)
-                varint(UInt64(items.count))
-                for item in items { write(item) }
-            case .set(let items):
+            case let v as Float:
+                bytes.append(Tag.float.rawValue)
+                withUnsafeBytes(of: v.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+            case let v as [AnyHashable: Any]: try writeDictionary(v)
+            case let v as Set<AnyHashable>:
                 bytes.append(Tag.set.rawValue)
-                varint(UInt64(items.count))
-                for item in items { write(item) }
-            case .dictionary(let items):
-                bytes.append(Tag.dictionary.rawValue)
-                varint(UInt64(items.count))
-                for (key, item) in items {
-                    write(key)
-                    write(item)
+                varint(UInt64(v.count))
+                for member in v {
+                    path.append(.member(member))
+                    try write(member.base)
+                    path.removeLast()
                 }
+            case let v as Int64: integer(.int64, signed: v)
+            case let v as Int32: integer(.int32, signed: Int64(v))
+            case let v as Int16: integer(.int16, signed: Int64(v))
+            case let v as Int8: integer(.int8, signed: Int64(v))
+            case let v as UInt: integer(.uint, unsigned: UInt64(v))
+            case let v as UInt64: integer(.uint64, unsigned: v)
+            case let v as UInt32: integer(.uint32, unsigned: UInt64(v))
+            case let v as UInt16: integer(.uint16, unsigned: UInt64(v))
+            case let v as UInt8: integer(.uint8, unsigned: UInt64(v))
+            case let v as CGFloat:
+                bytes.append(Tag.double.rawValue)
+                fixed64(Double(v).bitPattern)
+            case is NSNull: bytes.append(Tag.null.rawValue)
+            case let v as UserInfoValue: try write(v.anyValue)
+            case let v as AnyHashable: try write(v.base)
+            case let v as NSNumber:
+                switch String(cString: v.objCType) {
+                case "d":
+                    bytes.append(Tag.double.rawValue)
+                    fixed64(v.doubleValue.bitPattern)
+                case "f":
+                    bytes.append(Tag.float.rawValue)
+                    withUnsafeBytes(of: v.floatValue.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+                case "Q", "L", "I", "S", "C": integer(.uint64, unsigned: v.uint64Value)
+                default: integer(.int64, signed: v.int64Value)
+                }
+            case let v as NSString: string(.string, v as String)
+            case let v as NSData:
+                bytes.append(Tag.data.rawValue)
+                varint(UInt64(v.length))
+                bytes.append(contentsOf: v as Data)
+            case let v as NSDate:
+                bytes.append(Tag.date.rawValue)
+                fixed64(v.timeIntervalSinceReferenceDate.bitPattern)
+            case let v as NSURL: string(.url, (v as URL).absoluteString)
+            default:
+                throw failure(value)
             }
         }
     }
@@ -195,7 +296,7 @@ public enum UserInfoCoding {
             return s
         }
 
-        mutating func value(depth: Int) throws(UserInfoDecodingError) -> UserInfoValue {
+        mutating func value(depth: Int) throws(UserInfoDecodingError) -> Any {
             guard depth <= UserInfoCoding.maximumDepth else { throw .tooDeep(offset: offset) }
             let tagOffset = offset
             let raw = try byte()
@@ -207,66 +308,82 @@ public enum UserInfoCoding {
                 let integer = UserInfoInteger(width: width, bits: 0)
                 if integer.isSigned {
                     let signed = Int64(bitPattern: encoded >> 1) ^ -Int64(bitPattern: encoded & 1)
-                    return .integer(.init(width: width, bits: UInt64(bitPattern: signed)))
+                    return UserInfoInteger(width: width, bits: UInt64(bitPattern: signed)).anyValue
                 }
-                return .integer(.init(width: width, bits: encoded))
+                return UserInfoInteger(width: width, bits: encoded).anyValue
             }
             guard let tag = Tag(rawValue: raw) else { throw .malformed(offset: tagOffset, "unknown tag \(raw)") }
             switch tag {
-            case .null: return .null
-            case .false: return .bool(false)
-            case .true: return .bool(true)
-            case .string: return .string(try string())
+            case .null: return NSNull()
+            case .false: return false
+            case .true: return true
+            case .string: return try string()
             case .data:
                 let count = try length(minimumElementSize: 1)
-                return .data(Data(try take(count)))
-            case .double: return .double(Double(bitPattern: try fixed64()))
+                return Data(try take(count))
+            case .double: return Double(bitPattern: try fixed64())
             case .float:
                 let raw = try take(4)
                 var bits: UInt32 = 0
                 withUnsafeMutableBytes(of: &bits) { $0.copyMemory(from: raw) }
-                return .float(Float(bitPattern: UInt32(littleEndian: bits)))
-            case .date: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try fixed64())))
+                return Float(bitPattern: UInt32(littleEndian: bits))
+            case .date: return Date(timeIntervalSinceReferenceDate: Double(bitPattern: try fixed64()))
             case .url:
                 let text = try string()
                 guard let url = URL(string: text) else { throw .malformed(offset: tagOffset, "not a URL: \(text)") }
-                return .url(url)
+                return url
             case .uuid:
                 let raw = try take(16)
                 var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
                 withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: raw) }
-                return .uuid(UUID(uuid: uuid))
+                return UUID(uuid: uuid)
             case .array:
                 let count = try length(minimumElementSize: 1)
-                var items: [UserInfoValue] = []
+                var items: [Any] = []
                 items.reserveCapacity(count)
                 for _ in 0..<count { items.append(try value(depth: depth + 1)) }
-                return .array(items)
+                return items
             case .set:
                 let count = try length(minimumElementSize: 1)
-                var items = Set<UserInfoValue>(minimumCapacity: count)
+                var items = Set<AnyHashable>(minimumCapacity: count)
                 for _ in 0..<count {
                     let memberOffset = offset
-                    guard items.insert(try value(depth: depth + 1)).inserted else {
+                    guard items.insert(try hashable(depth: depth + 1)).inserted else {
                         throw .malformed(offset: memberOffset, "set member appears twice")
                     }
                 }
-                return .set(items)
+                return items
             case .dictionary:
                 let count = try length(minimumElementSize: 2)
-                var items = [UserInfoValue: UserInfoValue](minimumCapacity: count)
+                var items = [AnyHashable: Any](minimumCapacity: count)
                 for _ in 0..<count {
                     let keyOffset = offset
-                    let key = try value(depth: depth + 1)
+                    let key = try hashable(depth: depth + 1)
                     let item = try value(depth: depth + 1)
                     guard items.updateValue(item, forKey: key) == nil else {
                         throw .malformed(offset: keyOffset, "dictionary key appears twice")
                     }
                 }
-                return .dictionary(items)
+                return items
             case .integerBase:
                 preconditionFailure("integer tags are handled above")
             }
+        }
+
+        /// A value used as a dictionary key or set member.
+        mutating func hashable(depth: Int) throws(UserInfoDecodingError) -> AnyHashable {
+            let start = offset
+            // Most keys are strings: read them without boxing them into `Any` first.
+            if offset < bytes.count, bytes[offset] == Tag.string.rawValue {
+                offset += 1
+                return AnyHashable(try string())
+            }
+            let decoded = try value(depth: depth)
+            if let key = decoded as? String { return AnyHashable(key) }
+            guard let key = decoded as? AnyHashable else {
+                throw .malformed(offset: start, "a key or set member that is not hashable")
+            }
+            return key
         }
     }
 }
