@@ -116,4 +116,26 @@ struct ActivityCenterSaveTests {
         #expect(failure.code == 4608)
         #expect(failure.message.contains("invalidated"))
     }
+
+    @Test(
+        "A userInfo nested deeper than the continuing device can read fails the save with error 4608",
+        .disabled("bug: encoding has no depth limit, so the save succeeds and the continuing device fails to decode")
+    )
+    func tooDeepUserInfoFails() async throws {
+        let app = AppUnderTest()
+        let activity = app.activity()
+        var deep: Any = "leaf"
+        for _ in 0...UserInfoCoding.maximumDepth { deep = [deep] }
+        activity.userInfo = ["outline": deep]
+        activity.becomeCurrent()
+
+        let result = await app.center.save(activityID: activity.id)
+
+        guard case .failure(let failure) = result else {
+            Issue.record("expected a failure, got a record the continuing device cannot decode")
+            return
+        }
+        #expect(failure.code == 4608)
+        #expect(failure.message.contains("userInfo.outline"))
+    }
 }

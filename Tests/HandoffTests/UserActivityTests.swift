@@ -318,6 +318,60 @@ struct CurrentActivityTests {
         #expect(app.center.currentActivity == nil)
         #expect(await app.connection.next(1) == [.invalidated(marker.id)])
     }
+    @Test("An activity not eligible for Handoff can be current, but is not offered")
+    func ineligibleCurrentIsNotOffered() async {
+        let app = AppUnderTest()
+        let activity = app.activity()
+        activity.isEligibleForHandoff = false
+        activity.becomeCurrent()
+
+        #expect(app.center.currentActivity === activity)
+        #expect(await app.connection.next(1) == [.resigned(activity.id)])
+    }
+
+    @Test("An expired activity can be current, but is not offered")
+    func expiredCurrentIsNotOffered() async {
+        let app = AppUnderTest()
+        let activity = app.activity()
+        activity.expirationDate = Date(timeIntervalSinceNow: -60)
+        activity.becomeCurrent()
+
+        #expect(app.center.currentActivity === activity)
+        #expect(await app.connection.next(1) == [.resigned(activity.id)])
+    }
+
+    @Test("A current activity made eligible again is offered")
+    func eligibleAgainIsOffered() async {
+        let app = AppUnderTest()
+        let activity = app.activity()
+        activity.isEligibleForHandoff = false
+        activity.becomeCurrent()
+        activity.isEligibleForHandoff = true
+
+        #expect(await app.connection.next(2) == [.resigned(activity.id), .becameCurrent(app.announcement(of: activity))])
+    }
+
+    @Test(
+        "A change made on another thread never makes a replaced activity current again",
+        .disabled("bug: ActivityCenter.activityChanged checks currentness and makes current under two separate locks")
+    )
+    func concurrentChangeDoesNotResurrect() {
+        let app = AppUnderTest()
+        let replaced = app.activity("com.example.app.reading")
+        let replacing = app.activity("com.example.app.editing")
+        let editor = Thread {
+            for page in 0..<30_000 { replaced.title = "page \(page)" }
+        }
+        editor.start()
+        var resurrections = 0
+        while !editor.isFinished {
+            replaced.becomeCurrent()
+            replacing.becomeCurrent()
+            // Only a title changed on `replaced` since: it must stay replaced.
+            if app.center.currentActivity === replaced { resurrections += 1 }
+        }
+        #expect(resurrections == 0)
+    }
 }
 
 @Suite("Saving through needsSave and the delegate")
