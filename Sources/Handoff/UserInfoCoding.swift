@@ -211,7 +211,7 @@ public enum UserInfoCoding {
                 fixed64(Double(v).bitPattern)
             case is NSNull: bytes.append(Tag.null.rawValue)
             case let v as UserInfoValue: try write(v.anyValue)
-            case let v as AnyHashable: try write(v.base)
+            case let v as AnyHashable where type(of: value) == AnyHashable.self: try write(v.base)
             case let v as NSNumber:
                 switch String(cString: v.objCType) {
                 case "d":

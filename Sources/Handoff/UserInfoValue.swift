@@ -137,7 +137,6 @@ extension UserInfoValue {
         case let v as UInt16: return .integer(.init(width: .uint16, bits: UInt64(v)))
         case let v as UInt8: return .integer(.init(width: .uint8, bits: UInt64(v)))
         case let v as CGFloat: return .double(Double(v))
-        case is NSNull: return .null
         case let v as UserInfoValue: return v
         case let v as [Any]:
             var items: [UserInfoValue] = []
@@ -162,6 +161,7 @@ extension UserInfoValue {
                 items.insert(try convert(item.base, path: path + ["{\(item.base)}"]))
             }
             return .set(items)
+        case is NSNull: return .null
         case let v as NSNumber: return numberValue(v)
         case let v as NSString: return .string(v as String)
         case let v as NSData: return .data(v as Data)
