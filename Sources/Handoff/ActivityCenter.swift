@@ -86,13 +86,22 @@ package final class ActivityCenter: @unchecked Sendable {
     // MARK: From the app's activities
 
     func makeCurrent(_ activity: UserActivity) {
-        let announcement = activity.announcement(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier)
-        let offerable = activity.isOfferable
-        locked {
-            currentStorage = activity
-            live[activity.id] = WeakActivity(activity: activity)
-            // Yielding under the lock keeps the agent's view in the order of the changes.
-            outbox.yield(offerable ? .becameCurrent(announcement) : .resigned(activity.id))
+        locked { announceCurrent(activity) }
+    }
+
+    /// Makes `activity` current and tells the agent, under `lock`: deciding and announcing in
+    /// one critical section keeps the agent's view in the order of the changes, and keeps an
+    /// activity invalidated on another thread from becoming current. (The activity's own lock
+    /// is taken inside this one, never the other way round.)
+    private func announceCurrent(_ activity: UserActivity) {
+        guard !activity.isInvalidated else { return }
+        currentStorage = activity
+        if live.count >= 64 { live = live.filter { $0.value.activity != nil } }
+        live[activity.id] = WeakActivity(activity: activity)
+        if activity.isOfferable {
+            outbox.yield(.becameCurrent(activity.announcement(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier)))
+        } else {
+            outbox.yield(.resigned(activity.id))
         }
     }
 
@@ -114,12 +123,10 @@ package final class ActivityCenter: @unchecked Sendable {
 
     /// A property other devices see changed: tell them if the activity is current.
     func activityChanged(_ activity: UserActivity) {
-        guard currentStorage(is: activity) else { return }
-        makeCurrent(activity)
-    }
-
-    private func currentStorage(is activity: UserActivity) -> Bool {
-        locked { currentStorage === activity }
+        locked {
+            guard currentStorage === activity else { return }
+            announceCurrent(activity)
+        }
     }
 
     func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
@@ -135,7 +142,7 @@ package final class ActivityCenter: @unchecked Sendable {
     /// Saves an activity for a continuation: asks the app to bring it up to date, then encodes it.
     package func save(activityID: UUID) async -> Result<ActivityRecord, ContinuationFailure> {
         guard let activity = liveActivity(activityID), !activity.isInvalidated else {
-            return .failure(.handoffFailed("the activity is no longer available on '\(deviceName)': its app invalidated it"))
+            return .failure(.handoffFailed("the activity is no longer available on '\(deviceName)': its app invalidated or released it"))
         }
         await MainActor.run {
             ActivityCenter.$current.withValue(self) { activity.saveIfNeeded() }

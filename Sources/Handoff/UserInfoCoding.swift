@@ -25,46 +25,47 @@ public enum UserInfoCoding {
     /// Encodes a `userInfo` dictionary, or throws naming the first value it cannot carry.
     public static func encode(_ userInfo: [AnyHashable: Any]) throws(UserInfoError) -> Data {
         var writer = Writer()
-        writer.bytes.append(magic)
-        writer.bytes.append(version)
         try writer.writeDictionary(userInfo)
         return Data(writer.bytes)
     }
 
-    /// Encodes one value of the model.
-    public static func encode(_ value: UserInfoValue) -> Data {
+    /// Encodes any supported value, or throws naming the first part it cannot carry.
+    public static func encode(any value: Any) throws(UserInfoError) -> Data {
         var writer = Writer()
-        writer.bytes.append(magic)
-        writer.bytes.append(version)
-        do {
-            try writer.write(value.anyValue)
-        } catch {
-            preconditionFailure("a UserInfoValue always holds encodable values: \(error)")
-        }
+        try writer.write(value)
+        return Data(writer.bytes)
+    }
+
+    /// Encodes one value of the model, keeping every key distinct (the model's `1` and `1.0`
+    /// are different keys, as they are different values). Throws only for nesting deeper
+    /// than `maximumDepth`.
+    public static func encode(_ value: UserInfoValue) throws(UserInfoError) -> Data {
+        var writer = Writer()
+        try writer.write(value)
         return Data(writer.bytes)
     }
 
     /// Decodes bytes made by `encode` into the model. Never traps on malformed input.
     public static func decode(_ data: Data) throws(UserInfoDecodingError) -> UserInfoValue {
-        let value = try decodeAny(data)
-        do {
-            return try UserInfoValue(value)
-        } catch {
-            throw .malformed(offset: 0, "decoded a value the model cannot hold: \(error)")
-        }
+        try decode(data, as: ModelBuilder.self)
     }
 
-    /// Decodes bytes made by `encode(_ userInfo:)` back into a dictionary of Swift values.
+    /// Decodes bytes made by `encode(_ userInfo:)` back into a dictionary of Swift values,
+    /// each of the type it was encoded from.
     public static func decodeUserInfo(_ data: Data) throws(UserInfoDecodingError) -> [AnyHashable: Any] {
-        guard let dictionary = try decodeAny(data) as? [AnyHashable: Any] else { throw .notADictionary }
+        guard let dictionary = try decode(data, as: AnyBuilder.self) as? [AnyHashable: Any] else { throw .notADictionary }
         return dictionary
     }
 
     /// Decodes bytes into Swift values, each of the type it was encoded from.
     static func decodeAny(_ data: Data) throws(UserInfoDecodingError) -> Any {
-        let result = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<Any, UserInfoDecodingError> in
+        try decode(data, as: AnyBuilder.self)
+    }
+
+    private static func decode<Builder: ValueBuilder>(_ data: Data, as builder: Builder.Type) throws(UserInfoDecodingError) -> Builder.Value {
+        let result = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<Builder.Value, UserInfoDecodingError> in
             do throws(UserInfoDecodingError) {
-                var reader = Reader(bytes: raw)
+                var reader = Reader<Builder>(bytes: raw)
                 let first = try reader.byte()
                 guard first == magic else { throw .notUserInfo }
                 let found = try reader.byte()
@@ -82,7 +83,11 @@ public enum UserInfoCoding {
     struct Writer {
         var bytes: [UInt8] = []
 
-        init() { bytes.reserveCapacity(256) }
+        init() {
+            bytes.reserveCapacity(256)
+            bytes.append(magic)
+            bytes.append(version)
+        }
 
         mutating func varint(_ value: UInt64) {
             var v = value
@@ -129,6 +134,89 @@ public enum UserInfoCoding {
             UserInfoError(keyPath: path.map(\.text), typeName: String(describing: type(of: value)))
         }
 
+        /// The decoder refuses values nested deeper than `maximumDepth`, so the writer refuses
+        /// to write them: the failure then names the key on the device that made the value.
+        private func checkDepth(_ value: Any) throws(UserInfoError) {
+            guard path.count <= UserInfoCoding.maximumDepth else {
+                throw UserInfoError(keyPath: path.map(\.text), typeName: String(describing: type(of: value)), reason: .nestedTooDeeply)
+            }
+        }
+
+        private mutating func double(_ tag: Tag, _ value: Double) {
+            bytes.append(tag.rawValue)
+            fixed64(value.bitPattern)
+        }
+
+        private mutating func float(_ value: Float) {
+            bytes.append(Tag.float.rawValue)
+            withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+        }
+
+        private mutating func data(_ value: Data) {
+            bytes.append(Tag.data.rawValue)
+            varint(UInt64(value.count))
+            bytes.append(contentsOf: value)
+        }
+
+        private mutating func uuid(_ value: UUID) {
+            bytes.append(Tag.uuid.rawValue)
+            withUnsafeBytes(of: value.uuid) { bytes.append(contentsOf: $0) }
+        }
+
+        private mutating func integer(_ value: UserInfoInteger) {
+            if value.isSigned {
+                integer(value.width, signed: Int64(bitPattern: value.bits))
+            } else {
+                integer(value.width, unsigned: value.bits)
+            }
+        }
+
+        /// Writes a value of the model. Dictionary keys and set members keep their model
+        /// identity, which `AnyHashable` would merge (`1` and `1.0`).
+        mutating func write(_ value: UserInfoValue) throws(UserInfoError) {
+            guard path.count <= UserInfoCoding.maximumDepth else {
+                throw UserInfoError(keyPath: path.map(\.text), typeName: "UserInfoValue", reason: .nestedTooDeeply)
+            }
+            switch value {
+            case .null: bytes.append(Tag.null.rawValue)
+            case .bool(let v): bytes.append(v ? Tag.true.rawValue : Tag.false.rawValue)
+            case .string(let v): string(.string, v)
+            case .data(let v): data(v)
+            case .double(let v): double(.double, v)
+            case .float(let v): float(v)
+            case .date(let v): double(.date, v.timeIntervalSinceReferenceDate)
+            case .url(let v): string(.url, v.absoluteString)
+            case .uuid(let v): uuid(v)
+            case .integer(let v): integer(v)
+            case .array(let items):
+                bytes.append(Tag.array.rawValue)
+                varint(UInt64(items.count))
+                for (index, item) in items.enumerated() {
+                    path.append(.index(index))
+                    try write(item)
+                    path.removeLast()
+                }
+            case .set(let items):
+                bytes.append(Tag.set.rawValue)
+                varint(UInt64(items.count))
+                for item in items {
+                    path.append(.member(item.hashableValue))
+                    try write(item)
+                    path.removeLast()
+                }
+            case .dictionary(let items):
+                bytes.append(Tag.dictionary.rawValue)
+                varint(UInt64(items.count))
+                for (key, item) in items {
+                    path.append(.dictionaryKey(key.hashableValue))
+                    try write(key)
+                    path[path.count - 1] = .key(key.hashableValue)
+                    try write(item)
+                    path.removeLast()
+                }
+            }
+        }
+
         private mutating func integer(_ width: UserInfoInteger.Width, signed: Int64) {
             bytes.append(Tag.integerBase.rawValue + width.rawValue)
             varint(UInt64(bitPattern: (signed << 1) ^ (signed >> 63)))
@@ -165,29 +253,19 @@ public enum UserInfoCoding {
         /// Writes one value. The most common types are tried first; the order matters only for
         /// speed, since on Linux no Swift value casts to another Swift value type.
         mutating func write(_ value: Any) throws(UserInfoError) {
+            try checkDepth(value)
             switch value {
             case let v as String: string(.string, v)
             case let v as Int: integer(.int, signed: Int64(v))
-            case let v as Double:
-                bytes.append(Tag.double.rawValue)
-                fixed64(v.bitPattern)
+            case let v as Double: double(.double, v)
             case let v as Bool: bytes.append(v ? Tag.true.rawValue : Tag.false.rawValue)
             case let v as [String: Any]: try writeDictionary(v)
             case let v as [Any]: try writeArray(v)
-            case let v as Date:
-                bytes.append(Tag.date.rawValue)
-                fixed64(v.timeIntervalSinceReferenceDate.bitPattern)
-            case let v as Data:
-                bytes.append(Tag.data.rawValue)
-                varint(UInt64(v.count))
-                bytes.append(contentsOf: v)
+            case let v as Date: double(.date, v.timeIntervalSinceReferenceDate)
+            case let v as Data: data(v)
             case let v as URL: string(.url, v.absoluteString)
-            case let v as UUID:
-                bytes.append(Tag.uuid.rawValue)
-                withUnsafeBytes(of: v.uuid) { bytes.append(contentsOf: $0) }
-            case let v as Float:
-                bytes.append(Tag.float.rawValue)
-                withUnsafeBytes(of: v.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+            case let v as UUID: uuid(v)
+            case let v as Float: float(v)
             case let v as [AnyHashable: Any]: try writeDictionary(v)
             case let v as Set<AnyHashable>:
                 bytes.append(Tag.set.rawValue)
@@ -206,31 +284,20 @@ public enum UserInfoCoding {
             case let v as UInt32: integer(.uint32, unsigned: UInt64(v))
             case let v as UInt16: integer(.uint16, unsigned: UInt64(v))
             case let v as UInt8: integer(.uint8, unsigned: UInt64(v))
-            case let v as CGFloat:
-                bytes.append(Tag.double.rawValue)
-                fixed64(Double(v).bitPattern)
-            case is NSNull: bytes.append(Tag.null.rawValue)
-            case let v as UserInfoValue: try write(v.anyValue)
+            case let v as CGFloat: double(.double, Double(v))
+            case let v as UserInfoValue: try write(v)
             case let v as AnyHashable where type(of: value) == AnyHashable.self: try write(v.base)
+            case is NSNull: bytes.append(Tag.null.rawValue)
             case let v as NSNumber:
                 switch String(cString: v.objCType) {
-                case "d":
-                    bytes.append(Tag.double.rawValue)
-                    fixed64(v.doubleValue.bitPattern)
-                case "f":
-                    bytes.append(Tag.float.rawValue)
-                    withUnsafeBytes(of: v.floatValue.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+                case "d": double(.double, v.doubleValue)
+                case "f": float(v.floatValue)
                 case "Q", "L", "I", "S", "C": integer(.uint64, unsigned: v.uint64Value)
                 default: integer(.int64, signed: v.int64Value)
                 }
             case let v as NSString: string(.string, v as String)
-            case let v as NSData:
-                bytes.append(Tag.data.rawValue)
-                varint(UInt64(v.length))
-                bytes.append(contentsOf: v as Data)
-            case let v as NSDate:
-                bytes.append(Tag.date.rawValue)
-                fixed64(v.timeIntervalSinceReferenceDate.bitPattern)
+            case let v as NSData: data(v as Data)
+            case let v as NSDate: double(.date, v.timeIntervalSinceReferenceDate)
             case let v as NSURL: string(.url, (v as URL).absoluteString)
             default:
                 throw failure(value)
@@ -238,7 +305,80 @@ public enum UserInfoCoding {
         }
     }
 
-    struct Reader {
+    /// What a decoded value is built as: Swift values for apps, or the model.
+    protocol ValueBuilder {
+        associatedtype Value
+        associatedtype Key: Hashable
+        static func null() -> Value
+        static func bool(_ value: Bool) -> Value
+        static func string(_ value: String) -> Value
+        static func data(_ value: Data) -> Value
+        static func double(_ value: Double) -> Value
+        static func float(_ value: Float) -> Value
+        static func date(_ value: Date) -> Value
+        static func url(_ value: URL) -> Value
+        static func uuid(_ value: UUID) -> Value
+        static func integer(_ value: UserInfoInteger) -> Value
+        static func array(_ items: [Value]) -> Value
+        static func set(_ items: Set<Key>) -> Value
+        static func dictionary(_ items: [Key: Value]) -> Value
+        /// A decoded value as a dictionary key or set member.
+        static func key(_ value: Value) -> Key
+        /// A string key, without building a `Value` first.
+        static func stringKey(_ value: String) -> Key
+    }
+
+    /// Builds the Swift values an app reads with `as?`.
+    enum AnyBuilder: ValueBuilder {
+        static func null() -> Any { NSNull() }
+        static func bool(_ value: Bool) -> Any { value }
+        static func string(_ value: String) -> Any { value }
+        static func data(_ value: Data) -> Any { value }
+        static func double(_ value: Double) -> Any { value }
+        static func float(_ value: Float) -> Any { value }
+        static func date(_ value: Date) -> Any { value }
+        static func url(_ value: URL) -> Any { value }
+        static func uuid(_ value: UUID) -> Any { value }
+        static func integer(_ value: UserInfoInteger) -> Any { value.anyValue }
+        static func array(_ items: [Any]) -> Any { items }
+        static func set(_ items: Set<AnyHashable>) -> Any { items }
+        static func dictionary(_ items: [AnyHashable: Any]) -> Any { items }
+        static func stringKey(_ value: String) -> AnyHashable { AnyHashable(value) }
+
+        /// Containers become their hashable forms so that they can be keys and members too.
+        static func key(_ value: Any) -> AnyHashable {
+            switch value {
+            case let items as [Any]: return AnyHashable(items.map(key))
+            case let items as [AnyHashable: Any]:
+                var hashable: [AnyHashable: AnyHashable] = [:]
+                for (k, v) in items { hashable[k] = key(v) }
+                return AnyHashable(hashable)
+            case let v as AnyHashable: return v
+            default: preconditionFailure("every decoded value is hashable or a container")
+            }
+        }
+    }
+
+    /// Builds the model, in which `1`, `Int8(1)` and `1.0` stay distinct keys.
+    enum ModelBuilder: ValueBuilder {
+        static func null() -> UserInfoValue { .null }
+        static func bool(_ value: Bool) -> UserInfoValue { .bool(value) }
+        static func string(_ value: String) -> UserInfoValue { .string(value) }
+        static func data(_ value: Data) -> UserInfoValue { .data(value) }
+        static func double(_ value: Double) -> UserInfoValue { .double(value) }
+        static func float(_ value: Float) -> UserInfoValue { .float(value) }
+        static func date(_ value: Date) -> UserInfoValue { .date(value) }
+        static func url(_ value: URL) -> UserInfoValue { .url(value) }
+        static func uuid(_ value: UUID) -> UserInfoValue { .uuid(value) }
+        static func integer(_ value: UserInfoInteger) -> UserInfoValue { .integer(value) }
+        static func array(_ items: [UserInfoValue]) -> UserInfoValue { .array(items) }
+        static func set(_ items: Set<UserInfoValue>) -> UserInfoValue { .set(items) }
+        static func dictionary(_ items: [UserInfoValue: UserInfoValue]) -> UserInfoValue { .dictionary(items) }
+        static func key(_ value: UserInfoValue) -> UserInfoValue { value }
+        static func stringKey(_ value: String) -> UserInfoValue { .string(value) }
+    }
+
+    struct Reader<Builder: ValueBuilder> {
         let bytes: UnsafeRawBufferPointer
         var offset = 0
 
@@ -296,7 +436,35 @@ public enum UserInfoCoding {
             return s
         }
 
-        mutating func value(depth: Int) throws(UserInfoDecodingError) -> Any {
+        /// Reads an integer's body and checks that it fits the width its tag declares.
+        mutating func integer(_ width: UserInfoInteger.Width, at tagOffset: Int) throws(UserInfoDecodingError) -> UserInfoInteger {
+            let encoded = try varint()
+            let value: UserInfoInteger
+            let fits: Bool
+            switch width {
+            case .int, .int64, .int32, .int16, .int8:
+                let signed = Int64(bitPattern: encoded >> 1) ^ -Int64(bitPattern: encoded & 1)
+                value = UserInfoInteger(width: width, bits: UInt64(bitPattern: signed))
+                switch width {
+                case .int8: fits = Int8(exactly: signed) != nil
+                case .int16: fits = Int16(exactly: signed) != nil
+                case .int32: fits = Int32(exactly: signed) != nil
+                default: fits = Int(exactly: signed) != nil
+                }
+            case .uint, .uint64, .uint32, .uint16, .uint8:
+                value = UserInfoInteger(width: width, bits: encoded)
+                switch width {
+                case .uint8: fits = UInt8(exactly: encoded) != nil
+                case .uint16: fits = UInt16(exactly: encoded) != nil
+                case .uint32: fits = UInt32(exactly: encoded) != nil
+                default: fits = UInt(exactly: encoded) != nil
+                }
+            }
+            guard fits else { throw .malformed(offset: tagOffset, "integer does not fit its declared type \(width)") }
+            return value
+        }
+
+        mutating func value(depth: Int) throws(UserInfoDecodingError) -> Builder.Value {
             guard depth <= UserInfoCoding.maximumDepth else { throw .tooDeep(offset: offset) }
             let tagOffset = offset
             let raw = try byte()
@@ -304,91 +472,78 @@ public enum UserInfoCoding {
                 guard let width = UserInfoInteger.Width(rawValue: raw - Tag.integerBase.rawValue) else {
                     throw .malformed(offset: tagOffset, "unknown tag \(raw)")
                 }
-                let encoded = try varint()
-                let integer = UserInfoInteger(width: width, bits: 0)
-                if integer.isSigned {
-                    let signed = Int64(bitPattern: encoded >> 1) ^ -Int64(bitPattern: encoded & 1)
-                    return UserInfoInteger(width: width, bits: UInt64(bitPattern: signed)).anyValue
-                }
-                return UserInfoInteger(width: width, bits: encoded).anyValue
+                return Builder.integer(try integer(width, at: tagOffset))
             }
             guard let tag = Tag(rawValue: raw) else { throw .malformed(offset: tagOffset, "unknown tag \(raw)") }
             switch tag {
-            case .null: return NSNull()
-            case .false: return false
-            case .true: return true
-            case .string: return try string()
+            case .null: return Builder.null()
+            case .false: return Builder.bool(false)
+            case .true: return Builder.bool(true)
+            case .string: return Builder.string(try string())
             case .data:
                 let count = try length(minimumElementSize: 1)
-                return Data(try take(count))
-            case .double: return Double(bitPattern: try fixed64())
+                return Builder.data(Data(try take(count)))
+            case .double: return Builder.double(Double(bitPattern: try fixed64()))
             case .float:
                 let raw = try take(4)
                 var bits: UInt32 = 0
                 withUnsafeMutableBytes(of: &bits) { $0.copyMemory(from: raw) }
-                return Float(bitPattern: UInt32(littleEndian: bits))
-            case .date: return Date(timeIntervalSinceReferenceDate: Double(bitPattern: try fixed64()))
+                return Builder.float(Float(bitPattern: UInt32(littleEndian: bits)))
+            case .date: return Builder.date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try fixed64())))
             case .url:
                 let text = try string()
                 guard let url = URL(string: text) else { throw .malformed(offset: tagOffset, "not a URL: \(text)") }
-                return url
+                return Builder.url(url)
             case .uuid:
                 let raw = try take(16)
                 var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
                 withUnsafeMutableBytes(of: &uuid) { $0.copyMemory(from: raw) }
-                return UUID(uuid: uuid)
+                return Builder.uuid(UUID(uuid: uuid))
             case .array:
                 let count = try length(minimumElementSize: 1)
-                var items: [Any] = []
+                var items: [Builder.Value] = []
                 items.reserveCapacity(count)
                 for _ in 0..<count { items.append(try value(depth: depth + 1)) }
-                return items
+                return Builder.array(items)
             case .set:
                 let count = try length(minimumElementSize: 1)
-                var items = Set<AnyHashable>(minimumCapacity: count)
+                var items = Set<Builder.Key>(minimumCapacity: count)
                 for _ in 0..<count {
                     let memberOffset = offset
-                    guard items.insert(try hashable(depth: depth + 1)).inserted else {
+                    guard items.insert(try key(depth: depth + 1)).inserted else {
                         throw .malformed(offset: memberOffset, "set member appears twice")
                     }
                 }
-                return items
+                return Builder.set(items)
             case .dictionary:
                 let count = try length(minimumElementSize: 2)
-                var items = [AnyHashable: Any](minimumCapacity: count)
+                var items = [Builder.Key: Builder.Value](minimumCapacity: count)
                 for _ in 0..<count {
                     let keyOffset = offset
-                    let key = try hashable(depth: depth + 1)
+                    let key = try key(depth: depth + 1)
                     let item = try value(depth: depth + 1)
                     guard items.updateValue(item, forKey: key) == nil else {
                         throw .malformed(offset: keyOffset, "dictionary key appears twice")
                     }
                 }
-                return items
+                return Builder.dictionary(items)
             case .integerBase:
                 preconditionFailure("integer tags are handled above")
             }
         }
 
         /// A value used as a dictionary key or set member.
-        mutating func hashable(depth: Int) throws(UserInfoDecodingError) -> AnyHashable {
-            let start = offset
-            // Most keys are strings: read them without boxing them into `Any` first.
-            if offset < bytes.count, bytes[offset] == Tag.string.rawValue {
+        mutating func key(depth: Int) throws(UserInfoDecodingError) -> Builder.Key {
+            // Most keys are strings: read them without building a value first.
+            if offset < bytes.count, bytes[offset] == Tag.string.rawValue, depth <= UserInfoCoding.maximumDepth {
                 offset += 1
-                return AnyHashable(try string())
+                return Builder.stringKey(try string())
             }
-            let decoded = try value(depth: depth)
-            if let key = decoded as? String { return AnyHashable(key) }
-            guard let key = decoded as? AnyHashable else {
-                throw .malformed(offset: start, "a key or set member that is not hashable")
-            }
-            return key
+            return Builder.key(try value(depth: depth))
         }
     }
 }
 
-/// Why bytes could not be decoded as a `userInfo`.
 public enum UserInfoDecodingError: Error, Sendable, Hashable, CustomStringConvertible {
     case notUserInfo
     case unsupportedVersion(UInt8)

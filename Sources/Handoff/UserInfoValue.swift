@@ -68,40 +68,63 @@ public struct UserInfoInteger: Sendable, Hashable {
 
 /// A `userInfo` value that Handoff cannot carry, with where it was found.
 public struct UserInfoError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What is wrong with the value.
+    public enum Reason: Sendable, Hashable {
+        /// Its type is not one a user activity can carry.
+        case unsupportedType
+        /// It is nested deeper than `UserInfoCoding.maximumDepth`, which no device reads.
+        case nestedTooDeeply
+        /// It would not read back as written, e.g. two URL keys with the same absolute string.
+        case unreadable(String)
+    }
+
     /// The keys from the top of `userInfo` down to the bad value, e.g. `["shapes", "[2]", "color"]`.
     public var keyPath: [String]
     /// The Swift type of the bad value.
     public var typeName: String
+    public var reason: Reason
 
-    public init(keyPath: [String], typeName: String) {
+    public init(keyPath: [String], typeName: String, reason: Reason = .unsupportedType) {
         self.keyPath = keyPath
         self.typeName = typeName
+        self.reason = reason
     }
 
     public var description: String {
-        let path = keyPath.isEmpty ? "userInfo" : "userInfo." + keyPath.joined(separator: ".")
-        return "\(path) holds a value of type \(typeName), which a user activity cannot carry; "
-            + "use String, a number, Bool, Data, Date, URL, UUID, NSNull, or an array, set or dictionary of those"
+        // A very deep path is shortened: its start says where, its length says how deep.
+        let shown = keyPath.count > 12 ? Array(keyPath.prefix(8)) + ["…"] : keyPath
+        let path = keyPath.isEmpty ? "userInfo" : "userInfo." + shown.joined(separator: ".")
+        switch reason {
+        case .unsupportedType:
+            return "\(path) holds a value of type \(typeName), which a user activity cannot carry; "
+                + "use String, a number, Bool, Data, Date, URL, UUID, NSNull, or an array, set or dictionary of those"
+        case .nestedTooDeeply:
+            return "\(path) is nested \(keyPath.count) levels deep, deeper than the \(UserInfoCoding.maximumDepth) levels a device reads"
+        case .unreadable(let why):
+            return "\(path) would not read back as written: \(why)"
+        }
     }
 }
 
 extension UserInfoValue {
     /// Converts a Swift or Foundation value into the model, or throws naming where an
-    /// unsupported value sits.
+    /// unsupported value sits. It accepts exactly what the encoder accepts, because it is
+    /// the encoder's own check.
     public init(_ value: Any) throws(UserInfoError) {
-        self = try Self.convert(value, path: [])
+        let bytes = try UserInfoCoding.encode(any: value)
+        do {
+            self = try UserInfoCoding.decode(bytes)
+        } catch {
+            throw UserInfoError(keyPath: [], typeName: String(describing: type(of: value)), reason: .unreadable("\(error)"))
+        }
     }
 
     /// Converts a whole `userInfo` dictionary.
     public static func dictionary(from userInfo: [AnyHashable: Any]) throws(UserInfoError) -> [UserInfoValue: UserInfoValue] {
-        var result: [UserInfoValue: UserInfoValue] = [:]
-        result.reserveCapacity(userInfo.count)
-        for (key, value) in userInfo {
-            let keyName = String(describing: key.base)
-            let convertedKey = try convert(key.base, path: [keyName + " (key)"])
-            result[convertedKey] = try convert(value, path: [keyName])
+        guard case .dictionary(let dictionary) = try UserInfoValue(userInfo) else {
+            preconditionFailure("a dictionary converts to a dictionary")
         }
-        return result
+        return dictionary
     }
 
     /// Converts the model back to a `userInfo` dictionary of Swift values.
@@ -112,75 +135,6 @@ extension UserInfoValue {
             result[key.hashableValue] = value.anyValue
         }
         return result
-    }
-
-    // The order of the casts matters: on Linux a Swift `Bool` never casts to an integer and
-    // back, but Foundation's reference types must be tried after the value types they bridge.
-    private static func convert(_ value: Any, path: [String]) throws(UserInfoError) -> UserInfoValue {
-        switch value {
-        case let v as String: return .string(v)
-        case let v as Bool: return .bool(v)
-        case let v as Int: return .integer(UserInfoInteger(v))
-        case let v as Double: return .double(v)
-        case let v as Date: return .date(v)
-        case let v as Data: return .data(v)
-        case let v as URL: return .url(v)
-        case let v as UUID: return .uuid(v)
-        case let v as Float: return .float(v)
-        case let v as Int64: return .integer(.init(width: .int64, bits: UInt64(bitPattern: v)))
-        case let v as Int32: return .integer(.init(width: .int32, bits: UInt64(bitPattern: Int64(v))))
-        case let v as Int16: return .integer(.init(width: .int16, bits: UInt64(bitPattern: Int64(v))))
-        case let v as Int8: return .integer(.init(width: .int8, bits: UInt64(bitPattern: Int64(v))))
-        case let v as UInt: return .integer(.init(width: .uint, bits: UInt64(v)))
-        case let v as UInt64: return .integer(.init(width: .uint64, bits: v))
-        case let v as UInt32: return .integer(.init(width: .uint32, bits: UInt64(v)))
-        case let v as UInt16: return .integer(.init(width: .uint16, bits: UInt64(v)))
-        case let v as UInt8: return .integer(.init(width: .uint8, bits: UInt64(v)))
-        case let v as CGFloat: return .double(Double(v))
-        case let v as UserInfoValue: return v
-        case let v as [Any]:
-            var items: [UserInfoValue] = []
-            items.reserveCapacity(v.count)
-            for (index, item) in v.enumerated() {
-                items.append(try convert(item, path: path + ["[\(index)]"]))
-            }
-            return .array(items)
-        case let v as [AnyHashable: Any]:
-            var items: [UserInfoValue: UserInfoValue] = [:]
-            items.reserveCapacity(v.count)
-            for (key, item) in v {
-                let keyName = String(describing: key.base)
-                let convertedKey = try convert(key.base, path: path + [keyName + " (key)"])
-                items[convertedKey] = try convert(item, path: path + [keyName])
-            }
-            return .dictionary(items)
-        case let v as Set<AnyHashable>:
-            var items = Set<UserInfoValue>()
-            items.reserveCapacity(v.count)
-            for item in v {
-                items.insert(try convert(item.base, path: path + ["{\(item.base)}"]))
-            }
-            return .set(items)
-        case is NSNull: return .null
-        case let v as NSNumber: return numberValue(v)
-        case let v as NSString: return .string(v as String)
-        case let v as NSData: return .data(v as Data)
-        case let v as NSDate: return .date(v as Date)
-        case let v as NSURL:
-            guard let url = v as URL? else { throw UserInfoError(keyPath: path, typeName: "NSURL") }
-            return .url(url)
-        default:
-            throw UserInfoError(keyPath: path, typeName: String(describing: type(of: value)))
-        }
-    }
-
-    private static func numberValue(_ number: NSNumber) -> UserInfoValue {
-        switch String(cString: number.objCType) {
-        case "d": return .double(number.doubleValue)
-        case "f": return .float(number.floatValue)
-        case "Q", "L", "I", "S", "C": return .integer(.init(width: .uint64, bits: number.uint64Value))
-        default: return .integer(.init(width: .int64, bits: UInt64(bitPattern: number.int64Value)))
-        }
     }
 
     /// The value as the Swift type an app reads back with `as?`.

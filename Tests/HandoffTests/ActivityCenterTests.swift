@@ -117,10 +117,7 @@ struct ActivityCenterSaveTests {
         #expect(failure.message.contains("invalidated"))
     }
 
-    @Test(
-        "A userInfo nested deeper than the continuing device can read fails the save with error 4608",
-        .disabled("bug: encoding has no depth limit, so the save succeeds and the continuing device fails to decode")
-    )
+    @Test("A userInfo nested deeper than the continuing device can read fails the save with error 4608")
     func tooDeepUserInfoFails() async throws {
         let app = AppUnderTest()
         let activity = app.activity()

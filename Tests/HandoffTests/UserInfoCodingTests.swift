@@ -159,10 +159,7 @@ struct UserInfoCodingRoundTripTests {
         }
     }
 
-    @Test(
-        "Random values whose keys and set members are themselves containers decode to what was encoded",
-        .disabled("bug: Reader.hashable(depth:) refuses a decoded array or dictionary as a key or set member; fixed alone, UserInfoValue.convert then traps (see UserInfoValueTests)")
-    )
+    @Test("Random values whose keys and set members are themselves containers decode to what was encoded")
     func randomRoundTripsWithContainerKeys() throws {
         var random = RandomUserInfo(generator: SplitMix64(seed: 0x4B_6579_73), containerKeys: true)
         for iteration in 0..<300 {
@@ -172,10 +169,7 @@ struct UserInfoCodingRoundTripTests {
         }
     }
 
-    @Test(
-        "A set of arrays, and a dictionary keyed by arrays or dictionaries, come back",
-        .disabled("bug: Reader.hashable(depth:) refuses a decoded array or dictionary as a key or set member")
-    )
+    @Test("A set of arrays, and a dictionary keyed by arrays or dictionaries, come back")
     func containerKeysInUserInfo() throws {
         let userInfo: [AnyHashable: Any] = [
             "routes": Set([[1, 2], [3]]),
@@ -186,10 +180,7 @@ struct UserInfoCodingRoundTripTests {
         #expect(try UserInfoValue.dictionary(from: decoded) == UserInfoValue.dictionary(from: userInfo))
     }
 
-    @Test(
-        "Model keys that differ only in numeric type, such as 1 and 1.0, both come back",
-        .disabled("bug: encode(UserInfoValue) goes through anyValue, keying by AnyHashable, which equates 1, Int8(1) and 1.0; the keys collapse")
-    )
+    @Test("Model keys that differ only in numeric type, such as 1 and 1.0, both come back")
     func numericKeysOfDifferentTypes() throws {
         let value = UserInfoValue.dictionary([
             .integer(UserInfoInteger(1)): .string("Int"),
@@ -263,13 +254,13 @@ struct UserInfoCodingRoundTripTests {
 
     @Test("An encoding inside a larger buffer decodes from a slice of it")
     func decodesSlice() throws {
-        let buffer = Data([9, 9, 9]) + UserInfoCoding.encode(everyCase) + Data([9])
+        let buffer = try Data([9, 9, 9]) + UserInfoCoding.encode(everyCase) + Data([9])
         #expect(try UserInfoCoding.decode(buffer[3..<(buffer.count - 1)]) == everyCase)
     }
 
     @Test("The encoding starts with 'H' and the version")
-    func startsWithMagicAndVersion() {
-        let bytes = [UInt8](UserInfoCoding.encode(.null))
+    func startsWithMagicAndVersion() throws {
+        let bytes = [UInt8](try UserInfoCoding.encode(.null))
         #expect(bytes == [0x48, UserInfoCoding.version, 0x00])
     }
 }
@@ -294,8 +285,8 @@ struct UserInfoDecodingErrorTests {
     }
 
     @Test("Every strict prefix of a valid encoding is refused")
-    func everyPrefixIsRefused() {
-        let bytes = [UInt8](UserInfoCoding.encode(everyCase))
+    func everyPrefixIsRefused() throws {
+        let bytes = [UInt8](try UserInfoCoding.encode(everyCase))
         for length in 0..<bytes.count {
             #expect(throws: UserInfoDecodingError.self, "prefix of \(length) bytes") {
                 try decodes(Array(bytes[..<length]))
@@ -304,8 +295,8 @@ struct UserInfoDecodingErrorTests {
     }
 
     @Test("Bytes after the value are refused")
-    func trailingBytes() {
-        let bytes = [UInt8](UserInfoCoding.encode(everyCase))
+    func trailingBytes() throws {
+        let bytes = [UInt8](try UserInfoCoding.encode(everyCase))
         #expect(throws: UserInfoDecodingError.trailingBytes(offset: bytes.count)) { try decodes(bytes + [0x00]) }
     }
 
@@ -391,10 +382,7 @@ struct UserInfoDecodingErrorTests {
         }
     }
 
-    @Test(
-        "An integer outside the range of its declared width is refused",
-        .disabled("bug: Reader.value(depth:) accepts any 64-bit value for the Int8…UInt32 tags and truncates it")
-    )
+    @Test("An integer outside the range of its declared width is refused")
     func integerOutOfRange() {
         let int8 = UserInfoCoding.Tag.integerBase.rawValue + UserInfoInteger.Width.int8.rawValue
         let uint8 = UserInfoCoding.Tag.integerBase.rawValue + UserInfoInteger.Width.uint8.rawValue
@@ -404,11 +392,11 @@ struct UserInfoDecodingErrorTests {
     }
 
     @Test("Random mutations of valid encodings are decoded or refused, never a crash")
-    func randomMutations() {
+    func randomMutations() throws {
         var random = RandomUserInfo(generator: SplitMix64(seed: 0xF00D))
         var refused = 0
         for _ in 0..<1_500 {
-            var bytes = [UInt8](UserInfoCoding.encode(random.value(maximumDepth: 4)))
+            var bytes = [UInt8](try UserInfoCoding.encode(random.value(maximumDepth: 4)))
             for _ in 0...Int.random(in: 0..<4, using: &random.generator) {
                 let position = Int.random(in: 0..<bytes.count, using: &random.generator)
                 switch Int.random(in: 0..<4, using: &random.generator) {
