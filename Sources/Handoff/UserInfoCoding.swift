@@ -53,8 +53,17 @@ public enum UserInfoCoding {
     /// Decodes bytes made by `encode(_ userInfo:)` back into a dictionary of Swift values,
     /// each of the type it was encoded from.
     public static func decodeUserInfo(_ data: Data) throws(UserInfoDecodingError) -> [AnyHashable: Any] {
-        guard let dictionary = try decode(data, as: AnyBuilder.self) as? [AnyHashable: Any] else { throw .notADictionary }
-        return dictionary
+        switch try decode(data, as: AnyBuilder.self) {
+        case let dictionary as [String: Any]:
+            // Room to spare: probing a full table compares `AnyHashable`s, which is slow.
+            var result = [AnyHashable: Any](minimumCapacity: dictionary.count * 2)
+            for (key, value) in dictionary { result[AnyHashable(key)] = value }
+            return result
+        case let dictionary as [AnyHashable: Any]:
+            return dictionary
+        default:
+            throw .notADictionary
+        }
     }
 
     /// Decodes bytes into Swift values, each of the type it was encoded from.
@@ -322,13 +331,21 @@ public enum UserInfoCoding {
         static func array(_ items: [Value]) -> Value
         static func set(_ items: Set<Key>) -> Value
         static func dictionary(_ items: [Key: Value]) -> Value
+        /// A dictionary whose keys are all strings, the common case, built without `Key`s.
+        static func stringDictionary(_ items: [String: Value]) -> Value
+        /// An empty dictionary with room for `capacity` string keys (made in the concrete
+        /// builder, where the standard library's code is specialized).
+        static func stringDictionary(capacity: Int) -> [String: Value]
+        /// An empty array with room for `capacity` values.
+        static func array(capacity: Int) -> [Value]
         /// A decoded value as a dictionary key or set member.
         static func key(_ value: Value) -> Key
         /// A string key, without building a `Value` first.
         static func stringKey(_ value: String) -> Key
     }
 
-    /// Builds the Swift values an app reads with `as?`.
+    /// Builds the Swift values an app reads with `as?`. The containers are made out of line:
+    /// inlined into the generic reader, boxing them looked their type up at run time each time.
     enum AnyBuilder: ValueBuilder {
         static func null() -> Any { NSNull() }
         static func bool(_ value: Bool) -> Any { value }
@@ -340,15 +357,34 @@ public enum UserInfoCoding {
         static func url(_ value: URL) -> Any { value }
         static func uuid(_ value: UUID) -> Any { value }
         static func integer(_ value: UserInfoInteger) -> Any { value.anyValue }
+        @inline(never)
         static func array(_ items: [Any]) -> Any { items }
+        @inline(never)
+        static func array(capacity: Int) -> [Any] {
+            var items: [Any] = []
+            items.reserveCapacity(capacity)
+            return items
+        }
+        @inline(never)
         static func set(_ items: Set<AnyHashable>) -> Any { items }
+        @inline(never)
         static func dictionary(_ items: [AnyHashable: Any]) -> Any { items }
+        /// Kept as `[String: Any]`: making an `AnyHashable` of every key is most of the cost of
+        /// decoding, and `as? [String: Any]` or `as? [AnyHashable: Any]` both read it.
+        @inline(never)
+        static func stringDictionary(_ items: [String: Any]) -> Any { items }
+        @inline(never)
+        static func stringDictionary(capacity: Int) -> [String: Any] { [String: Any](minimumCapacity: capacity) }
         static func stringKey(_ value: String) -> AnyHashable { AnyHashable(value) }
 
         /// Containers become their hashable forms so that they can be keys and members too.
         static func key(_ value: Any) -> AnyHashable {
             switch value {
             case let items as [Any]: return AnyHashable(items.map(key))
+            case let items as [String: Any]:
+                var hashable: [String: AnyHashable] = [:]
+                for (k, v) in items { hashable[k] = key(v) }
+                return AnyHashable(hashable)
             case let items as [AnyHashable: Any]:
                 var hashable: [AnyHashable: AnyHashable] = [:]
                 for (k, v) in items { hashable[k] = key(v) }
@@ -374,6 +410,17 @@ public enum UserInfoCoding {
         static func array(_ items: [UserInfoValue]) -> UserInfoValue { .array(items) }
         static func set(_ items: Set<UserInfoValue>) -> UserInfoValue { .set(items) }
         static func dictionary(_ items: [UserInfoValue: UserInfoValue]) -> UserInfoValue { .dictionary(items) }
+        static func array(capacity: Int) -> [UserInfoValue] {
+            var items: [UserInfoValue] = []
+            items.reserveCapacity(capacity)
+            return items
+        }
+        static func stringDictionary(capacity: Int) -> [String: UserInfoValue] { [String: UserInfoValue](minimumCapacity: capacity) }
+        static func stringDictionary(_ items: [String: UserInfoValue]) -> UserInfoValue {
+            var converted = [UserInfoValue: UserInfoValue](minimumCapacity: items.count)
+            for (key, value) in items { converted[.string(key)] = value }
+            return .dictionary(converted)
+        }
         static func key(_ value: UserInfoValue) -> UserInfoValue { value }
         static func stringKey(_ value: String) -> UserInfoValue { .string(value) }
     }
@@ -382,12 +429,14 @@ public enum UserInfoCoding {
         let bytes: UnsafeRawBufferPointer
         var offset = 0
 
+        @inline(__always)
         mutating func byte() throws(UserInfoDecodingError) -> UInt8 {
             guard offset < bytes.count else { throw .truncated(offset: offset) }
             defer { offset += 1 }
             return bytes[offset]
         }
 
+        @inline(__always)
         mutating func varint() throws(UserInfoDecodingError) -> UInt64 {
             var result: UInt64 = 0
             var shift: UInt64 = 0
@@ -403,6 +452,7 @@ public enum UserInfoCoding {
         }
 
         /// A length or count, checked against what is left before anything is allocated.
+        @inline(__always)
         mutating func length(minimumElementSize: Int) throws(UserInfoDecodingError) -> Int {
             let start = offset
             let value = try varint()
@@ -413,6 +463,7 @@ public enum UserInfoCoding {
             return Int(value)
         }
 
+        @inline(__always)
         mutating func take(_ count: Int) throws(UserInfoDecodingError) -> UnsafeRawBufferPointer {
             guard count <= bytes.count - offset else { throw .truncated(offset: offset) }
             defer { offset += count }
@@ -426,11 +477,15 @@ public enum UserInfoCoding {
             return UInt64(littleEndian: value)
         }
 
+        @inline(__always)
         mutating func string() throws(UserInfoDecodingError) -> String {
             let start = offset
             let count = try length(minimumElementSize: 1)
             let raw = try take(count)
-            guard let s = String(validating: raw.bindMemory(to: UInt8.self), as: UTF8.self) else {
+            // The standard library's validating constructor for a buffer (the one Foundation
+            // uses): `String(validating:as:)` is generic and unspecialized, and costs a third
+            // of decoding in run-time metadata look-ups.
+            guard let s = String._tryFromUTF8(raw.bindMemory(to: UInt8.self)) else {
                 throw .malformed(offset: start, "string is not valid UTF-8")
             }
             return s
@@ -501,13 +556,13 @@ public enum UserInfoCoding {
                 return Builder.uuid(UUID(uuid: uuid))
             case .array:
                 let count = try length(minimumElementSize: 1)
-                var items: [Builder.Value] = []
-                items.reserveCapacity(count)
+                var items = Builder.array(capacity: count)
                 for _ in 0..<count { items.append(try value(depth: depth + 1)) }
                 return Builder.array(items)
             case .set:
                 let count = try length(minimumElementSize: 1)
-                var items = Set<Builder.Key>(minimumCapacity: count)
+                var items = Set<Builder.Key>()
+                items.reserveCapacity(count)
                 for _ in 0..<count {
                     let memberOffset = offset
                     guard items.insert(try key(depth: depth + 1)).inserted else {
@@ -517,8 +572,24 @@ public enum UserInfoCoding {
                 return Builder.set(items)
             case .dictionary:
                 let count = try length(minimumElementSize: 2)
-                var items = [Builder.Key: Builder.Value](minimumCapacity: count)
-                for _ in 0..<count {
+                // Read string keys into a [String: Value] until a key of another type appears.
+                var strings = Builder.stringDictionary(capacity: count)
+                var read = 0
+                while read < count, offset < bytes.count, bytes[offset] == Tag.string.rawValue, depth < UserInfoCoding.maximumDepth {
+                    let keyOffset = offset
+                    offset += 1
+                    let key = try string()
+                    strings[key] = try value(depth: depth + 1)
+                    read += 1
+                    guard strings.count == read else {
+                        throw .malformed(offset: keyOffset, "dictionary key appears twice")
+                    }
+                }
+                if read == count { return Builder.stringDictionary(strings) }
+                var items: [Builder.Key: Builder.Value] = [:]
+                items.reserveCapacity(count)
+                for (key, item) in strings { items[Builder.stringKey(key)] = item }
+                for _ in read..<count {
                     let keyOffset = offset
                     let key = try key(depth: depth + 1)
                     let item = try value(depth: depth + 1)
