@@ -110,7 +110,7 @@ struct FabricTests {
         await devices.origin.inject(.appStallsOnSave(bundleIdentifier: "com.example.notes"))
         let target = devices.target
         async let outcome = target.continueActivity(nearby)
-        while devices.targetDelegate.events.isEmpty { await Task.yield() }
+        #expect(await eventually { !devices.targetDelegate.events.isEmpty })
         await devices.origin.inject(.unreachable)
         let result = await outcome
         guard case .failed(let failure) = result else { Issue.record("expected a failure, got \(result)"); return }
@@ -160,7 +160,7 @@ struct FabricTests {
         await devices.origin.inject(.appStallsOnSave(bundleIdentifier: "com.example.notes"))
         let target = devices.target
         async let first = target.continueActivity(nearby)
-        while devices.targetDelegate.events.isEmpty { await Task.yield() }
+        #expect(await eventually { !devices.targetDelegate.events.isEmpty })
         await devices.origin.clear(.appStallsOnSave(bundleIdentifier: "com.example.notes"))
         let second = await target.continueActivity(nearby)
         let firstOutcome = await first
