@@ -95,12 +95,16 @@ package final class ActivityCenter: @unchecked Sendable {
     /// is taken inside this one, never the other way round.)
     private func announceCurrent(_ activity: UserActivity) {
         guard !activity.isInvalidated else { return }
+        let previous = currentStorage
         currentStorage = activity
         if live.count >= 64 { live = live.filter { $0.value.activity != nil } }
         live[activity.id] = WeakActivity(activity: activity)
         if activity.isOfferable {
+            // The agent takes a new current activity as replacing the app's previous one.
             outbox.yield(.becameCurrent(activity.announcement(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier)))
         } else {
+            // Not offered (ineligible or expired): the one it replaced must stop being offered too.
+            if let previous, previous !== activity { outbox.yield(.resigned(previous.id)) }
             outbox.yield(.resigned(activity.id))
         }
     }
@@ -144,13 +148,23 @@ package final class ActivityCenter: @unchecked Sendable {
         guard let activity = liveActivity(activityID), !activity.isInvalidated else {
             return .failure(.handoffFailed("the activity is no longer available on '\(deviceName)': its app invalidated or released it"))
         }
-        await MainActor.run {
+        // Saved and encoded in one main-actor turn: the app's own code changes userInfo on the
+        // main actor, so nothing it does can slip in between the save and the bytes sent.
+        let bundleIdentifier = self.bundleIdentifier
+        let teamIdentifier = self.teamIdentifier
+        let saved = await MainActor.run { () -> Result<ActivityRecord, UserInfoError> in
             ActivityCenter.$current.withValue(self) { activity.saveIfNeeded() }
+            do throws(UserInfoError) {
+                return .success(try activity.record(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier))
+            } catch {
+                return .failure(error)
+            }
         }
         let record: ActivityRecord
-        do {
-            record = try activity.record(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier)
-        } catch {
+        switch saved {
+        case .success(let made):
+            record = made
+        case .failure(let error):
             logger.error("could not save activity for continuation: \(error)", metadata: ["type": "\(activity.activityType)"])
             return .failure(.handoffFailed("the activity '\(activity.activityType)' could not be sent from '\(deviceName)': \(error)"))
         }

@@ -136,7 +136,6 @@ package final class PipeInputStream: InputStream {
     override package var streamStatus: Stream.Status {
         status.lock()
         defer { status.unlock() }
-        if state == .open && !pipe.hasBytesAvailable { return .open }
         return state
     }
 

@@ -157,11 +157,8 @@ open class UserActivity: @unchecked Sendable {
 
     /// Sets `webpageURL`, throwing for a URL that is not absolute `http` or `https`.
     open func setWebpageURL(_ url: URL?) throws(UserActivityError) {
-        if let url {
-            let scheme = url.scheme?.lowercased()
-            guard scheme == "http" || scheme == "https", url.host != nil else {
-                throw .unsupportedWebpageURL(url.absoluteString)
-            }
+        if let url, !url.isWebPage {
+            throw .unsupportedWebpageURL(url.absoluteString)
         }
         write(announces: true) { $0.webpageURL = url }
     }
@@ -373,5 +370,15 @@ public enum UserActivityError: Error, Sendable, Hashable, CustomStringConvertibl
         case .unsupportedWebpageURL(let url):
             return "webpageURL must be an absolute http or https URL; '\(url)' is not"
         }
+    }
+}
+
+extension URL {
+    /// Whether this is a page a browser can open: an absolute http or https URL with a host,
+    /// the scheme compared without regard to case.
+    package var isWebPage: Bool {
+        let scheme = scheme?.lowercased()
+        guard scheme == "http" || scheme == "https", let host, !host.isEmpty else { return false }
+        return true
     }
 }

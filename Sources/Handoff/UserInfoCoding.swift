@@ -180,6 +180,27 @@ public enum UserInfoCoding {
             }
         }
 
+        /// A Foundation number, read back as the Swift type an app expects: `Bool` for a
+        /// boolean, `Double` or `Float` for floating point, `Int` for an integer that fits
+        /// (`UInt64` above that).
+        private mutating func number(_ value: NSNumber) {
+            if ObjectIdentifier(type(of: value)) == ObjectIdentifier(type(of: NSNumber(value: true))) {
+                bytes.append(value.boolValue ? Tag.true.rawValue : Tag.false.rawValue)
+                return
+            }
+            switch String(cString: value.objCType) {
+            case "d": double(.double, value.doubleValue)
+            case "f": float(value.floatValue)
+            case "Q", "L":
+                if value.uint64Value > UInt64(Int.max) {
+                    integer(.uint64, unsigned: value.uint64Value)
+                } else {
+                    integer(.int, signed: value.int64Value)
+                }
+            default: integer(.int, signed: value.int64Value)
+            }
+        }
+
         /// Writes a value of the model. Dictionary keys and set members keep their model
         /// identity, which `AnyHashable` would merge (`1` and `1.0`).
         mutating func write(_ value: UserInfoValue) throws(UserInfoError) {
@@ -265,6 +286,11 @@ public enum UserInfoCoding {
             try checkDepth(value)
             switch value {
             case let v as String: string(.string, v)
+            case _ where type(of: value) is NSNumber.Type:
+                // Checked before the Swift numbers: a Foundation number (from JSONSerialization,
+                // say) also casts to Int, and a boolean one would lose that it is a Bool.
+                guard let number = value as? NSNumber else { throw failure(value) }
+                self.number(number)
             case let v as Int: integer(.int, signed: Int64(v))
             case let v as Double: double(.double, v)
             case let v as Bool: bytes.append(v ? Tag.true.rawValue : Tag.false.rawValue)
@@ -297,13 +323,6 @@ public enum UserInfoCoding {
             case let v as UserInfoValue: try write(v)
             case let v as AnyHashable where type(of: value) == AnyHashable.self: try write(v.base)
             case is NSNull: bytes.append(Tag.null.rawValue)
-            case let v as NSNumber:
-                switch String(cString: v.objCType) {
-                case "d": double(.double, v.doubleValue)
-                case "f": float(v.floatValue)
-                case "Q", "L", "I", "S", "C": integer(.uint64, unsigned: v.uint64Value)
-                default: integer(.int64, signed: v.int64Value)
-                }
             case let v as NSString: string(.string, v as String)
             case let v as NSData: data(v as Data)
             case let v as NSDate: double(.date, v.timeIntervalSinceReferenceDate)

@@ -1,8 +1,5 @@
 import Foundation
-
-/// The activity type of a web page being browsed. Written out here because this module
-/// must not depend on where the public constant of that name is declared.
-private let browsingWebActivityType = "NSUserActivityTypeBrowsingWeb"
+import Handoff
 
 /// The service an associated domain needs for Handoff from a web browser to an app.
 private let activityContinuationService = "activitycontinuation"
@@ -77,9 +74,9 @@ public enum ActivityRouter {
         let page = webPage(activity.webpageURL)
         let whyNoNativeApp: String
 
-        if activity.activityType == browsingWebActivityType {
+        if activity.activityType == NSUserActivityTypeBrowsingWeb {
             guard let page else {
-                return .nowhere(reason: "activity type '\(browsingWebActivityType)' needs an http or https webpageURL, but \(describeMissingPage(activity.webpageURL))")
+                return .nowhere(reason: "activity type '\(NSUserActivityTypeBrowsingWeb)' needs an http or https webpageURL, but \(describeMissingPage(activity.webpageURL))")
             }
             switch appClaiming(page, installed: installed, origin: activity.originBundleIdentifier, siteApproves: siteApproves) {
             case .chosen(let app, let reason):
@@ -113,7 +110,7 @@ public enum ActivityRouter {
         let type = activity.activityType
         let declaring = installed.filter { $0.continuableActivityTypes.contains(type) }
 
-        guard let team = activity.teamIdentifier, !isBlank(team) else {
+        guard let team = activity.teamIdentifier, !team.isBlank else {
             let named = declaring.isEmpty ? "" : " (\(declaring.map { "'\($0.bundleIdentifier)'" }.sorted().joined(separator: ", ")) declares it)"
             let missing = activity.teamIdentifier == nil ? "has no team identifier" : "has an empty team identifier"
             return .none("the activity \(missing), so no app may continue activity type '\(type)'\(named)")
@@ -126,7 +123,7 @@ public enum ActivityRouter {
 
         var why = "no installed app of team '\(team)' declares activity type '\(type)' in NSUserActivityTypes or as a document type's NSUbiquitousDocumentUserActivityType"
         let otherTeams = declaring.sorted { $0.bundleIdentifier < $1.bundleIdentifier }.map { app in
-            if let other = app.teamIdentifier, !isBlank(other) {
+            if let other = app.teamIdentifier, !other.isBlank {
                 return "'\(app.bundleIdentifier)' declares it but belongs to team '\(other)'"
             }
             return "'\(app.bundleIdentifier)' declares it but has no team identifier"
@@ -189,10 +186,10 @@ public enum ActivityRouter {
         guard let browser = installed.first(where: { $0.bundleIdentifier == defaultBrowser }) else {
             return .webBrowser(page, reason: "\(whyNoNativeApp); the default browser '\(defaultBrowser)' is not installed, so \(page.absoluteString) is opened by its URL")
         }
-        guard browser.activityTypes.contains(browsingWebActivityType) else {
-            return .webBrowser(page, reason: "\(whyNoNativeApp); the default browser '\(defaultBrowser)' does not declare '\(browsingWebActivityType)' in NSUserActivityTypes, so \(page.absoluteString) is opened by its URL")
+        guard browser.activityTypes.contains(NSUserActivityTypeBrowsingWeb) else {
+            return .webBrowser(page, reason: "\(whyNoNativeApp); the default browser '\(defaultBrowser)' does not declare '\(NSUserActivityTypeBrowsingWeb)' in NSUserActivityTypes, so \(page.absoluteString) is opened by its URL")
         }
-        return .app(browser, reason: "\(whyNoNativeApp); the default browser '\(defaultBrowser)' declares '\(browsingWebActivityType)', so it continues \(page.absoluteString)")
+        return .app(browser, reason: "\(whyNoNativeApp); the default browser '\(defaultBrowser)' declares '\(NSUserActivityTypeBrowsingWeb)', so it continues \(page.absoluteString)")
     }
 
     /// The candidate that came up with the activity, else the lowest bundle identifier,
@@ -213,19 +210,12 @@ public enum ActivityRouter {
 
     /// The URL if it is a web page Handoff can open: http or https with a host.
     private static func webPage(_ url: URL?) -> URL? {
-        guard let url,
-              let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = url.host, !host.isEmpty
-        else { return nil }
+        guard let url, url.isWebPage else { return nil }
         return url
     }
 
     private static func describeMissingPage(_ url: URL?) -> String {
         guard let url else { return "the activity has no web page" }
         return "its webpageURL '\(url.absoluteString)' is not an http or https page"
-    }
-
-    private static func isBlank(_ string: String) -> Bool {
-        string.allSatisfy(\.isWhitespace)
     }
 }

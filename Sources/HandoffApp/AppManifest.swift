@@ -512,7 +512,7 @@ private func describeKind(of value: Any) -> String {
 
 extension StringProtocol {
     /// Empty or only whitespace: a value a person left blank.
-    fileprivate var isBlank: Bool {
+    var isBlank: Bool {
         allSatisfy(\.isWhitespace)
     }
 }

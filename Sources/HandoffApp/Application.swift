@@ -4,8 +4,9 @@ import Logging
 import Synchronization
 
 /// A synced folder that exists on several devices, such as one kept in step by Syncthing or
-/// Nextcloud. A document inside one gets an activity automatically, and its URL is carried
-/// relative to the container so that it arrives as the other device's own path.
+/// Nextcloud. A document inside one gets an activity automatically. (Carrying its URL relative
+/// to the container, so that it arrives as the other device's own path, comes with the
+/// agent's container configuration; until then both devices must use the same path.)
 public struct SyncedContainer: Sendable, Hashable {
     /// The same on every device, e.g. `"documents"`.
     public var identifier: String
@@ -64,9 +65,16 @@ open class Application: ContinuationReceiver {
     public nonisolated let logger: Logger
     private var continuations = ContinuationStateMachine<UserActivity>()
 
-    /// An app bound to this process's Handoff agent.
+    /// The app of this process, bound to its Handoff agent. It becomes `Application.shared`;
+    /// a process has one (a second one takes over the continuations, with a warning).
     public convenience init(delegate: (any ApplicationDelegate)?) {
         self.init(center: ActivityCenter.forNewActivities, manifest: nil, syncedContainers: [], delegate: delegate)
+        if Application.current == nil {
+            if Application.processApplication != nil {
+                logger.warning("a second Application was made; continuations now go to the new one and its delegate")
+            }
+            Application.processApplication = self
+        }
     }
 
     /// An app bound to a given link to its device.
@@ -131,11 +139,16 @@ open class Application: ContinuationReceiver {
 
     /// Hands the activity to the delegate and returns the restoration handler it was given.
     private func deliver(_ activity: UserActivity) -> RestorationHandler {
-        let restoration = RestorationHandler(activity: activity)
+        let restoration = RestorationHandler(activity: activity, application: self)
         let handler: ([UserActivityRestoring]?) -> Void = { objects in restoration.restore(objects ?? []) }
         let handled = delegate?.application(self, continue: activity, restorationHandler: handler) ?? false
         if !handled, let url = activity.userInfo?[NSUserActivityDocumentURLKey] as? URL {
-            openDocument(at: url, restoring: activity)
+            if url.isFileURL, syncedContainers.contains(where: { $0.contains(url) }) {
+                openDocument(at: url, restoring: activity)
+            } else {
+                // A peer's bytes choose this URL: open only files inside this device's containers.
+                logger.warning("not opening the continued document \(url): it is not a file in a synced container on this device")
+            }
         }
         return restoration
     }
@@ -163,10 +176,18 @@ open class Application: ContinuationReceiver {
 /// from any thread, more than once, or never: each object restores once, on the main actor.
 final class RestorationHandler: Sendable {
     private let activity: UserActivity
-    private let restored = Mutex<Set<ObjectIdentifier>>([])
-    private let restores = Mutex<[Task<Void, Never>]>([])
+    private let application: Application
+    private let state = Mutex<State>(State())
 
-    init(activity: UserActivity) { self.activity = activity }
+    private struct State {
+        var restored: Set<ObjectIdentifier> = []
+        var pending: [Task<Void, Never>] = []
+    }
+
+    init(activity: UserActivity, application: Application) {
+        self.activity = activity
+        self.application = application
+    }
 
     private struct Objects: @unchecked Sendable {
         // @unchecked: the objects are main-actor-isolated; they are only touched there.
@@ -177,18 +198,21 @@ final class RestorationHandler: Sendable {
     func restore(_ objects: [UserActivityRestoring]) {
         let box = Objects(objects: objects)
         let task = Task { @MainActor in self.restoreOnMain(box.objects) }
-        restores.withLock { $0.append(task) }
+        state.withLock { $0.pending.append(task) }
     }
 
     /// Waits for the restores scheduled so far.
     func settle() async {
-        for task in restores.withLock({ $0 }) { await task.value }
+        for task in state.withLock({ $0.pending }) { await task.value }
     }
 
+    /// Restores run as the app, however late they come: activities they make belong to it.
     @MainActor private func restoreOnMain(_ objects: [UserActivityRestoring]) {
-        for object in objects {
-            let first = restored.withLock { $0.insert(ObjectIdentifier(object)).inserted }
-            if first { object.restoreUserActivityState(activity) }
+        application.perform {
+            for object in objects {
+                let first = state.withLock { $0.restored.insert(ObjectIdentifier(object)).inserted }
+                if first { object.restoreUserActivityState(activity) }
+            }
         }
     }
 }

@@ -48,7 +48,12 @@ public final class HandoffFabric: Sendable {
         devices.withLock { devices in
             if let existing = devices[name] { return existing }
             let device = SimulatedDevice(name: name, account: account, fabric: self)
+            let peers = devices.values.filter { $0.account == account }
             devices[name] = device
+            // The others tell the newcomer what they offer, as their next beacon would.
+            Task {
+                for peer in peers { await peer.introduce(to: device) }
+            }
             return device
         }
     }

@@ -17,6 +17,8 @@ public actor SimulatedDevice {
         var application: Application?
         var center: ActivityCenter?
         var mailbox: AppMailbox?
+        /// Identifies the running instance, so that a dead instance's events are ignored.
+        var launch: UUID?
     }
 
     private struct ActiveContinuation {
@@ -32,6 +34,8 @@ public actor SimulatedDevice {
     private var currentByApp: [String: ActivityAnnouncement] = [:]
     /// Which app an activity belongs to, until it is invalidated.
     private var owners: [UUID: String] = [:]
+    /// Apps in the order they last made an activity current, most recent last.
+    private var recency: [String] = []
     /// The activity this device offers: the most recent app's current one.
     public private(set) var advertisedActivity: ActivityAnnouncement?
     /// What the other devices of the account offer, by device name.
@@ -77,7 +81,14 @@ public actor SimulatedDevice {
     /// Installs an app; the device launches it when a continuation needs it, making its
     /// delegate with `makeDelegate`.
     public func install(_ manifest: AppManifest, delegate makeDelegate: @escaping @MainActor @Sendable () -> (any ApplicationDelegate)? = { nil }) {
-        apps[manifest.bundleIdentifier] = AppSlot(manifest: manifest, makeDelegate: makeDelegate)
+        if var slot = apps[manifest.bundleIdentifier] {
+            // Reinstalling changes what the next launch gets; a running instance keeps running.
+            slot.manifest = manifest
+            slot.makeDelegate = makeDelegate
+            apps[manifest.bundleIdentifier] = slot
+        } else {
+            apps[manifest.bundleIdentifier] = AppSlot(manifest: manifest, makeDelegate: makeDelegate)
+        }
     }
 
     /// Installs and launches an app whose delegate `makeDelegate` makes, and returns it. Run the
@@ -88,6 +99,9 @@ public actor SimulatedDevice {
     ) async -> Application {
         if let running = apps[manifest.bundleIdentifier], running.manifest == manifest, let application = running.application {
             return application
+        }
+        if let launching = launches[manifest.bundleIdentifier] {
+            return await launching.value
         }
         install(manifest, delegate: makeDelegate)
         return await start(manifest.bundleIdentifier)
@@ -105,12 +119,23 @@ public actor SimulatedDevice {
         slot.application = nil
         slot.center = nil
         slot.mailbox = nil
+        slot.launch = nil
         apps[bundleIdentifier] = slot
         for (id, owner) in owners where owner == bundleIdentifier { owners[id] = nil }
-        if let current = currentByApp.removeValue(forKey: bundleIdentifier) { withdraw(current.id) }
+        currentByApp[bundleIdentifier] = nil
+        refreshAdvertisement()
         if let active, active.mailbox.center.bundleIdentifier == bundleIdentifier {
             active.result.resolve(.failure(.handoffFailed("the app '\(bundleIdentifier)' on '\(name)' ended")))
         }
+    }
+
+    /// Web sites' approvals of apps (host → `TEAMID.bundle.id`), as their association files
+    /// would say; the agent fetches these from the sites, the fabric takes them from the test.
+    public private(set) var siteApprovals: [String: Set<String>] = [:]
+
+    /// Records that the site at `host` approves the app for web-to-app continuation.
+    public func approve(_ applicationIdentifier: String, forSite host: String) {
+        siteApprovals[host.lowercased(), default: []].insert(applicationIdentifier)
     }
 
     /// Chooses the browser app that receives web activities itself.
@@ -123,8 +148,9 @@ public actor SimulatedDevice {
         if let running = apps[bundleIdentifier]?.application { return running }
         if let launching = launches[bundleIdentifier] { return await launching.value }
         guard let slot = apps[bundleIdentifier] else { preconditionFailure("'\(bundleIdentifier)' is not installed on '\(name)'") }
+        let launchID = UUID()
         let center = ActivityCenter(
-            connection: DeviceConnection(device: self, bundleIdentifier: bundleIdentifier),
+            connection: DeviceConnection(device: self, bundleIdentifier: bundleIdentifier, launch: launchID),
             bundleIdentifier: bundleIdentifier, teamIdentifier: slot.manifest.teamIdentifier, deviceName: name)
         let manifest = slot.manifest
         let containers = syncedContainers
@@ -136,6 +162,7 @@ public actor SimulatedDevice {
         launches[bundleIdentifier] = launch
         apps[bundleIdentifier]?.center = center
         apps[bundleIdentifier]?.mailbox = AppMailbox(center: center)
+        apps[bundleIdentifier]?.launch = launchID
         let application = await launch.value
         launches[bundleIdentifier] = nil
         apps[bundleIdentifier]?.application = application
@@ -158,36 +185,47 @@ public actor SimulatedDevice {
 
     // MARK: What apps tell the device
 
-    fileprivate func appEvent(_ event: AppEvent, from bundleIdentifier: String) {
-        guard apps[bundleIdentifier]?.center != nil else { return }
+    fileprivate func appEvent(_ event: AppEvent, from bundleIdentifier: String, launch: UUID) {
+        // Events of an app instance that has since ended (or been replaced) are stale.
+        guard apps[bundleIdentifier]?.launch == launch else { return }
         switch event {
         case .becameCurrent(let announcement):
             owners[announcement.id] = bundleIdentifier
-            if let previous = currentByApp[bundleIdentifier], previous.id != announcement.id, advertisedActivity?.id == previous.id {
-                withdraw(previous.id)
-            }
             currentByApp[bundleIdentifier] = announcement
-            advertisedActivity = announcement
-            for peer in fabric?.peers(of: self) ?? [] {
-                peer.inbox.yield(.offers(device: name, announcement))
-            }
+            recency.removeAll { $0 == bundleIdentifier }
+            recency.append(bundleIdentifier)
         case .resigned(let id):
             if currentByApp[bundleIdentifier]?.id == id { currentByApp[bundleIdentifier] = nil }
-            if advertisedActivity?.id == id { withdraw(id) }
         case .invalidated(let id):
             owners[id] = nil
             if currentByApp[bundleIdentifier]?.id == id { currentByApp[bundleIdentifier] = nil }
-            if advertisedActivity?.id == id { withdraw(id) }
+        }
+        refreshAdvertisement()
+        changed()
+    }
+
+    /// The device offers the current activity of the app that most recently made one current,
+    /// as the frontmost app's; when that one resigns, the next most recent app's is offered.
+    private func refreshAdvertisement() {
+        let latest = recency.last { currentByApp[$0] != nil }.flatMap { currentByApp[$0] }
+        guard latest != advertisedActivity else { return }
+        let previous = advertisedActivity
+        advertisedActivity = latest
+        for peer in fabric?.peers(of: self) ?? [] {
+            if let latest {
+                peer.inbox.yield(.offers(device: name, latest))
+            } else if let previous {
+                peer.inbox.yield(.withdraws(device: name, previous.id))
+            }
         }
         changed()
     }
 
-    private func withdraw(_ id: UUID) {
-        if advertisedActivity?.id == id { advertisedActivity = nil }
-        for peer in fabric?.peers(of: self) ?? [] {
-            peer.inbox.yield(.withdraws(device: name, id))
+    /// Tells a device that just joined what this one offers.
+    func introduce(to newcomer: SimulatedDevice) {
+        if let advertisedActivity {
+            newcomer.inbox.yield(.offers(device: name, advertisedActivity))
         }
-        changed()
     }
 
     private func hear(_ message: PeerMessage) {
@@ -212,24 +250,29 @@ public actor SimulatedDevice {
 
     /// Waits until another device offers a matching activity, and returns it.
     public func nearbyActivity(ofType activityType: String? = nil, from device: String? = nil) async throws -> NearbyActivity {
-        let matches: @Sendable (NearbyActivity) -> Bool = {
-            (activityType == nil || $0.activityType == activityType) && (device == nil || $0.device == device)
-        }
         let what = "an activity\(activityType.map { " of type '\($0)'" } ?? "")\(device.map { " from '\($0)'" } ?? "") to be offered to '\(name)'"
-        try await waitUntil(what) { $0.nearbyActivities.contains(where: matches) }
-        return nearbyActivities.first(where: matches)!
+        return try await waitFor(what) { me in
+            me.nearbyActivities.first { (activityType == nil || $0.activityType == activityType) && (device == nil || $0.device == device) }
+        }
     }
 
     /// Waits until `condition` holds for this device, re-checking whenever its state changes.
     /// Fails after the fabric's `waitLimit` rather than hanging a test.
     public func waitUntil(_ what: String, _ condition: @Sendable (isolated SimulatedDevice) -> Bool) async throws {
+        try await waitFor(what) { condition($0) ? () : nil }
+    }
+
+    /// Waits until `find` returns a value, re-checking whenever this device's state changes,
+    /// and returns that value.
+    public func waitFor<Found: Sendable>(_ what: String, _ find: @Sendable (isolated SimulatedDevice) -> Found?) async throws -> Found {
         let deadline = ContinuousClock.now + configuration.waitLimit
         let timer = Task { [weak self] in
             try? await Task.sleep(until: deadline)
             await self?.changed()
         }
         defer { timer.cancel() }
-        while !condition(self) {
+        while true {
+            if let found = find(self) { return found }
             guard ContinuousClock.now < deadline else { throw FabricTimeout(what: what, limit: configuration.waitLimit) }
             await withCheckedContinuation { changeWaiters.append($0) }
         }
@@ -258,7 +301,9 @@ public actor SimulatedDevice {
         var incoming = IncomingActivity(
             teamIdentifier: announcement.teamIdentifier, activityType: announcement.activityType,
             originBundleIdentifier: announcement.bundleIdentifier)
-        var route = ActivityRouter.route(incoming, installed: installed, defaultBrowser: defaultBrowser)
+        let approvals = siteApprovals
+        let approves = { (host: String, app: String) in approvals[host.lowercased()]?.contains(app) ?? false }
+        var route = ActivityRouter.route(incoming, installed: installed, defaultBrowser: defaultBrowser, siteApproves: approves)
         var prefetched: ActivityRecord?
         if case .app = route {
         } else if announcement.hasWebpageURL || announcement.activityType == NSUserActivityTypeBrowsingWeb {
@@ -267,7 +312,7 @@ public actor SimulatedDevice {
             case .success(let record):
                 prefetched = record
                 incoming.webpageURL = record.webpageURL
-                route = ActivityRouter.route(incoming, installed: installed, defaultBrowser: defaultBrowser)
+                route = ActivityRouter.route(incoming, installed: installed, defaultBrowser: defaultBrowser, siteApproves: approves)
             case .failure(let failure):
                 return .failed(failure)
             }
@@ -449,9 +494,10 @@ final class AppMailbox: Sendable {
 private struct DeviceConnection: AgentConnection {
     let device: SimulatedDevice
     let bundleIdentifier: String
+    let launch: UUID
 
     func send(_ event: AppEvent) async {
-        await device.appEvent(event, from: bundleIdentifier)
+        await device.appEvent(event, from: bundleIdentifier, launch: launch)
     }
 
     func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {

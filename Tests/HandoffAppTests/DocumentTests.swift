@@ -88,3 +88,26 @@ struct DocumentTests {
         #expect(opened.restored == [editingType])
     }
 }
+
+@MainActor
+@Suite("Documents from other devices")
+struct ContinuedDocumentTests {
+    @Test("A continued document URL outside this device's synced containers is not opened")
+    func refusesOutside() async throws {
+        let fabric = HandoffFabric()
+        let laptop = fabric.addDevice("laptop"), desktop = fabric.addDevice("desktop")
+        let manifest = AppManifest(bundleIdentifier: "com.example.editor", teamIdentifier: "EDIT", activityTypes: ["com.example.editor.editing"])
+        let origin = await laptop.launch(manifest)
+        for url in [URL(fileURLWithPath: "/etc/passwd"), URL(string: "https://example.com/doc")!] {
+            let activity = origin.perform { UserActivity(activityType: "com.example.editor.editing") }
+            activity.userInfo = [NSUserActivityDocumentURLKey: url]
+            activity.becomeCurrent()
+            let target = await desktop.launch(manifest)
+            let offer = try await desktop.waitFor("the activity") { device in
+                device.nearbyActivities.first { $0.announcement.id == activity.id }
+            }
+            #expect(await desktop.continueActivity(offer) == .continued(bundleIdentifier: "com.example.editor"))
+            #expect(target.openDocuments.isEmpty, "opened \(url)")
+        }
+    }
+}

@@ -10,6 +10,7 @@ final class PartResponder: Responder {
     let key: String
     var seenUserInfoAtUpdate: [AnyHashable: Any]?
     var restores = 0
+    var madeDuringRestore: UserActivity?
 
     init(key: String) {
         self.key = key
@@ -23,6 +24,7 @@ final class PartResponder: Responder {
 
     override func restoreUserActivityState(_ activity: UserActivity) {
         restores += 1
+        madeDuringRestore = UserActivity(activityType: "com.example.r.follow-up")
         MainActor.assertIsolated()
     }
 }
@@ -81,34 +83,98 @@ struct ResponderTests {
     }
 
     @Test("The restoration handler restores each object once, even when called twice")
-    func twice() async {
-        let activity = UserActivity(activityType: "com.example.r.view")
-        let handler = RestorationHandler(activity: activity)
+    func twice() async throws {
+        let delegate = KeepingDelegate()
         let a = PartResponder(key: "a")
-        handler.restore([a, a])
-        handler.restore([a])
-        await handler.settle()
+        delegate.onContinue = { handler in
+            handler([a, a])
+            handler([a])
+        }
+        try await continueOnce(into: delegate)
         #expect(a.restores == 1)
     }
 
-    @Test("The restoration handler called from another thread restores on the main actor")
-    func otherThread() async {
-        let activity = UserActivity(activityType: "com.example.r.view")
-        let handler = RestorationHandler(activity: activity)
+    @Test("A restoration handler kept and called later from another thread restores once, as the app")
+    func laterFromAnotherThread() async throws {
+        let delegate = KeepingDelegate()
+        let app = try await continueOnce(into: delegate)
+        let handler = try #require(delegate.kept)
         let a = PartResponder(key: "a")
-        let box = UncheckedSendableBox([a] as [UserActivityRestoring])
+        let box = UncheckedSendableBox((handler, [a] as [UserActivityRestoring]))
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             Thread {
-                handler.restore(box.value)
+                box.value.0(box.value.1)
+                box.value.0(box.value.1)
                 done.resume()
             }.start()
         }
-        await handler.settle()
-        #expect(a.restores == 1)
+        #expect(await eventually { a.restores == 1 })
+        // An activity the restore made belongs to the app, not to the process's default.
+        #expect(a.madeDuringRestore?.center === app.center)
     }
+
+    @Test("A restoration handler that is never called restores nothing and breaks nothing")
+    func never() async throws {
+        let delegate = KeepingDelegate()
+        try await continueOnce(into: delegate)
+        #expect(delegate.kept != nil)
+    }
+
+    /// Continues one activity from another device into an app with `delegate`; returns the app.
+    @discardableResult
+    func continueOnce(into delegate: KeepingDelegate) async throws -> Application {
+        let fabric = HandoffFabric()
+        let origin = fabric.addDevice("origin"), target = fabric.addDevice("target")
+        let manifest = AppManifest(bundleIdentifier: "com.example.r", teamIdentifier: "T", activityTypes: ["com.example.r.view"])
+        let originApp = await origin.launch(manifest)
+        let activity = originApp.perform { UserActivity(activityType: "com.example.r.view") }
+        activity.becomeCurrent()
+        let app = await target.launch(manifest) { delegate }
+        let offer = try await target.nearbyActivity(ofType: "com.example.r.view")
+        #expect(await target.continueActivity(offer) == .continued(bundleIdentifier: "com.example.r"))
+        return app
+    }
+}
+
+/// Keeps the restoration handler it is given, and may call it at once.
+@MainActor
+final class KeepingDelegate: ApplicationDelegate {
+    var kept: (([UserActivityRestoring]?) -> Void)?
+    var onContinue: ((([UserActivityRestoring]?) -> Void) -> Void)?
+
+    func application(
+        _ application: Application, continue userActivity: UserActivity,
+        restorationHandler: @escaping ([UserActivityRestoring]?) -> Void
+    ) -> Bool {
+        kept = restorationHandler
+        onContinue?(restorationHandler)
+        return true
+    }
+}
+
+/// Lets other main-actor work run until `condition` holds, a bounded number of turns.
+@MainActor
+func eventually(_ condition: () -> Bool) async -> Bool {
+    for _ in 0..<100_000 {
+        if condition() { return true }
+        await Task.yield()
+    }
+    return condition()
 }
 
 struct UncheckedSendableBox<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
+}
+
+@MainActor
+@Suite("The process's application")
+struct ProcessApplicationTests {
+    @Test("An Application made by the app is Application.shared and keeps its continuations")
+    func madeAppIsShared() {
+        let delegate = UpdateCountingDelegate()
+        let app = Application(delegate: delegate)
+        #expect(Application.shared === app)
+        #expect(app.center.receiver === app)
+    }
 }

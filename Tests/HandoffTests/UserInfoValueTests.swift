@@ -245,3 +245,16 @@ struct UnsupportedUserInfoValueTests {
         }
     }
 }
+
+@Suite("Foundation numbers")
+struct FoundationNumberTests {
+    @Test("A userInfo made by JSONSerialization keeps its booleans and integers apart")
+    func jsonBooleans() throws {
+        let json = try JSONSerialization.jsonObject(with: Data(#"{"done": true, "count": 1, "ratio": 0.5}"#.utf8)) as! [String: Any]
+        let back = try UserInfoCoding.decodeUserInfo(UserInfoCoding.encode(json))
+        #expect(back["done"] as? Bool == true)
+        #expect(back["count"] as? Int == 1)
+        #expect((back["count"] as? Bool) == nil)
+        #expect(back["ratio"] as? Double == 0.5)
+    }
+}
