@@ -152,15 +152,6 @@ final class KeepingDelegate: ApplicationDelegate {
     }
 }
 
-/// Lets other main-actor work run until `condition` holds, a bounded number of turns.
-@MainActor
-func eventually(_ condition: () -> Bool) async -> Bool {
-    for _ in 0..<100_000 {
-        if condition() { return true }
-        await Task.yield()
-    }
-    return condition()
-}
 
 struct UncheckedSendableBox<T>: @unchecked Sendable {
     let value: T

@@ -149,13 +149,3 @@ extension OutputStream {
     }
 }
 
-/// Lets other main-actor work run until `condition` holds; false if it still does not after
-/// many turns (a failed expectation instead of a hung test).
-@MainActor
-func eventually(_ condition: () -> Bool) async -> Bool {
-    for _ in 0..<100_000 {
-        if condition() { return true }
-        await Task.yield()
-    }
-    return condition()
-}
