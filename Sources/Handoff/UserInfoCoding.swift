@@ -53,16 +53,8 @@ public enum UserInfoCoding {
     /// Decodes bytes made by `encode(_ userInfo:)` back into a dictionary of Swift values,
     /// each of the type it was encoded from.
     public static func decodeUserInfo(_ data: Data) throws(UserInfoDecodingError) -> [AnyHashable: Any] {
-        switch try decode(data, as: AnyBuilder.self) {
-        case let dictionary as [String: Any]:
-            // Room to spare: probing a full table compares `AnyHashable`s, which is slow.
-            var result = [AnyHashable: Any](minimumCapacity: dictionary.count * 2)
-            for (key, value) in dictionary { result[AnyHashable(key)] = value }
-            return result
-        case let dictionary as [AnyHashable: Any]:
-            return dictionary
-        default:
-            throw .notADictionary
+        try read(data, as: AnyBuilder.self) { (reader: inout Reader<AnyBuilder>) throws(UserInfoDecodingError) in
+            try reader.userInfo()
         }
     }
 
@@ -72,14 +64,24 @@ public enum UserInfoCoding {
     }
 
     private static func decode<Builder: ValueBuilder>(_ data: Data, as builder: Builder.Type) throws(UserInfoDecodingError) -> Builder.Value {
-        let result = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<Builder.Value, UserInfoDecodingError> in
+        try read(data, as: builder) { (reader: inout Reader<Builder>) throws(UserInfoDecodingError) in
+            try reader.value(depth: 0)
+        }
+    }
+
+    /// Checks the header, reads one value with `body`, and refuses anything after it.
+    private static func read<Builder: ValueBuilder, Value>(
+        _ data: Data, as builder: Builder.Type,
+        _ body: (inout Reader<Builder>) throws(UserInfoDecodingError) -> Value
+    ) throws(UserInfoDecodingError) -> Value {
+        let result = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<Value, UserInfoDecodingError> in
             do throws(UserInfoDecodingError) {
                 var reader = Reader<Builder>(bytes: raw)
                 let first = try reader.byte()
                 guard first == magic else { throw .notUserInfo }
                 let found = try reader.byte()
                 guard found == version else { throw .unsupportedVersion(found) }
-                let value = try reader.value(depth: 0)
+                let value = try body(&reader)
                 guard reader.offset == raw.count else { throw .trailingBytes(offset: reader.offset) }
                 return .success(value)
             } catch {
@@ -634,6 +636,30 @@ public enum UserInfoCoding {
     }
 }
 
+extension UserInfoCoding.Reader where Builder == UserInfoCoding.AnyBuilder {
+    /// The top-level dictionary, built directly as the `[AnyHashable: Any]` the API returns.
+    mutating func userInfo() throws(UserInfoDecodingError) -> [AnyHashable: Any] {
+        guard offset < bytes.count, bytes[offset] == UserInfoCoding.Tag.dictionary.rawValue else {
+            _ = try value(depth: 0)
+            throw .notADictionary
+        }
+        offset += 1
+        let count = try length(minimumElementSize: 2)
+        // Room to spare: probing a full table compares `AnyHashable`s, which is slow.
+        var result = [AnyHashable: Any](minimumCapacity: count * 2)
+        for index in 0..<count {
+            let keyOffset = offset
+            let key = try key(depth: 1)
+            result[key] = try value(depth: 1)
+            guard result.count == index + 1 else {
+                throw .malformed(offset: keyOffset, "dictionary key appears twice")
+            }
+        }
+        return result
+    }
+}
+
+/// Why bytes could not be decoded as a `userInfo`; each case says where.
 public enum UserInfoDecodingError: Error, Sendable, Hashable, CustomStringConvertible {
     case notUserInfo
     case unsupportedVersion(UInt8)
