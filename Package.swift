@@ -12,10 +12,12 @@ let package = Package(
         .library(name: "Handoff", targets: ["Handoff"]),
         .library(name: "HandoffApp", targets: ["HandoffApp"]),
         .library(name: "HandoffTesting", targets: ["HandoffTesting"]),
+        .library(name: "HandoffWire", targets: ["HandoffWire"]),
         .executable(name: "handoff-demo", targets: ["handoff-demo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
     ],
     targets: [
         .target(
@@ -24,6 +26,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "HandoffApp", dependencies: ["Handoff"], swiftSettings: strict),
+        .target(name: "HandoffWire", dependencies: [.product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .target(name: "HandoffTesting", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
         .target(name: "MapViewerKit", dependencies: ["Handoff", "HandoffApp"], path: "Examples/MapViewerKit", swiftSettings: strict),
         .executableTarget(name: "handoff-demo", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
@@ -34,6 +37,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "HandoffTests", dependencies: ["Handoff"], swiftSettings: strict),
+        .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire"], swiftSettings: strict),
         .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffTesting"], swiftSettings: strict),
         .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
     ]
