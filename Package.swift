@@ -18,6 +18,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         .target(
@@ -27,6 +28,16 @@ let package = Package(
         ),
         .target(name: "HandoffApp", dependencies: ["Handoff"], swiftSettings: strict),
         .target(name: "HandoffWire", dependencies: [.product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
+        .target(
+            name: "HandoffAgent",
+            dependencies: [
+                "HandoffWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .target(name: "HandoffTesting", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
         .target(name: "MapViewerKit", dependencies: ["Handoff", "HandoffApp"], path: "Examples/MapViewerKit", swiftSettings: strict),
         .executableTarget(name: "handoff-demo", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
@@ -38,6 +49,7 @@ let package = Package(
         ),
         .testTarget(name: "HandoffTests", dependencies: ["Handoff"], swiftSettings: strict),
         .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire"], swiftSettings: strict),
+        .testTarget(name: "HandoffAgentTests", dependencies: ["HandoffAgent"], swiftSettings: strict),
         .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffTesting"], swiftSettings: strict),
         .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
     ]

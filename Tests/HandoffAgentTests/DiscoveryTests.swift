@@ -1,0 +1,141 @@
+import Foundation
+import HandoffWire
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import HandoffAgent
+
+/// Discovery on loopback only: these tests send multicast on `lo` and nowhere else.
+@Suite("Discovery over UDP multicast on loopback")
+struct DiscoveryTests {
+    let port = Int.random(in: 40_000..<60_000)
+
+    func configuration(expiry: Duration = .seconds(45)) -> DiscoveryConfiguration {
+        DiscoveryConfiguration(port: port, interfaces: ["lo"], refreshInterval: .seconds(30), expiry: expiry)
+    }
+
+    func agent(_ key: BeaconKey, expiry: Duration = .seconds(45)) async throws -> Discovery {
+        let discovery = Discovery(device: UUID(), keys: [key], linkPort: 50_000, configuration: configuration(expiry: expiry))
+        try await discovery.start()
+        return discovery
+    }
+
+    let notes = BeaconActivity(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1")
+
+    /// The next event matching `matches`, or nil after a bounded wait.
+    func next(_ events: AsyncStream<DiscoveryEvent>, _ matches: @escaping @Sendable (DiscoveryEvent) -> Bool) async -> DiscoveryEvent? {
+        await withTaskGroup(of: DiscoveryEvent?.self) { group in
+            group.addTask {
+                for await event in events where matches(event) { return event }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(10))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Waits (boundedly) until `condition` holds for `discovery`'s statistics.
+    func statistics(of discovery: Discovery, _ condition: (DiscoveryStatistics) -> Bool) async -> DiscoveryStatistics {
+        for _ in 0..<2_000 {
+            let now = await discovery.statistics
+            if condition(now) { return now }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return await discovery.statistics
+    }
+
+    @Test("An activity announced on one device is heard by another of the account")
+    func heard() async throws {
+        let key = BeaconKey.generate()
+        let a = try await agent(key), b = try await agent(key)
+        let events = await b.changes()
+        try await a.announce(notes)
+        let event = await next(events) { if case .heard(let device) = $0 { device.activity == notes } else { false } }
+        guard case .heard(let device)? = event else { Issue.record("B never heard A's activity"); return }
+        #expect(device.sender == a.device)
+        #expect(device.address == "127.0.0.1")
+        #expect(device.linkPort == 50_000)
+        await a.stop(); await b.stop()
+    }
+
+    @Test("A device of another account opens none of the beacons and lists nothing")
+    func otherAccount() async throws {
+        let a = try await agent(BeaconKey.generate()), stranger = try await agent(BeaconKey.generate())
+        try await a.announce(notes)
+        let seen = await statistics(of: stranger) { $0.unopened >= 1 }
+        #expect(seen.unopened >= 1)
+        #expect(seen.accepted == 0)
+        #expect(await stranger.nearby.isEmpty)
+        await a.stop(); await stranger.stop()
+    }
+
+    @Test("A withdrawn activity is heard as none")
+    func withdrawn() async throws {
+        let key = BeaconKey.generate()
+        let a = try await agent(key), b = try await agent(key)
+        let events = await b.changes()
+        try await a.announce(notes)
+        _ = await next(events) { if case .heard(let device) = $0 { device.activity != nil } else { false } }
+        try await a.announce(nil)
+        let event = await next(events) { if case .heard(let device) = $0 { device.activity == nil } else { false } }
+        #expect(event != nil)
+        await a.stop(); await b.stop()
+    }
+
+    @Test("A device that falls silent is gone after the expiry")
+    func expiry() async throws {
+        let key = BeaconKey.generate()
+        let a = try await agent(key), b = try await agent(key, expiry: .milliseconds(400))
+        let events = await b.changes()
+        try await a.announce(notes)
+        _ = await next(events) { if case .heard = $0 { true } else { false } }
+        await a.stop()
+        let gone = await next(events) { $0 == .gone(a.device) }
+        #expect(gone != nil)
+        #expect(await b.nearby.isEmpty)
+        await b.stop()
+    }
+
+    @Test("A captured beacon sent again is refused and changes nothing")
+    func replayed() async throws {
+        let key = BeaconKey.generate()
+        let b = try await agent(key)
+        let events = await b.changes()
+        let sender = UUID()
+        let captured = try Beacon.seal(BeaconContent(sender: sender, sequence: 7, timestamp: Date(), linkPort: 1, activity: notes), with: key)
+        try await sendRaw(captured)
+        _ = await next(events) { if case .heard = $0 { true } else { false } }
+        try await sendRaw(captured)
+        let after = await statistics(of: b) { $0.replayed >= 1 }
+        #expect(after.replayed == 1)
+        #expect(after.accepted == 1)
+        #expect(await b.nearby.map(\.sender) == [sender])
+        await b.stop()
+    }
+
+    @Test("An interface that does not exist is named in the error")
+    func badInterface() async {
+        let discovery = Discovery(
+            device: UUID(), keys: [BeaconKey.generate()], linkPort: 1,
+            configuration: DiscoveryConfiguration(port: port, interfaces: ["nosuch0"]))
+        await #expect(throws: DiscoveryError.self) { try await discovery.start() }
+        #expect("\(DiscoveryError.noSuchInterface("nosuch0"))".contains("'nosuch0'"))
+    }
+
+    /// Sends bytes to the discovery group through loopback only.
+    func sendRaw(_ bytes: [UInt8]) async throws {
+        let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let options = try #require(channel as? any SocketOptionProvider)
+        try await options.setIPMulticastIF(in_addr(s_addr: inet_addr("127.0.0.1"))).get()
+        try await options.setIPMulticastTTL(1).get()
+        let group = try SocketAddress(ipAddress: "239.255.71.68", port: port)
+        try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: group, data: channel.allocator.buffer(bytes: bytes)))
+        try await channel.close()
+    }
+}
