@@ -40,6 +40,7 @@ let package = Package(
         ),
         .target(name: "HandoffTesting", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
         .target(name: "MapViewerKit", dependencies: ["Handoff", "HandoffApp"], path: "Examples/MapViewerKit", swiftSettings: strict),
+        .executableTarget(name: "handoff-state-torture", dependencies: ["HandoffAgent"], swiftSettings: strict),
         .executableTarget(name: "handoff-demo", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
         .executableTarget(
             name: "UserInfoBenchmark",
@@ -49,7 +50,7 @@ let package = Package(
         ),
         .testTarget(name: "HandoffTests", dependencies: ["Handoff"], swiftSettings: strict),
         .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire"], swiftSettings: strict),
-        .testTarget(name: "HandoffAgentTests", dependencies: ["HandoffAgent"], swiftSettings: strict),
+        .testTarget(name: "HandoffAgentTests", dependencies: ["HandoffAgent", "handoff-state-torture"], swiftSettings: strict),
         .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffTesting"], swiftSettings: strict),
         .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
     ]

@@ -1,0 +1,55 @@
+import Foundation
+import HandoffWire
+
+/// What a device knows of its account: who is in it and the keys they share. Kept in the
+/// state directory as `account.json`, written atomically.
+public struct AccountState: Codable, Sendable, Hashable {
+    public struct Member: Codable, Sendable, Hashable {
+        public var id: UUID
+        public var name: String
+        /// The member's device certificate (DER, base64 in the file), pinned for links.
+        public var certificate: Data?
+        public var joined: Date
+
+        public init(id: UUID, name: String, certificate: Data? = nil, joined: Date = Date()) {
+            self.id = id
+            self.name = name
+            self.certificate = certificate
+            self.joined = joined
+        }
+    }
+
+    public var id: UUID
+    public var name: String
+    public var members: [Member]
+    /// The beacon keys, current first; the previous one is kept while a new key spreads.
+    public var beaconKeys: [Data]
+    /// Grows with every change to the membership, so that an older change never wins.
+    public var revision: UInt64
+
+    public init(id: UUID = UUID(), name: String, members: [Member], beaconKeys: [Data], revision: UInt64 = 1) {
+        self.id = id
+        self.name = name
+        self.members = members
+        self.beaconKeys = beaconKeys
+        self.revision = revision
+    }
+
+    public static let fileName = "account.json"
+
+    /// The beacon keys, checked: a state file with a damaged key is refused by name.
+    public func keys(in store: StateStore) throws(StateError) -> [BeaconKey] {
+        guard !beaconKeys.isEmpty else {
+            throw .corrupt(path: store.url(Self.fileName).path, reason: "no beacon key")
+        }
+        var keys: [BeaconKey] = []
+        for (index, data) in beaconKeys.enumerated() {
+            do {
+                keys.append(try BeaconKey(rawRepresentation: Array(data)))
+            } catch {
+                throw .corrupt(path: store.url(Self.fileName).path, reason: "beaconKeys[\(index)]: \(error)")
+            }
+        }
+        return keys
+    }
+}

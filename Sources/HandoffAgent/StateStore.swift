@@ -1,0 +1,147 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why the agent's state could not be read or written; every message names the file.
+public enum StateError: Error, Sendable, Hashable, CustomStringConvertible {
+    case unreadable(path: String, reason: String)
+    case corrupt(path: String, reason: String)
+    case unwritable(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path, let reason):
+            return "cannot read the state file \(path): \(reason)"
+        case .corrupt(let path, let reason):
+            return "the state file \(path) is damaged (\(reason)); move it aside to start this device afresh, or restore it from a backup"
+        case .unwritable(let path, let reason):
+            return "cannot write the state file \(path): \(reason); check the permissions and free space of its folder"
+        }
+    }
+}
+
+/// The agent's state directory. Every write is atomic: the new contents go to a temporary file
+/// in the same directory, are flushed to disk, and replace the old file by rename, and the
+/// directory is flushed too. A crash at any point leaves the old file or the new one, never a
+/// mix. Files are readable by their owner only: they hold keys.
+public struct StateStore: Sendable {
+    public let directory: URL
+
+    /// Opens (and creates, owner-only) the state directory.
+    public init(directory: URL) throws(StateError) {
+        self.directory = directory.standardizedFileURL
+        do {
+            try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw .unwritable(path: self.directory.path, reason: "\(error.localizedDescription)")
+        }
+    }
+
+    public func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
+
+    /// The file's bytes, or nil if it does not exist.
+    public func read(_ name: String) throws(StateError) -> Data? {
+        let path = url(name).path
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        do {
+            return try Data(contentsOf: url(name))
+        } catch {
+            throw .unreadable(path: path, reason: error.localizedDescription)
+        }
+    }
+
+    /// Replaces the file atomically with `data`.
+    public func write(_ name: String, _ data: Data) throws(StateError) {
+        let target = url(name).path
+        let temporary = directory.appendingPathComponent(".\(name).\(UUID().uuidString).tmp").path
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .unwritable(path: target, reason: String(cString: strerror(errno))) }
+        var failure: String?
+        data.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = systemWrite(fd, raw.baseAddress! + offset, raw.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    failure = String(cString: strerror(errno))
+                    return
+                }
+                offset += written
+            }
+        }
+        if failure == nil && fsync(fd) != 0 { failure = String(cString: strerror(errno)) }
+        close(fd)
+        if failure == nil && rename(temporary, target) != 0 { failure = String(cString: strerror(errno)) }
+        if let failure {
+            unlink(temporary)
+            throw .unwritable(path: target, reason: failure)
+        }
+        // Make the rename itself durable.
+        let directoryFD = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            fsync(directoryFD)
+            close(directoryFD)
+        }
+    }
+
+    /// Removes temporary files a crash left behind.
+    public func sweep() {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
+            unlink(url(name).path)
+        }
+    }
+
+    /// Reads a JSON file into `T`; a file that is not valid is reported as damaged, by name.
+    public func load<T: Decodable>(_ type: T.Type, from name: String) throws(StateError) -> T? {
+        guard let data = try read(name) else { return nil }
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch let error as DecodingError {
+            throw .corrupt(path: url(name).path, reason: Self.describe(error))
+        } catch {
+            throw .corrupt(path: url(name).path, reason: "\(error)")
+        }
+    }
+
+    /// Writes `value` as JSON, atomically.
+    public func save<T: Encodable>(_ value: T, to name: String) throws(StateError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data: Data
+        do {
+            data = try encoder.encode(value)
+        } catch {
+            throw .unwritable(path: url(name).path, reason: "\(error)")
+        }
+        try write(name, data)
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not valid JSON" : "bad value at \(path(context.codingPath))"
+        case .keyNotFound(let key, let context):
+            return "missing '\(path(context.codingPath + [key]))'"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "wrong type at '\(path(context.codingPath))'"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
+    private static func path(_ keys: [any CodingKey]) -> String {
+        keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+    }
+}
+
+/// The C library's write(2), named apart from `StateStore.write`.
+private func systemWrite(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
+    write(fd, bytes, count)
+}
