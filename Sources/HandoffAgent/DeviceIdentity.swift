@@ -1,0 +1,103 @@
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// A device's own identity in its account: a P-256 key made on the device, and a certificate
+/// for it that the other members pin. The private key never leaves `device.json`, which only
+/// the owner can read.
+public struct DeviceIdentity: Sendable {
+    public let id: UUID
+    public let name: String
+    public let privateKey: P256.Signing.PrivateKey
+    public let certificate: Certificate
+
+    public static let fileName = "device.json"
+
+    /// Makes a new identity: a fresh key and a self-signed certificate naming the device.
+    public static func generate(id: UUID = UUID(), name: String, now: Date = Date(), validFor: TimeInterval = 10 * 365 * 86_400) throws -> DeviceIdentity {
+        let key = P256.Signing.PrivateKey()
+        let subject = try DistinguishedName {
+            CommonName(name)
+            OrganizationalUnitName(id.uuidString)
+        }
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: now.addingTimeInterval(-300),
+            notValidAfter: now.addingTimeInterval(validFor),
+            issuer: subject,
+            subject: subject,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth, .clientAuth])
+            },
+            issuerPrivateKey: .init(key))
+        return DeviceIdentity(id: id, name: name, privateKey: key, certificate: certificate)
+    }
+
+    /// The certificate in DER, as members store and pin it.
+    public var certificateDER: [UInt8] {
+        var serializer = DER.Serializer()
+        do {
+            try serializer.serialize(certificate)
+        } catch {
+            preconditionFailure("a certificate made or parsed by swift-certificates serializes: \(error)")
+        }
+        return serializer.serializedBytes
+    }
+
+    /// SHA-256 of the certificate, in hex: what a member pins and a person can compare.
+    public var fingerprint: String {
+        Self.fingerprint(ofCertificate: certificateDER)
+    }
+
+    public static func fingerprint(ofCertificate der: [UInt8]) -> String {
+        SHA256.hash(data: der).map { String(format: "%02x", $0) }.joined()
+    }
+
+    private struct Stored: Codable {
+        var id: UUID
+        var name: String
+        /// PKCS#8 PEM.
+        var privateKey: String
+        /// PEM.
+        var certificate: String
+    }
+
+    /// Saves the identity, owner-only, atomically.
+    public func save(to store: StateStore) throws(StateError) {
+        let pem: String
+        do {
+            pem = try certificate.serializeAsPEM().pemString
+        } catch {
+            throw .unwritable(path: store.url(Self.fileName).path, reason: "the certificate could not be encoded: \(error)")
+        }
+        try store.save(Stored(id: id, name: name, privateKey: privateKey.pemRepresentation, certificate: pem), to: Self.fileName)
+    }
+
+    /// Loads the identity, or nil if this device has none yet. A damaged file is named.
+    public static func load(from store: StateStore) throws(StateError) -> DeviceIdentity? {
+        guard let stored = try store.load(Stored.self, from: fileName) else { return nil }
+        let path = store.url(fileName).path
+        let key: P256.Signing.PrivateKey
+        let certificate: Certificate
+        do {
+            key = try P256.Signing.PrivateKey(pemRepresentation: stored.privateKey)
+        } catch {
+            throw .corrupt(path: path, reason: "privateKey is not a P-256 key in PEM")
+        }
+        do {
+            certificate = try Certificate(pemEncoded: stored.certificate)
+        } catch {
+            throw .corrupt(path: path, reason: "certificate is not a PEM certificate")
+        }
+        guard certificate.publicKey == Certificate.PublicKey(key.publicKey) else {
+            throw .corrupt(path: path, reason: "the certificate is not for this device's key")
+        }
+        return DeviceIdentity(id: stored.id, name: stored.name, privateKey: key, certificate: certificate)
+    }
+}
