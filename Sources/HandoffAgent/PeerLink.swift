@@ -1,0 +1,168 @@
+import Foundation
+import HandoffWire
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// The fingerprints (`DeviceIdentity.fingerprint`) of the account's current members: the only
+/// certificates a link accepts. Read at every handshake, so a removed member is refused at once.
+public typealias LinkPins = @Sendable () -> Set<String>
+
+/// Why a link could not be set up.
+public enum LinkError: Error, Sendable, CustomStringConvertible {
+    case badIdentity(String)
+    case closed
+
+    public var description: String {
+        switch self {
+        case .badIdentity(let why): return "this device's identity cannot be used for TLS: \(why)"
+        case .closed: return "the link closed before an answer came"
+        }
+    }
+}
+
+/// TLS for links between the account's devices: TLS 1.3 only, both sides present their device
+/// certificate, and each accepts only a certificate pinned in the account. No certificate
+/// authority and no host name is trusted; a stranger fails in the handshake, before any
+/// application byte.
+enum LinkTLS {
+    static func context(for identity: DeviceIdentity) throws -> NIOSSLContext {
+        let certificate: NIOSSLCertificate
+        let key: NIOSSLPrivateKey
+        do {
+            certificate = try NIOSSLCertificate(bytes: identity.certificateDER, format: .der)
+            key = try NIOSSLPrivateKey(bytes: Array(identity.privateKey.pemRepresentation.utf8), format: .pem)
+        } catch {
+            throw LinkError.badIdentity("\(error)")
+        }
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
+        configuration.minimumTLSVersion = .tlsv13
+        configuration.maximumTLSVersion = .tlsv13
+        // Ask for (and send) certificates; who is accepted is decided by the pins below.
+        configuration.certificateVerification = .noHostnameVerification
+        return try NIOSSLContext(configuration: configuration)
+    }
+
+    /// Accepts exactly the pinned certificates.
+    static func verifier(_ pins: @escaping LinkPins) -> NIOSSLCustomVerificationCallback {
+        { certificates, promise in
+            guard let leaf = certificates.first, let der = try? leaf.toDERBytes() else {
+                promise.succeed(.failed)
+                return
+            }
+            promise.succeed(pins().contains(DeviceIdentity.fingerprint(ofCertificate: der)) ? .certificateVerified : .failed)
+        }
+    }
+}
+
+/// Turns the bytes of a link into frames and back, refusing oversized frames by closing.
+final class FrameHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = Frame
+    typealias OutboundIn = Frame
+    typealias OutboundOut = ByteBuffer
+
+    private var decoder: FrameDecoder
+
+    init(maximumPayload: Int) { decoder = FrameDecoder(maximumPayload: maximumPayload) }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        decoder.append(buffer.readableBytesView)
+        do {
+            while let frame = try decoder.next() {
+                context.fireChannelRead(wrapInboundOut(frame))
+            }
+        } catch {
+            context.fireErrorCaught(error)
+            context.close(promise: nil)
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let frame = unwrapOutboundIn(data)
+        context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: frame.encoded)), promise: promise)
+    }
+}
+
+/// Listens for links from the account's other devices and answers each request frame.
+public final class LinkListener: Sendable {
+    private let server: NIOAsyncChannel<NIOAsyncChannel<Frame, Frame>, Never>
+    private let serving: Task<Void, Never>
+
+    /// The port it listens on (useful when it was asked for port 0).
+    public let port: Int
+
+    /// Starts listening. `answer` is called for every frame a peer sends; what it returns is
+    /// sent back.
+    public init(
+        identity: DeviceIdentity, pins: @escaping LinkPins, host: String = "127.0.0.1", port: Int = 0,
+        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        answer: @escaping @Sendable (Frame) async -> Frame?
+    ) async throws {
+        let context = try LinkTLS.context(for: identity)
+        let server = try await ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .bind(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(pins)))
+                    try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
+                    return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
+                }
+            }
+        self.server = server
+        self.port = server.channel.localAddress?.port ?? port
+        self.serving = Task {
+            try? await server.executeThenClose { connections in
+                try await withThrowingDiscardingTaskGroup { group in
+                    for try await connection in connections {
+                        group.addTask {
+                            try? await connection.executeThenClose { inbound, outbound in
+                                for try await frame in inbound {
+                                    if let reply = await answer(frame) { try await outbound.write(reply) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops listening and closes every link.
+    public func close() async {
+        serving.cancel()
+        try? await server.channel.close()
+    }
+}
+
+/// One exchange with another device of the account: connect, TLS handshake with pinning,
+/// one request frame, its answer, close. (Keeping one link per peer open for reuse comes with
+/// the continuation protocol.)
+public enum LinkClient {
+    /// Sends `frame` to the device at `host:port` and returns its answer. Throws if the TLS
+    /// handshake fails (the peer is not pinned, or it does not pin this device), if the link
+    /// closes first, or if the connection cannot be made.
+    public static func exchange(
+        _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
+        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> Frame {
+        let context = try LinkTLS.context(for: identity)
+        let channel = try await ClientBootstrap(group: eventLoopGroup)
+            .connect(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(pins))
+                    try channel.pipeline.syncOperations.addHandler(tls)
+                    try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
+                    return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            try await outbound.write(frame)
+            var iterator = inbound.makeAsyncIterator()
+            guard let answer = try await iterator.next() else { throw LinkError.closed }
+            return answer
+        }
+    }
+}

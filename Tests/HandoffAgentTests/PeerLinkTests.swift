@@ -1,0 +1,93 @@
+import Foundation
+import HandoffWire
+import Synchronization
+import Testing
+
+@testable import HandoffAgent
+
+/// A value shared with a listener's callback.
+final class Shared<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { storage = Mutex(value) }
+    var value: Value { storage.withLock { $0 } }
+    func update(_ change: (inout Value) -> Void) { storage.withLock { change(&$0) } }
+}
+
+/// Links over loopback between devices of one account, and strangers.
+@Suite("Authenticated links")
+struct PeerLinkTests {
+    let a: DeviceIdentity
+    let b: DeviceIdentity
+    let stranger: DeviceIdentity
+
+    init() throws {
+        a = try DeviceIdentity.generate(name: "a")
+        b = try DeviceIdentity.generate(name: "b")
+        stranger = try DeviceIdentity.generate(name: "stranger")
+    }
+
+    /// A listener for `identity` that echoes frames and counts them.
+    func echo(_ identity: DeviceIdentity, pins: @escaping LinkPins, maximumFrame: Int = 1 << 20) async throws -> (LinkListener, Shared<Int>) {
+        let answered = Shared(0)
+        let listener = try await LinkListener(identity: identity, pins: pins, maximumFrame: maximumFrame) { frame in
+            answered.update { $0 += 1 }
+            return Frame(kind: frame.kind, payload: Array("echo ".utf8) + frame.payload)
+        }
+        return (listener, answered)
+    }
+
+    @Test("Two members exchange frames over TLS 1.3 with each other's pinned certificate")
+    func members() async throws {
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let (listener, answered) = try await echo(a, pins: { pins })
+        let answer = try await LinkClient.exchange(Frame(kind: 1, payload: Array("hi".utf8)), host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
+        #expect(answer == Frame(kind: 1, payload: Array("echo hi".utf8)))
+        #expect(answered.value == 1)
+        await listener.close()
+    }
+
+    @Test("A device outside the account fails in the handshake, before any application byte")
+    func strangerRefused() async throws {
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let (listener, answered) = try await echo(a, pins: { pins })
+        await #expect(throws: (any Error).self) {
+            _ = try await LinkClient.exchange(Frame(kind: 1, payload: [1]), host: "127.0.0.1", port: listener.port, identity: stranger, pins: { [a.fingerprint] })
+        }
+        #expect(answered.value == 0)
+        await listener.close()
+    }
+
+    @Test("A member does not talk to a listener whose certificate it does not pin")
+    func unpinnedServer() async throws {
+        let (listener, answered) = try await echo(stranger, pins: { [b.fingerprint] })
+        await #expect(throws: (any Error).self) {
+            _ = try await LinkClient.exchange(Frame(kind: 1, payload: [1]), host: "127.0.0.1", port: listener.port, identity: b, pins: { [a.fingerprint] })
+        }
+        #expect(answered.value == 0)
+        await listener.close()
+    }
+
+    @Test("A removed member is refused from its next link on")
+    func removed() async throws {
+        let members = Shared<Set<String>>([a.fingerprint, b.fingerprint])
+        let (listener, answered) = try await echo(a, pins: { members.value })
+        _ = try await LinkClient.exchange(Frame(kind: 1, payload: [1]), host: "127.0.0.1", port: listener.port, identity: b, pins: { [a.fingerprint] })
+        members.update { $0.remove(b.fingerprint) }
+        await #expect(throws: (any Error).self) {
+            _ = try await LinkClient.exchange(Frame(kind: 1, payload: [2]), host: "127.0.0.1", port: listener.port, identity: b, pins: { [a.fingerprint] })
+        }
+        #expect(answered.value == 1)
+        await listener.close()
+    }
+
+    @Test("A frame over the listener's limit closes the link unanswered")
+    func oversized() async throws {
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let (listener, answered) = try await echo(a, pins: { pins }, maximumFrame: 1024)
+        await #expect(throws: (any Error).self) {
+            _ = try await LinkClient.exchange(Frame(kind: 1, payload: [UInt8](repeating: 0, count: 4096)), host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
+        }
+        #expect(answered.value == 0)
+        await listener.close()
+    }
+}
