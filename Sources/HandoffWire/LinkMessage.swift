@@ -1,0 +1,310 @@
+import Foundation
+
+/// An activity as it travels over a link when it is fetched: every property the continuing
+/// app reads, with `userInfo` already in Handoff's own encoding (opaque here).
+public struct WireActivityRecord: Sendable, Hashable {
+    public var id: UUID
+    public var activityType: String
+    public var title: String?
+    public var bundleIdentifier: String?
+    public var teamIdentifier: String?
+    public var supportsContinuationStreams: Bool
+    public var expirationDate: Date?
+    public var webpageURL: String?
+    public var referrerURL: String?
+    public var keywords: [String]
+    public var requiredUserInfoKeys: [String]?
+    public var persistentIdentifier: String?
+    public var targetContentIdentifier: String?
+    public var isEligibleForSearch: Bool
+    public var isEligibleForPublicIndexing: Bool
+    public var isEligibleForPrediction: Bool
+    public var userInfo: [UInt8]?
+
+    public init(
+        id: UUID, activityType: String, title: String? = nil, bundleIdentifier: String? = nil, teamIdentifier: String? = nil,
+        supportsContinuationStreams: Bool = false, expirationDate: Date? = nil, webpageURL: String? = nil,
+        referrerURL: String? = nil, keywords: [String] = [], requiredUserInfoKeys: [String]? = nil,
+        persistentIdentifier: String? = nil, targetContentIdentifier: String? = nil, isEligibleForSearch: Bool = false,
+        isEligibleForPublicIndexing: Bool = false, isEligibleForPrediction: Bool = false, userInfo: [UInt8]? = nil
+    ) {
+        self.id = id
+        self.activityType = activityType
+        self.title = title
+        self.bundleIdentifier = bundleIdentifier
+        self.teamIdentifier = teamIdentifier
+        self.supportsContinuationStreams = supportsContinuationStreams
+        self.expirationDate = expirationDate
+        self.webpageURL = webpageURL
+        self.referrerURL = referrerURL
+        self.keywords = keywords
+        self.requiredUserInfoKeys = requiredUserInfoKeys
+        self.persistentIdentifier = persistentIdentifier
+        self.targetContentIdentifier = targetContentIdentifier
+        self.isEligibleForSearch = isEligibleForSearch
+        self.isEligibleForPublicIndexing = isEligibleForPublicIndexing
+        self.isEligibleForPrediction = isEligibleForPrediction
+        self.userInfo = userInfo
+    }
+}
+
+/// The messages of a link, each carried in one frame whose kind says which it is.
+/// See `docs/wire-protocol.md`.
+public enum LinkMessage: Sendable, Hashable {
+    /// The first frame each side sends: the protocol version it speaks and who it is.
+    case hello(version: UInt8, device: UUID)
+    /// Asks the peer for its activity `activityID`, saved now.
+    case fetch(request: UInt64, activityID: UUID)
+    /// The saved activity.
+    case fetched(request: UInt64, WireActivityRecord)
+    /// The fetch failed; `code` is Foundation's error code (4608 to 4611, 3072).
+    case fetchFailed(request: UInt64, code: UInt16, message: String)
+    /// The activity was continued on the sender; the origin tells its app.
+    case continued(activityID: UUID)
+
+    /// The version this build speaks.
+    public static let version: UInt8 = 1
+
+    enum Kind: UInt8 {
+        case hello = 0x01
+        case fetch = 0x10
+        case fetched = 0x11
+        case fetchFailed = 0x12
+        case continued = 0x13
+    }
+
+    /// The frame that carries this message.
+    public var frame: Frame {
+        var writer = FieldWriter()
+        switch self {
+        case .hello(let version, let device):
+            writer.byte(version)
+            writer.uuid(device)
+            return Frame(kind: Kind.hello.rawValue, payload: writer.bytes)
+        case .fetch(let request, let activityID):
+            writer.varint(request)
+            writer.uuid(activityID)
+            return Frame(kind: Kind.fetch.rawValue, payload: writer.bytes)
+        case .fetched(let request, let record):
+            writer.varint(request)
+            writer.record(record)
+            return Frame(kind: Kind.fetched.rawValue, payload: writer.bytes)
+        case .fetchFailed(let request, let code, let message):
+            writer.varint(request)
+            writer.varint(UInt64(code))
+            writer.string(message)
+            return Frame(kind: Kind.fetchFailed.rawValue, payload: writer.bytes)
+        case .continued(let activityID):
+            writer.uuid(activityID)
+            return Frame(kind: Kind.continued.rawValue, payload: writer.bytes)
+        }
+    }
+
+    /// Reads a message from a frame, or throws saying what is wrong; never traps.
+    public init(frame: Frame) throws(LinkMessageError) {
+        guard let kind = Kind(rawValue: frame.kind) else { throw .unknownKind(frame.kind) }
+        var reader = FieldReader(frame.payload)
+        switch kind {
+        case .hello:
+            self = .hello(version: try reader.byte(), device: try reader.uuid())
+        case .fetch:
+            self = .fetch(request: try reader.varint(), activityID: try reader.uuid())
+        case .fetched:
+            self = .fetched(request: try reader.varint(), try reader.record())
+        case .fetchFailed:
+            let request = try reader.varint()
+            let code = try reader.varint()
+            guard code <= UInt64(UInt16.max) else { throw .malformed("error code \(code) out of range") }
+            self = .fetchFailed(request: request, code: UInt16(code), message: try reader.string())
+        case .continued:
+            self = .continued(activityID: try reader.uuid())
+        }
+        guard reader.isAtEnd else { throw .malformed("unexpected bytes after the message") }
+    }
+}
+
+/// Why a frame is not a link message.
+public enum LinkMessageError: Error, Sendable, Hashable, CustomStringConvertible {
+    case unknownKind(UInt8)
+    case truncated
+    case malformed(String)
+
+    public var description: String {
+        switch self {
+        case .unknownKind(let kind): return "unknown link message kind \(kind)"
+        case .truncated: return "link message ends early"
+        case .malformed(let why): return "malformed link message: \(why)"
+        }
+    }
+}
+
+struct FieldWriter {
+    var bytes: [UInt8] = []
+
+    mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    mutating func varint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    mutating func uuid(_ value: UUID) {
+        withUnsafeBytes(of: value.uuid) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func string(_ value: String) {
+        let utf8 = Array(value.utf8)
+        varint(UInt64(utf8.count))
+        bytes.append(contentsOf: utf8)
+    }
+
+    mutating func optionalString(_ value: String?) {
+        if let value {
+            byte(1)
+            string(value)
+        } else {
+            byte(0)
+        }
+    }
+
+    mutating func strings(_ values: [String]) {
+        varint(UInt64(values.count))
+        for value in values { string(value) }
+    }
+
+    mutating func record(_ record: WireActivityRecord) {
+        uuid(record.id)
+        string(record.activityType)
+        optionalString(record.title)
+        optionalString(record.bundleIdentifier)
+        optionalString(record.teamIdentifier)
+        var flags: UInt8 = 0
+        if record.supportsContinuationStreams { flags |= 1 }
+        if record.isEligibleForSearch { flags |= 2 }
+        if record.isEligibleForPublicIndexing { flags |= 4 }
+        if record.isEligibleForPrediction { flags |= 8 }
+        if record.expirationDate != nil { flags |= 16 }
+        if record.requiredUserInfoKeys != nil { flags |= 32 }
+        if record.userInfo != nil { flags |= 64 }
+        byte(flags)
+        if let expiration = record.expirationDate {
+            withUnsafeBytes(of: expiration.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+        }
+        optionalString(record.webpageURL)
+        optionalString(record.referrerURL)
+        strings(record.keywords)
+        if let required = record.requiredUserInfoKeys { strings(required) }
+        optionalString(record.persistentIdentifier)
+        optionalString(record.targetContentIdentifier)
+        if let userInfo = record.userInfo {
+            varint(UInt64(userInfo.count))
+            bytes.append(contentsOf: userInfo)
+        }
+    }
+}
+
+struct FieldReader {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var isAtEnd: Bool { offset == bytes.count }
+
+    mutating func byte() throws(LinkMessageError) -> UInt8 {
+        guard offset < bytes.count else { throw .truncated }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func varint() throws(LinkMessageError) -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let b = try byte()
+            if shift == 63 && b > 1 { throw .malformed("varint overflows 64 bits") }
+            result |= UInt64(b & 0x7F) << shift
+            if b & 0x80 == 0 { return result }
+            shift += 7
+            if shift > 63 { throw .malformed("varint longer than 10 bytes") }
+        }
+    }
+
+    /// A length, checked against what remains before anything is allocated.
+    mutating func length() throws(LinkMessageError) -> Int {
+        let value = try varint()
+        guard value <= UInt64(bytes.count - offset) else { throw .truncated }
+        return Int(value)
+    }
+
+    mutating func take(_ count: Int) throws(LinkMessageError) -> ArraySlice<UInt8> {
+        guard count <= bytes.count - offset else { throw .truncated }
+        defer { offset += count }
+        return bytes[offset..<offset + count]
+    }
+
+    mutating func uuid() throws(LinkMessageError) -> UUID {
+        let raw = try take(16)
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: raw) }
+        return UUID(uuid: value)
+    }
+
+    mutating func string() throws(LinkMessageError) -> String {
+        let raw = try take(try length())
+        guard let string = String(validating: raw, as: UTF8.self) else { throw .malformed("a string is not valid UTF-8") }
+        return string
+    }
+
+    mutating func optionalString() throws(LinkMessageError) -> String? {
+        switch try byte() {
+        case 0: return nil
+        case 1: return try string()
+        case let other: throw .malformed("optional marker \(other)")
+        }
+    }
+
+    mutating func strings() throws(LinkMessageError) -> [String] {
+        let count = try length()
+        var values: [String] = []
+        values.reserveCapacity(count)
+        for _ in 0..<count { values.append(try string()) }
+        return values
+    }
+
+    mutating func record() throws(LinkMessageError) -> WireActivityRecord {
+        let id = try uuid()
+        let type = try string()
+        guard !type.isEmpty else { throw .malformed("empty activity type") }
+        let title = try optionalString()
+        let bundle = try optionalString()
+        let team = try optionalString()
+        let flags = try byte()
+        guard flags & 0x80 == 0 else { throw .malformed("unknown record flags") }
+        var expiration: Date?
+        if flags & 16 != 0 {
+            let raw = try take(8)
+            var bits: UInt64 = 0
+            withUnsafeMutableBytes(of: &bits) { $0.copyBytes(from: raw) }
+            expiration = Date(timeIntervalSinceReferenceDate: Double(bitPattern: UInt64(littleEndian: bits)))
+        }
+        let webpage = try optionalString()
+        let referrer = try optionalString()
+        let keywords = try strings()
+        let required = flags & 32 != 0 ? try strings() : nil
+        let persistent = try optionalString()
+        let target = try optionalString()
+        var userInfo: [UInt8]?
+        if flags & 64 != 0 { userInfo = Array(try take(try length())) }
+        return WireActivityRecord(
+            id: id, activityType: type, title: title, bundleIdentifier: bundle, teamIdentifier: team,
+            supportsContinuationStreams: flags & 1 != 0, expirationDate: expiration, webpageURL: webpage,
+            referrerURL: referrer, keywords: keywords, requiredUserInfoKeys: required, persistentIdentifier: persistent,
+            targetContentIdentifier: target, isEligibleForSearch: flags & 2 != 0, isEligibleForPublicIndexing: flags & 4 != 0,
+            isEligibleForPrediction: flags & 8 != 0, userInfo: userInfo)
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+
+@testable import HandoffWire
+
+@Suite("Link messages")
+struct LinkMessageTests {
+    let full = WireActivityRecord(
+        id: UUID(), activityType: "com.example.notes.editing", title: "Groceries ✓", bundleIdentifier: "com.example.notes",
+        teamIdentifier: "TEAM1", supportsContinuationStreams: true, expirationDate: Date(timeIntervalSinceReferenceDate: 800_000_000.25),
+        webpageURL: "https://notes.example.com/n/1", referrerURL: "https://example.com", keywords: ["milk", "eggs"],
+        requiredUserInfoKeys: ["note"], persistentIdentifier: "p-1", targetContentIdentifier: "note-1",
+        isEligibleForSearch: true, isEligibleForPublicIndexing: false, isEligibleForPrediction: true, userInfo: [0x48, 1, 0x0C, 0])
+
+    var messages: [LinkMessage] {
+        [
+            .hello(version: LinkMessage.version, device: UUID()),
+            .fetch(request: 42, activityID: UUID()),
+            .fetched(request: 42, full),
+            .fetched(request: UInt64.max, WireActivityRecord(id: UUID(), activityType: "t")),
+            .fetchFailed(request: 7, code: 4610, message: "the app did not save in time"),
+            .continued(activityID: UUID()),
+        ]
+    }
+
+    @Test("Every message comes back from its frame as it was")
+    func roundTrip() throws {
+        for message in messages {
+            #expect(try LinkMessage(frame: message.frame) == message)
+        }
+    }
+
+    @Test("Every shortened message is refused, never a crash")
+    func truncated() {
+        for message in messages {
+            let frame = message.frame
+            for length in 0..<frame.payload.count {
+                #expect(throws: LinkMessageError.self) {
+                    try LinkMessage(frame: Frame(kind: frame.kind, payload: Array(frame.payload.prefix(length))))
+                }
+            }
+        }
+    }
+
+    @Test("Extra bytes after a message, an unknown kind, and bad UTF-8 are refused")
+    func refused() {
+        let frame = LinkMessage.continued(activityID: UUID()).frame
+        #expect(throws: LinkMessageError.malformed("unexpected bytes after the message")) {
+            try LinkMessage(frame: Frame(kind: frame.kind, payload: frame.payload + [0]))
+        }
+        #expect(throws: LinkMessageError.unknownKind(0x7F)) { try LinkMessage(frame: Frame(kind: 0x7F, payload: [])) }
+        #expect(throws: LinkMessageError.self) {
+            try LinkMessage(frame: Frame(kind: 0x12, payload: [1, 0x80, 0x20, 2, 0xFF, 0xFE]))
+        }
+    }
+
+    @Test("A declared length beyond the frame is refused without allocating it")
+    func hugeLength() {
+        // fetchFailed: request 1, code 4608, then a message that claims 2^40 bytes.
+        let payload: [UInt8] = [1, 0x80, 0x24, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20]
+        #expect(throws: LinkMessageError.truncated) { try LinkMessage(frame: Frame(kind: 0x12, payload: payload)) }
+    }
+
+    @Test("Random mutations of valid messages decode or are refused, never a crash")
+    func mutations() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<3_000 {
+            var frame = messages.randomElement(using: &generator)!.frame
+            guard !frame.payload.isEmpty else { continue }
+            for _ in 0..<Int.random(in: 1...4, using: &generator) {
+                frame.payload[Int.random(in: 0..<frame.payload.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+            }
+            _ = try? LinkMessage(frame: frame)
+        }
+    }
+}
