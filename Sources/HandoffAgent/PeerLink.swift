@@ -11,12 +11,13 @@ public typealias LinkPins = @Sendable () -> Set<String>
 /// Why a link could not be set up.
 public enum LinkError: Error, Sendable, CustomStringConvertible {
     case badIdentity(String)
-    case closed
+    /// The link ended (closed, or failed with `reason`) after `answers` answers had come.
+    case ended(answers: Int, reason: String)
 
     public var description: String {
         switch self {
         case .badIdentity(let why): return "this device's identity cannot be used for TLS: \(why)"
-        case .closed: return "the link closed before an answer came"
+        case .ended(let answers, let reason): return "the link ended after \(answers) answers: \(reason)"
         }
     }
 }
@@ -148,6 +149,16 @@ public enum LinkClient {
         _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Frame {
+        let answers = try await converse(
+            [frame], host: host, port: port, identity: identity, pins: pins, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
+        return answers[0]
+    }
+
+    /// Sends `frames` in order on one link and returns the peer's answers, one per frame.
+    public static func converse(
+        _ frames: [Frame], host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
+        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> [Frame] {
         let context = try LinkTLS.context(for: identity)
         let channel = try await ClientBootstrap(group: eventLoopGroup)
             .connect(host: host, port: port) { channel in
@@ -159,10 +170,23 @@ public enum LinkClient {
                 }
             }
         return try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(frame)
             var iterator = inbound.makeAsyncIterator()
-            guard let answer = try await iterator.next() else { throw LinkError.closed }
-            return answer
+            var answers: [Frame] = []
+            for frame in frames {
+                // How far the conversation got tells a refused link from a peer that left.
+                do {
+                    try await outbound.write(frame)
+                    guard let answer = try await iterator.next() else {
+                        throw LinkError.ended(answers: answers.count, reason: "closed by the peer")
+                    }
+                    answers.append(answer)
+                } catch let error as LinkError {
+                    throw error
+                } catch {
+                    throw LinkError.ended(answers: answers.count, reason: "\(error)")
+                }
+            }
+            return answers
         }
     }
 }

@@ -1,0 +1,126 @@
+import Foundation
+import HandoffWire
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// Why a fetch failed, with Foundation's code the continuing app receives: 4608 handoff
+/// failed, 4609 connection unavailable, 4610 remote app timed out, 4611 too large.
+public struct FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    public var code: Int
+    public var message: String
+
+    public init(code: Int, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public static let handoffFailed = 4608
+    public static let connectionUnavailable = 4609
+    public static let remoteAppTimedOut = 4610
+    public static let userInfoTooLarge = 4611
+
+    public var description: String { "error \(code): \(message)" }
+}
+
+/// The origin's side of a fetch: it answers other devices' `fetch` messages on its link
+/// listener with what `save` returns.
+public final class FetchService: Sendable {
+    public let listener: LinkListener
+
+    /// `save` asks the owning app to save the activity (within its deadline) and returns the
+    /// record, or a failure with its code.
+    public init(
+        device: UUID, identity: DeviceIdentity, pins: @escaping LinkPins, host: String = "127.0.0.1", port: Int = 0,
+        save: @escaping @Sendable (UUID) async -> Result<WireActivityRecord, FetchFailure>
+    ) async throws {
+        listener = try await LinkListener(identity: identity, pins: pins, host: host, port: port) { frame in
+            guard let message = try? LinkMessage(frame: frame) else { return nil }
+            switch message {
+            case .hello:
+                return LinkMessage.hello(version: LinkMessage.version, device: device).frame
+            case .fetch(let request, let activityID):
+                switch await save(activityID) {
+                case .success(let record):
+                    return LinkMessage.fetched(request: request, record).frame
+                case .failure(let failure):
+                    return LinkMessage.fetchFailed(request: request, code: UInt16(clamping: failure.code), message: failure.message).frame
+                }
+            case .fetched, .fetchFailed, .continued:
+                return nil
+            }
+        }
+    }
+
+    public var port: Int { listener.port }
+
+    public func close() async { await listener.close() }
+}
+
+/// The continuing side of a fetch.
+public enum ActivityFetcher {
+    /// Fetches activity `activityID` from the device at `host:port`. Every failure comes back
+    /// as exactly one `FetchFailure` with the code the continuing app is to receive.
+    public static func fetch(
+        _ activityID: UUID, from host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
+        deadline: Duration = .seconds(10)
+    ) async -> Result<WireActivityRecord, FetchFailure> {
+        let frames = [
+            LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame,
+            LinkMessage.fetch(request: 1, activityID: activityID).frame,
+        ]
+        let answers: [Frame]
+        do {
+            answers = try await withDeadline(deadline) {
+                try await LinkClient.converse(frames, host: host, port: port, identity: identity, pins: pins)
+            }
+        } catch {
+            return .failure(classify(error, host: host, port: port, deadline: deadline))
+        }
+        guard case .hello(let version, _)? = try? LinkMessage(frame: answers[0]), version == LinkMessage.version else {
+            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) speaks another link protocol version; update Handoff on both devices"))
+        }
+        switch try? LinkMessage(frame: answers[1]) {
+        case .fetched(1, let record)?:
+            guard record.id == activityID else {
+                return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) answered with another activity"))
+            }
+            return .success(record)
+        case .fetchFailed(1, let code, let message)?:
+            return .failure(FetchFailure(code: Int(code), message: message))
+        default:
+            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) sent an answer that is not a fetch result"))
+        }
+    }
+
+    /// Which code a link failure means for the app.
+    static func classify(_ error: any Error, host: String, port: Int, deadline: Duration) -> FetchFailure {
+        switch error {
+        case is DeadlineExceeded:
+            return FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) did not answer within \(deadline)")
+        case LinkError.ended(let answers, _) where answers > 0:
+            // The link was up (the hello was answered): the peer left in the middle.
+            return FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) went away during the fetch")
+        case LinkError.ended, is NIOSSLError, is BoringSSLError:
+            return FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) refused the link or is not a member of this account")
+        default:
+            return FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) cannot be reached: \(error)")
+        }
+    }
+}
+
+struct DeadlineExceeded: Error {}
+
+/// Runs `body`, or throws `DeadlineExceeded` when `deadline` passes first (cancelling it).
+func withDeadline<T: Sendable>(_ deadline: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: deadline)
+            throw DeadlineExceeded()
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next() else { throw DeadlineExceeded() }
+        return first
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import HandoffWire
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import HandoffAgent
+
+/// Fetching an activity from another device over a real TLS link on loopback.
+@Suite("Fetching an activity over a link")
+struct ActivityFetchTests {
+    let origin: DeviceIdentity
+    let continuing: DeviceIdentity
+    let record: WireActivityRecord
+
+    init() throws {
+        origin = try DeviceIdentity.generate(name: "origin")
+        continuing = try DeviceIdentity.generate(name: "continuing")
+        record = WireActivityRecord(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", userInfo: [0x48, 1, 0x0C, 0])
+    }
+
+    var pins: LinkPins { { [origin, continuing] in [origin.fingerprint, continuing.fingerprint] } }
+
+    func service(_ save: @escaping @Sendable (UUID) async -> Result<WireActivityRecord, FetchFailure>) async throws -> FetchService {
+        try await FetchService(device: origin.id, identity: origin, pins: pins, save: save)
+    }
+
+    @Test("The continuing device receives the record the origin saved")
+    func fetched() async throws {
+        let record = self.record
+        let service = try await service { id in id == record.id ? .success(record) : .failure(FetchFailure(code: 4608, message: "no such activity")) }
+        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins)
+        #expect(try result.get() == record)
+        await service.close()
+    }
+
+    @Test("The origin's failure reaches the continuing device with its code")
+    func originFailure() async throws {
+        let service = try await service { _ in .failure(FetchFailure(code: 4610, message: "the app did not save within 5 seconds")) }
+        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins)
+        #expect(result == .failure(FetchFailure(code: 4610, message: "the app did not save within 5 seconds")))
+        await service.close()
+    }
+
+    @Test("A device that cannot be reached fails the fetch with 4609")
+    func unreachable() async throws {
+        let service = try await service { _ in .failure(FetchFailure(code: 4608, message: "unused")) }
+        let port = service.port
+        await service.close()
+        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: port, identity: continuing, pins: pins)
+        guard case .failure(let failure) = result else { Issue.record("fetched from a closed port"); return }
+        #expect(failure.code == 4609)
+    }
+
+    @Test("A device outside the account cannot fetch, and the origin's app is never asked")
+    func stranger() async throws {
+        let asked = Shared(0)
+        let record = self.record
+        let service = try await service { _ in
+            asked.update { $0 += 1 }
+            return .success(record)
+        }
+        let stranger = try DeviceIdentity.generate(name: "stranger")
+        let origin = self.origin
+        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: stranger, pins: { [origin.fingerprint] })
+        guard case .failure(let failure) = result else { Issue.record("a stranger fetched the activity"); return }
+        #expect(failure.code == 4609)
+        #expect(asked.value == 0)
+        await service.close()
+    }
+
+    @Test("An origin that never answers fails the fetch at the deadline with 4608")
+    func silent() async throws {
+        let service = try await service { _ in
+            try? await Task.sleep(for: .seconds(30))
+            return .failure(FetchFailure(code: 4608, message: "late"))
+        }
+        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: .milliseconds(300))
+        guard case .failure(let failure) = result else { Issue.record("fetched from a silent origin"); return }
+        #expect(failure.code == 4608)
+        #expect(failure.message.contains("did not answer"))
+        await service.close()
+    }
+
+    @Test("An origin that goes away during the fetch fails it with 4608")
+    func vanished() async throws {
+        let holder = Shared<FetchService?>(nil)
+        let service = try await service { _ in
+            await holder.value?.close()
+            return .failure(FetchFailure(code: 4608, message: "unreachable"))
+        }
+        holder.update { $0 = service }
+        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: .seconds(5))
+        guard case .failure(let failure) = result else { Issue.record("fetched from a vanished origin"); return }
+        #expect(failure.code == 4608)
+    }
+}
