@@ -18,10 +18,17 @@ public struct DiscoveryConfiguration: Sendable {
     public var expiry: Duration
     /// How far a beacon's time may be from this device's clock.
     public var replayWindow: TimeInterval
+    /// Where this device takes beacons by unicast (from static peers), as `host` and `port`;
+    /// nil for none.
+    public var unicastListen: (host: String, port: Int)?
+    /// Devices that get this device's beacons by unicast, for networks without multicast and
+    /// for VPNs: their `unicastListen` addresses.
+    public var staticPeers: [(host: String, port: Int)]
 
     public init(
         group: String = "239.255.71.68", port: Int = 47_168, interfaces: [String],
-        refreshInterval: Duration = .seconds(15), expiry: Duration = .seconds(45), replayWindow: TimeInterval = 30
+        refreshInterval: Duration = .seconds(15), expiry: Duration = .seconds(45), replayWindow: TimeInterval = 30,
+        unicastListen: (host: String, port: Int)? = nil, staticPeers: [(host: String, port: Int)] = []
     ) {
         self.group = group
         self.port = port
@@ -29,6 +36,8 @@ public struct DiscoveryConfiguration: Sendable {
         self.refreshInterval = refreshInterval
         self.expiry = expiry
         self.replayWindow = replayWindow
+        self.unicastListen = unicastListen
+        self.staticPeers = staticPeers
     }
 }
 
@@ -84,6 +93,8 @@ public actor Discovery {
     private let logger: Logger
 
     private var channels: [any Channel] = []
+    private var unicastChannel: (any Channel)?
+    private var staticPeerAddresses: [SocketAddress] = []
     private var groupAddress: SocketAddress?
     private var sequence: UInt64
     private var current: BeaconActivity?
@@ -119,6 +130,17 @@ public actor Discovery {
         for name in configuration.interfaces {
             channels.append(try await openChannel(on: name, group: group, sink: sink))
         }
+        if let listen = configuration.unicastListen {
+            unicastChannel = try await DatagramBootstrap(group: eventLoopGroup)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink))
+                    }
+                }
+                .bind(host: listen.host, port: listen.port)
+                .get()
+        }
+        staticPeerAddresses = try configuration.staticPeers.map { try SocketAddress.makeAddressResolvingHost($0.host, port: $0.port) }
         tasks.append(Task { [weak self] in
             for await datagram in datagrams {
                 await self?.receive(datagram.bytes, from: datagram.from)
@@ -145,6 +167,8 @@ public actor Discovery {
         tasks = []
         for channel in channels { try? await channel.close() }
         channels = []
+        try? await unicastChannel?.close()
+        unicastChannel = nil
         for subscriber in subscribers.values { subscriber.finish() }
         subscribers = [:]
     }
@@ -180,13 +204,20 @@ public actor Discovery {
     // MARK: Sending
 
     private func send() async throws {
-        guard let groupAddress, !channels.isEmpty else { return }
+        guard let groupAddress, !channels.isEmpty || unicastChannel != nil else { return }
         sequence += 1
         let content = BeaconContent(sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current)
         let beacon = try Beacon.seal(content, with: keys[0])
         for channel in channels {
             let buffer = channel.allocator.buffer(bytes: beacon)
             try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: groupAddress, data: buffer))
+        }
+        // Static peers get the very same beacon by unicast, from the unicast socket.
+        if let unicastChannel {
+            for peer in staticPeerAddresses {
+                let buffer = unicastChannel.allocator.buffer(bytes: beacon)
+                try? await unicastChannel.writeAndFlush(AddressedEnvelope(remoteAddress: peer, data: buffer))
+            }
         }
     }
 

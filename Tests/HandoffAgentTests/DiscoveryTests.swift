@@ -128,6 +128,28 @@ struct DiscoveryTests {
         #expect("\(DiscoveryError.noSuchInterface("nosuch0"))".contains("'nosuch0'"))
     }
 
+    @Test("Static peers hear each other's beacons by unicast, without multicast")
+    func staticPeers() async throws {
+        let key = BeaconKey.generate()
+        let portA = Int.random(in: 40_000..<50_000), portB = Int.random(in: 50_000..<60_000)
+        func unicastOnly(listen: Int, peer: Int) -> DiscoveryConfiguration {
+            DiscoveryConfiguration(
+                port: port, interfaces: [], refreshInterval: .seconds(30),
+                unicastListen: ("127.0.0.1", listen), staticPeers: [("127.0.0.1", peer)])
+        }
+        let a = Discovery(device: UUID(), keys: [key], linkPort: 50_001, configuration: unicastOnly(listen: portA, peer: portB))
+        let b = Discovery(device: UUID(), keys: [key], linkPort: 50_002, configuration: unicastOnly(listen: portB, peer: portA))
+        try await a.start()
+        try await b.start()
+        let events = await b.changes()
+        try await a.announce(notes)
+        let event = await next(events) { if case .heard(let device) = $0 { device.activity == notes } else { false } }
+        guard case .heard(let device)? = event else { Issue.record("B never heard A by unicast"); return }
+        #expect(device.sender == a.device)
+        #expect(device.linkPort == 50_001)
+        await a.stop(); await b.stop()
+    }
+
     /// Sends bytes to the discovery group through loopback only.
     func sendRaw(_ bytes: [UInt8]) async throws {
         let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
