@@ -13,7 +13,11 @@ let package = Package(
         .library(name: "HandoffApp", targets: ["HandoffApp"]),
         .library(name: "HandoffTesting", targets: ["HandoffTesting"]),
         .library(name: "HandoffWire", targets: ["HandoffWire"]),
+        .library(name: "HandoffLocalAPI", targets: ["HandoffLocalAPI"]),
+        .library(name: "HandoffAgent", targets: ["HandoffAgent"]),
         .executable(name: "handoff-demo", targets: ["handoff-demo"]),
+        .executable(name: "handoffd", targets: ["handoffd"]),
+        .executable(name: "handoff", targets: ["handoff"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -22,19 +26,25 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
+        .target(name: "HandoffLocalAPI", swiftSettings: strict),
         .target(
             name: "Handoff",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
+            dependencies: ["HandoffLocalAPI", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .target(name: "HandoffApp", dependencies: ["Handoff"], swiftSettings: strict),
-        .target(name: "HandoffWire", dependencies: [.product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
+        .target(name: "HandoffWire", dependencies: ["HandoffLocalAPI", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .target(
             name: "HandoffAgent",
             dependencies: [
                 "HandoffWire",
+                "HandoffLocalAPI",
+                "Handoff",
+                "HandoffApp",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -47,6 +57,21 @@ let package = Package(
         ),
         .target(name: "HandoffTesting", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
         .target(name: "MapViewerKit", dependencies: ["Handoff", "HandoffApp"], path: "Examples/MapViewerKit", swiftSettings: strict),
+        .executableTarget(
+            name: "handoffd",
+            dependencies: [
+                "HandoffAgent",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "handoff",
+            dependencies: ["Handoff", "HandoffLocalAPI", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
         .executableTarget(name: "handoff-state-torture", dependencies: ["HandoffAgent"], swiftSettings: strict),
         .executableTarget(name: "handoff-demo", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
         .executableTarget(

@@ -22,10 +22,15 @@ package final class ActivityCenter: @unchecked Sendable {
     /// The center that activities made by the running code belong to.
     @TaskLocal package static var current: ActivityCenter?
 
-    /// The center of this process when no other is set: it speaks to the local agent.
-    package static let processDefault = ActivityCenter(
-        connection: LocalOnlyConnection(logger: Logger(label: "handoff")),
-        bundleIdentifier: Bundle.main.bundleIdentifier, teamIdentifier: nil, deviceName: ProcessInfo.processInfo.hostName)
+    /// The center of this process when no other is set: it speaks to the local agent over its
+    /// socket (`HANDOFF_SOCKET`, or the default path), and works locally while none runs.
+    package static let processDefault: ActivityCenter = {
+        let bundleIdentifier = ProcessInfo.processInfo.environment["HANDOFF_BUNDLE_IDENTIFIER"] ?? Bundle.main.bundleIdentifier
+        let logger = Logger(label: "handoff")
+        return ActivityCenter(
+            connection: SocketAgentConnection(bundleIdentifier: bundleIdentifier, logger: logger),
+            bundleIdentifier: bundleIdentifier, teamIdentifier: nil, deviceName: ProcessInfo.processInfo.hostName, logger: logger)
+    }()
 
     /// The center a new `UserActivity` binds to.
     package static var forNewActivities: ActivityCenter { current ?? processDefault }
@@ -62,6 +67,7 @@ package final class ActivityCenter: @unchecked Sendable {
                 await connection.send(event)
             }
         }
+        connection.attach(self)
     }
 
     deinit {
@@ -106,6 +112,24 @@ package final class ActivityCenter: @unchecked Sendable {
             // Not offered (ineligible or expired): the one it replaced must stop being offered too.
             if let previous, previous !== activity { outbox.yield(.resigned(previous.id)) }
             outbox.yield(.resigned(activity.id))
+        }
+    }
+
+    /// Tells the agent the current activity again, in order with every other event: for a
+    /// connection to an agent that has just (re)started.
+    package func reannounce() {
+        locked {
+            guard let current = currentStorage, current.isOfferable else { return }
+            outbox.yield(.becameCurrent(current.announcement(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier)))
+        }
+    }
+
+    /// Waits (up to 10 seconds) for the app to set up its `Application`, so that a
+    /// continuation arriving while a launched app starts is not lost.
+    package func waitForReceiver() async {
+        for _ in 0..<1000 {
+            if receiver != nil { return }
+            try? await Task.sleep(for: .milliseconds(10))
         }
     }
 

@@ -19,6 +19,12 @@ package protocol AgentConnection: Sendable {
     func send(_ event: AppEvent) async
     /// Opens a pair of streams from a continued activity back to the originating app.
     func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair
+    /// Called once by the center this connection serves, at the end of its init.
+    func attach(_ center: ActivityCenter)
+}
+
+extension AgentConnection {
+    package func attach(_ center: ActivityCenter) {}
 }
 
 /// Where a continued activity came from, for opening streams back to it.

@@ -65,47 +65,14 @@ public enum ActivityFetcher {
         _ activityID: UUID, from host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
         deadline: Duration = .seconds(10)
     ) async -> Result<WireActivityRecord, FetchFailure> {
-        let frames = [
-            LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame,
-            LinkMessage.fetch(request: 1, activityID: activityID).frame,
-        ]
-        let answers: [Frame]
+        let link: PeerConnection
         do {
-            answers = try await withDeadline(deadline) {
-                try await LinkClient.converse(frames, host: host, port: port, identity: identity, pins: pins)
-            }
+            link = try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline)
         } catch {
-            return .failure(classify(error, host: host, port: port, deadline: deadline))
+            return .failure(error)
         }
-        guard case .hello(let version, _)? = try? LinkMessage(frame: answers[0]), version == LinkMessage.version else {
-            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) speaks another link protocol version; update Handoff on both devices"))
-        }
-        switch try? LinkMessage(frame: answers[1]) {
-        case .fetched(1, let record)?:
-            guard record.id == activityID else {
-                return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) answered with another activity"))
-            }
-            return .success(record)
-        case .fetchFailed(1, let code, let message)?:
-            return .failure(FetchFailure(code: Int(code), message: message))
-        default:
-            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) sent an answer that is not a fetch result"))
-        }
-    }
-
-    /// Which code a link failure means for the app.
-    static func classify(_ error: any Error, host: String, port: Int, deadline: Duration) -> FetchFailure {
-        switch error {
-        case is DeadlineExceeded:
-            return FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) did not answer within \(deadline)")
-        case LinkError.ended(let answers, _) where answers > 0:
-            // The link was up (the hello was answered): the peer left in the middle.
-            return FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) went away during the fetch")
-        case LinkError.ended, is NIOSSLError, is BoringSSLError:
-            return FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) refused the link or is not a member of this account")
-        default:
-            return FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) cannot be reached: \(error)")
-        }
+        defer { link.close() }
+        return await link.fetch(activityID, deadline: deadline)
     }
 }
 

@@ -120,12 +120,34 @@ public final class LinkListener: Sendable {
                     for try await connection in connections {
                         group.addTask {
                             try? await connection.executeThenClose { inbound, outbound in
-                                for try await frame in inbound {
-                                    if let reply = await answer(frame) { try await outbound.write(reply) }
-                                }
+                                try await Self.serve(inbound, outbound, answer: answer)
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Answers the first frame (the hello) before reading on, then every later frame in a
+    /// task of its own, so that a slow answer (an app saving) holds up no other request on
+    /// the link. Answers are written by one writer, whole.
+    private static func serve(
+        _ inbound: NIOAsyncChannelInboundStream<Frame>, _ outbound: NIOAsyncChannelOutboundWriter<Frame>,
+        answer: @escaping @Sendable (Frame) async -> Frame?
+    ) async throws {
+        var iterator = inbound.makeAsyncIterator()
+        guard let first = try await iterator.next() else { return }
+        if let reply = await answer(first) { try await outbound.write(reply) }
+        let (replies, sink) = AsyncStream<Frame>.makeStream()
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask {
+                for await reply in replies { try await outbound.write(reply) }
+            }
+            defer { sink.finish() }
+            while let frame = try await iterator.next() {
+                group.addTask {
+                    if let reply = await answer(frame) { sink.yield(reply) }
                 }
             }
         }

@@ -17,7 +17,7 @@ public struct Frame: Sendable, Hashable {
         return out
     }
 
-    static let headerSize = 5
+    public static let headerSize = 5
 }
 
 /// Why a stream's bytes are not frames; the connection carrying them should be closed.

@@ -1,0 +1,199 @@
+import Foundation
+import HandoffLocalAPI
+import Logging
+import Synchronization
+
+/// The link from an app to `handoffd` over the local socket (`docs/local-api.md`).
+///
+/// It connects in the background and keeps trying every second while no agent runs, so the
+/// app works locally meanwhile and joins in as soon as an agent starts. Each time it
+/// connects, the app's current activity is announced again: an agent that restarted learns
+/// it without the app doing anything.
+package final class SocketAgentConnection: AgentConnection {
+    package let path: String
+    private let bundleIdentifier: String?
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let inbox: AsyncStream<LocalMessage>.Continuation
+
+    private struct State {
+        var client: LocalClient?
+        weak var center: ActivityCenter?
+        var started = false
+        var stopped = false
+        var toldNoAgent = false
+    }
+
+    package init(path: String = LocalSocket.defaultPath(), bundleIdentifier: String?, logger: Logger) {
+        self.path = path
+        self.bundleIdentifier = bundleIdentifier
+        self.logger = logger
+        let (stream, continuation) = AsyncStream<LocalMessage>.makeStream()
+        inbox = continuation
+        // Continuation messages are handed to the app one at a time, in the agent's order.
+        Task { [weak self] in
+            for await message in stream {
+                guard let center = self?.state.withLock({ $0.center }) else { continue }
+                await Self.handle(message, center: center)
+            }
+        }
+    }
+
+    deinit {
+        inbox.finish()
+        state.withLock { $0.stopped = true }
+    }
+
+    /// Whether a connection to the agent is up now.
+    package var isConnected: Bool {
+        state.withLock { $0.client.map { !$0.isClosed } ?? false }
+    }
+
+    package func attach(_ center: ActivityCenter) {
+        let start = state.withLock { state in
+            state.center = center
+            defer { state.started = true }
+            return !state.started
+        }
+        guard start else { return }
+        let thread = Thread { [self] in maintain() }
+        thread.name = "handoff-agent-connection"
+        thread.start()
+    }
+
+    /// Connects, and reconnects after the agent goes away, until the center is released.
+    private func maintain() {
+        while true {
+            let (center, stopped) = state.withLock { ($0.center, $0.stopped) }
+            guard let center, !stopped else {
+                state.withLock { $0.client?.close() }
+                return
+            }
+            if let client = state.withLock({ $0.client }), !client.isClosed {
+                Thread.sleep(forTimeInterval: 0.25)
+                continue
+            }
+            do throws(LocalError) {
+                let client = try LocalClient(
+                    path: path, role: .app, bundleIdentifier: bundleIdentifier,
+                    onMessage: { [weak self] message in self?.received(message) },
+                    onClose: { [logger] reason in logger.info("the Handoff agent connection ended: \(reason)") })
+                let wasTold = state.withLock { state in
+                    state.client = client
+                    defer { state.toldNoAgent = false }
+                    return state.toldNoAgent
+                }
+                let app = client.hello.app.map { "as '\($0.bundleIdentifier)'" } ?? "as an app that is not installed (it can offer activities but not receive them)"
+                if wasTold {
+                    logger.notice("connected to the Handoff agent at \(path) \(app)")
+                } else {
+                    logger.info("connected to the Handoff agent at \(path) \(app)")
+                }
+                center.reannounce()
+            } catch {
+                let tell = state.withLock { state in
+                    defer { state.toldNoAgent = true }
+                    return !state.toldNoAgent
+                }
+                if tell {
+                    logger.notice("\(error.message); activities stay on this device until an agent is running")
+                }
+                Thread.sleep(forTimeInterval: 1)
+            }
+        }
+    }
+
+    package func send(_ event: AppEvent) async {
+        guard let client = state.withLock({ $0.client }), !client.isClosed else {
+            // Not connected: when the agent comes, the current activity is announced again.
+            return
+        }
+        let message: LocalMessage
+        switch event {
+        case .becameCurrent(let announcement): message = .becameCurrent(announcement.local)
+        case .resigned(let id): message = .resigned(activity: id)
+        case .invalidated(let id): message = .invalidated(activity: id)
+        }
+        try? client.send(message)
+    }
+
+    package func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
+        throw .connectionUnavailable("continuation streams between devices are not available yet in this release of handoffd")
+    }
+
+    private func received(_ message: LocalMessage) {
+        switch message {
+        case .save(let request, let activityID):
+            guard let (center, client) = state.withLock({ state in state.center.flatMap { center in state.client.map { (center, $0) } } }) else {
+                return
+            }
+            // Saves run beside continuations: a slow delivery never delays an answer to another device.
+            Task {
+                switch await center.save(activityID: activityID) {
+                case .success(let record):
+                    try? client.send(.saved(request: request, record.local))
+                case .failure(let failure):
+                    try? client.send(.saveFailed(request: request, LocalError(.continuation, code: failure.code, failure.message)))
+                }
+            }
+        default:
+            inbox.yield(message)
+        }
+    }
+
+    private static func handle(_ message: LocalMessage, center: ActivityCenter) async {
+        switch message {
+        case .willContinue(let continuation, let activityType):
+            await center.waitForReceiver()
+            await center.willContinue(continuation, activityType: activityType)
+        case .deliver(let continuation, let record, let origin):
+            await center.waitForReceiver()
+            let context = ContinuationContext(continuationID: continuation, originActivityID: origin.activity, originDevice: origin.deviceName)
+            await center.deliver(continuation, record: ActivityRecord(record), continuation: context)
+        case .fail(let continuation, let activityType, let error):
+            await center.waitForReceiver()
+            let failure = ContinuationFailure(code: CocoaError.Code(rawValue: error.code ?? CocoaError.Code.userActivityHandoffFailed.rawValue), message: error.message)
+            await center.fail(continuation, activityType: activityType, failure: failure)
+        case .wasContinued(let activity):
+            await center.wasContinued(activityID: activity)
+        default:
+            break
+        }
+    }
+}
+
+extension ActivityAnnouncement {
+    package init(_ local: LocalActivity) {
+        self.init(
+            id: local.id, activityType: local.activityType, title: local.title, bundleIdentifier: local.bundleIdentifier,
+            teamIdentifier: local.teamIdentifier, hasWebpageURL: local.hasWebpageURL,
+            supportsContinuationStreams: local.supportsContinuationStreams, expirationDate: local.expirationDate)
+    }
+
+    package var local: LocalActivity {
+        LocalActivity(
+            id: id, activityType: activityType, title: title, bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier,
+            hasWebpageURL: hasWebpageURL, supportsContinuationStreams: supportsContinuationStreams, expirationDate: expirationDate)
+    }
+}
+
+extension ActivityRecord {
+    package init(_ local: LocalRecord) {
+        self.init(
+            announcement: ActivityAnnouncement(local.activity), webpageURL: local.webpageURL.flatMap(URL.init(string:)),
+            referrerURL: local.referrerURL.flatMap(URL.init(string:)), keywords: Set(local.keywords),
+            requiredUserInfoKeys: local.requiredUserInfoKeys.map(Set.init), persistentIdentifier: local.persistentIdentifier,
+            targetContentIdentifier: local.targetContentIdentifier, isEligibleForSearch: local.isEligibleForSearch,
+            isEligibleForPublicIndexing: local.isEligibleForPublicIndexing, isEligibleForPrediction: local.isEligibleForPrediction,
+            userInfo: local.userInfo)
+    }
+
+    package var local: LocalRecord {
+        LocalRecord(
+            activity: announcement.local, webpageURL: webpageURL?.absoluteString, referrerURL: referrerURL?.absoluteString,
+            keywords: keywords.sorted(), requiredUserInfoKeys: requiredUserInfoKeys?.sorted(), persistentIdentifier: persistentIdentifier,
+            targetContentIdentifier: targetContentIdentifier, isEligibleForSearch: isEligibleForSearch,
+            isEligibleForPublicIndexing: isEligibleForPublicIndexing, isEligibleForPrediction: isEligibleForPrediction,
+            userInfo: userInfo)
+    }
+}

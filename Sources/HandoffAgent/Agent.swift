@@ -1,0 +1,788 @@
+import Foundation
+import Handoff
+import HandoffApp
+import HandoffLocalAPI
+import HandoffWire
+import Logging
+import NIOCore
+import NIOPosix
+
+/// The version of Handoff this agent is.
+public let handoffVersion = "0.3.0"
+
+/// Why the agent could not start or do what was asked.
+public struct AgentError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// One device's agent: what `handoffd` runs. It owns the device's identity and account, the
+/// local socket its apps and the CLI use, discovery, the links to the account's other
+/// devices, and the installed apps; it carries continuations between them.
+///
+/// Several agents can run in one process (tests do), each with its own state directory,
+/// socket and ports.
+public actor Agent {
+    public let configuration: AgentConfiguration
+    private let logger: Logger
+    private let store: StateStore
+    private let registry: AppRegistry
+    private let eventLoopGroup: any EventLoopGroup
+
+    private var identity: DeviceIdentity!
+    private var account: AccountState?
+    private let pins = LockedValue<Set<String>>([])
+    private var apps: [InstalledApp] = []
+    private var listener: LinkListener?
+    private var discovery: Discovery?
+    private var discoveryTask: Task<Void, Never>?
+    private var localServer: LocalAPIServer?
+    private var sessions: [UUID: Session] = [:]
+    /// The apps' current activities, least recent first; the last one is offered.
+    private var currentOrder: [(session: UUID, activity: UUID)] = []
+    private var offered: LocalActivity?
+    private var links: [UUID: PeerConnection] = [:]
+    private var watchers: [UUID: LocalPeer] = [:]
+    private var knownNearby: [UUID: BeaconActivity] = [:]
+    private var pendingSaves: [UInt64: (session: UUID, continuation: CheckedContinuation<Result<LocalRecord, LocalError>, Never>)] = [:]
+    private var nextSave: UInt64 = 1
+    private var started = false
+
+    /// A client of the local socket.
+    final class Session: Sendable {
+        let id = UUID()
+        let peer: LocalPeer
+        let role: LocalRole
+        /// The installed app this process was verified to be, from its executable.
+        let app: InstalledApp?
+        let connected = Date()
+
+        init(peer: LocalPeer, role: LocalRole, app: InstalledApp?) {
+            self.peer = peer
+            self.role = role
+            self.app = app
+        }
+    }
+
+    /// What each session has said about its activities (kept apart from `Session` so that the
+    /// actor alone changes it).
+    private var activities: [UUID: [UUID: LocalActivity]] = [:]
+
+    public init(configuration: AgentConfiguration, logger: Logger? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws(AgentError) {
+        self.configuration = configuration
+        self.eventLoopGroup = eventLoopGroup
+        do {
+            store = try StateStore(directory: configuration.stateDirectory)
+        } catch {
+            throw AgentError("\(error)")
+        }
+        registry = AppRegistry(stateDirectory: configuration.stateDirectory)
+        var logger = logger ?? Logger(label: "handoffd")
+        logger[metadataKey: "state"] = "\(configuration.stateDirectory.path)"
+        self.logger = logger
+    }
+
+    // MARK: Starting and stopping
+
+    /// Loads (or makes) the device's identity and account, then opens the link listener,
+    /// discovery and the local socket. Every failure names the file, flag or port.
+    public func start() async throws(AgentError) {
+        guard !started else { return }
+        started = true
+        store.sweep()
+        do {
+            if let loaded = try DeviceIdentity.load(from: store) {
+                identity = loaded
+            } else {
+                let name = configuration.name ?? ProcessInfo.processInfo.hostName
+                identity = try DeviceIdentity.generate(name: name)
+                try identity.save(to: store)
+                logger.info("made this device's identity", metadata: ["name": "\(name)", "fingerprint": "\(identity.fingerprint)"])
+            }
+            account = try store.load(AccountState.self, from: AccountState.fileName)
+            if let account { _ = try account.keys(in: store) }
+        } catch let error as StateError {
+            throw AgentError("\(error)")
+        } catch {
+            throw AgentError("cannot make this device's identity: \(error)")
+        }
+        updatePins()
+        reloadApps()
+
+        do {
+            listener = try await LinkListener(
+                identity: identity, pins: { [pins] in pins.value }, host: configuration.listen.host, port: configuration.listen.port,
+                eventLoopGroup: eventLoopGroup
+            ) { [weak self] frame in
+                await self?.answer(frame)
+            }
+        } catch {
+            throw AgentError("cannot listen for links on \(configuration.listen): \(error); choose another --listen")
+        }
+        do throws(AgentError) {
+            try await startDiscovery()
+            do {
+                localServer = try await LocalAPIServer(path: configuration.socketPath, eventLoopGroup: eventLoopGroup, logger: logger) { [weak self] peer, messages in
+                    await self?.serve(peer, messages)
+                }
+            } catch {
+                throw AgentError(error.message)
+            }
+        } catch {
+            await stop()
+            throw error
+        }
+        logger.notice(
+            "handoffd is running",
+            metadata: [
+                "device": "\(deviceName)", "account": "\(account?.name ?? "none")", "socket": "\(configuration.socketPath)",
+                "links": "\(configuration.listen.host):\(linkPort)",
+            ])
+    }
+
+    /// Stops everything: apps are disconnected, links closed, the socket file removed.
+    public func stop() async {
+        discoveryTask?.cancel()
+        await discovery?.stop()
+        discovery = nil
+        await localServer?.close()
+        localServer = nil
+        await listener?.close()
+        listener = nil
+        for link in links.values { link.close() }
+        links = [:]
+        for (_, pending) in pendingSaves {
+            pending.continuation.resume(returning: .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the agent stopped")))
+        }
+        pendingSaves = [:]
+    }
+
+    /// The port links listen on (and static peers send beacons to).
+    public var linkPort: Int { listener?.port ?? configuration.listen.port }
+
+    /// This device's name.
+    public var deviceName: String { configuration.name ?? identity?.name ?? ProcessInfo.processInfo.hostName }
+
+    public var deviceID: UUID { identity.id }
+
+    /// This device as the account's members list it (its id, name and certificate).
+    public var member: AccountState.Member {
+        AccountState.Member(id: identity.id, name: deviceName, certificate: Data(identity.certificateDER))
+    }
+
+    private func updatePins() {
+        let fingerprints = (account?.members ?? []).compactMap { $0.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) } }
+        pins.value = Set(fingerprints)
+    }
+
+    private func reloadApps() {
+        let (loaded, problems) = registry.load()
+        apps = loaded
+        for problem in problems { logger.warning("an installed app cannot be used: \(problem)") }
+    }
+
+    private func startDiscovery() async throws(AgentError) {
+        guard let account else { return }
+        let keys: [BeaconKey]
+        do {
+            keys = try account.keys(in: store)
+        } catch {
+            throw AgentError("\(error)")
+        }
+        let interfaces = configuration.interfaces ?? Self.multicastInterfaces()
+        let discoveryConfiguration = DiscoveryConfiguration(
+            port: configuration.discoveryPort, interfaces: interfaces, refreshInterval: configuration.refreshInterval,
+            expiry: configuration.expiry, unicastListen: (configuration.listen.host, linkPort),
+            staticPeers: configuration.staticPeers.map { ($0.host, $0.port) })
+        let made = Discovery(
+            device: identity.id, keys: keys, linkPort: UInt16(clamping: linkPort), configuration: discoveryConfiguration,
+            eventLoopGroup: eventLoopGroup, logger: logger)
+        do {
+            try await made.start()
+        } catch {
+            await made.stop()
+            throw AgentError("discovery could not start: \(error)")
+        }
+        discovery = made
+        let changes = await made.changes()
+        discoveryTask = Task { [weak self] in
+            for await change in changes {
+                await self?.discovered(change)
+            }
+        }
+        try? await made.announce(offered.map(Self.beaconActivity))
+    }
+
+    /// Every interface that is up, multicast-capable and has an IPv4 address, loopback excepted.
+    static func multicastInterfaces() -> [String] {
+        let devices = (try? System.enumerateDevices()) ?? []
+        var names: [String] = []
+        for device in devices where device.multicastSupported {
+            guard case .v4(let address)? = device.address, !names.contains(device.name) else { continue }
+            if address.host.starts(with: "127.") { continue }
+            names.append(device.name)
+        }
+        return names
+    }
+
+    // MARK: The local socket
+
+    private func serve(_ peer: LocalPeer, _ messages: AsyncStream<Result<LocalMessage, LocalError>>) async {
+        var iterator = messages.makeAsyncIterator()
+        guard let first = await iterator.next() else { return }
+        guard case .success(.call(let request, .hello(let version, let role, let claimed))) = first else {
+            if case .success(.call(let request, _)) = first {
+                peer.send(.reply(request: request, .failure(LocalError(.badRequest, "the first message must be 'hello'"))))
+            }
+            peer.close()
+            return
+        }
+        guard version == LocalMessage.version else {
+            peer.send(.reply(request: request, .failure(LocalError(.badRequest, "this agent speaks local API version \(LocalMessage.version), the client \(version)"))))
+            peer.close()
+            return
+        }
+        var app: InstalledApp?
+        if role == .app {
+            switch verify(peer, claimed: claimed) {
+            case .success(let found): app = found
+            case .failure(let error):
+                logger.warning("refused a local client: \(error.message)", metadata: ["pid": "\(peer.pid)"])
+                peer.send(.reply(request: request, .failure(error)))
+                peer.close()
+                return
+            }
+        }
+        let session = Session(peer: peer, role: role, app: app)
+        sessions[session.id] = session
+        activities[session.id] = [:]
+        var logger = self.logger
+        logger[metadataKey: "pid"] = "\(peer.pid)"
+        logger[metadataKey: "client"] = "\(app?.manifest.bundleIdentifier ?? role.rawValue)"
+        logger.debug("local client connected")
+        peer.send(.reply(request: request, LocalReply(version: LocalMessage.version, device: thisDevice, app: app.map(localApp), account: account?.name)))
+
+        while let next = await iterator.next() {
+            switch next {
+            case .success(let message):
+                await handle(message, from: session, logger: logger)
+            case .failure(let error):
+                logger.warning("a local client sent a message that cannot be read: \(error.message)")
+            }
+        }
+        ended(session)
+        logger.debug("local client disconnected")
+    }
+
+    /// Which installed app the process behind `peer` is: the one whose installed executable
+    /// it runs. A process claiming an app it does not run is refused.
+    private func verify(_ peer: LocalPeer, claimed: String?) -> Result<InstalledApp?, LocalError> {
+        let running = peer.executable.map { $0.resolvingSymlinksInPath().standardizedFileURL.path }
+        let match = apps.first { app in app.executable.resolvingSymlinksInPath().standardizedFileURL.path == running }
+        if let claimed, !claimed.isEmpty, match?.manifest.bundleIdentifier != claimed {
+            if let installed = apps.first(where: { $0.manifest.bundleIdentifier == claimed }) {
+                return .failure(LocalError(.notAllowed, "process \(peer.pid) (\(running ?? "unknown executable")) claims to be '\(claimed)', but that app's executable is \(installed.executable.path); start the installed app, or install this build with 'handoff apps install'"))
+            }
+            if let match {
+                return .failure(LocalError(.notAllowed, "process \(peer.pid) runs the executable of '\(match.manifest.bundleIdentifier)' but claims to be '\(claimed)'"))
+            }
+        }
+        return .success(match)
+    }
+
+    private func handle(_ message: LocalMessage, from session: Session, logger: Logger) async {
+        switch message {
+        case .call(let request, let call):
+            await handle(call, request: request, from: session, logger: logger)
+        case .becameCurrent(var activity):
+            if let app = session.app {
+                activity.bundleIdentifier = app.manifest.bundleIdentifier
+                activity.teamIdentifier = app.manifest.teamIdentifier
+            }
+            activities[session.id, default: [:]][activity.id] = activity
+            currentOrder.removeAll { $0.session == session.id }
+            if !activity.activityType.isEmpty {
+                currentOrder.append((session.id, activity.id))
+            }
+            await offerChanged()
+        case .resigned(let id):
+            currentOrder.removeAll { $0.session == session.id && $0.activity == id }
+            await offerChanged()
+        case .invalidated(let id):
+            activities[session.id]?[id] = nil
+            currentOrder.removeAll { $0.session == session.id && $0.activity == id }
+            await offerChanged()
+        case .saved(let request, let record):
+            finishSave(request, session: session, .success(record))
+        case .saveFailed(let request, let error):
+            finishSave(request, session: session, .failure(error))
+        case .reply, .save, .willContinue, .deliver, .fail, .wasContinued, .event:
+            logger.warning("a local client sent a message only the agent sends")
+        }
+    }
+
+    private func ended(_ session: Session) {
+        sessions[session.id] = nil
+        activities[session.id] = nil
+        watchers[session.id] = nil
+        currentOrder.removeAll { $0.session == session.id }
+        for (request, pending) in pendingSaves where pending.session == session.id {
+            pendingSaves[request] = nil
+            pending.continuation.resume(returning: .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the app quit before it saved the activity")))
+        }
+        Task { await offerChanged() }
+    }
+
+    private func handle(_ call: LocalCall, request: UInt64, from session: Session, logger: Logger) async {
+        let reply: LocalReply
+        switch call {
+        case .hello:
+            reply = .failure(LocalError(.badRequest, "'hello' comes once, first"))
+        case .status:
+            reply = LocalReply(status: await status())
+        case .devices:
+            reply = LocalReply(devices: await devices())
+        case .nearby:
+            reply = LocalReply(activities: await nearbyActivities())
+        case .apps:
+            reply = LocalReply(apps: apps.map(localApp))
+        case .installApp(let directory):
+            do {
+                let installed = try registry.install(from: URL(fileURLWithPath: directory))
+                reloadApps()
+                logger.notice("installed app '\(installed.manifest.bundleIdentifier)'", metadata: ["from": "\(directory)"])
+                reply = LocalReply(app: localApp(installed))
+            } catch {
+                reply = .failure(LocalError(.failed, error.message))
+            }
+        case .removeApp(let bundleIdentifier):
+            do {
+                try registry.remove(bundleIdentifier)
+                reloadApps()
+                reply = LocalReply()
+            } catch {
+                reply = .failure(LocalError(.notFound, error.message))
+            }
+        case .createAccount(let name):
+            reply = await createAccount(name: name)
+        case .watch:
+            watchers[session.id] = session.peer
+            reply = LocalReply(activities: await nearbyActivities())
+        case .continue(let activity):
+            // A continuation takes as long as the other device does: the session goes on meanwhile.
+            Task {
+                let reply = await self.continueActivity(activity, logger: logger)
+                session.peer.send(.reply(request: request, reply))
+            }
+            return
+        }
+        session.peer.send(.reply(request: request, reply))
+    }
+
+    // MARK: Account
+
+    private func createAccount(name: String) async -> LocalReply {
+        if let account {
+            return .failure(LocalError(.account, "this device is already in the account '\(account.name)'"))
+        }
+        guard !name.trimmingCharacters(in: .whitespaces).isEmpty else {
+            return .failure(LocalError(.badRequest, "an account needs a name"))
+        }
+        let made = AccountState(name: name, members: [member], beaconKeys: [Data(BeaconKey.generate().rawRepresentation)])
+        do {
+            try store.save(made, to: AccountState.fileName)
+        } catch {
+            return .failure(LocalError(.failed, "\(error)"))
+        }
+        account = made
+        updatePins()
+        do {
+            try await startDiscovery()
+        } catch {
+            return .failure(LocalError(.failed, "the account was made, but \(error.message)"))
+        }
+        logger.notice("made the account '\(name)'")
+        return LocalReply(account: name)
+    }
+
+    /// Installs an account made elsewhere (by pairing, or by a test that sets up devices).
+    public func adopt(_ state: AccountState) async throws(AgentError) {
+        do {
+            try store.save(state, to: AccountState.fileName)
+        } catch {
+            throw AgentError("\(error)")
+        }
+        account = state
+        updatePins()
+        discoveryTask?.cancel()
+        await discovery?.stop()
+        discovery = nil
+        try await startDiscovery()
+    }
+
+    // MARK: Offering this device's activity
+
+    private func offerChanged() async {
+        var now: LocalActivity?
+        for entry in currentOrder.reversed() {
+            if let activity = activities[entry.session]?[entry.activity], !(activity.expirationDate.map { $0 <= Date() } ?? false) {
+                now = activity
+                break
+            }
+        }
+        guard now != offered else { return }
+        offered = now
+        do {
+            try await discovery?.announce(now.map(Self.beaconActivity))
+        } catch {
+            logger.warning("could not announce the current activity: \(error)")
+        }
+    }
+
+    static func beaconActivity(_ activity: LocalActivity) -> BeaconActivity {
+        BeaconActivity(
+            id: activity.id, activityType: activity.activityType, title: activity.title, teamIdentifier: activity.teamIdentifier,
+            hasWebpageURL: activity.hasWebpageURL, supportsContinuationStreams: activity.supportsContinuationStreams)
+    }
+
+    // MARK: Serving other devices
+
+    /// Answers a frame from another device's link.
+    private func answer(_ frame: Frame) async -> Frame? {
+        guard let message = try? LinkMessage(frame: frame) else { return nil }
+        switch message {
+        case .hello:
+            return LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame
+        case .fetch(let request, let activityID):
+            switch await save(activityID) {
+            case .success(let record):
+                return LinkMessage.fetched(request: request, record).frame
+            case .failure(let failure):
+                return LinkMessage.fetchFailed(request: request, code: UInt16(clamping: failure.code), message: failure.message).frame
+            }
+        case .continued(let activityID):
+            for (sessionID, known) in activities where known[activityID] != nil {
+                sessions[sessionID]?.peer.send(.wasContinued(activity: activityID))
+            }
+            return nil
+        case .fetched, .fetchFailed:
+            return nil
+        }
+    }
+
+    /// Asks the app that owns `activityID` to save it, within the deadline, and checks the size.
+    private func save(_ activityID: UUID) async -> Result<WireActivityRecord, FetchFailure> {
+        guard let owner = activities.first(where: { $0.value[activityID] != nil }), let session = sessions[owner.key] else {
+            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the activity is no longer available on '\(deviceName)': its app closed it or quit"))
+        }
+        let appName = session.app?.manifest.bundleIdentifier ?? "the app"
+        let request = nextSave
+        nextSave += 1
+        let deadline = configuration.saveDeadline
+        let result: Result<LocalRecord, LocalError> = await withCheckedContinuation { continuation in
+            pendingSaves[request] = (session.id, continuation)
+            session.peer.send(.save(request: request, activity: activityID))
+            Task { [weak self] in
+                try? await Task.sleep(for: deadline)
+                await self?.finishSave(request, session: session, .failure(LocalError(.continuation, code: FetchFailure.remoteAppTimedOut, "'\(appName)' on '\(self?.deviceName ?? "?")' did not save the activity within \(deadline)")))
+            }
+        }
+        switch result {
+        case .failure(let error):
+            return .failure(FetchFailure(code: error.code ?? FetchFailure.handoffFailed, message: error.message))
+        case .success(var record):
+            let size = record.userInfo?.count ?? 0
+            if size > configuration.maximumPayload {
+                logger.warning("an activity's userInfo is over the limit", metadata: ["app": "\(appName)", "bytes": "\(size)"])
+                return .failure(FetchFailure(code: FetchFailure.userInfoTooLarge, message: "the activity's userInfo is \(size) bytes, over the limit of \(configuration.maximumPayload); move bulk data to continuation streams"))
+            }
+            // What other devices see of the app is what its verified manifest says.
+            if let known = activities[session.id]?[activityID] {
+                record.activity.bundleIdentifier = known.bundleIdentifier
+                record.activity.teamIdentifier = known.teamIdentifier
+            }
+            record.activity.id = activityID
+            return .success(WireActivityRecord(record))
+        }
+    }
+
+    private func finishSave(_ request: UInt64, session: Session, _ result: Result<LocalRecord, LocalError>) {
+        guard let pending = pendingSaves[request], pending.session == session.id else { return }
+        pendingSaves[request] = nil
+        pending.continuation.resume(returning: result)
+    }
+
+    // MARK: Continuing another device's activity
+
+    private func continueActivity(_ wanted: UUID?, logger: Logger) async -> LocalReply {
+        let started = ContinuousClock.now
+        let nearby = await discovery?.nearby ?? []
+        let candidates = nearby.filter { $0.activity != nil }
+        let chosen: NearbyDevice?
+        if let wanted {
+            chosen = candidates.first { $0.activity?.id == wanted }
+        } else {
+            chosen = candidates.max { $0.lastHeard < $1.lastHeard }
+        }
+        guard let device = chosen, let offer = device.activity else {
+            let what = wanted.map { "activity \($0) is not offered by any device nearby" } ?? "no device nearby offers an activity"
+            return .failure(LocalError(.notFound, "\(what); 'handoff list' shows what is offered"))
+        }
+        let origin = memberName(device.sender)
+        let announced = LocalActivity(
+            id: offer.id, activityType: offer.activityType, title: offer.title, teamIdentifier: offer.teamIdentifier,
+            hasWebpageURL: offer.hasWebpageURL, supportsContinuationStreams: offer.supportsContinuationStreams)
+        var logger = logger
+        logger[metadataKey: "from"] = "\(origin)"
+        logger[metadataKey: "type"] = "\(offer.activityType)"
+
+        let route = self.route(offer, webpageURL: offer.hasWebpageURL ? URL(string: "https://example.invalid/") : nil)
+        switch route {
+        case .nowhere(let reason):
+            return .failure(LocalError(.notFound, "nothing on this device can continue it: \(reason)"))
+        case .webBrowser:
+            let fetched = await fetch(offer.id, from: device)
+            guard case .success(let record) = fetched, let page = record.webpageURL else {
+                let failure = (try? fetched.get()).map { _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the activity arrived without its web page") } ?? fetched.failureValue!
+                return .failure(LocalError(.continuation, code: failure.code, failure.message))
+            }
+            link(to: device)?.send(.continued(activityID: offer.id))
+            do {
+                try openWebPage(page)
+            } catch {
+                return .failure(LocalError(.failed, error.message))
+            }
+            logger.notice("opened the activity's web page", metadata: ["url": "\(page)"])
+            return LocalReply(continued: LocalContinued(continuation: UUID(), device: origin, activity: announced, app: nil, webpageURL: page, seconds: (ContinuousClock.now - started).seconds))
+        case .app(let manifest, let reason):
+            logger.info("continuing in '\(manifest.bundleIdentifier)': \(reason)")
+            let session: Session
+            switch await runningSession(of: manifest.bundleIdentifier) {
+            case .success(let found): session = found
+            case .failure(let error): return .failure(error)
+            }
+            let continuation = UUID()
+            session.peer.send(.willContinue(continuation: continuation, activityType: offer.activityType))
+            switch await fetch(offer.id, from: device) {
+            case .failure(let failure):
+                let error = LocalError(.continuation, code: failure.code, failure.message)
+                session.peer.send(.fail(continuation: continuation, activityType: offer.activityType, error: error))
+                logger.notice("the continuation failed: \(failure)")
+                return .failure(error)
+            case .success(let wire):
+                var record = LocalRecord(wire)
+                // The type the app was told in willContinue is the one it gets.
+                record.activity.activityType = offer.activityType
+                session.peer.send(.deliver(continuation: continuation, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
+                link(to: device)?.send(.continued(activityID: offer.id))
+                let seconds = (ContinuousClock.now - started).seconds
+                logger.notice("continued", metadata: ["app": "\(manifest.bundleIdentifier)", "ms": "\(Int(seconds * 1000))"])
+                return LocalReply(continued: LocalContinued(continuation: continuation, device: origin, activity: record.activity, app: manifest.bundleIdentifier, webpageURL: nil, seconds: seconds))
+            }
+        }
+    }
+
+    private func route(_ offer: BeaconActivity, webpageURL: URL?) -> ActivityRoute {
+        ActivityRouter.route(
+            IncomingActivity(teamIdentifier: offer.teamIdentifier, activityType: offer.activityType, webpageURL: webpageURL),
+            installed: apps.map(\.manifest))
+    }
+
+    /// The link to a nearby device, opened (or reused).
+    private func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<WireActivityRecord, FetchFailure> {
+        let link: PeerConnection
+        if let existing = links[device.sender], existing.isOpen, existing.host == device.address, existing.port == Int(device.linkPort) {
+            link = existing
+        } else {
+            links[device.sender]?.close()
+            do {
+                link = try await PeerConnection.open(
+                    host: device.address, port: Int(device.linkPort), identity: identity, pins: { [pins] in pins.value },
+                    deadline: configuration.fetchDeadline, eventLoopGroup: eventLoopGroup)
+            } catch {
+                return .failure(FetchFailure(code: error.code, message: "'\(memberName(device.sender))' \(error.message)"))
+            }
+            guard link.device == device.sender else {
+                link.close()
+                return .failure(FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'"))
+            }
+            links[device.sender] = link
+        }
+        return await link.fetch(activityID, deadline: configuration.fetchDeadline)
+    }
+
+    private func link(to device: NearbyDevice) -> PeerConnection? {
+        links[device.sender].flatMap { $0.isOpen ? $0 : nil }
+    }
+
+    /// A connected process of the app, the most recent; else the app is started and waited for.
+    private func runningSession(of bundleIdentifier: String) async -> Result<Session, LocalError> {
+        if let running = newestSession(of: bundleIdentifier) { return .success(running) }
+        guard let app = apps.first(where: { $0.manifest.bundleIdentifier == bundleIdentifier }) else {
+            return .failure(LocalError(.notFound, "the app '\(bundleIdentifier)' is not installed"))
+        }
+        let process = Process()
+        process.executableURL = app.executable
+        process.currentDirectoryURL = app.directory
+        var environment = ProcessInfo.processInfo.environment
+        environment["HANDOFF_SOCKET"] = configuration.socketPath
+        environment["HANDOFF_BUNDLE_IDENTIFIER"] = bundleIdentifier
+        process.environment = environment
+        do {
+            try process.run()
+        } catch {
+            return .failure(LocalError(.failed, "could not start '\(bundleIdentifier)' (\(app.executable.path)): \(error.localizedDescription)"))
+        }
+        logger.info("started '\(bundleIdentifier)' for a continuation", metadata: ["pid": "\(process.processIdentifier)"])
+        let deadline = ContinuousClock.now + configuration.launchDeadline
+        while ContinuousClock.now < deadline {
+            if let running = newestSession(of: bundleIdentifier) { return .success(running) }
+            if !process.isRunning {
+                return .failure(LocalError(.failed, "'\(bundleIdentifier)' exited with status \(process.terminationStatus) before it connected to the agent"))
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return .failure(LocalError(.failed, "'\(bundleIdentifier)' started but did not connect to the agent within \(configuration.launchDeadline); does it make an Application?"))
+    }
+
+    private func newestSession(of bundleIdentifier: String) -> Session? {
+        sessions.values.filter { $0.app?.manifest.bundleIdentifier == bundleIdentifier }.max { $0.connected < $1.connected }
+    }
+
+    private func openWebPage(_ page: String) throws(AgentError) {
+        guard let command = configuration.browserCommand.first else { throw AgentError("no browser command is configured") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [command] + configuration.browserCommand.dropFirst() + [page]
+        do {
+            try process.run()
+        } catch {
+            throw AgentError("could not run the browser command '\(command)': \(error.localizedDescription)")
+        }
+    }
+
+    // MARK: What is nearby
+
+    private func discovered(_ change: DiscoveryEvent) async {
+        let events: [LocalEvent]
+        switch change {
+        case .heard(let device):
+            let before = knownNearby[device.sender]
+            knownNearby[device.sender] = device.activity
+            switch (before, device.activity) {
+            case (nil, let now?):
+                events = [LocalEvent(change: .appeared, device: device.sender, deviceName: memberName(device.sender), activity: nearbyActivity(device, now))]
+            case (let was?, let now?) where was != now:
+                events = [LocalEvent(change: was.id == now.id ? .changed : .appeared, device: device.sender, deviceName: memberName(device.sender), activity: nearbyActivity(device, now))]
+            case (_?, nil):
+                events = [LocalEvent(change: .gone, device: device.sender, deviceName: memberName(device.sender), activity: nil)]
+            default:
+                events = []
+            }
+        case .gone(let sender):
+            let before = knownNearby.removeValue(forKey: sender)
+            events = before == nil ? [] : [LocalEvent(change: .gone, device: sender, deviceName: memberName(sender), activity: nil)]
+        }
+        for event in events {
+            for watcher in watchers.values { watcher.send(.event(event)) }
+        }
+    }
+
+    private func nearbyActivity(_ device: NearbyDevice, _ activity: BeaconActivity) -> LocalNearbyActivity {
+        let handler: String?
+        let reason: String
+        switch route(activity, webpageURL: activity.hasWebpageURL ? URL(string: "https://example.invalid/") : nil) {
+        case .app(let manifest, let why):
+            handler = manifest.bundleIdentifier
+            reason = why
+        case .webBrowser(_, let why):
+            handler = "browser"
+            reason = why
+        case .nowhere(let why):
+            handler = nil
+            reason = why
+        }
+        return LocalNearbyActivity(
+            device: device.sender, deviceName: memberName(device.sender),
+            activity: LocalActivity(
+                id: activity.id, activityType: activity.activityType, title: activity.title, teamIdentifier: activity.teamIdentifier,
+                hasWebpageURL: activity.hasWebpageURL, supportsContinuationStreams: activity.supportsContinuationStreams),
+            age: Date().timeIntervalSince(device.lastHeard), handler: handler, reason: reason)
+    }
+
+    private func nearbyActivities() async -> [LocalNearbyActivity] {
+        let nearby = await discovery?.nearby ?? []
+        return nearby.compactMap { device in device.activity.map { nearbyActivity(device, $0) } }.sorted { $0.age < $1.age }
+    }
+
+    private func memberName(_ id: UUID) -> String {
+        account?.members.first { $0.id == id }?.name ?? "an unnamed device"
+    }
+
+    private var thisDevice: LocalDevice {
+        LocalDevice(id: identity.id, name: deviceName, isThisDevice: true, isNearby: true, fingerprint: identity.fingerprint)
+    }
+
+    private func devices() async -> [LocalDevice] {
+        let nearby = await discovery?.nearby ?? []
+        return (account?.members ?? []).map { member in
+            if member.id == identity.id { return thisDevice }
+            let heard = nearby.first { $0.sender == member.id }
+            return LocalDevice(
+                id: member.id, name: member.name, isThisDevice: false, isNearby: heard != nil, address: heard?.address,
+                lastHeard: heard.map { Date().timeIntervalSince($0.lastHeard) },
+                fingerprint: member.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) })
+        }
+    }
+
+    private func status() async -> LocalStatus {
+        let nearby = await discovery?.nearby ?? []
+        return LocalStatus(
+            version: handoffVersion, device: thisDevice, account: account?.name, members: account?.members.count ?? 0, nearby: nearby.count,
+            linkPort: linkPort, interfaces: configuration.interfaces ?? Self.multicastInterfaces(),
+            staticPeers: configuration.staticPeers.map(\.description), apps: apps.count, currentActivity: offered)
+    }
+
+    private func localApp(_ app: InstalledApp) -> LocalApp {
+        LocalApp(
+            bundleIdentifier: app.manifest.bundleIdentifier, teamIdentifier: app.manifest.teamIdentifier, executable: app.executable.path,
+            activityTypes: app.manifest.continuableActivityTypes.sorted(),
+            running: sessions.values.filter { $0.app?.manifest.bundleIdentifier == app.manifest.bundleIdentifier }.count)
+    }
+}
+
+extension Result {
+    var failureValue: Failure? {
+        if case .failure(let failure) = self { return failure }
+        return nil
+    }
+}
+
+extension WireActivityRecord {
+    init(_ local: LocalRecord) {
+        self.init(
+            id: local.activity.id, activityType: local.activity.activityType, title: local.activity.title,
+            bundleIdentifier: local.activity.bundleIdentifier, teamIdentifier: local.activity.teamIdentifier,
+            supportsContinuationStreams: local.activity.supportsContinuationStreams, expirationDate: local.activity.expirationDate,
+            webpageURL: local.webpageURL, referrerURL: local.referrerURL, keywords: local.keywords,
+            requiredUserInfoKeys: local.requiredUserInfoKeys, persistentIdentifier: local.persistentIdentifier,
+            targetContentIdentifier: local.targetContentIdentifier, isEligibleForSearch: local.isEligibleForSearch,
+            isEligibleForPublicIndexing: local.isEligibleForPublicIndexing, isEligibleForPrediction: local.isEligibleForPrediction,
+            userInfo: local.userInfo.map(Array.init))
+    }
+}
+
+extension LocalRecord {
+    init(_ wire: WireActivityRecord) {
+        self.init(
+            activity: LocalActivity(
+                id: wire.id, activityType: wire.activityType, title: wire.title, bundleIdentifier: wire.bundleIdentifier,
+                teamIdentifier: wire.teamIdentifier, hasWebpageURL: wire.webpageURL != nil,
+                supportsContinuationStreams: wire.supportsContinuationStreams, expirationDate: wire.expirationDate),
+            webpageURL: wire.webpageURL, referrerURL: wire.referrerURL, keywords: wire.keywords, requiredUserInfoKeys: wire.requiredUserInfoKeys,
+            persistentIdentifier: wire.persistentIdentifier, targetContentIdentifier: wire.targetContentIdentifier,
+            isEligibleForSearch: wire.isEligibleForSearch, isEligibleForPublicIndexing: wire.isEligibleForPublicIndexing,
+            isEligibleForPrediction: wire.isEligibleForPrediction, userInfo: wire.userInfo.map { Data($0) })
+    }
+}

@@ -1,0 +1,305 @@
+import Foundation
+import HandoffLocalAPI
+
+/// How an agent runs: every setting of `handoffd`, from its flags or its configuration file.
+public struct AgentConfiguration: Sendable {
+    /// Where the device's identity, account and apps are kept.
+    public var stateDirectory: URL
+    /// The local socket's path.
+    public var socketPath: String
+    /// This device's name, as the account's other devices show it; nil keeps the saved one
+    /// (the host name on first start).
+    public var name: String?
+    /// Where links (TCP) and beacons from static peers (UDP) are taken, on one port number.
+    public var listen: HostPort
+    /// The interfaces beacons are multicast on; nil chooses every interface that is up and
+    /// multicast-capable, loopback excepted; empty sends no multicast.
+    public var interfaces: [String]?
+    /// Devices that get this device's beacons by unicast, at their `listen` addresses.
+    public var staticPeers: [HostPort]
+    /// The multicast group's port.
+    public var discoveryPort: Int
+    public var refreshInterval: Duration
+    public var expiry: Duration
+    /// How long an app has to save its activity for a continuation (then 4610).
+    public var saveDeadline: Duration
+    /// How long a continuation waits for the other device (then 4608).
+    public var fetchDeadline: Duration
+    /// How long a launched app has to connect to the agent.
+    public var launchDeadline: Duration
+    /// The largest `userInfo`, encoded, that may travel (then 4611).
+    public var maximumPayload: Int
+    /// The command that opens a web page (the URL is its last argument).
+    public var browserCommand: [String]
+
+    public init(
+        stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "0.0.0.0", port: 47_170),
+        interfaces: [String]? = nil, staticPeers: [HostPort] = [], discoveryPort: Int = 47_168, refreshInterval: Duration = .seconds(15),
+        expiry: Duration = .seconds(45), saveDeadline: Duration = .seconds(5), fetchDeadline: Duration = .seconds(10),
+        launchDeadline: Duration = .seconds(10), maximumPayload: Int = 64 * 1024, browserCommand: [String] = ["xdg-open"]
+    ) {
+        self.stateDirectory = stateDirectory
+        self.socketPath = socketPath
+        self.name = name
+        self.listen = listen
+        self.interfaces = interfaces
+        self.staticPeers = staticPeers
+        self.discoveryPort = discoveryPort
+        self.refreshInterval = refreshInterval
+        self.expiry = expiry
+        self.saveDeadline = saveDeadline
+        self.fetchDeadline = fetchDeadline
+        self.launchDeadline = launchDeadline
+        self.maximumPayload = maximumPayload
+        self.browserCommand = browserCommand
+    }
+
+    /// `$XDG_STATE_HOME/handoff`, or `~/.local/state/handoff`.
+    public static func defaultStateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return URL(fileURLWithPath: state).appendingPathComponent("handoff", isDirectory: true)
+        }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return URL(fileURLWithPath: home).appendingPathComponent(".local/state/handoff", isDirectory: true)
+    }
+
+    /// `$XDG_CONFIG_HOME/handoff/handoffd.conf`, or `~/.config/handoff/handoffd.conf`.
+    public static func defaultConfigFile(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") {
+            return URL(fileURLWithPath: config).appendingPathComponent("handoff/handoffd.conf")
+        }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return URL(fileURLWithPath: home).appendingPathComponent(".config/handoff/handoffd.conf")
+    }
+}
+
+/// A host (name or address; IPv6 in brackets) and a port.
+public struct HostPort: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Reads `HOST:PORT` or `[IPV6]:PORT`; the message says what is wrong.
+    public init(parsing text: String) throws(ConfigurationError) {
+        let host: Substring
+        let portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                throw ConfigurationError("'\(text)' is not [IPV6]:PORT")
+            }
+            host = text[text.index(after: text.startIndex)..<close]
+            portText = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":"), !text[..<colon].contains(":") else {
+                throw ConfigurationError("'\(text)' is not HOST:PORT (write an IPv6 address in brackets: [::1]:47170)")
+            }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        }
+        guard !host.isEmpty else { throw ConfigurationError("'\(text)' has no host") }
+        guard let port = Int(portText), (0...65_535).contains(port) else {
+            throw ConfigurationError("'\(text)' has no port from 0 to 65535")
+        }
+        self.host = String(host)
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// A bad flag or configuration line; the message names it.
+public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// The configuration file: one `key = value` per line, the keys of `handoffd`'s long flags
+/// (`name`, `listen`, `interface`, `peer`, `state-dir`, `socket`, ...), `#` comments, and
+/// repeatable keys given once per line.
+public struct ConfigurationFile: Sendable, Hashable {
+    /// The settings in file order, each with its line number.
+    public var entries: [(key: String, value: String, line: Int)]
+
+    public static let keys: Set<String> = [
+        "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
+        "maximum-payload", "browser",
+    ]
+    public static let repeatable: Set<String> = ["interface", "peer"]
+
+    public init(contentsOf url: URL) throws(ConfigurationError) {
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw ConfigurationError("cannot read the configuration file \(url.path): \(error.localizedDescription)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError("\(url.path): not UTF-8 text")
+        }
+        try self.init(text: text, name: url.path)
+    }
+
+    public init(text: String, name: String) throws(ConfigurationError) {
+        var entries: [(key: String, value: String, line: Int)] = []
+        var seen: Set<String> = []
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let number = index + 1
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw ConfigurationError("\(name):\(number): expected 'key = value', found '\(line)'")
+            }
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            guard Self.keys.contains(key) else {
+                throw ConfigurationError("\(name):\(number): unknown key '\(key)'; the keys are \(Self.keys.sorted().joined(separator: ", "))")
+            }
+            guard !value.isEmpty else {
+                throw ConfigurationError("\(name):\(number): '\(key)' has no value")
+            }
+            if !Self.repeatable.contains(key) {
+                guard seen.insert(key).inserted else {
+                    throw ConfigurationError("\(name):\(number): '\(key)' is given twice; only 'interface' and 'peer' repeat")
+                }
+            }
+            entries.append((key, value, number))
+        }
+        self.entries = entries
+    }
+
+    public static func == (lhs: ConfigurationFile, rhs: ConfigurationFile) -> Bool {
+        lhs.entries.map { "\($0.key)=\($0.value)@\($0.line)" } == rhs.entries.map { "\($0.key)=\($0.value)@\($0.line)" }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        for entry in entries { hasher.combine("\(entry.key)=\(entry.value)@\(entry.line)") }
+    }
+
+    public func values(_ key: String) -> [(value: String, line: Int)] {
+        entries.filter { $0.key == key }.map { ($0.value, $0.line) }
+    }
+}
+
+extension Duration {
+    /// Reads `250ms`, `5s`, `2m` or a plain number of seconds.
+    public init(parsing text: String) throws(ConfigurationError) {
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
+        for (suffix, scale) in units where text.hasSuffix(suffix) {
+            if let number = Double(text.dropLast(suffix.count)), number >= 0, number.isFinite {
+                self = .milliseconds(Int64((number * scale * 1000).rounded()))
+                return
+            }
+        }
+        if let number = Double(text), number >= 0, number.isFinite {
+            self = .milliseconds(Int64((number * 1000).rounded()))
+            return
+        }
+        throw ConfigurationError("'\(text)' is not a duration such as 250ms, 5s or 2m")
+    }
+}
+
+/// The settings as given, before they are checked: from flags (`source` nil) or a
+/// configuration file. `AgentConfiguration.resolve` turns them into a configuration, naming
+/// the flag or the file and line of anything wrong.
+public struct AgentSettings: Sendable {
+    public var stateDirectory: String?
+    public var socket: String?
+    public var name: String?
+    public var listen: String?
+    public var interfaces: [String] = []
+    public var peers: [String] = []
+    public var discoveryPort: String?
+    public var saveDeadline: String?
+    public var fetchDeadline: String?
+    public var maximumPayload: String?
+    public var browser: String?
+
+    public init() {}
+}
+
+extension AgentConfiguration {
+    /// Flags win over the configuration file, which wins over the defaults. Repeatable
+    /// settings (`interface`, `peer`) given as flags replace the file's.
+    public static func resolve(
+        flags: AgentSettings, file: ConfigurationFile?, fileName: String = "the configuration file",
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> AgentConfiguration {
+        func pick(_ flag: String?, _ key: String) -> (value: String, origin: String)? {
+            if let flag { return (flag, "--\(key)") }
+            if let entry = file?.values(key).last { return (entry.value, "\(fileName):\(entry.line) (\(key))") }
+            return nil
+        }
+        func list(_ flags: [String], _ key: String) -> [(value: String, origin: String)] {
+            if !flags.isEmpty { return flags.map { ($0, "--\(key)") } }
+            return (file?.values(key) ?? []).map { ($0.value, "\(fileName):\($0.line) (\(key))") }
+        }
+        func checked<T>(_ origin: String, _ body: () throws(ConfigurationError) -> T) throws(ConfigurationError) -> T {
+            do {
+                return try body()
+            } catch {
+                throw ConfigurationError("\(origin): \(error.message)")
+            }
+        }
+
+        let state = pick(flags.stateDirectory, "state-dir").map { URL(fileURLWithPath: $0.value, isDirectory: true) }
+            ?? AgentConfiguration.defaultStateDirectory(environment: environment)
+        let socket = pick(flags.socket, "socket")?.value ?? LocalSocket.defaultPath(environment: environment)
+        var configuration = AgentConfiguration(stateDirectory: state, socketPath: socket)
+        if let name = pick(flags.name, "name") {
+            guard !name.value.trimmingCharacters(in: .whitespaces).isEmpty, name.value.utf8.count <= 64 else {
+                throw ConfigurationError("\(name.origin): a device name has 1 to 64 bytes")
+            }
+            configuration.name = name.value
+        }
+        if let listen = pick(flags.listen, "listen") {
+            configuration.listen = try checked(listen.origin) { () throws(ConfigurationError) in try HostPort(parsing: listen.value) }
+        }
+        let interfaces = list(flags.interfaces, "interface")
+        if !interfaces.isEmpty {
+            if interfaces.contains(where: { $0.value == "none" }) {
+                guard interfaces.count == 1 else {
+                    throw ConfigurationError("\(interfaces[0].origin): 'none' (no multicast) cannot be combined with interface names")
+                }
+                configuration.interfaces = []
+            } else {
+                for interface in interfaces where interface.value.contains(where: { $0 == "/" || $0.isWhitespace }) {
+                    throw ConfigurationError("\(interface.origin): '\(interface.value)' is not an interface name (see 'ip -brief link')")
+                }
+                configuration.interfaces = interfaces.map(\.value)
+            }
+        }
+        configuration.staticPeers = try list(flags.peers, "peer").map { peer throws(ConfigurationError) in
+            try checked(peer.origin) { () throws(ConfigurationError) in try HostPort(parsing: peer.value) }
+        }
+        if let port = pick(flags.discoveryPort, "discovery-port") {
+            guard let number = Int(port.value), (1...65_535).contains(number) else {
+                throw ConfigurationError("\(port.origin): '\(port.value)' is not a port from 1 to 65535")
+            }
+            configuration.discoveryPort = number
+        }
+        if let deadline = pick(flags.saveDeadline, "save-deadline") {
+            configuration.saveDeadline = try checked(deadline.origin) { () throws(ConfigurationError) in try Duration(parsing: deadline.value) }
+        }
+        if let deadline = pick(flags.fetchDeadline, "fetch-deadline") {
+            configuration.fetchDeadline = try checked(deadline.origin) { () throws(ConfigurationError) in try Duration(parsing: deadline.value) }
+        }
+        if let limit = pick(flags.maximumPayload, "maximum-payload") {
+            // The limit must leave room in a 1 MiB frame for the rest of the record and base64.
+            guard let bytes = Int(limit.value), (1...512 * 1024).contains(bytes) else {
+                throw ConfigurationError("\(limit.origin): '\(limit.value)' is not a number of bytes from 1 to 524288")
+            }
+            configuration.maximumPayload = bytes
+        }
+        if let browser = pick(flags.browser, "browser") {
+            let words = browser.value.split(separator: " ").map(String.init)
+            guard !words.isEmpty else { throw ConfigurationError("\(browser.origin): the browser command is empty") }
+            configuration.browserCommand = words
+        }
+        return configuration
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import HandoffApp
+
+/// An app installed on this device: its manifest and the directory the agent keeps it in.
+public struct InstalledApp: Sendable, Hashable {
+    public var manifest: AppManifest
+    public var directory: URL
+    /// The executable the agent starts, and the only one it delivers this app's
+    /// continuations to.
+    public var executable: URL
+}
+
+/// Why an app could not be installed or found.
+public struct AppRegistryError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// The apps installed on this device, kept under the state directory in `apps/`, one
+/// directory per bundle identifier holding a copy of what `handoff apps install` was given.
+///
+/// A copy, so that the executable the agent checks a process against cannot change under it
+/// when the developer rebuilds the original.
+public struct AppRegistry: Sendable {
+    public let directory: URL
+
+    public init(stateDirectory: URL) {
+        directory = stateDirectory.appendingPathComponent("apps", isDirectory: true)
+    }
+
+    /// Every installed app, sorted by bundle identifier. A damaged app directory is skipped
+    /// and reported in `problems`.
+    public func load() -> (apps: [InstalledApp], problems: [String]) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        var apps: [InstalledApp] = []
+        var problems: [String] = []
+        for name in names.sorted() where !name.hasPrefix(".") {
+            do {
+                apps.append(try Self.read(directory.appendingPathComponent(name, isDirectory: true)))
+            } catch {
+                problems.append("\(error)")
+            }
+        }
+        return (apps, problems)
+    }
+
+    /// Installs (or replaces) the app in `source`: a directory with `Info.plist`, optional
+    /// entitlements, and the executable that `CFBundleExecutable` names. Atomic: a failure
+    /// leaves the previous install as it was.
+    @discardableResult
+    public func install(from source: URL) throws(AppRegistryError) -> InstalledApp {
+        let checked = try Self.read(source)
+        let fileManager = FileManager.default
+        let bundle = checked.manifest.bundleIdentifier
+        guard bundle.range(of: #"^[A-Za-z0-9][A-Za-z0-9.\-_]*$"#, options: .regularExpression) != nil else {
+            throw AppRegistryError("\(source.path)/Info.plist: CFBundleIdentifier '\(bundle)' may hold only letters, digits, '.', '-' and '_'")
+        }
+        let target = directory.appendingPathComponent(bundle, isDirectory: true)
+        let staging = directory.appendingPathComponent(".\(bundle).installing-\(UUID().uuidString)", isDirectory: true)
+        let old = directory.appendingPathComponent(".\(bundle).old-\(UUID().uuidString)", isDirectory: true)
+        do {
+            try fileManager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try fileManager.copyItem(at: source.standardizedFileURL, to: staging)
+            if fileManager.fileExists(atPath: target.path) {
+                try fileManager.moveItem(at: target, to: old)
+            }
+            try fileManager.moveItem(at: staging, to: target)
+            try? fileManager.removeItem(at: old)
+        } catch {
+            try? fileManager.removeItem(at: staging)
+            if !fileManager.fileExists(atPath: target.path), fileManager.fileExists(atPath: old.path) {
+                try? fileManager.moveItem(at: old, to: target)
+            }
+            throw AppRegistryError("could not install \(source.path) into \(target.path): \(error.localizedDescription)")
+        }
+        return try Self.read(target)
+    }
+
+    /// Removes an installed app. Throws when it is not installed.
+    public func remove(_ bundleIdentifier: String) throws(AppRegistryError) {
+        let target = directory.appendingPathComponent(bundleIdentifier, isDirectory: true)
+        guard !bundleIdentifier.contains("/"), !bundleIdentifier.hasPrefix("."), FileManager.default.fileExists(atPath: target.path) else {
+            throw AppRegistryError("no app '\(bundleIdentifier)' is installed; 'handoff apps' lists them")
+        }
+        do {
+            try FileManager.default.removeItem(at: target)
+        } catch {
+            throw AppRegistryError("could not remove \(target.path): \(error.localizedDescription)")
+        }
+    }
+
+    /// Reads and checks an app directory.
+    static func read(_ directory: URL) throws(AppRegistryError) -> InstalledApp {
+        let manifest: AppManifest
+        do {
+            manifest = try AppManifest(directory: directory)
+        } catch {
+            throw AppRegistryError("\(error)")
+        }
+        guard let name = manifest.executable, !name.isEmpty else {
+            throw AppRegistryError("\(directory.path)/Info.plist: CFBundleExecutable is missing; it names the app's executable in the same directory")
+        }
+        guard !name.contains("/") else {
+            throw AppRegistryError("\(directory.path)/Info.plist: CFBundleExecutable '\(name)' must be a file name in the app directory, not a path")
+        }
+        let executable = directory.appendingPathComponent(name)
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else {
+            throw AppRegistryError("\(executable.path): the executable that CFBundleExecutable names is missing or not executable")
+        }
+        return InstalledApp(manifest: manifest, directory: directory, executable: executable)
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import HandoffLocalAPI
+import Logging
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One client of the local socket, as the agent sees it: the process behind it (from the
+/// socket's peer credentials, which the kernel fills in and the client cannot forge) and a
+/// way to send it messages.
+public final class LocalPeer: Sendable {
+    public let pid: Int32
+    public let uid: UInt32
+    /// The executable of the process, resolved when it connected; nil when unreadable.
+    public let executable: URL?
+    private let outbox: AsyncStream<LocalMessage>.Continuation
+
+    init(pid: Int32, uid: UInt32, outbox: AsyncStream<LocalMessage>.Continuation) {
+        self.pid = pid
+        self.uid = uid
+        self.outbox = outbox
+        executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")).map { URL(fileURLWithPath: $0) }
+    }
+
+    /// Queues a message to the client, in order.
+    public func send(_ message: LocalMessage) {
+        outbox.yield(message)
+    }
+
+    /// Ends the connection once what was queued has been written.
+    public func close() {
+        outbox.finish()
+    }
+}
+
+/// Linux's `struct ucred`, which Glibc shows Swift only under `_GNU_SOURCE`: the same three
+/// 32-bit fields in the same order.
+struct PeerCredentials: Sendable {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+}
+
+/// Why the local socket could not be opened.
+public struct LocalAPIServerError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// The agent's end of the local socket: a Unix stream socket, owner-only, carrying frames of
+/// JSON messages (`docs/local-api.md`).
+public final class LocalAPIServer: Sendable {
+    public let path: String
+    private let server: NIOAsyncChannel<ConnectedClient, Never>
+    private let serving: Task<Void, Never>
+
+    struct ConnectedClient: Sendable {
+        var channel: NIOAsyncChannel<Frame, Frame>
+        var pid: Int32
+        var uid: UInt32
+    }
+
+    /// Opens the socket at `path` (making its directory, owner-only) and calls `serve` for each
+    /// client with its messages; the connection closes when `serve` returns. Refuses to start
+    /// when another agent answers on the path; a stale socket file is replaced.
+    public init(
+        path: String, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
+        serve: @escaping @Sendable (LocalPeer, AsyncStream<Result<LocalMessage, LocalError>>) async -> Void
+    ) async throws(LocalAPIServerError) {
+        self.path = path
+        let directory = (path as NSString).deletingLastPathComponent
+        guard path.utf8.count <= LocalSocket.maximumPathBytes else {
+            throw LocalAPIServerError(message: "the socket path \(path) is longer than \(LocalSocket.maximumPathBytes) bytes; choose a shorter one with --socket")
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw LocalAPIServerError(message: "cannot make the socket's directory \(directory): \(error.localizedDescription)")
+        }
+        if FileManager.default.fileExists(atPath: path) {
+            if (try? LocalClient(path: path, role: .control)) != nil {
+                throw LocalAPIServerError(message: "another agent is already running at \(path); stop it first, or give this one another --socket")
+            }
+        }
+        let server: NIOAsyncChannel<ConnectedClient, Never>
+        do {
+            server = try await ServerBootstrap(group: eventLoopGroup)
+                .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
+                    guard let provider = channel as? any SocketOptionProvider else {
+                        return channel.eventLoop.makeFailedFuture(LocalAPIServerError(message: "the socket cannot report its peer"))
+                    }
+                    let credentials: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+                    return credentials.flatMapThrowing { credentials in
+                        try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: LocalMessage.maximumFrame))
+                        let wrapped = try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
+                        return ConnectedClient(channel: wrapped, pid: credentials.pid, uid: credentials.uid)
+                    }
+                }
+        } catch {
+            throw LocalAPIServerError(message: "cannot listen on \(path): \(error)")
+        }
+        chmod(path, 0o600)
+        self.server = server
+        self.serving = Task {
+            try? await server.executeThenClose { clients in
+                await withDiscardingTaskGroup { group in
+                    do {
+                        for try await client in clients {
+                            group.addTask { await Self.run(client, logger: logger, serve: serve) }
+                        }
+                    } catch {
+                        logger.warning("the local socket stopped accepting: \(error)")
+                    }
+                }
+            }
+        }
+    }
+
+    private static func run(
+        _ client: ConnectedClient, logger: Logger,
+        serve: @escaping @Sendable (LocalPeer, AsyncStream<Result<LocalMessage, LocalError>>) async -> Void
+    ) async {
+        // A client of another user is refused: the socket is owner-only, but root's agent
+        // must not serve other users either.
+        guard client.uid == getuid() else {
+            logger.warning("refused a local client of another user", metadata: ["pid": "\(client.pid)", "uid": "\(client.uid)"])
+            try? await client.channel.channel.close()
+            return
+        }
+        try? await client.channel.executeThenClose { inbound, outbound in
+            let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream()
+            let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream()
+            let peer = LocalPeer(pid: client.pid, uid: client.uid, outbox: outbox)
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await message in outgoing {
+                        do { try await outbound.write(message.frame) } catch { break }
+                    }
+                    outbound.finish()
+                }
+                group.addTask {
+                    do {
+                        for try await frame in inbound {
+                            do throws(LocalError) {
+                                inbox.yield(.success(try LocalMessage(frame: frame)))
+                            } catch {
+                                inbox.yield(.failure(error))
+                            }
+                        }
+                    } catch {
+                        logger.debug("a local client's connection failed: \(error)", metadata: ["pid": "\(client.pid)"])
+                    }
+                    inbox.finish()
+                }
+                await serve(peer, incoming)
+                outbox.finish()
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// Stops listening, closes every client and removes the socket file.
+    public func close() async {
+        serving.cancel()
+        try? await server.channel.close()
+        unlink(path)
+    }
+}

@@ -1,0 +1,229 @@
+import Foundation
+import HandoffWire
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// A link to another device of the account, kept open and shared by every request to that
+/// device: TLS 1.3 with both certificates pinned, then `hello` each way, then any number of
+/// requests at once, matched to their answers by number.
+public final class PeerConnection: Sendable {
+    public let host: String
+    public let port: Int
+    /// The device that answered `hello`.
+    public let device: UUID
+    private let state: Mutex<LinkState>
+    private let outbox: AsyncStream<Frame>.Continuation
+
+    private struct LinkState: ~Copyable {
+        var nextRequest: UInt64 = 1
+        var pending: [UInt64: CheckedContinuation<Answer, Never>] = [:]
+        var ended: String?
+    }
+
+    /// What became of a request.
+    enum Answer: Sendable {
+        case answered(LinkMessage)
+        case ended(String)
+        case timedOut
+    }
+
+    private init(host: String, port: Int, device: UUID, outbox: AsyncStream<Frame>.Continuation) {
+        self.host = host
+        self.port = port
+        self.device = device
+        self.outbox = outbox
+        self.state = Mutex(LinkState())
+    }
+
+    /// Whether the link is still up.
+    public var isOpen: Bool { state.withLock { $0.ended == nil } }
+
+    /// Opens a link and exchanges `hello`. Every failure is 4609: the peer cannot be reached,
+    /// refused the handshake (it does not pin this device, or this device does not pin it),
+    /// or closed before saying hello.
+    public static func open(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5),
+        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws(FetchFailure) -> PeerConnection {
+        let unavailable: @Sendable (String) -> FetchFailure = { why in FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
+        let channel: NIOAsyncChannel<Frame, Frame>
+        do {
+            let context = try LinkTLS.context(for: identity)
+            channel = try await withDeadline(deadline) {
+                try await ClientBootstrap(group: eventLoopGroup)
+                    .connectTimeout(.nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000))
+                    .connect(host: host, port: port) { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(pins))
+                            try channel.pipeline.syncOperations.addHandler(tls)
+                            try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
+                            return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
+                        }
+                    }
+            }
+        } catch is DeadlineExceeded {
+            throw unavailable("did not answer within \(deadline)")
+        } catch {
+            throw unavailable("cannot be reached: \(error)")
+        }
+
+        let (frames, outbox) = AsyncStream<Frame>.makeStream()
+        let (hello, helloSink) = AsyncStream<Result<UUID, FetchFailure>>.makeStream()
+        let connection = LockedValue<PeerConnection?>(nil)
+        Task {
+            do {
+                try await channel.executeThenClose { inbound, outbound in
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            for await frame in frames { try await outbound.write(frame) }
+                        }
+                        var iterator = inbound.makeAsyncIterator()
+                        // The handshake's failure shows here, as the first read failing.
+                        do {
+                            outbox.yield(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame)
+                            guard let first = try await iterator.next() else {
+                                helloSink.yield(.failure(unavailable("refused the link or is not a member of this account")))
+                                throw CancellationError()
+                            }
+                            guard case .hello(let version, let device)? = try? LinkMessage(frame: first) else {
+                                helloSink.yield(.failure(unavailable("did not say hello")))
+                                throw CancellationError()
+                            }
+                            guard version == LinkMessage.version else {
+                                helloSink.yield(.failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) speaks link protocol version \(version), this one \(LinkMessage.version); update Handoff on both devices")))
+                                throw CancellationError()
+                            }
+                            helloSink.yield(.success(device))
+                        } catch is CancellationError {
+                            throw CancellationError()
+                        } catch {
+                            helloSink.yield(.failure(unavailable("refused the link or is not a member of this account (\(error))")))
+                            throw error
+                        }
+                        while let frame = try await iterator.next() {
+                            guard let message = try? LinkMessage(frame: frame) else { continue }
+                            connection.value?.received(message)
+                        }
+                        group.cancelAll()
+                    }
+                }
+                connection.value?.end("closed by the peer")
+            } catch {
+                connection.value?.end("\(error)")
+            }
+            helloSink.finish()
+            outbox.finish()
+        }
+        let first: Result<UUID, FetchFailure>?
+        do {
+            first = try await withDeadline(deadline) {
+                for await answer in hello { return answer }
+                return nil
+            }
+        } catch {
+            outbox.finish()
+            try? await channel.channel.close()
+            throw unavailable("did not complete the handshake within \(deadline)")
+        }
+        switch first {
+        case .success(let device)?:
+            let made = PeerConnection(host: host, port: port, device: device, outbox: outbox)
+            connection.value = made
+            // The link may have ended between the hello and now.
+            if !channel.channel.isActive { made.end("closed by the peer") }
+            return made
+        case .failure(let failure)?:
+            throw failure
+        case nil:
+            throw unavailable("refused the link or is not a member of this account")
+        }
+    }
+
+    /// Fetches activity `activityID`. Exactly one outcome: the record, the origin's own
+    /// failure (its code passed through), or 4608 when the link ends or the deadline passes.
+    public func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure> {
+        let answer = await request(deadline: deadline) { .fetch(request: $0, activityID: activityID) }
+        switch answer {
+        case .answered(.fetched(_, let record)):
+            guard record.id == activityID else {
+                return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) answered with another activity"))
+            }
+            return .success(record)
+        case .answered(.fetchFailed(_, let code, let message)):
+            return .failure(FetchFailure(code: Int(code), message: message))
+        case .answered:
+            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) sent an answer that is not a fetch result"))
+        case .ended:
+            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) went away during the fetch"))
+        case .timedOut:
+            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) did not answer within \(deadline)"))
+        }
+    }
+
+    /// Sends a message that has no answer (`continued`).
+    public func send(_ message: LinkMessage) {
+        outbox.yield(message.frame)
+    }
+
+    /// Closes the link; pending requests end.
+    public func close() {
+        end("closed by this device")
+        outbox.finish()
+    }
+
+    private func request(deadline: Duration, _ make: (UInt64) -> LinkMessage) async -> Answer {
+        await withCheckedContinuation { continuation in
+            let number: UInt64? = state.withLock { state in
+                guard state.ended == nil else { return nil }
+                defer { state.nextRequest += 1 }
+                state.pending[state.nextRequest] = continuation
+                return state.nextRequest
+            }
+            guard let number else {
+                continuation.resume(returning: .ended("the link had ended"))
+                return
+            }
+            outbox.yield(make(number).frame)
+            Task { [weak self] in
+                try? await Task.sleep(for: deadline)
+                self?.resolve(number, .timedOut)
+            }
+        }
+    }
+
+    private func resolve(_ number: UInt64, _ answer: Answer) {
+        let waiting = state.withLock { $0.pending.removeValue(forKey: number) }
+        waiting?.resume(returning: answer)
+    }
+
+    private func received(_ message: LinkMessage) {
+        switch message {
+        case .fetched(let request, _), .fetchFailed(let request, _, _):
+            resolve(request, .answered(message))
+        default:
+            break
+        }
+    }
+
+    fileprivate func end(_ reason: String) {
+        let pending = state.withLock { state -> [CheckedContinuation<Answer, Never>] in
+            if state.ended == nil { state.ended = reason }
+            defer { state.pending = [:] }
+            return Array(state.pending.values)
+        }
+        for continuation in pending { continuation.resume(returning: .ended(reason)) }
+    }
+}
+
+/// A value shared between tasks, under a lock.
+final class LockedValue<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { storage = Mutex(value) }
+    var value: Value {
+        get { storage.withLock { $0 } }
+        set { storage.withLock { $0 = newValue } }
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+private func systemClose(_ fd: Int32) { _ = close(fd) }
+private func systemConnect(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 { connect(fd, address, length) }
+private func systemSend(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int, _ flags: Int32) -> Int { send(fd, bytes, count, flags) }
+private func systemRead(_ fd: Int32, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int { read(fd, bytes, count) }
+
+/// Where the local socket is.
+public enum LocalSocket {
+    /// `$HANDOFF_SOCKET` when set; otherwise `$XDG_RUNTIME_DIR/handoff/agent.sock`; otherwise
+    /// (no runtime directory, as in many containers) `/tmp/handoff-UID/agent.sock`.
+    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let explicit = environment["HANDOFF_SOCKET"], !explicit.isEmpty { return explicit }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/handoff/agent.sock" }
+        return "/tmp/handoff-\(getuid())/agent.sock"
+    }
+
+    /// The longest socket path the system takes (the size of `sun_path`, less its NUL).
+    public static let maximumPathBytes: Int = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+}
+
+/// A client of the local socket: connects, says `hello`, then sends messages and calls the
+/// agent, while a reader thread hands every other message to `onMessage`.
+///
+/// Blocking sockets on one thread of its own, so it needs no event loop: the app library and
+/// the CLI both use it.
+public final class LocalClient: Sendable {
+    /// The agent's answer to `hello`.
+    public let hello: LocalReply
+    public let path: String
+
+    private let fd: Int32
+    private let state: Mutex<ClientState>
+    private let writeLock = Mutex(())
+    private let onMessage: @Sendable (LocalMessage) -> Void
+    private let onClose: @Sendable (String) -> Void
+
+    private struct ClientState: ~Copyable {
+        var nextRequest: UInt64 = 2
+        var pending: [UInt64: CheckedContinuation<Result<LocalReply, LocalError>, Never>] = [:]
+        var closed: String?
+    }
+
+    /// Connects to the agent at `path` and introduces this client. Throws `LocalError`
+    /// (`.notFound` when no agent listens there) naming the path.
+    public init(
+        path: String = LocalSocket.defaultPath(), role: LocalRole, bundleIdentifier: String? = nil,
+        onMessage: @escaping @Sendable (LocalMessage) -> Void = { _ in }, onClose: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws(LocalError) {
+        self.path = path
+        self.onMessage = onMessage
+        self.onClose = onClose
+        self.state = Mutex(ClientState())
+        fd = try Self.connect(path)
+        var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
+        do throws(LocalError) {
+            try Self.write(fd, LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: role, bundleIdentifier: bundleIdentifier)).frame)
+            // The answer to hello comes first, before any other message.
+            guard let frame = try Self.readFrame(fd, &decoder) else {
+                throw LocalError(.failed, "the agent at \(path) closed the connection during hello")
+            }
+            guard case .reply(1, let reply) = try LocalMessage(frame: frame) else {
+                throw LocalError(.failed, "the agent at \(path) did not answer hello")
+            }
+            if let error = reply.error { throw error }
+            hello = reply
+        } catch {
+            systemClose(fd)
+            throw error
+        }
+        let reader = Thread { [self, decoder] in
+            self.readLoop(decoder)
+        }
+        reader.name = "handoff-local-api"
+        reader.start()
+    }
+
+    deinit {
+        shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    /// Whether the connection has ended.
+    public var isClosed: Bool { state.withLock { $0.closed != nil } }
+
+    /// Sends a message that has no answer.
+    public func send(_ message: LocalMessage) throws(LocalError) {
+        if let closed = state.withLock({ $0.closed }) { throw LocalError(.failed, closed) }
+        do {
+            try writeLock.withLock { _ throws(LocalError) in try Self.write(fd, message.frame) }
+        } catch {
+            end("could not write to the agent at \(path): \(error.message)")
+            throw error
+        }
+    }
+
+    /// Calls the agent and returns its reply (a reply with `error` set when the agent refused).
+    /// Throws only when the connection fails.
+    public func call(_ call: LocalCall) async throws(LocalError) -> LocalReply {
+        let result: Result<LocalReply, LocalError> = await withCheckedContinuation { continuation in
+            let request: UInt64? = state.withLock { state in
+                guard state.closed == nil else { return nil }
+                defer { state.nextRequest += 1 }
+                state.pending[state.nextRequest] = continuation
+                return state.nextRequest
+            }
+            guard let request else {
+                continuation.resume(returning: .failure(LocalError(.failed, "the connection to the agent at \(path) has ended")))
+                return
+            }
+            do {
+                try send(.call(request: request, call))
+            } catch {
+                // `end` resumes every pending call, this one included.
+            }
+        }
+        return try result.get()
+    }
+
+    /// Closes the connection; pending calls end with an error.
+    public func close() {
+        end("the client closed the connection")
+        shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    private func end(_ reason: String) {
+        let pending: [CheckedContinuation<Result<LocalReply, LocalError>, Never>]? = state.withLock { state in
+            guard state.closed == nil else { return nil }
+            state.closed = reason
+            defer { state.pending = [:] }
+            return Array(state.pending.values)
+        }
+        guard let pending else { return }
+        for continuation in pending {
+            continuation.resume(returning: .failure(LocalError(.failed, reason)))
+        }
+        onClose(reason)
+    }
+
+    private func readLoop(_ initial: FrameDecoder) {
+        var decoder = initial
+        defer { systemClose(fd) }
+        while true {
+            let frame: Frame?
+            do {
+                frame = try Self.readFrame(fd, &decoder)
+            } catch {
+                end("the connection to the agent at \(path) failed: \(error.message)")
+                return
+            }
+            guard let frame else {
+                end("the agent at \(path) closed the connection")
+                return
+            }
+            let message: LocalMessage
+            do {
+                message = try LocalMessage(frame: frame)
+            } catch {
+                // A newer agent may say things this client does not know; skip them.
+                continue
+            }
+            if case .reply(let request, let reply) = message {
+                let waiting = state.withLock { $0.pending.removeValue(forKey: request) }
+                waiting?.resume(returning: .success(reply))
+            } else {
+                onMessage(message)
+            }
+        }
+    }
+
+    // MARK: Sockets
+
+    private static func connect(_ path: String) throws(LocalError) -> Int32 {
+        let bytes = Array(path.utf8)
+        guard bytes.count <= LocalSocket.maximumPathBytes else {
+            throw LocalError(.badRequest, "the socket path \(path) is longer than \(LocalSocket.maximumPathBytes) bytes; choose a shorter one")
+        }
+        #if canImport(Darwin)
+        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
+        #else
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #endif
+        guard fd >= 0 else { throw LocalError(.failed, "cannot make a socket: \(String(cString: strerror(errno)))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                systemConnect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if result != 0 {
+            let code = errno
+            systemClose(fd)
+            switch code {
+            case ENOENT, ECONNREFUSED:
+                throw LocalError(.notFound, "no Handoff agent is running at \(path); start it with 'handoffd'")
+            case EACCES:
+                throw LocalError(.notAllowed, "not allowed to connect to the agent at \(path): it belongs to another user")
+            default:
+                throw LocalError(.failed, "cannot connect to the agent at \(path): \(String(cString: strerror(code)))")
+            }
+        }
+        return fd
+    }
+
+    private static func write(_ fd: Int32, _ frame: Frame) throws(LocalError) {
+        let bytes = frame.encoded
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { raw in
+                systemSend(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+            }
+            if sent < 0 {
+                if errno == EINTR { continue }
+                throw LocalError(.failed, String(cString: strerror(errno)))
+            }
+            offset += sent
+        }
+    }
+
+    /// The next frame, nil at the end of the stream.
+    private static func readFrame(_ fd: Int32, _ decoder: inout FrameDecoder) throws(LocalError) -> Frame? {
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            do {
+                if let frame = try decoder.next() { return frame }
+            } catch {
+                throw LocalError(.failed, error.description)
+            }
+            let count = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress!, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw LocalError(.failed, String(cString: strerror(errno)))
+            }
+            if count == 0 { return nil }
+            decoder.append(chunk[..<count])
+        }
+    }
+}

@@ -1,0 +1,296 @@
+import Foundation
+
+/// What a client of the local socket says it is in its `hello`.
+public enum LocalRole: String, Codable, Sendable, Hashable {
+    /// An app: it announces activities, answers saves and receives continuations. The agent
+    /// verifies which installed app it is from the socket's peer credentials.
+    case app
+    /// A program acting for the person (the `handoff` CLI, scripts): it asks and may publish
+    /// an activity of its own, but never receives continuations.
+    case control
+}
+
+/// The answer to a request: `ok` with what was asked for, or the error.
+public struct LocalReply: Codable, Sendable, Hashable {
+    /// True when the request succeeded; `error` says why not otherwise.
+    public var ok: Bool
+    public var error: LocalError?
+    public var version: Int?
+    public var device: LocalDevice?
+    /// The installed app the agent recognised the client as (for `hello` from an app).
+    public var app: LocalApp?
+    public var status: LocalStatus?
+    public var devices: [LocalDevice]?
+    public var activities: [LocalNearbyActivity]?
+    public var apps: [LocalApp]?
+    public var continued: LocalContinued?
+    public var account: String?
+
+    public init(
+        error: LocalError? = nil, version: Int? = nil, device: LocalDevice? = nil, app: LocalApp? = nil, status: LocalStatus? = nil,
+        devices: [LocalDevice]? = nil, activities: [LocalNearbyActivity]? = nil, apps: [LocalApp]? = nil,
+        continued: LocalContinued? = nil, account: String? = nil
+    ) {
+        self.ok = error == nil
+        self.error = error
+        self.version = version
+        self.device = device
+        self.app = app
+        self.status = status
+        self.devices = devices
+        self.activities = activities
+        self.apps = apps
+        self.continued = continued
+        self.account = account
+    }
+
+    public static func failure(_ error: LocalError) -> LocalReply { LocalReply(error: error) }
+
+}
+
+/// A request a client sends and the agent answers with one `reply` carrying the same number.
+public enum LocalCall: Sendable, Hashable {
+    /// The first message on every connection.
+    case hello(version: Int, role: LocalRole, bundleIdentifier: String?)
+    case status
+    /// The account's members.
+    case devices
+    /// The activities other devices offer now.
+    case nearby
+    /// Continues an activity offered nearby (`activity`), or the most recent one (`nil`).
+    /// The reply comes when the receiving app holds the activity, or with the failure.
+    case `continue`(activity: UUID?)
+    /// Subscribes to `event` messages about the activities nearby; the reply comes first.
+    case watch
+    case apps
+    /// Installs the app in `directory` (its `Info.plist`, entitlements and executable).
+    case installApp(directory: String)
+    case removeApp(bundleIdentifier: String)
+    /// Makes this device the first member of a new account.
+    case createAccount(name: String)
+}
+
+/// One message of the local API. Each is a JSON object with a `type` key, carried in a frame
+/// of kind `LocalMessage.frameKind`. See `docs/local-api.md`.
+public enum LocalMessage: Sendable, Hashable {
+    // From clients.
+    case call(request: UInt64, LocalCall)
+    /// The app's current activity, new or changed.
+    case becameCurrent(LocalActivity)
+    case resigned(activity: UUID)
+    case invalidated(activity: UUID)
+    /// The app's answer to `save`.
+    case saved(request: UInt64, LocalRecord)
+    case saveFailed(request: UInt64, LocalError)
+
+    // From the agent.
+    case reply(request: UInt64, LocalReply)
+    /// Asks an app to save activity `activity` now and answer with `saved` or `saveFailed`.
+    case save(request: UInt64, activity: UUID)
+    /// A continuation is coming for this app: the app hears `willContinueUserActivityWithType`.
+    case willContinue(continuation: UUID, activityType: String)
+    /// The continued activity, for the app's `continue` call.
+    case deliver(continuation: UUID, record: LocalRecord, origin: LocalOrigin)
+    /// The continuation failed: the app hears `didFailToContinueUserActivityWithType`.
+    case fail(continuation: UUID, activityType: String, error: LocalError)
+    /// The app's activity was continued on another device.
+    case wasContinued(activity: UUID)
+    /// A change nearby, for clients that called `watch`.
+    case event(LocalEvent)
+
+    /// The frame kind of a JSON message: ASCII `J`.
+    public static let frameKind: UInt8 = 0x4A
+    /// The protocol version this build speaks; `hello` carries it.
+    public static let version = 1
+    /// The largest frame either side accepts.
+    public static let maximumFrame = 1 << 20
+
+    /// The frame that carries this message.
+    public var frame: Frame {
+        Frame(kind: Self.frameKind, payload: Array(try! LocalMessage.encoder.encode(self)))
+    }
+
+    /// Reads a message from a frame, or says what is wrong with it. Never traps.
+    public init(frame: Frame) throws(LocalError) {
+        guard frame.kind == Self.frameKind else {
+            throw LocalError(.badRequest, "frame kind \(frame.kind) is not a local API message (expected \(Self.frameKind), JSON)")
+        }
+        do {
+            self = try LocalMessage.decoder.decode(LocalMessage.self, from: Data(frame.payload))
+        } catch let error as LocalError {
+            throw error
+        } catch let error as DecodingError {
+            throw LocalError(.badRequest, LocalMessage.describe(error))
+        } catch {
+            throw LocalError(.badRequest, "the message is not valid JSON: \(error)")
+        }
+    }
+
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    private static let decoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        return decoder
+    }()
+
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            keys.isEmpty ? "the message" : "'" + keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".") + "'"
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "\(path(context.codingPath)) lacks '\(key.stringValue)'"
+        case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+            return "\(path(context.codingPath)) should be \(jsonName(type))"
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty { return "the message is not a JSON object" }
+            return "\(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default:
+            return "the message could not be read: \(error)"
+        }
+    }
+
+    private static func jsonName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type, is UUID.Type: return "a string"
+        case is Bool.Type: return "true or false"
+        case is Int.Type, is UInt64.Type, is Double.Type, is Date.Type: return "a number"
+        case is Data.Type: return "a base64 string"
+        default: return "an object of another shape"
+        }
+    }
+}
+
+extension LocalMessage: Codable {
+    enum Key: String, CodingKey {
+        case type, request, version, role, bundleIdentifier, activity, directory, name
+        case record, error, reply, continuation, activityType, origin, event
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        let type = try c.decode(String.self, forKey: .type)
+        func request() throws -> UInt64 { try c.decode(UInt64.self, forKey: .request) }
+        switch type {
+        case "hello":
+            self = .call(
+                request: try request(),
+                .hello(
+                    version: try c.decode(Int.self, forKey: .version), role: try c.decode(LocalRole.self, forKey: .role),
+                    bundleIdentifier: try c.decodeIfPresent(String.self, forKey: .bundleIdentifier)))
+        case "status": self = .call(request: try request(), .status)
+        case "devices": self = .call(request: try request(), .devices)
+        case "nearby": self = .call(request: try request(), .nearby)
+        case "continue": self = .call(request: try request(), .continue(activity: try c.decodeIfPresent(UUID.self, forKey: .activity)))
+        case "watch": self = .call(request: try request(), .watch)
+        case "apps": self = .call(request: try request(), .apps)
+        case "installApp": self = .call(request: try request(), .installApp(directory: try c.decode(String.self, forKey: .directory)))
+        case "removeApp": self = .call(request: try request(), .removeApp(bundleIdentifier: try c.decode(String.self, forKey: .bundleIdentifier)))
+        case "createAccount": self = .call(request: try request(), .createAccount(name: try c.decode(String.self, forKey: .name)))
+        case "becameCurrent": self = .becameCurrent(try c.decode(LocalActivity.self, forKey: .activity))
+        case "resigned": self = .resigned(activity: try c.decode(UUID.self, forKey: .activity))
+        case "invalidated": self = .invalidated(activity: try c.decode(UUID.self, forKey: .activity))
+        case "saved": self = .saved(request: try request(), try c.decode(LocalRecord.self, forKey: .record))
+        case "saveFailed": self = .saveFailed(request: try request(), try c.decode(LocalError.self, forKey: .error))
+        case "reply": self = .reply(request: try request(), try LocalReply(from: decoder))
+        case "save": self = .save(request: try request(), activity: try c.decode(UUID.self, forKey: .activity))
+        case "willContinue":
+            self = .willContinue(continuation: try c.decode(UUID.self, forKey: .continuation), activityType: try c.decode(String.self, forKey: .activityType))
+        case "deliver":
+            self = .deliver(
+                continuation: try c.decode(UUID.self, forKey: .continuation), record: try c.decode(LocalRecord.self, forKey: .record),
+                origin: try c.decode(LocalOrigin.self, forKey: .origin))
+        case "fail":
+            self = .fail(
+                continuation: try c.decode(UUID.self, forKey: .continuation), activityType: try c.decode(String.self, forKey: .activityType),
+                error: try c.decode(LocalError.self, forKey: .error))
+        case "wasContinued": self = .wasContinued(activity: try c.decode(UUID.self, forKey: .activity))
+        case "event": self = .event(try c.decode(LocalEvent.self, forKey: .event))
+        default:
+            throw LocalError(.badRequest, "unknown message type '\(type)'")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .call(let request, let call):
+            try c.encode(request, forKey: .request)
+            switch call {
+            case .hello(let version, let role, let bundleIdentifier):
+                try c.encode("hello", forKey: .type)
+                try c.encode(version, forKey: .version)
+                try c.encode(role, forKey: .role)
+                try c.encodeIfPresent(bundleIdentifier, forKey: .bundleIdentifier)
+            case .status: try c.encode("status", forKey: .type)
+            case .devices: try c.encode("devices", forKey: .type)
+            case .nearby: try c.encode("nearby", forKey: .type)
+            case .continue(let activity):
+                try c.encode("continue", forKey: .type)
+                try c.encodeIfPresent(activity, forKey: .activity)
+            case .watch: try c.encode("watch", forKey: .type)
+            case .apps: try c.encode("apps", forKey: .type)
+            case .installApp(let directory):
+                try c.encode("installApp", forKey: .type)
+                try c.encode(directory, forKey: .directory)
+            case .removeApp(let bundleIdentifier):
+                try c.encode("removeApp", forKey: .type)
+                try c.encode(bundleIdentifier, forKey: .bundleIdentifier)
+            case .createAccount(let name):
+                try c.encode("createAccount", forKey: .type)
+                try c.encode(name, forKey: .name)
+            }
+        case .becameCurrent(let activity):
+            try c.encode("becameCurrent", forKey: .type)
+            try c.encode(activity, forKey: .activity)
+        case .resigned(let activity):
+            try c.encode("resigned", forKey: .type)
+            try c.encode(activity, forKey: .activity)
+        case .invalidated(let activity):
+            try c.encode("invalidated", forKey: .type)
+            try c.encode(activity, forKey: .activity)
+        case .saved(let request, let record):
+            try c.encode("saved", forKey: .type)
+            try c.encode(request, forKey: .request)
+            try c.encode(record, forKey: .record)
+        case .saveFailed(let request, let error):
+            try c.encode("saveFailed", forKey: .type)
+            try c.encode(request, forKey: .request)
+            try c.encode(error, forKey: .error)
+        case .reply(let request, let reply):
+            try c.encode("reply", forKey: .type)
+            try c.encode(request, forKey: .request)
+            try reply.encode(to: encoder)
+        case .save(let request, let activity):
+            try c.encode("save", forKey: .type)
+            try c.encode(request, forKey: .request)
+            try c.encode(activity, forKey: .activity)
+        case .willContinue(let continuation, let activityType):
+            try c.encode("willContinue", forKey: .type)
+            try c.encode(continuation, forKey: .continuation)
+            try c.encode(activityType, forKey: .activityType)
+        case .deliver(let continuation, let record, let origin):
+            try c.encode("deliver", forKey: .type)
+            try c.encode(continuation, forKey: .continuation)
+            try c.encode(record, forKey: .record)
+            try c.encode(origin, forKey: .origin)
+        case .fail(let continuation, let activityType, let error):
+            try c.encode("fail", forKey: .type)
+            try c.encode(continuation, forKey: .continuation)
+            try c.encode(activityType, forKey: .activityType)
+            try c.encode(error, forKey: .error)
+        case .wasContinued(let activity):
+            try c.encode("wasContinued", forKey: .type)
+            try c.encode(activity, forKey: .activity)
+        case .event(let event):
+            try c.encode("event", forKey: .type)
+            try c.encode(event, forKey: .event)
+        }
+    }
+}

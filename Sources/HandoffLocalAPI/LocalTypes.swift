@@ -1,0 +1,289 @@
+import Foundation
+
+/// An activity's identity as an app announces it: who it is, never its state.
+public struct LocalActivity: Codable, Sendable, Hashable {
+    public var id: UUID
+    public var activityType: String
+    public var title: String?
+    /// Filled in by the agent from the app's verified manifest; what a client sends is ignored
+    /// unless the client is a script (see `docs/local-api.md`).
+    public var bundleIdentifier: String?
+    public var teamIdentifier: String?
+    public var hasWebpageURL: Bool
+    public var supportsContinuationStreams: Bool
+    /// Seconds since 1970.
+    public var expirationDate: Date?
+
+    public init(
+        id: UUID, activityType: String, title: String? = nil, bundleIdentifier: String? = nil, teamIdentifier: String? = nil,
+        hasWebpageURL: Bool = false, supportsContinuationStreams: Bool = false, expirationDate: Date? = nil
+    ) {
+        self.id = id
+        self.activityType = activityType
+        self.title = title
+        self.bundleIdentifier = bundleIdentifier
+        self.teamIdentifier = teamIdentifier
+        self.hasWebpageURL = hasWebpageURL
+        self.supportsContinuationStreams = supportsContinuationStreams
+        self.expirationDate = expirationDate
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, activityType, title, bundleIdentifier, teamIdentifier, hasWebpageURL, supportsContinuationStreams, expirationDate
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(UUID.self, forKey: .id)
+        activityType = try c.decode(String.self, forKey: .activityType)
+        title = try c.decodeIfPresent(String.self, forKey: .title)
+        bundleIdentifier = try c.decodeIfPresent(String.self, forKey: .bundleIdentifier)
+        teamIdentifier = try c.decodeIfPresent(String.self, forKey: .teamIdentifier)
+        hasWebpageURL = try c.decodeIfPresent(Bool.self, forKey: .hasWebpageURL) ?? false
+        supportsContinuationStreams = try c.decodeIfPresent(Bool.self, forKey: .supportsContinuationStreams) ?? false
+        expirationDate = try c.decodeIfPresent(Date.self, forKey: .expirationDate)
+    }
+}
+
+/// A saved activity: every property the continuing app reads, with `userInfo` in Handoff's
+/// binary encoding (`docs/userinfo-encoding.md`), base64 in JSON.
+public struct LocalRecord: Codable, Sendable, Hashable {
+    public var activity: LocalActivity
+    public var webpageURL: String?
+    public var referrerURL: String?
+    public var keywords: [String]
+    public var requiredUserInfoKeys: [String]?
+    public var persistentIdentifier: String?
+    public var targetContentIdentifier: String?
+    public var isEligibleForSearch: Bool
+    public var isEligibleForPublicIndexing: Bool
+    public var isEligibleForPrediction: Bool
+    public var userInfo: Data?
+
+    public init(
+        activity: LocalActivity, webpageURL: String? = nil, referrerURL: String? = nil, keywords: [String] = [],
+        requiredUserInfoKeys: [String]? = nil, persistentIdentifier: String? = nil, targetContentIdentifier: String? = nil,
+        isEligibleForSearch: Bool = false, isEligibleForPublicIndexing: Bool = false, isEligibleForPrediction: Bool = false,
+        userInfo: Data? = nil
+    ) {
+        self.activity = activity
+        self.webpageURL = webpageURL
+        self.referrerURL = referrerURL
+        self.keywords = keywords
+        self.requiredUserInfoKeys = requiredUserInfoKeys
+        self.persistentIdentifier = persistentIdentifier
+        self.targetContentIdentifier = targetContentIdentifier
+        self.isEligibleForSearch = isEligibleForSearch
+        self.isEligibleForPublicIndexing = isEligibleForPublicIndexing
+        self.isEligibleForPrediction = isEligibleForPrediction
+        self.userInfo = userInfo
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case activity, webpageURL, referrerURL, keywords, requiredUserInfoKeys, persistentIdentifier, targetContentIdentifier
+        case isEligibleForSearch, isEligibleForPublicIndexing, isEligibleForPrediction, userInfo
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        activity = try c.decode(LocalActivity.self, forKey: .activity)
+        webpageURL = try c.decodeIfPresent(String.self, forKey: .webpageURL)
+        referrerURL = try c.decodeIfPresent(String.self, forKey: .referrerURL)
+        keywords = try c.decodeIfPresent([String].self, forKey: .keywords) ?? []
+        requiredUserInfoKeys = try c.decodeIfPresent([String].self, forKey: .requiredUserInfoKeys)
+        persistentIdentifier = try c.decodeIfPresent(String.self, forKey: .persistentIdentifier)
+        targetContentIdentifier = try c.decodeIfPresent(String.self, forKey: .targetContentIdentifier)
+        isEligibleForSearch = try c.decodeIfPresent(Bool.self, forKey: .isEligibleForSearch) ?? false
+        isEligibleForPublicIndexing = try c.decodeIfPresent(Bool.self, forKey: .isEligibleForPublicIndexing) ?? false
+        isEligibleForPrediction = try c.decodeIfPresent(Bool.self, forKey: .isEligibleForPrediction) ?? false
+        userInfo = try c.decodeIfPresent(Data.self, forKey: .userInfo)
+    }
+}
+
+/// Where a delivered activity came from.
+public struct LocalOrigin: Codable, Sendable, Hashable {
+    public var device: UUID
+    public var deviceName: String
+    public var activity: UUID
+
+    public init(device: UUID, deviceName: String, activity: UUID) {
+        self.device = device
+        self.deviceName = deviceName
+        self.activity = activity
+    }
+}
+
+/// Why a request failed: a kind a program can switch on, Foundation's error code where the
+/// failure is a continuation's (4608–4611, 3072), and a sentence for the person.
+public struct LocalError: Codable, Sendable, Hashable, Error, CustomStringConvertible {
+    public enum Kind: String, Codable, Sendable, Hashable {
+        /// The message was not understood: bad JSON, a missing field, an unknown type.
+        case badRequest
+        /// The client may not do this (for example an unverified process claiming an app).
+        case notAllowed
+        /// The device, activity, app or invitation named does not exist (or no longer does).
+        case notFound
+        /// The device has no account yet, or already has one.
+        case account
+        /// A continuation failed; `code` says how.
+        case continuation
+        /// Something on this device failed (a file, a socket); the message says what.
+        case failed
+        /// A kind this client does not know, from a newer agent.
+        case unknown
+
+        public init(from decoder: any Decoder) throws {
+            self = Kind(rawValue: try decoder.singleValueContainer().decode(String.self)) ?? .unknown
+        }
+    }
+
+    public var kind: Kind
+    public var code: Int?
+    public var message: String
+
+    public init(_ kind: Kind, code: Int? = nil, _ message: String) {
+        self.kind = kind
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String {
+        code.map { "\(message) (error \($0))" } ?? message
+    }
+}
+
+/// This device, as the agent reports it.
+public struct LocalDevice: Codable, Sendable, Hashable {
+    public var id: UUID
+    public var name: String
+    /// Whether this is the device answering.
+    public var isThisDevice: Bool
+    /// Whether its beacons are heard now.
+    public var isNearby: Bool
+    /// The address its beacons come from, when nearby.
+    public var address: String?
+    /// Seconds since its last beacon, when nearby.
+    public var lastHeard: Double?
+    public var fingerprint: String?
+
+    public init(id: UUID, name: String, isThisDevice: Bool, isNearby: Bool, address: String? = nil, lastHeard: Double? = nil, fingerprint: String? = nil) {
+        self.id = id
+        self.name = name
+        self.isThisDevice = isThisDevice
+        self.isNearby = isNearby
+        self.address = address
+        self.lastHeard = lastHeard
+        self.fingerprint = fingerprint
+    }
+}
+
+/// An activity offered by another device of the account.
+public struct LocalNearbyActivity: Codable, Sendable, Hashable {
+    public var device: UUID
+    public var deviceName: String
+    public var activity: LocalActivity
+    /// Seconds since the activity was last announced.
+    public var age: Double
+    /// Which app here would continue it (its bundle identifier), or `browser`, or nil.
+    public var handler: String?
+    /// Why that handler, or why none.
+    public var reason: String
+
+    public init(device: UUID, deviceName: String, activity: LocalActivity, age: Double, handler: String?, reason: String) {
+        self.device = device
+        self.deviceName = deviceName
+        self.activity = activity
+        self.age = age
+        self.handler = handler
+        self.reason = reason
+    }
+}
+
+/// An installed app.
+public struct LocalApp: Codable, Sendable, Hashable {
+    public var bundleIdentifier: String
+    public var teamIdentifier: String?
+    public var executable: String
+    public var activityTypes: [String]
+    /// How many processes of it are connected now.
+    public var running: Int
+
+    public init(bundleIdentifier: String, teamIdentifier: String?, executable: String, activityTypes: [String], running: Int) {
+        self.bundleIdentifier = bundleIdentifier
+        self.teamIdentifier = teamIdentifier
+        self.executable = executable
+        self.activityTypes = activityTypes
+        self.running = running
+    }
+}
+
+/// The agent's state in one answer.
+public struct LocalStatus: Codable, Sendable, Hashable {
+    public var version: String
+    public var device: LocalDevice
+    public var account: String?
+    public var members: Int
+    public var nearby: Int
+    public var linkPort: Int
+    public var interfaces: [String]
+    public var staticPeers: [String]
+    public var apps: Int
+    public var currentActivity: LocalActivity?
+
+    public init(
+        version: String, device: LocalDevice, account: String?, members: Int, nearby: Int, linkPort: Int,
+        interfaces: [String], staticPeers: [String], apps: Int, currentActivity: LocalActivity?
+    ) {
+        self.version = version
+        self.device = device
+        self.account = account
+        self.members = members
+        self.nearby = nearby
+        self.linkPort = linkPort
+        self.interfaces = interfaces
+        self.staticPeers = staticPeers
+        self.apps = apps
+        self.currentActivity = currentActivity
+    }
+}
+
+/// What a finished continuation did.
+public struct LocalContinued: Codable, Sendable, Hashable {
+    public var continuation: UUID
+    public var device: String
+    public var activity: LocalActivity
+    /// The app that received it (its bundle identifier), or nil when a web page was opened.
+    public var app: String?
+    public var webpageURL: String?
+    /// Seconds from the request to the app holding the activity.
+    public var seconds: Double
+
+    public init(continuation: UUID, device: String, activity: LocalActivity, app: String?, webpageURL: String?, seconds: Double) {
+        self.continuation = continuation
+        self.device = device
+        self.activity = activity
+        self.app = app
+        self.webpageURL = webpageURL
+        self.seconds = seconds
+    }
+}
+
+/// A change among the activities nearby, for watchers.
+public struct LocalEvent: Codable, Sendable, Hashable {
+    public enum Change: String, Codable, Sendable, Hashable {
+        case appeared, changed, gone
+    }
+
+    public var change: Change
+    public var device: UUID
+    public var deviceName: String
+    /// The activity (absent when `gone`).
+    public var activity: LocalNearbyActivity?
+
+    public init(change: Change, device: UUID, deviceName: String, activity: LocalNearbyActivity?) {
+        self.change = change
+        self.device = device
+        self.deviceName = deviceName
+        self.activity = activity
+    }
+}

@@ -1,0 +1,290 @@
+import ArgumentParser
+import Foundation
+import Handoff
+import HandoffLocalAPI
+import Logging
+
+/// Exit codes scripts can rely on (documented in docs/cli.md).
+enum Exit {
+    static let failed: Int32 = 1
+    static let noAgent: Int32 = 3
+    static let notFound: Int32 = 4
+    static let continuationFailed: Int32 = 5
+    static let notAllowed: Int32 = 6
+    static let account: Int32 = 7
+}
+
+@main
+struct HandoffCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "handoff",
+        abstract: "See and continue the activities of your other devices, and manage this device's Handoff agent.",
+        version: handoffCLIVersion,
+        subcommands: [
+            Status.self, Devices.self, List.self, Continue.self, Watch.self, Publish.self, Apps.self, AccountCommand.self,
+        ])
+}
+
+let handoffCLIVersion = "0.3.0"
+
+struct Connection: ParsableArguments {
+    @Option(help: ArgumentHelp("The agent's socket (default $HANDOFF_SOCKET, else $XDG_RUNTIME_DIR/handoff/agent.sock).", valueName: "PATH"))
+    var socket: String?
+
+    var path: String { socket ?? LocalSocket.defaultPath() }
+
+    /// Connects as the person's tool, or exits with a message and code 3 when no agent runs.
+    func connect(onMessage: @escaping @Sendable (LocalMessage) -> Void = { _ in }) throws -> LocalClient {
+        do {
+            return try LocalClient(path: path, role: .control, onMessage: onMessage)
+        } catch {
+            fail(error)
+        }
+    }
+}
+
+struct Output: ParsableArguments {
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+}
+
+/// Prints the error and exits with the code its kind maps to.
+func fail(_ error: LocalError) -> Never {
+    FileHandle.standardError.write(Data("handoff: \(error)\n".utf8))
+    switch error.kind {
+    case .notFound where error.message.contains("no Handoff agent"): exit(Exit.noAgent)
+    case .notFound: exit(Exit.notFound)
+    case .continuation: exit(Exit.continuationFailed)
+    case .notAllowed: exit(Exit.notAllowed)
+    case .account: exit(Exit.account)
+    default: exit(Exit.failed)
+    }
+}
+
+/// Calls the agent; a refusal ends the program with its exit code.
+func call(_ client: LocalClient, _ call: LocalCall) async -> LocalReply {
+    let reply: LocalReply
+    do {
+        reply = try await client.call(call)
+    } catch {
+        fail(error)
+    }
+    if let error = reply.error { fail(error) }
+    return reply
+}
+
+func printJSON(_ value: some Encodable) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .secondsSince1970
+    let data = (try? encoder.encode(value)) ?? Data("null".utf8)
+    print(String(decoding: data, as: UTF8.self))
+}
+
+func age(_ seconds: Double) -> String {
+    switch seconds {
+    case ..<1: return "now"
+    case ..<60: return "\(Int(seconds))s ago"
+    case ..<3600: return "\(Int(seconds / 60))m ago"
+    default: return "\(Int(seconds / 3600))h ago"
+    }
+}
+
+/// Lays out rows in columns.
+func table(_ header: [String], _ rows: [[String]]) {
+    let all = [header] + rows
+    let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+    for row in all {
+        print(row.enumerated().map { $0.element.padding(toLength: widths[$0.offset], withPad: " ", startingAt: 0) }.joined(separator: "  ").trimmingCharacters(in: .whitespaces))
+    }
+}
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "This device, its account, and what the agent is doing.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var output: Output
+
+    func run() async throws {
+        let client = try connection.connect()
+        guard let status = await call(client, .status).status else { fail(LocalError(.failed, "the agent sent no status")) }
+        if output.json { return printJSON(status) }
+        print("device:     \(status.device.name) (\(status.device.id.uuidString.lowercased()))")
+        print("account:    \(status.account.map { "\($0), \(status.members) device\(status.members == 1 ? "" : "s")" } ?? "none yet: 'handoff account create --name NAME', or join one")")
+        print("nearby:     \(status.nearby) device\(status.nearby == 1 ? "" : "s")")
+        print("links:      port \(status.linkPort)")
+        print("interfaces: \(status.interfaces.isEmpty ? "none (no multicast)" : status.interfaces.joined(separator: ", "))")
+        if !status.staticPeers.isEmpty { print("peers:      \(status.staticPeers.joined(separator: ", "))") }
+        print("apps:       \(status.apps) installed")
+        if let current = status.currentActivity {
+            print("offering:   \(current.title ?? current.activityType) (\(current.activityType))")
+        }
+        print("agent:      handoffd \(status.version), socket \(client.path)")
+    }
+}
+
+struct Devices: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The devices of this device's account.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var output: Output
+
+    func run() async throws {
+        let client = try connection.connect()
+        let devices = await call(client, .devices).devices ?? []
+        if output.json { return printJSON(devices) }
+        if devices.isEmpty { return print("No account yet: 'handoff account create --name NAME' on your first device.") }
+        table(
+            ["NAME", "STATE", "ADDRESS", "FINGERPRINT"],
+            devices.map { device in
+                [
+                    device.name + (device.isThisDevice ? " (this device)" : ""),
+                    device.isThisDevice ? "-" : device.isNearby ? "nearby, \(age(device.lastHeard ?? 0))" : "not seen",
+                    device.address ?? "-", String((device.fingerprint ?? "-").prefix(16)),
+                ]
+            })
+    }
+}
+
+struct List: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The activities your other devices offer now.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var output: Output
+
+    func run() async throws {
+        let client = try connection.connect()
+        let activities = await call(client, .nearby).activities ?? []
+        if output.json { return printJSON(activities) }
+        if activities.isEmpty { return print("No activity is offered nearby.") }
+        table(
+            ["DEVICE", "APP", "TITLE", "AGE", "ID"],
+            activities.map { offer in
+                [
+                    offer.deviceName, offer.handler ?? "(none here)", offer.activity.title ?? offer.activity.activityType, age(offer.age),
+                    offer.activity.id.uuidString.lowercased(),
+                ]
+            })
+    }
+}
+
+struct Continue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Continue an activity from another device here.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var output: Output
+    @Argument(help: "The activity's id, as 'handoff list' shows it.") var id: String?
+    @Flag(help: "Continue the most recent activity offered nearby.") var latest = false
+
+    func validate() throws {
+        if id == nil && !latest { throw ValidationError("name an activity's id, or give --latest") }
+        if id != nil && latest { throw ValidationError("give an id or --latest, not both") }
+        if let id, UUID(uuidString: id) == nil { throw ValidationError("'\(id)' is not an activity id (a UUID, as 'handoff list' shows it)") }
+    }
+
+    func run() async throws {
+        let client = try connection.connect()
+        guard let continued = await call(client, .continue(activity: id.flatMap(UUID.init(uuidString:)))).continued else {
+            fail(LocalError(.failed, "the agent did not say what it continued"))
+        }
+        if output.json { return printJSON(continued) }
+        let what = continued.activity.title ?? continued.activity.activityType
+        if let app = continued.app {
+            print("Continued \"\(what)\" from \(continued.device) in \(app) (\(Int(continued.seconds * 1000)) ms).")
+        } else if let page = continued.webpageURL {
+            print("Opened \(page) (\"\(what)\" from \(continued.device)) in the web browser.")
+        }
+    }
+}
+
+struct Watch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show activities as they appear nearby, until interrupted.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var output: Output
+
+    func run() async throws {
+        let json = output.json
+        let (events, sink) = AsyncStream<LocalEvent>.makeStream()
+        let client = try connection.connect { message in
+            if case .event(let event) = message { sink.yield(event) }
+        }
+        let current = await call(client, .watch).activities ?? []
+        for offer in current {
+            if json {
+                printJSON(LocalEvent(change: .appeared, device: offer.device, deviceName: offer.deviceName, activity: offer))
+            } else {
+                print("offered  \(offer.deviceName): \(offer.activity.title ?? offer.activity.activityType)  [\(offer.handler ?? "no app here")]  \(offer.activity.id.uuidString.lowercased())")
+            }
+        }
+        for await event in events {
+            if json {
+                printJSON(event)
+            } else if let offer = event.activity {
+                print("\(event.change == .changed ? "changed" : "offered")  \(event.deviceName): \(offer.activity.title ?? offer.activity.activityType)  [\(offer.handler ?? "no app here")]  \(offer.activity.id.uuidString.lowercased())")
+            } else {
+                print("gone     \(event.deviceName)")
+            }
+            fflush(nil)
+        }
+    }
+}
+
+struct Apps: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The apps installed for Handoff on this device.", subcommands: [ListApps.self, Install.self, Remove.self], defaultSubcommand: ListApps.self)
+
+    struct ListApps: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the installed apps.")
+        @OptionGroup var connection: Connection
+        @OptionGroup var output: Output
+
+        func run() async throws {
+            let client = try connection.connect()
+            let apps = await call(client, .apps).apps ?? []
+            if output.json { return printJSON(apps) }
+            if apps.isEmpty { return print("No app is installed; 'handoff apps install DIR' installs one.") }
+            table(
+                ["APP", "TEAM", "RUNNING", "ACTIVITY TYPES"],
+                apps.map { [$0.bundleIdentifier, $0.teamIdentifier ?? "-", "\($0.running)", $0.activityTypes.joined(separator: ", ")] })
+        }
+    }
+
+    struct Install: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Install an app: a directory with Info.plist, its entitlements and the executable.")
+        @OptionGroup var connection: Connection
+        @OptionGroup var output: Output
+        @Argument(help: "The app's directory.") var directory: String
+
+        func run() async throws {
+            let client = try connection.connect()
+            let absolute = URL(fileURLWithPath: directory, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath)).standardizedFileURL.path
+            guard let app = await call(client, .installApp(directory: absolute)).app else { return }
+            if output.json { return printJSON(app) }
+            print("Installed \(app.bundleIdentifier) (team \(app.teamIdentifier ?? "none")): \(app.activityTypes.joined(separator: ", "))")
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove an installed app.")
+        @OptionGroup var connection: Connection
+        @Argument(help: "The app's bundle identifier.") var bundleIdentifier: String
+
+        func run() async throws {
+            let client = try connection.connect()
+            _ = await call(client, .removeApp(bundleIdentifier: bundleIdentifier))
+            print("Removed \(bundleIdentifier).")
+        }
+    }
+}
+
+struct AccountCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "account", abstract: "This device's account.", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Make a new account with this device as its first member.")
+        @OptionGroup var connection: Connection
+        @Option(help: "The account's name.") var name: String
+
+        func run() async throws {
+            let client = try connection.connect()
+            _ = await call(client, .createAccount(name: name))
+            print("Made the account '\(name)'. Add your other devices with 'handoff device invite'.")
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+import HandoffAgent
+import Logging
+import ServiceLifecycle
+
+@main
+struct Handoffd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "handoffd",
+        abstract: "The Handoff agent: one per user session. Apps and the 'handoff' command talk to it over a local socket.",
+        discussion: """
+            Every option can also be set in the configuration file, one 'key = value' per line with the \
+            option's long name as the key (for example 'listen = 0.0.0.0:47170'); options given here win. \
+            The file is $XDG_CONFIG_HOME/handoff/handoffd.conf unless --config names another.
+            """,
+        version: handoffVersion)
+
+    @Option(help: ArgumentHelp("The configuration file.", valueName: "FILE"))
+    var config: String?
+
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("Where the identity, account and apps are kept (default $XDG_STATE_HOME/handoff).", valueName: "DIR"))
+    var stateDirectory: String?
+
+    @Option(help: ArgumentHelp("The local socket (default $XDG_RUNTIME_DIR/handoff/agent.sock).", valueName: "PATH"))
+    var socket: String?
+
+    @Option(help: "This device's name, as the account's other devices show it.")
+    var name: String?
+
+    @Option(help: ArgumentHelp("Where links and static peers' beacons arrive (default 0.0.0.0:47170).", valueName: "HOST:PORT"))
+    var listen: String?
+
+    @Option(name: .customLong("interface"), help: ArgumentHelp("An interface to announce on; repeat for several; 'none' for no multicast (default: every multicast interface but loopback).", valueName: "IFACE"))
+    var interfaces: [String] = []
+
+    @Option(name: .customLong("peer"), help: ArgumentHelp("A static peer that gets beacons by unicast (VPNs, networks without multicast); repeatable.", valueName: "HOST:PORT"))
+    var peers: [String] = []
+
+    @Option(name: .customLong("discovery-port"), help: "The UDP port of the multicast group (default 47168).")
+    var discoveryPort: String?
+
+    @Option(name: .customLong("save-deadline"), help: "How long an app has to save an activity, such as 5s.")
+    var saveDeadline: String?
+
+    @Option(name: .customLong("fetch-deadline"), help: "How long a continuation waits for the other device, such as 10s.")
+    var fetchDeadline: String?
+
+    @Option(name: .customLong("maximum-payload"), help: "The largest encoded userInfo that may travel, in bytes (default 65536).")
+    var maximumPayload: String?
+
+    @Option(help: "The command that opens web pages (default xdg-open).")
+    var browser: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning or error.")
+    var logLevel: String = "info"
+
+    func run() async throws {
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("--log-level: '\(logLevel)' is not one of trace, debug, info, notice, warning, error")
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "handoffd")
+
+        let configuration: AgentConfiguration
+        do {
+            configuration = try resolveConfiguration()
+        } catch {
+            FileHandle.standardError.write(Data("handoffd: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        let agent: Agent
+        do {
+            agent = try Agent(configuration: configuration, logger: logger)
+            try await agent.start()
+        } catch {
+            FileHandle.standardError.write(Data("handoffd: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(services: [AgentService(agent: agent)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+
+    private func resolveConfiguration() throws -> AgentConfiguration {
+        var flags = AgentSettings()
+        flags.stateDirectory = stateDirectory
+        flags.socket = socket
+        flags.name = name
+        flags.listen = listen
+        flags.interfaces = interfaces
+        flags.peers = peers
+        flags.discoveryPort = discoveryPort
+        flags.saveDeadline = saveDeadline
+        flags.fetchDeadline = fetchDeadline
+        flags.maximumPayload = maximumPayload
+        flags.browser = browser
+        let fileURL = config.map { URL(fileURLWithPath: $0) } ?? AgentConfiguration.defaultConfigFile()
+        var file: ConfigurationFile?
+        // A named file must exist; the default one is optional.
+        if config != nil || FileManager.default.fileExists(atPath: fileURL.path) {
+            file = try ConfigurationFile(contentsOf: fileURL)
+        }
+        return try AgentConfiguration.resolve(flags: flags, file: file, fileName: fileURL.path)
+    }
+}
+
+/// The agent as a service of the group: it runs until a graceful shutdown (SIGTERM, SIGINT),
+/// then stops, closing links and removing its socket.
+struct AgentService: Service {
+    let agent: Agent
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await agent.stop()
+    }
+}
