@@ -102,7 +102,11 @@ public final class MapViewController: Responder, UserActivityDelegate {
     public private(set) var editingStore: Store?
     public let favorites: FavoritesStore
     /// What the screen did, for a person watching the demo and for tests.
-    public private(set) var log: [String] = []
+    public private(set) var log: [String] = [] {
+        didSet { if log.count > oldValue.count, let line = log.last { onLog?(line) } }
+    }
+    /// Called with each new line of `log`.
+    public var onLog: (@MainActor (String) -> Void)?
 
     // The framework invalidates an activity once no responder holds it, so a screen that
     // switches between activities makes a fresh one when it switches back.
@@ -196,7 +200,11 @@ public final class MapViewController: Responder, UserActivityDelegate {
 @MainActor
 public final class MapViewerAppDelegate: ApplicationDelegate {
     public let mapViewController: MapViewController
-    public private(set) var events: [String] = []
+    public private(set) var events: [String] = [] {
+        didSet { if events.count > oldValue.count, let line = events.last { onEvent?(line) } }
+    }
+    /// Called with each new line of `events`.
+    public var onEvent: (@MainActor (String) -> Void)?
 
     public init(mapViewController: MapViewController) {
         self.mapViewController = mapViewController

@@ -46,7 +46,7 @@ public final class FetchService: Sendable {
                 case .failure(let failure):
                     return LinkMessage.fetchFailed(request: request, code: UInt16(clamping: failure.code), message: failure.message).frame
                 }
-            case .fetched, .fetchFailed, .continued:
+            case .fetched, .fetchFailed, .continued, .accountUpdate, .joinRequest, .joinAccepted, .joinRefused:
                 return nil
             }
         }

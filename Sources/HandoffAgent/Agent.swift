@@ -6,6 +6,7 @@ import HandoffWire
 import Logging
 import NIOCore
 import NIOPosix
+import X509
 
 /// The version of Handoff this agent is.
 public let handoffVersion = "0.3.0"
@@ -48,6 +49,19 @@ public actor Agent {
     private var pendingSaves: [UInt64: (session: UUID, continuation: CheckedContinuation<Result<LocalRecord, LocalError>, Never>)] = [:]
     private var nextSave: UInt64 = 1
     private var started = false
+    private var pairingListener: LinkListener?
+    private var invitations: [UUID: PendingInvitation] = [:]
+    private var joining: Task<LocalReply, Never>?
+
+    /// An invitation this device made, until it is used or expires.
+    private struct PendingInvitation {
+        var invitation: Invitation
+        var expires: Date
+        var used = false
+        var candidate: LocalJoinRequest?
+        var waiters: [CheckedContinuation<LocalJoinRequest?, Never>] = []
+        var decision: CheckedContinuation<Bool, Never>?
+    }
 
     /// A client of the local socket.
     final class Session: Sendable {
@@ -112,10 +126,10 @@ public actor Agent {
 
         do {
             listener = try await LinkListener(
-                identity: identity, pins: { [pins] in pins.value }, host: configuration.listen.host, port: configuration.listen.port,
-                eventLoopGroup: eventLoopGroup
-            ) { [weak self] frame in
-                await self?.answer(frame)
+                identity: identity, accepting: { [pins] in pins.value.contains($0) }, host: configuration.listen.host,
+                port: configuration.listen.port, eventLoopGroup: eventLoopGroup
+            ) { [weak self] frame, peer in
+                await self?.answer(frame, from: peer)
             }
         } catch {
             throw AgentError("cannot listen for links on \(configuration.listen): \(error); choose another --listen")
@@ -150,6 +164,10 @@ public actor Agent {
         localServer = nil
         await listener?.close()
         listener = nil
+        await pairingListener?.close()
+        pairingListener = nil
+        for id in Array(invitations.keys) { expire(id) }
+        joining?.cancel()
         for link in links.values { link.close() }
         links = [:]
         for (_, pending) in pendingSaves {
@@ -366,6 +384,30 @@ public actor Agent {
             }
         case .createAccount(let name):
             reply = await createAccount(name: name)
+        case .invite(let token, let host, let lifetime):
+            reply = await invite(kind: token ? .token : .interactive, host: host, lifetime: lifetime)
+        case .awaitJoin(let id):
+            Task {
+                let reply = await self.awaitJoin(id)
+                session.peer.send(.reply(request: request, reply))
+            }
+            return
+        case .confirmJoin(let id, let accept):
+            reply = confirmJoin(id, accept: accept)
+        case .join(let code):
+            reply = join(code)
+        case .awaitJoinResult:
+            guard let joining else {
+                reply = .failure(LocalError(.notFound, "no join is under way; start one with 'handoff join CODE'"))
+                break
+            }
+            Task {
+                let reply = await joining.value
+                session.peer.send(.reply(request: request, reply))
+            }
+            return
+        case .removeDevice(let name):
+            reply = await removeDevice(named: name)
         case .watch:
             watchers[session.id] = session.peer
             reply = LocalReply(activities: await nearbyActivities())
@@ -413,12 +455,340 @@ public actor Agent {
         } catch {
             throw AgentError("\(error)")
         }
+        let keysChanged = account?.beaconKeys != state.beaconKeys
         account = state
         updatePins()
+        guard keysChanged || discovery == nil else { return }
         discoveryTask?.cancel()
         await discovery?.stop()
         discovery = nil
         try await startDiscovery()
+    }
+
+
+    // MARK: Pairing
+
+    /// Makes an invitation and opens the pairing listener for it.
+    private func invite(kind: Invitation.Kind, host: String?, lifetime: Double?) async -> LocalReply {
+        guard let account else {
+            return .failure(LocalError(.account, "this device is in no account yet; make one with 'handoff account create --name NAME'"))
+        }
+        let lifetime = lifetime ?? 600
+        guard lifetime > 0, lifetime <= 86_400 else {
+            return .failure(LocalError(.badRequest, "an invitation lasts from 1 second to 24 hours"))
+        }
+        guard let address = host ?? invitationAddress() else {
+            return .failure(LocalError(.badRequest, "this device has no address to put in the invitation; give one with --address"))
+        }
+        if pairingListener == nil {
+            // On the link port plus one, so a firewall needs one more port; with a random link
+            // port (tests), a random one.
+            let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
+            do {
+                pairingListener = try await LinkListener(
+                    identity: identity, accepting: { _ in true }, host: configuration.listen.host, port: port, eventLoopGroup: eventLoopGroup
+                ) { [weak self] frame, peer in
+                    await self?.answerJoin(frame, from: peer)
+                }
+            } catch {
+                return .failure(LocalError(.failed, "cannot listen for joining devices on \(configuration.listen.host):\(port): \(error)"))
+            }
+        }
+        let invitation = Invitation.make(kind, host: address, port: pairingListener!.port, fingerprint: identity.fingerprint)
+        let id = UUID()
+        let expires = Date().addingTimeInterval(lifetime)
+        invitations[id] = PendingInvitation(invitation: invitation, expires: expires)
+        Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(Int64(lifetime * 1000)))
+            await self?.expire(id)
+        }
+        logger.notice("made an invitation to '\(account.name)'", metadata: ["kind": "\(kind)", "expires": "\(expires)"])
+        return LocalReply(
+            invitation: LocalInvitation(
+                id: id, code: invitation.code, kind: kind == .token ? "token" : "interactive", expires: expires, host: address, port: invitation.port))
+    }
+
+    private func invitationAddress() -> String? {
+        let listen = configuration.listen.host
+        if listen != "0.0.0.0" && listen != "::" { return listen }
+        let interfaces = configuration.interfaces ?? Self.multicastInterfaces()
+        let devices = (try? System.enumerateDevices()) ?? []
+        for name in interfaces {
+            if let device = devices.first(where: { $0.name == name }), case .v4? = device.address, let ip = device.address?.ipAddress {
+                return ip
+            }
+        }
+        return nil
+    }
+
+    private func expire(_ id: UUID) {
+        guard let pending = invitations.removeValue(forKey: id) else { return }
+        for waiter in pending.waiters { waiter.resume(returning: nil) }
+        pending.decision?.resume(returning: false)
+        // The listener closes a little later, so the answer to a join in progress is written.
+        Task { [weak self] in
+            try? await Task.sleep(for: .seconds(5))
+            await self?.closePairingListenerIfIdle()
+        }
+    }
+
+    private func closePairingListenerIfIdle() async {
+        guard invitations.isEmpty, let listener = pairingListener else { return }
+        pairingListener = nil
+        await listener.close()
+    }
+
+    private func awaitJoin(_ id: UUID) async -> LocalReply {
+        guard invitations[id] != nil else {
+            return .failure(LocalError(.notFound, "the invitation has expired or was used"))
+        }
+        let request: LocalJoinRequest? = await withCheckedContinuation { continuation in
+            if let candidate = invitations[id]?.candidate {
+                continuation.resume(returning: candidate)
+            } else if invitations[id] != nil {
+                invitations[id]?.waiters.append(continuation)
+            } else {
+                continuation.resume(returning: nil)
+            }
+        }
+        guard let request else { return .failure(LocalError(.notFound, "the invitation expired before a device asked to join")) }
+        return LocalReply(joinRequest: request)
+    }
+
+    private func confirmJoin(_ id: UUID, accept: Bool) -> LocalReply {
+        guard let decision = invitations[id]?.decision else {
+            return .failure(LocalError(.notFound, "no device is waiting to join with that invitation"))
+        }
+        invitations[id]?.decision = nil
+        decision.resume(returning: accept)
+        return LocalReply()
+    }
+
+    /// Answers a frame on the pairing listener: only `joinRequest` is heard there.
+    private func answerJoin(_ frame: Frame, from peer: LinkPeer) async -> Frame? {
+        guard case .joinRequest(let version, let name, let certificate, let proof)? = try? LinkMessage(frame: frame) else {
+            return LinkMessage.joinRefused(reason: "only a join request is answered here").frame
+        }
+        let refuse = { (reason: String) -> Frame? in
+            self.logger.warning("refused a device asking to join: \(reason)", metadata: ["name": "\(name)"])
+            return LinkMessage.joinRefused(reason: reason).frame
+        }
+        guard version == LinkMessage.version else { return refuse("it speaks link protocol version \(version), this device \(LinkMessage.version)") }
+        guard certificate == peer.certificate else { return refuse("the certificate in the request is not the one it connected with") }
+        let now = Date()
+        guard let (id, pending) = invitations.first(where: { !$0.value.used && $0.value.expires > now && $0.value.invitation.isValid(proof: proof, certificate: certificate, name: name) }) else {
+            return refuse("the code is wrong, was used already, or has expired; ask for a new one with 'handoff device invite'")
+        }
+        // One use, whatever comes of it.
+        invitations[id]?.used = true
+        guard var account else { return refuse("this device has left its account") }
+        let trimmed = name.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed.utf8.count <= 64 else { return refuse("a device name has 1 to 64 bytes") }
+        guard !account.members.contains(where: { $0.name == name }) else {
+            return refuse("a device named '\(name)' is already in the account; start the new device's agent with another --name")
+        }
+        let fingerprint = DeviceIdentity.fingerprint(ofCertificate: certificate)
+        guard !account.members.contains(where: { $0.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) } == fingerprint }) else {
+            return refuse("that device is already a member")
+        }
+        if pending.invitation.kind == .interactive {
+            let request = LocalJoinRequest(name: name, verification: pending.invitation.verificationNumber(certificate: certificate), fingerprint: fingerprint)
+            let accepted: Bool = await withCheckedContinuation { continuation in
+                guard invitations[id] != nil else { return continuation.resume(returning: false) }
+                invitations[id]?.candidate = request
+                invitations[id]?.decision = continuation
+                for waiter in invitations[id]?.waiters ?? [] { waiter.resume(returning: request) }
+                invitations[id]?.waiters = []
+            }
+            guard accepted else {
+                expire(id)
+                return refuse("the person on '\(deviceName)' did not confirm the join")
+            }
+            guard let current = self.account else { return refuse("this device has left its account") }
+            account = current
+        }
+        expire(id)
+        let previous = account.members
+        account.members.append(AccountState.Member(id: UUID(uuidString: peerID(certificate)) ?? UUID(), name: name, certificate: Data(certificate)))
+        account.revision += 1
+        let signed: SignedAccount
+        do {
+            signed = try SignedAccount(account, by: identity)
+            try store.save(account, to: AccountState.fileName)
+        } catch {
+            return refuse("this device could not save the account: \(error)")
+        }
+        self.account = account
+        updatePins()
+        logger.notice("'\(name)' joined the account '\(account.name)'")
+        await push(signed, to: previous)
+        // The new device hears this one at once, not at the next refresh.
+        try? await discovery?.announce(offered.map(Self.beaconActivity))
+        return LinkMessage.joinAccepted(state: signed.state).frame
+    }
+
+    /// The device id a certificate names (its organizational unit), as `DeviceIdentity.generate` writes it.
+    private func peerID(_ certificate: [UInt8]) -> String {
+        guard let parsed = try? Certificate(derEncoded: certificate) else { return "" }
+        for rdn in parsed.subject {
+            for attribute in rdn where attribute.type == .RDNAttributeType.organizationalUnitName {
+                return String(describing: attribute.value)
+            }
+        }
+        return ""
+    }
+
+    /// Starts joining with an invitation code.
+    private func join(_ code: String) -> LocalReply {
+        if let account {
+            return .failure(LocalError(.account, "this device is already in the account '\(account.name)'"))
+        }
+        if joining != nil {
+            return .failure(LocalError(.account, "a join is already under way"))
+        }
+        let invitation: Invitation
+        do {
+            invitation = try Invitation(parsing: code)
+        } catch {
+            return .failure(LocalError(.badRequest, error.message))
+        }
+        let certificate = identity.certificateDER
+        let name = deviceName
+        let request = LinkMessage.joinRequest(version: LinkMessage.version, name: name, certificate: certificate, proof: invitation.proof(certificate: certificate, name: name))
+        let deadline: Duration = invitation.kind == .interactive ? .seconds(600) : .seconds(30)
+        joining = Task { [identity, eventLoopGroup] in
+            let answer: Frame
+            do {
+                answer = try await withDeadline(deadline) {
+                    try await LinkClient.exchange(
+                        request.frame, host: invitation.host, port: invitation.port, identity: identity!,
+                        accepting: { invitation.matches(fingerprint: $0) }, eventLoopGroup: eventLoopGroup)
+                }
+            } catch {
+                self.joinEnded()
+                return .failure(LocalError(.failed, "cannot reach the inviting device at \(invitation.host):\(invitation.port), or it is not the device that made the code: \(error)"))
+            }
+            let reply = await self.joined(answer)
+            self.joinEnded()
+            return reply
+        }
+        return LocalReply(verification: invitation.kind == .interactive ? invitation.verificationNumber(certificate: certificate) : nil)
+    }
+
+    private func joinEnded() { joining = nil }
+
+    private func joined(_ answer: Frame) async -> LocalReply {
+        switch try? LinkMessage(frame: answer) {
+        case .joinAccepted(let state)?:
+            let account: AccountState
+            do {
+                account = try SignedAccount.decode(state)
+            } catch {
+                return .failure(LocalError(.failed, error.message))
+            }
+            guard account.members.contains(where: { $0.certificate.map(Array.init) == identity.certificateDER }) else {
+                return .failure(LocalError(.failed, "the inviting device answered with an account that does not list this device"))
+            }
+            do {
+                try await adopt(account)
+            } catch {
+                return .failure(LocalError(.failed, error.message))
+            }
+            logger.notice("joined the account '\(account.name)'", metadata: ["devices": "\(account.members.count)"])
+            return LocalReply(account: account.name)
+        case .joinRefused(let reason)?:
+            return .failure(LocalError(.account, "the inviting device refused: \(reason)"))
+        default:
+            return .failure(LocalError(.failed, "the inviting device answered with something other than a join result"))
+        }
+    }
+
+    /// Removes a member: a signed change with a new beacon key, sent to every member nearby
+    /// (the removed one too, so it knows), then taken up here.
+    private func removeDevice(named name: String) async -> LocalReply {
+        guard var account else { return .failure(LocalError(.account, "this device is in no account")) }
+        guard let member = account.members.first(where: { $0.name == name }) else {
+            return .failure(LocalError(.notFound, "no device named '\(name)' is in the account; 'handoff devices' lists them"))
+        }
+        guard member.id != identity.id else {
+            return .failure(LocalError(.notAllowed, "this device cannot remove itself; remove it from another device of the account"))
+        }
+        let previous = account.members
+        account.members.removeAll { $0.id == member.id }
+        account.beaconKeys = [Data(BeaconKey.generate().rawRepresentation)]
+        account.revision += 1
+        let signed: SignedAccount
+        do {
+            signed = try SignedAccount(account, by: identity)
+        } catch {
+            return .failure(LocalError(.failed, error.message))
+        }
+        await push(signed, to: previous)
+        do {
+            try await adopt(account)
+        } catch {
+            return .failure(LocalError(.failed, error.message))
+        }
+        links.removeValue(forKey: member.id)?.close()
+        logger.notice("removed '\(name)' from the account and rotated the beacon key")
+        return LocalReply(account: account.name)
+    }
+
+    /// Sends a signed change to every member in `members` heard nearby, but this device.
+    private func push(_ signed: SignedAccount, to members: [AccountState.Member]) async {
+        let nearby = await discovery?.nearby ?? []
+        let message = LinkMessage.accountUpdate(signer: signed.signer, state: signed.state, signature: signed.signature)
+        for member in members where member.id != identity.id {
+            guard let device = nearby.first(where: { $0.sender == member.id }) else {
+                logger.notice("'\(member.name)' is not nearby: it learns of the change when it is", metadata: ["revision": "\(signed.state.count)"])
+                continue
+            }
+            switch await openLink(to: device) {
+            case .success(let link): link.send(message)
+            case .failure(let failure): logger.warning("could not tell '\(member.name)' of the change: \(failure.message)")
+            }
+        }
+    }
+
+    /// Takes up a change another member signed.
+    private func apply(_ signed: SignedAccount, from peer: LinkPeer) async {
+        guard let current = account else { return }
+        let updated: AccountState
+        do {
+            updated = try signed.verified(against: current)
+        } catch {
+            logger.warning("ignored an account change: \(error.message)")
+            return
+        }
+        let signer = memberName(signed.signer)
+        if !updated.members.contains(where: { $0.id == identity.id }) {
+            logger.notice("this device was removed from the account '\(current.name)' by '\(signer)'")
+            await leave()
+            return
+        }
+        do {
+            try await adopt(updated)
+        } catch {
+            logger.error("could not take up an account change: \(error)")
+            return
+        }
+        for (id, link) in links where !updated.members.contains(where: { $0.id == id }) {
+            link.close()
+            links[id] = nil
+        }
+        logger.notice("the account changed", metadata: ["by": "\(signer)", "devices": "\(updated.members.count)"])
+    }
+
+    /// Forgets the account: this device was removed.
+    private func leave() async {
+        discoveryTask?.cancel()
+        await discovery?.stop()
+        discovery = nil
+        account = nil
+        updatePins()
+        for link in links.values { link.close() }
+        links = [:]
+        try? FileManager.default.removeItem(at: store.url(AccountState.fileName))
     }
 
     // MARK: Offering this device's activity
@@ -449,9 +819,14 @@ public actor Agent {
     // MARK: Serving other devices
 
     /// Answers a frame from another device's link.
-    private func answer(_ frame: Frame) async -> Frame? {
+    private func answer(_ frame: Frame, from peer: LinkPeer) async -> Frame? {
         guard let message = try? LinkMessage(frame: frame) else { return nil }
         switch message {
+        case .accountUpdate(let signer, let state, let signature):
+            await apply(SignedAccount(signer: signer, state: state, signature: signature), from: peer)
+            return nil
+        case .joinRequest, .joinAccepted, .joinRefused:
+            return nil
         case .hello:
             return LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame
         case .fetch(let request, let activityID):
@@ -589,8 +964,15 @@ public actor Agent {
             installed: apps.map(\.manifest))
     }
 
-    /// The link to a nearby device, opened (or reused).
     private func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<WireActivityRecord, FetchFailure> {
+        switch await openLink(to: device) {
+        case .success(let link): return await link.fetch(activityID, deadline: configuration.fetchDeadline)
+        case .failure(let failure): return .failure(failure)
+        }
+    }
+
+    /// The link to a nearby device: the open one, or a new one.
+    private func openLink(to device: NearbyDevice) async -> Result<PeerConnection, FetchFailure> {
         let link: PeerConnection
         if let existing = links[device.sender], existing.isOpen, existing.host == device.address, existing.port == Int(device.linkPort) {
             link = existing
@@ -601,7 +983,7 @@ public actor Agent {
                     host: device.address, port: Int(device.linkPort), identity: identity, pins: { [pins] in pins.value },
                     deadline: configuration.fetchDeadline, eventLoopGroup: eventLoopGroup)
             } catch {
-                return .failure(FetchFailure(code: error.code, message: "'\(memberName(device.sender))' \(error.message)"))
+                return .failure(FetchFailure(code: error.code, message: "'\(memberName(device.sender))': \(error.message)"))
             }
             guard link.device == device.sender else {
                 link.close()
@@ -609,7 +991,7 @@ public actor Agent {
             }
             links[device.sender] = link
         }
-        return await link.fetch(activityID, deadline: configuration.fetchDeadline)
+        return .success(link)
     }
 
     private func link(to device: NearbyDevice) -> PeerConnection? {
@@ -628,6 +1010,10 @@ public actor Agent {
         var environment = ProcessInfo.processInfo.environment
         environment["HANDOFF_SOCKET"] = configuration.socketPath
         environment["HANDOFF_BUNDLE_IDENTIFIER"] = bundleIdentifier
+        // The app's own folder for its data, as an app container is on Apple platforms.
+        let data = configuration.stateDirectory.appendingPathComponent("data/\(bundleIdentifier)", isDirectory: true)
+        try? FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        environment["HANDOFF_APP_DATA"] = data.path
         process.environment = environment
         do {
             try process.run()

@@ -46,14 +46,27 @@ enum LinkTLS {
 
     /// Accepts exactly the pinned certificates.
     static func verifier(_ pins: @escaping LinkPins) -> NIOSSLCustomVerificationCallback {
+        verifier(accepting: { pins().contains($0) })
+    }
+
+    /// Accepts a certificate when `accepts` says yes to its fingerprint.
+    static func verifier(accepting accepts: @escaping @Sendable (String) -> Bool) -> NIOSSLCustomVerificationCallback {
         { certificates, promise in
             guard let leaf = certificates.first, let der = try? leaf.toDERBytes() else {
                 promise.succeed(.failed)
                 return
             }
-            promise.succeed(pins().contains(DeviceIdentity.fingerprint(ofCertificate: der)) ? .certificateVerified : .failed)
+            promise.succeed(accepts(DeviceIdentity.fingerprint(ofCertificate: der)) ? .certificateVerified : .failed)
         }
     }
+}
+
+/// The device at the other end of a link, as its certificate says.
+public struct LinkPeer: Sendable, Hashable {
+    /// SHA-256 of its certificate, as `DeviceIdentity.fingerprint`.
+    public var fingerprint: String
+    /// Its certificate, DER.
+    public var certificate: [UInt8]
 }
 
 /// Turns the bytes of a link into frames and back, refusing oversized frames by closing.
@@ -96,10 +109,23 @@ public final class LinkListener: Sendable {
 
     /// Starts listening. `answer` is called for every frame a peer sends; what it returns is
     /// sent back.
-    public init(
+    public convenience init(
         identity: DeviceIdentity, pins: @escaping LinkPins, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         answer: @escaping @Sendable (Frame) async -> Frame?
+    ) async throws {
+        try await self.init(
+            identity: identity, accepting: { pins().contains($0) }, host: host, port: port, maximumFrame: maximumFrame,
+            eventLoopGroup: eventLoopGroup, answer: { frame, _ in await answer(frame) })
+    }
+
+    /// Starts listening, accepting the certificates whose fingerprints `accepts` approves.
+    /// `accepts` is asked again before each frame, so a peer that stops being accepted (a
+    /// removed member) is cut off on links it already has. `answer` learns who sent each frame.
+    public init(
+        identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String = "127.0.0.1", port: Int = 0,
+        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         let context = try LinkTLS.context(for: identity)
         let server = try await ServerBootstrap(group: eventLoopGroup)
@@ -107,7 +133,7 @@ public final class LinkListener: Sendable {
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
-                        NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(pins)))
+                        NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(accepting: accepts)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                     return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
                 }
@@ -120,7 +146,7 @@ public final class LinkListener: Sendable {
                     for try await connection in connections {
                         group.addTask {
                             try? await connection.executeThenClose { inbound, outbound in
-                                try await Self.serve(inbound, outbound, answer: answer)
+                                try await Self.serve(connection.channel, inbound, outbound, accepts: accepts, answer: answer)
                             }
                         }
                     }
@@ -133,12 +159,15 @@ public final class LinkListener: Sendable {
     /// task of its own, so that a slow answer (an app saving) holds up no other request on
     /// the link. Answers are written by one writer, whole.
     private static func serve(
-        _ inbound: NIOAsyncChannelInboundStream<Frame>, _ outbound: NIOAsyncChannelOutboundWriter<Frame>,
-        answer: @escaping @Sendable (Frame) async -> Frame?
+        _ channel: any Channel, _ inbound: NIOAsyncChannelInboundStream<Frame>, _ outbound: NIOAsyncChannelOutboundWriter<Frame>,
+        accepts: @escaping @Sendable (String) -> Bool, answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         var iterator = inbound.makeAsyncIterator()
         guard let first = try await iterator.next() else { return }
-        if let reply = await answer(first) { try await outbound.write(reply) }
+        // A frame arrives only after the handshake, so the peer's certificate is known now.
+        guard let certificate = try await channel.nioSSL_peerCertificate().get(), let der = try? certificate.toDERBytes() else { return }
+        let peer = LinkPeer(fingerprint: DeviceIdentity.fingerprint(ofCertificate: der), certificate: der)
+        if let reply = await answer(first, peer) { try await outbound.write(reply) }
         let (replies, sink) = AsyncStream<Frame>.makeStream()
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
@@ -146,8 +175,9 @@ public final class LinkListener: Sendable {
             }
             defer { sink.finish() }
             while let frame = try await iterator.next() {
+                guard accepts(peer.fingerprint) else { return }
                 group.addTask {
-                    if let reply = await answer(frame) { sink.yield(reply) }
+                    if let reply = await answer(frame, peer) { sink.yield(reply) }
                 }
             }
         }
@@ -171,21 +201,30 @@ public enum LinkClient {
         _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Frame {
+        try await exchange(frame, host: host, port: port, identity: identity, accepting: { pins().contains($0) }, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
+    }
+
+    /// As `exchange(_:host:port:identity:pins:)`, accepting the peer whose certificate's
+    /// fingerprint `accepts` approves.
+    public static func exchange(
+        _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
+        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> Frame {
         let answers = try await converse(
-            [frame], host: host, port: port, identity: identity, pins: pins, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
+            [frame], host: host, port: port, identity: identity, accepting: accepts, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
         return answers[0]
     }
 
     /// Sends `frames` in order on one link and returns the peer's answers, one per frame.
     public static func converse(
-        _ frames: [Frame], host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
+        _ frames: [Frame], host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> [Frame] {
         let context = try LinkTLS.context(for: identity)
         let channel = try await ClientBootstrap(group: eventLoopGroup)
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(pins))
+                    let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(accepting: accepts))
                     try channel.pipeline.syncOperations.addHandler(tls)
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                     return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)

@@ -25,11 +25,16 @@ public struct LocalReply: Codable, Sendable, Hashable {
     public var apps: [LocalApp]?
     public var continued: LocalContinued?
     public var account: String?
+    public var invitation: LocalInvitation?
+    public var joinRequest: LocalJoinRequest?
+    /// The number to compare on both screens while joining interactively.
+    public var verification: String?
 
     public init(
         error: LocalError? = nil, version: Int? = nil, device: LocalDevice? = nil, app: LocalApp? = nil, status: LocalStatus? = nil,
         devices: [LocalDevice]? = nil, activities: [LocalNearbyActivity]? = nil, apps: [LocalApp]? = nil,
-        continued: LocalContinued? = nil, account: String? = nil
+        continued: LocalContinued? = nil, account: String? = nil, invitation: LocalInvitation? = nil,
+        joinRequest: LocalJoinRequest? = nil, verification: String? = nil
     ) {
         self.ok = error == nil
         self.error = error
@@ -42,6 +47,9 @@ public struct LocalReply: Codable, Sendable, Hashable {
         self.apps = apps
         self.continued = continued
         self.account = account
+        self.invitation = invitation
+        self.joinRequest = joinRequest
+        self.verification = verification
     }
 
     public static func failure(_ error: LocalError) -> LocalReply { LocalReply(error: error) }
@@ -68,6 +76,23 @@ public enum LocalCall: Sendable, Hashable {
     case removeApp(bundleIdentifier: String)
     /// Makes this device the first member of a new account.
     case createAccount(name: String)
+    /// Invites a device to the account: an interactive code, or a token for scripts
+    /// (`token`). `host` is the address the new device reaches this one at (default: this
+    /// device's first address on its discovery interfaces); `lifetime` in seconds.
+    case invite(token: Bool, host: String?, lifetime: Double?)
+    /// Waits until a device asks to join with invitation `invitation`; the reply names it
+    /// and gives the verification number.
+    case awaitJoin(invitation: UUID)
+    /// Lets the device that asked to join with `invitation` in (`accept`), or turns it away.
+    case confirmJoin(invitation: UUID, accept: Bool)
+    /// Starts joining the account of the device whose invitation `code` is; the reply gives
+    /// the verification number at once.
+    case join(code: String)
+    /// Waits for the join started with `join` to end: the reply names the account.
+    case awaitJoinResult
+    /// Removes a device from the account, by name: a signed change sent to every member, and
+    /// a new beacon key.
+    case removeDevice(name: String)
 }
 
 /// One message of the local API. Each is a JSON object with a `type` key, carried in a frame
@@ -169,7 +194,7 @@ public enum LocalMessage: Sendable, Hashable {
 
 extension LocalMessage: Codable {
     enum Key: String, CodingKey {
-        case type, request, version, role, bundleIdentifier, activity, directory, name
+        case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code
         case record, error, reply, continuation, activityType, origin, event
     }
 
@@ -193,6 +218,18 @@ extension LocalMessage: Codable {
         case "installApp": self = .call(request: try request(), .installApp(directory: try c.decode(String.self, forKey: .directory)))
         case "removeApp": self = .call(request: try request(), .removeApp(bundleIdentifier: try c.decode(String.self, forKey: .bundleIdentifier)))
         case "createAccount": self = .call(request: try request(), .createAccount(name: try c.decode(String.self, forKey: .name)))
+        case "invite":
+            self = .call(
+                request: try request(),
+                .invite(
+                    token: try c.decodeIfPresent(Bool.self, forKey: .token) ?? false, host: try c.decodeIfPresent(String.self, forKey: .host),
+                    lifetime: try c.decodeIfPresent(Double.self, forKey: .lifetime)))
+        case "awaitJoin": self = .call(request: try request(), .awaitJoin(invitation: try c.decode(UUID.self, forKey: .invitation)))
+        case "confirmJoin":
+            self = .call(request: try request(), .confirmJoin(invitation: try c.decode(UUID.self, forKey: .invitation), accept: try c.decode(Bool.self, forKey: .accept)))
+        case "join": self = .call(request: try request(), .join(code: try c.decode(String.self, forKey: .code)))
+        case "awaitJoinResult": self = .call(request: try request(), .awaitJoinResult)
+        case "removeDevice": self = .call(request: try request(), .removeDevice(name: try c.decode(String.self, forKey: .name)))
         case "becameCurrent": self = .becameCurrent(try c.decode(LocalActivity.self, forKey: .activity))
         case "resigned": self = .resigned(activity: try c.decode(UUID.self, forKey: .activity))
         case "invalidated": self = .invalidated(activity: try c.decode(UUID.self, forKey: .activity))
@@ -244,6 +281,26 @@ extension LocalMessage: Codable {
                 try c.encode(bundleIdentifier, forKey: .bundleIdentifier)
             case .createAccount(let name):
                 try c.encode("createAccount", forKey: .type)
+                try c.encode(name, forKey: .name)
+            case .invite(let token, let host, let lifetime):
+                try c.encode("invite", forKey: .type)
+                try c.encode(token, forKey: .token)
+                try c.encodeIfPresent(host, forKey: .host)
+                try c.encodeIfPresent(lifetime, forKey: .lifetime)
+            case .awaitJoin(let invitation):
+                try c.encode("awaitJoin", forKey: .type)
+                try c.encode(invitation, forKey: .invitation)
+            case .confirmJoin(let invitation, let accept):
+                try c.encode("confirmJoin", forKey: .type)
+                try c.encode(invitation, forKey: .invitation)
+                try c.encode(accept, forKey: .accept)
+            case .join(let code):
+                try c.encode("join", forKey: .type)
+                try c.encode(code, forKey: .code)
+            case .awaitJoinResult:
+                try c.encode("awaitJoinResult", forKey: .type)
+            case .removeDevice(let name):
+                try c.encode("removeDevice", forKey: .type)
                 try c.encode(name, forKey: .name)
             }
         case .becameCurrent(let activity):

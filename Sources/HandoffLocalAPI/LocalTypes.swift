@@ -287,3 +287,39 @@ public struct LocalEvent: Codable, Sendable, Hashable {
         self.activity = activity
     }
 }
+
+/// An invitation to join the account, made by `invite`.
+public struct LocalInvitation: Codable, Sendable, Hashable {
+    public var id: UUID
+    /// What the new device passes to `handoff join`.
+    public var code: String
+    /// `interactive` or `token`.
+    public var kind: String
+    /// Seconds since 1970.
+    public var expires: Date
+    /// Where the new device will reach this one.
+    public var host: String
+    public var port: Int
+
+    public init(id: UUID, code: String, kind: String, expires: Date, host: String, port: Int) {
+        self.id = id
+        self.code = code
+        self.kind = kind
+        self.expires = expires
+        self.host = host
+        self.port = port
+    }
+}
+
+/// A device asking to join with an interactive invitation.
+public struct LocalJoinRequest: Codable, Sendable, Hashable {
+    public var name: String
+    public var verification: String
+    public var fingerprint: String
+
+    public init(name: String, verification: String, fingerprint: String) {
+        self.name = name
+        self.verification = verification
+        self.fingerprint = fingerprint
+    }
+}

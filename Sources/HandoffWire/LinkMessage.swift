@@ -61,6 +61,16 @@ public enum LinkMessage: Sendable, Hashable {
     case fetchFailed(request: UInt64, code: UInt16, message: String)
     /// The activity was continued on the sender; the origin tells its app.
     case continued(activityID: UUID)
+    /// A change to the account's membership (`state`, the account as JSON), signed by the
+    /// member `signer` with its device key over `state`.
+    case accountUpdate(signer: UUID, state: [UInt8], signature: [UInt8])
+    /// Sent on the pairing listener by a device asking to join: its name, its certificate
+    /// (DER), and a proof that it holds the invitation's secret (see `docs/pairing.md`).
+    case joinRequest(version: UInt8, name: String, certificate: [UInt8], proof: [UInt8])
+    /// The joining device is in: the account as JSON.
+    case joinAccepted(state: [UInt8])
+    /// The join was refused, and why.
+    case joinRefused(reason: String)
 
     /// The version this build speaks.
     public static let version: UInt8 = 1
@@ -71,6 +81,10 @@ public enum LinkMessage: Sendable, Hashable {
         case fetched = 0x11
         case fetchFailed = 0x12
         case continued = 0x13
+        case accountUpdate = 0x20
+        case joinRequest = 0x30
+        case joinAccepted = 0x31
+        case joinRefused = 0x32
     }
 
     /// The frame that carries this message.
@@ -97,6 +111,23 @@ public enum LinkMessage: Sendable, Hashable {
         case .continued(let activityID):
             writer.uuid(activityID)
             return Frame(kind: Kind.continued.rawValue, payload: writer.bytes)
+        case .accountUpdate(let signer, let state, let signature):
+            writer.uuid(signer)
+            writer.data(state)
+            writer.data(signature)
+            return Frame(kind: Kind.accountUpdate.rawValue, payload: writer.bytes)
+        case .joinRequest(let version, let name, let certificate, let proof):
+            writer.byte(version)
+            writer.string(name)
+            writer.data(certificate)
+            writer.data(proof)
+            return Frame(kind: Kind.joinRequest.rawValue, payload: writer.bytes)
+        case .joinAccepted(let state):
+            writer.data(state)
+            return Frame(kind: Kind.joinAccepted.rawValue, payload: writer.bytes)
+        case .joinRefused(let reason):
+            writer.string(reason)
+            return Frame(kind: Kind.joinRefused.rawValue, payload: writer.bytes)
         }
     }
 
@@ -118,6 +149,14 @@ public enum LinkMessage: Sendable, Hashable {
             self = .fetchFailed(request: request, code: UInt16(code), message: try reader.string())
         case .continued:
             self = .continued(activityID: try reader.uuid())
+        case .accountUpdate:
+            self = .accountUpdate(signer: try reader.uuid(), state: try reader.data(), signature: try reader.data())
+        case .joinRequest:
+            self = .joinRequest(version: try reader.byte(), name: try reader.string(), certificate: try reader.data(), proof: try reader.data())
+        case .joinAccepted:
+            self = .joinAccepted(state: try reader.data())
+        case .joinRefused:
+            self = .joinRefused(reason: try reader.string())
         }
         guard reader.isAtEnd else { throw .malformed("unexpected bytes after the message") }
     }
@@ -160,6 +199,11 @@ struct FieldWriter {
         let utf8 = Array(value.utf8)
         varint(UInt64(utf8.count))
         bytes.append(contentsOf: utf8)
+    }
+
+    mutating func data(_ value: [UInt8]) {
+        varint(UInt64(value.count))
+        bytes.append(contentsOf: value)
     }
 
     mutating func optionalString(_ value: String?) {
@@ -258,6 +302,10 @@ struct FieldReader {
         let raw = try take(try length())
         guard let string = String(validating: raw, as: UTF8.self) else { throw .malformed("a string is not valid UTF-8") }
         return string
+    }
+
+    mutating func data() throws(LinkMessageError) -> [UInt8] {
+        Array(try take(try length()))
     }
 
     mutating func optionalString() throws(LinkMessageError) -> String? {

@@ -22,6 +22,7 @@ struct HandoffCommand: AsyncParsableCommand {
         version: handoffCLIVersion,
         subcommands: [
             Status.self, Devices.self, List.self, Continue.self, Watch.self, Publish.self, Apps.self, AccountCommand.self,
+            DeviceCommand.self, Join.self,
         ])
 }
 
