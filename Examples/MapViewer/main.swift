@@ -23,8 +23,8 @@ let eventLog = dataDirectory.appendingPathComponent("events.log")
 /// Prints a line and appends it to the event log, so a person and a test both see it.
 @MainActor
 func say(_ line: String) {
-    print("MapViewer: \(line)")
-    fflush(nil)
+    // Written straight to the descriptor: fflush(NULL) would wait on the stdin reader's lock.
+    FileHandle.standardOutput.write(Data("MapViewer: \(line)\n".utf8))
     let data = Data((line + "\n").utf8)
     if let handle = try? FileHandle(forWritingTo: eventLog) {
         handle.seekToEndOfFile()

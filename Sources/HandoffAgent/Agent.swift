@@ -52,6 +52,8 @@ public actor Agent {
     private var pairingListener: LinkListener?
     private var invitations: [UUID: PendingInvitation] = [:]
     private var joining: Task<LocalReply, Never>?
+    /// How the last join ended, for an `awaitJoinResult` that comes after it did.
+    private var joinResult: LocalReply?
 
     /// An invitation this device made, until it is used or expires.
     private struct PendingInvitation {
@@ -398,7 +400,12 @@ public actor Agent {
             reply = join(code)
         case .awaitJoinResult:
             guard let joining else {
-                reply = .failure(LocalError(.notFound, "no join is under way; start one with 'handoff join CODE'"))
+                if let finished = joinResult {
+                    joinResult = nil
+                    reply = finished
+                } else {
+                    reply = .failure(LocalError(.notFound, "no join is under way; start one with 'handoff join CODE'"))
+                }
                 break
             }
             Task {
@@ -646,6 +653,7 @@ public actor Agent {
         if joining != nil {
             return .failure(LocalError(.account, "a join is already under way"))
         }
+        joinResult = nil
         let invitation: Invitation
         do {
             invitation = try Invitation(parsing: code)
@@ -665,17 +673,18 @@ public actor Agent {
                         accepting: { invitation.matches(fingerprint: $0) }, eventLoopGroup: eventLoopGroup)
                 }
             } catch {
-                self.joinEnded()
-                return .failure(LocalError(.failed, "cannot reach the inviting device at \(invitation.host):\(invitation.port), or it is not the device that made the code: \(error)"))
+                return self.joinEnded(.failure(LocalError(.failed, "cannot reach the inviting device at \(invitation.host):\(invitation.port), or it is not the device that made the code: \(error)")))
             }
-            let reply = await self.joined(answer)
-            self.joinEnded()
-            return reply
+            return self.joinEnded(await self.joined(answer))
         }
         return LocalReply(verification: invitation.kind == .interactive ? invitation.verificationNumber(certificate: certificate) : nil)
     }
 
-    private func joinEnded() { joining = nil }
+    private func joinEnded(_ reply: LocalReply) -> LocalReply {
+        joining = nil
+        joinResult = reply
+        return reply
+    }
 
     private func joined(_ answer: Frame) async -> LocalReply {
         switch try? LinkMessage(frame: answer) {
@@ -1015,6 +1024,19 @@ public actor Agent {
         try? FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         environment["HANDOFF_APP_DATA"] = data.path
         process.environment = environment
+        // What the app prints goes to its log beside the agent's state, not to the agent's terminal.
+        let logs = configuration.stateDirectory.appendingPathComponent("logs", isDirectory: true)
+        try? FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let logFile = logs.appendingPathComponent("\(bundleIdentifier).log")
+        if !FileManager.default.fileExists(atPath: logFile.path) {
+            FileManager.default.createFile(atPath: logFile.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        if let handle = try? FileHandle(forWritingTo: logFile) {
+            handle.seekToEndOfFile()
+            process.standardOutput = handle
+            process.standardError = handle
+        }
+        process.standardInput = FileHandle.nullDevice
         do {
             try process.run()
         } catch {

@@ -111,9 +111,9 @@ public final class LocalAPIServer: Sendable {
                         for try await client in clients {
                             group.addTask { await Self.run(client, logger: logger, serve: serve) }
                         }
-                    } catch {
+                    } catch where !Task.isCancelled {
                         logger.warning("the local socket stopped accepting: \(error)")
-                    }
+                    } catch {}
                 }
             }
         }
@@ -134,31 +134,31 @@ public final class LocalAPIServer: Sendable {
             let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream()
             let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream()
             let peer = LocalPeer(pid: client.pid, uid: client.uid, outbox: outbox)
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    for await message in outgoing {
-                        do { try await outbound.write(message.frame) } catch { break }
-                    }
-                    outbound.finish()
+            let writer = Task {
+                for await message in outgoing {
+                    do { try await outbound.write(message.frame) } catch { break }
                 }
-                group.addTask {
-                    do {
-                        for try await frame in inbound {
-                            do throws(LocalError) {
-                                inbox.yield(.success(try LocalMessage(frame: frame)))
-                            } catch {
-                                inbox.yield(.failure(error))
-                            }
-                        }
-                    } catch {
-                        logger.debug("a local client's connection failed: \(error)", metadata: ["pid": "\(client.pid)"])
-                    }
-                    inbox.finish()
-                }
-                await serve(peer, incoming)
-                outbox.finish()
-                group.cancelAll()
+                outbound.finish()
             }
+            let reader = Task {
+                do {
+                    for try await frame in inbound {
+                        do throws(LocalError) {
+                            inbox.yield(.success(try LocalMessage(frame: frame)))
+                        } catch {
+                            inbox.yield(.failure(error))
+                        }
+                    }
+                } catch {
+                    logger.debug("a local client's connection failed: \(error)", metadata: ["pid": "\(client.pid)"])
+                }
+                inbox.finish()
+            }
+            await serve(peer, incoming)
+            // What was queued (a last refusal) is written before the connection closes.
+            outbox.finish()
+            await writer.value
+            reader.cancel()
         }
     }
 

@@ -40,7 +40,8 @@ public final class LocalClient: Sendable {
 
     private let fd: Int32
     private let state: Mutex<ClientState>
-    private let writeLock = Mutex(())
+    /// Held while writing to or closing the descriptor; true once it is closed.
+    private let descriptor = Mutex(false)
     private let onMessage: @Sendable (LocalMessage) -> Void
     private let onClose: @Sendable (String) -> Void
 
@@ -84,10 +85,6 @@ public final class LocalClient: Sendable {
         reader.start()
     }
 
-    deinit {
-        shutdown(fd, Int32(SHUT_RDWR))
-    }
-
     /// Whether the connection has ended.
     public var isClosed: Bool { state.withLock { $0.closed != nil } }
 
@@ -95,7 +92,11 @@ public final class LocalClient: Sendable {
     public func send(_ message: LocalMessage) throws(LocalError) {
         if let closed = state.withLock({ $0.closed }) { throw LocalError(.failed, closed) }
         do {
-            try writeLock.withLock { _ throws(LocalError) in try Self.write(fd, message.frame) }
+            // Once closed, the descriptor's number may belong to another socket: never write then.
+            try descriptor.withLock { closed throws(LocalError) in
+                guard !closed else { throw LocalError(.failed, "the connection has ended") }
+                try Self.write(fd, message.frame)
+            }
         } catch {
             end("could not write to the agent at \(path): \(error.message)")
             throw error
@@ -128,7 +129,10 @@ public final class LocalClient: Sendable {
     /// Closes the connection; pending calls end with an error.
     public func close() {
         end("the client closed the connection")
-        shutdown(fd, Int32(SHUT_RDWR))
+        // The reader thread wakes up, sees the end, and closes the descriptor.
+        descriptor.withLock { closed in
+            if !closed { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
     }
 
     private func end(_ reason: String) {
@@ -147,7 +151,12 @@ public final class LocalClient: Sendable {
 
     private func readLoop(_ initial: FrameDecoder) {
         var decoder = initial
-        defer { systemClose(fd) }
+        defer {
+            descriptor.withLock { closed in
+                closed = true
+                systemClose(fd)
+            }
+        }
         while true {
             let frame: Frame?
             do {

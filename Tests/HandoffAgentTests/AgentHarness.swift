@@ -1,0 +1,216 @@
+import Foundation
+import HandoffLocalAPI
+import Logging
+import Synchronization
+import Testing
+
+@testable import HandoffAgent
+
+/// An executable built beside the test bundle (the package's products).
+func builtExecutable(_ name: String) -> URL? {
+    var folder = Bundle.main.bundleURL
+    for _ in 0..<3 {
+        let candidate = folder.appendingPathComponent(name)
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        folder.deleteLastPathComponent()
+    }
+    return nil
+}
+
+/// Waits (polling, at most `seconds`) until `condition` holds; returns whether it did.
+func waitUntil(_ seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
+
+/// One device of a test: an agent in this process with its own state, socket and ports.
+struct TestDevice: Sendable {
+    let name: String
+    let agent: Agent
+    let socket: String
+    let state: URL
+
+    /// A client acting for the person (as the CLI does).
+    func control() throws -> LocalClient {
+        try LocalClient(path: socket, role: .control)
+    }
+
+    /// Calls the agent and fails the test on a refusal.
+    @discardableResult
+    func call(_ call: LocalCall) async throws -> LocalReply {
+        let client = try control()
+        defer { client.close() }
+        let reply = try await client.call(call)
+        if let error = reply.error { throw error }
+        return reply
+    }
+
+    /// Calls the agent and returns its reply, refusals included.
+    func attempt(_ call: LocalCall) async throws -> LocalReply {
+        let client = try control()
+        defer { client.close() }
+        return try await client.call(call)
+    }
+
+    func nearby() async throws -> [LocalNearbyActivity] {
+        try await call(.nearby).activities ?? []
+    }
+
+    /// The MapViewer app's event log on this device (the app writes it in its data folder).
+    var mapViewerEvents: [String] {
+        let file = state.appendingPathComponent("data/com.example.handoff.MapViewer/events.log")
+        return ((try? String(contentsOf: file, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+}
+
+/// Several agents on loopback, each in its own folder, with multicast on `lo` only and a
+/// discovery port of their own so that tests running at once never mix.
+final class AgentHarness: Sendable {
+    let root: URL
+    let discoveryPort: Int
+    private let devices = Mutex<[TestDevice]>([])
+    private let processes = Mutex<[Process]>([])
+
+    init() throws {
+        // Socket paths are limited to about 100 bytes: keep the folder short.
+        root = URL(fileURLWithPath: "/tmp/ho-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        discoveryPort = Int.random(in: 20_000..<40_000)
+    }
+
+    func configuration(_ name: String) -> AgentConfiguration {
+        AgentConfiguration(
+            stateDirectory: root.appendingPathComponent(name, isDirectory: true), socketPath: root.appendingPathComponent("\(name).sock").path,
+            name: name, listen: HostPort(host: "127.0.0.1", port: 0), interfaces: ["lo"], discoveryPort: discoveryPort,
+            refreshInterval: .seconds(2), expiry: .seconds(8), saveDeadline: .seconds(2), fetchDeadline: .seconds(4), launchDeadline: .seconds(20))
+    }
+
+    /// Starts an agent named `name`, with `adjust` applied to its configuration.
+    func start(_ name: String, _ adjust: (inout AgentConfiguration) -> Void = { _ in }) async throws -> TestDevice {
+        var configuration = configuration(name)
+        adjust(&configuration)
+        var logger = Logger(label: "handoffd")
+        logger.logLevel = .error
+        let agent = try Agent(configuration: configuration, logger: logger)
+        try await agent.start()
+        let device = TestDevice(name: name, agent: agent, socket: configuration.socketPath, state: configuration.stateDirectory)
+        devices.withLock { $0.append(device) }
+        return device
+    }
+
+    /// Puts `devices` in one account: the first makes it, the others join with tokens.
+    func pair(_ devices: [TestDevice], account: String = "home") async throws {
+        try await devices[0].call(.createAccount(name: account))
+        for device in devices.dropFirst() {
+            let invitation = try #require(try await devices[0].call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            try await device.call(.join(code: invitation.code))
+            try await device.call(.awaitJoinResult)
+        }
+        // Everyone hears everyone: the joins announce at once.
+        for device in devices {
+            let others = devices.count - 1
+            let heard = try await waitUntil { (try await device.call(.devices).devices ?? []).filter { $0.isNearby && !$0.isThisDevice }.count == others }
+            try #require(heard, "\(device.name) did not hear the account's other devices")
+        }
+    }
+
+    /// Installs the MapViewer example (its manifest and the built executable) on `device`.
+    func installMapViewer(on device: TestDevice) async throws {
+        let binary = try #require(builtExecutable("MapViewer"), "MapViewer was not built next to the tests")
+        let folder = root.appendingPathComponent("MapViewer-app-\(device.name)", isDirectory: true)
+        try? FileManager.default.removeItem(at: folder)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewer/App").standardizedFileURL
+        for file in ["Info.plist", "MapViewer.entitlements"] {
+            try FileManager.default.copyItem(at: sources.appendingPathComponent(file), to: folder.appendingPathComponent(file))
+        }
+        try FileManager.default.copyItem(at: binary, to: folder.appendingPathComponent("MapViewer"))
+        try await device.call(.installApp(directory: folder.path))
+    }
+
+    /// Starts the installed MapViewer on `device` as a person would, with commands on its input.
+    func runMapViewer(on device: TestDevice) throws -> MapViewerProcess {
+        let process = Process()
+        process.executableURL = device.state.appendingPathComponent("apps/com.example.handoff.MapViewer/MapViewer")
+        let data = root.appendingPathComponent("MapViewer-data-\(device.name)", isDirectory: true)
+        var environment = ProcessInfo.processInfo.environment
+        environment["HANDOFF_SOCKET"] = device.socket
+        environment["HANDOFF_APP_DATA"] = data.path
+        process.environment = environment
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        processes.withLock { $0.append(process) }
+        return MapViewerProcess(process: process, input: input, events: data.appendingPathComponent("events.log"))
+    }
+
+    /// Stops every agent, ends the apps they started, and removes the folders.
+    func stop() async {
+        for device in devices.withLock({ $0 }) { await device.agent.stop() }
+        for process in processes.withLock({ $0 }) where process.isRunning { process.terminate() }
+        // Apps the agents started find themselves alone; end them too.
+        let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for pid in pids.compactMap(Int32.init) {
+            guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe"), exe.hasPrefix(root.path) else { continue }
+            kill(pid, SIGTERM)
+        }
+        try? FileManager.default.removeItem(at: root)
+    }
+}
+
+/// A MapViewer started by a test, driven through its standard input.
+struct MapViewerProcess: Sendable {
+    let process: Process
+    let input: Pipe
+    let events: URL
+
+    func send(_ command: String) {
+        input.fileHandleForWriting.write(Data((command + "\n").utf8))
+    }
+
+    var log: [String] {
+        ((try? String(contentsOf: events, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+}
+
+/// A raw app on the local socket, for failures no well-behaved app causes: it announces an
+/// activity and answers saves as the test says.
+final class RawApp: Sendable {
+    enum SaveBehaviour: Sendable {
+        case answer(LocalRecord)
+        case neverAnswer
+        case quit
+    }
+
+    let client: LocalClient
+    private let inbox: Inbox
+
+    private final class Inbox: Sendable {
+        let messages = Mutex<[LocalMessage]>([])
+        let client = Mutex<LocalClient?>(nil)
+    }
+
+    init(socket: String, behaviour: SaveBehaviour) throws {
+        let inbox = Inbox()
+        let client = try LocalClient(path: socket, role: .app) { message in
+            inbox.messages.withLock { $0.append(message) }
+            guard case .save(let request, _) = message, let client = inbox.client.withLock({ $0 }) else { return }
+            switch behaviour {
+            case .answer(let record): try? client.send(.saved(request: request, record))
+            case .neverAnswer: break
+            case .quit: client.close()
+            }
+        }
+        inbox.client.withLock { $0 = client }
+        self.client = client
+        self.inbox = inbox
+    }
+
+    var messages: [LocalMessage] { inbox.messages.withLock { $0 } }
+}

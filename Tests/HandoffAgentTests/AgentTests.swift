@@ -1,0 +1,258 @@
+import Foundation
+import HandoffLocalAPI
+import Testing
+
+@testable import HandoffAgent
+
+/// Runs `body` with a harness and stops every agent afterwards, whatever happens.
+func withHarness(_ body: (AgentHarness) async throws -> Void) async throws {
+    let harness = try AgentHarness()
+    do {
+        try await body(harness)
+    } catch {
+        await harness.stop()
+        throw error
+    }
+    await harness.stop()
+}
+
+let mapViewing = "com.example.handoff.MapViewer.map-viewing"
+
+/// An activity a raw app offers as if it were MapViewer's.
+func mapActivity(title: String = "Viewing the store map") -> LocalActivity {
+    LocalActivity(id: UUID(), activityType: mapViewing, title: title, bundleIdentifier: "com.example.handoff.MapViewer", teamIdentifier: "EXAMPLETEAM")
+}
+
+/// Real agents in this process, talking over loopback; real app processes.
+@Suite("Agents", .serialized)
+struct AgentTests {
+    @Test("A token invitation puts the new device in the account, and both list both")
+    func pairWithToken() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            let names = try await b.call(.devices).devices?.map(\.name).sorted()
+            #expect(names == ["alpha", "beta"])
+            #expect(try await a.call(.status).status?.members == 2)
+        }
+    }
+
+    @Test("A wrong, reused or expired code adds nobody")
+    func badCodes() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            let c = try await harness.start("gamma")
+            try await a.call(.createAccount(name: "home"))
+
+            // Wrong: a valid-looking code with another secret.
+            let real = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            var forged = try Invitation(parsing: real.code)
+            forged.secret = forged.secret.map { $0 ^ 0x5A }
+            try await b.call(.join(code: forged.code))
+            let wrong = try await b.attempt(.awaitJoinResult)
+            #expect(wrong.error?.message.contains("wrong, was used already, or has expired") == true)
+
+            // A typo is told apart from a wrong code.
+            var typo = Array(real.code)
+            typo[5] = typo[5] == "A" ? "B" : "A"
+            let typed = try await b.attempt(.join(code: String(typo)))
+            #expect(typed.error?.message.contains("typo") == true)
+
+            // Reused: the first use works, the second does not.
+            try await b.call(.join(code: real.code))
+            try await b.call(.awaitJoinResult)
+            try await c.call(.join(code: real.code))
+            let reused = try await c.attempt(.awaitJoinResult)
+            #expect(reused.error != nil)
+
+            // Expired.
+            let short = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 0.2)).invitation)
+            try await Task.sleep(for: .milliseconds(500))
+            try await c.call(.join(code: short.code))
+            #expect(try await c.attempt(.awaitJoinResult).error != nil)
+
+            #expect(try await a.call(.devices).devices?.map(\.name).sorted() == ["alpha", "beta"])
+            #expect(try await c.call(.status).status?.account == nil)
+        }
+    }
+
+    @Test("An interactive join shows one verification number on both devices and waits for the person to confirm")
+    func interactiveJoin() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            let c = try await harness.start("gamma")
+            try await a.call(.createAccount(name: "home"))
+
+            let invitation = try #require(try await a.call(.invite(token: false, host: nil, lifetime: 60)).invitation)
+            #expect(invitation.kind == "interactive")
+            let shownOnB = try #require(try await b.call(.join(code: invitation.code)).verification)
+            let request = try #require(try await a.call(.awaitJoin(invitation: invitation.id)).joinRequest)
+            #expect(request.name == "beta")
+            #expect(request.verification == shownOnB)
+            try await a.call(.confirmJoin(invitation: invitation.id, accept: true))
+            #expect(try await b.call(.awaitJoinResult).account == "home")
+
+            // Turned away: nobody is added.
+            let second = try #require(try await a.call(.invite(token: false, host: nil, lifetime: 60)).invitation)
+            try await c.call(.join(code: second.code))
+            _ = try await a.call(.awaitJoin(invitation: second.id))
+            try await a.call(.confirmJoin(invitation: second.id, accept: false))
+            let refused = try await c.attempt(.awaitJoinResult)
+            #expect(refused.error?.message.contains("did not confirm") == true, "\(String(describing: refused.error))")
+            #expect(try await a.call(.status).status?.members == 2)
+        }
+    }
+
+    @Test("An activity made current in MapViewer on one device is continued in MapViewer started on the other")
+    func continueInRealApps() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: a)
+            try await harness.installMapViewer(on: b)
+
+            let origin = try harness.runMapViewer(on: a)
+            origin.send("show 37.7887 -122.4075 0.02")
+            let offered = await waitUntil { (try? await b.nearby().first?.activity.activityType) == mapViewing }
+            try #require(offered, "beta never listed alpha's activity")
+            let offer = try #require(try await b.nearby().first)
+            #expect(offer.deviceName == "alpha")
+            #expect(offer.handler == "com.example.handoff.MapViewer")
+            #expect(offer.activity.teamIdentifier == "EXAMPLETEAM")
+
+            let continued = try #require(try await b.call(.continue(activity: offer.activity.id)).continued)
+            #expect(continued.app == "com.example.handoff.MapViewer")
+            let restored = await waitUntil { b.mapViewerEvents.contains { $0.contains("map shows center 37.7887, -122.4075") } }
+            #expect(restored, "events on beta: \(b.mapViewerEvents)")
+            #expect(b.mapViewerEvents.contains("will continue \(mapViewing)"))
+
+            // Store editing: the origin's editor closes when the activity is continued.
+            origin.send("edit stonestown")
+            origin.send("favorite on")
+            let editing = await waitUntil { (try? await b.nearby().first?.activity.title) == "Editing Stonestown" }
+            try #require(editing)
+            let second = try #require(try await b.nearby().first)
+            try await b.call(.continue(activity: second.activity.id))
+            #expect(await waitUntil { b.mapViewerEvents.contains("editor open for Stonestown, favorite: true") }, "events on beta: \(b.mapViewerEvents)")
+            #expect(await waitUntil { origin.log.contains("editor for Stonestown closed: continued on another device") }, "events on alpha: \(origin.log)")
+        }
+    }
+
+    @Test("A process claiming to be an installed app with another executable is refused")
+    func impostor() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            try await harness.installMapViewer(on: a)
+            #expect {
+                _ = try LocalClient(path: a.socket, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")
+            } throws: { error in
+                (error as? LocalError)?.kind == .notAllowed
+            }
+        }
+    }
+
+    @Test("An origin app that does not save in time fails the continuation with 4610, told to the receiving app")
+    func originTooSlow() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha") { $0.saveDeadline = .milliseconds(300) }
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let app = try RawApp(socket: a.socket, behaviour: .neverAnswer)
+            let activity = mapActivity()
+            try app.client.send(.becameCurrent(activity))
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            let reply = try await b.attempt(.continue(activity: activity.id))
+            #expect(reply.error?.code == 4610)
+            #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") && $0.contains("4610") } }, "events: \(b.mapViewerEvents)")
+        }
+    }
+
+    @Test("A userInfo over the limit fails with 4611; an origin app that quits mid-save fails with 4608")
+    func tooLargeAndQuit() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha") { $0.maximumPayload = 100 }
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+
+            let big = mapActivity()
+            let large = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: big, userInfo: Data(repeating: 1, count: 200))))
+            try large.client.send(.becameCurrent(big))
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == big.id })
+            #expect(try await b.attempt(.continue(activity: big.id)).error?.code == 4611)
+            large.client.close()
+
+            let leaving = mapActivity()
+            let quitter = try RawApp(socket: a.socket, behaviour: .quit)
+            try quitter.client.send(.becameCurrent(leaving))
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == leaving.id })
+            #expect(try await b.attempt(.continue(activity: leaving.id)).error?.code == 4608)
+        }
+    }
+
+    @Test("The origin app hears its activity was continued")
+    func wasContinued() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            try app.client.send(.becameCurrent(activity))
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            try await b.call(.continue(activity: activity.id))
+            #expect(await waitUntil { app.messages.contains(.wasContinued(activity: activity.id)) })
+        }
+    }
+
+    @Test("A device whose agent has stopped fails the continuation with 4609")
+    func unreachable() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            try app.client.send(.becameCurrent(activity))
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            await a.agent.stop()
+            #expect(try await b.attempt(.continue(activity: activity.id)).error?.code == 4609)
+        }
+    }
+
+    @Test("A removed device loses access: its links are refused, it cannot read the account's beacons, and it knows")
+    func removal() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            let c = try await harness.start("gamma")
+            try await harness.pair([a, b, c])
+            try await harness.installMapViewer(on: c)
+            try await a.call(.removeDevice(name: "gamma"))
+
+            #expect(await waitUntil { (try? await c.call(.status).status?.account) == .some(nil) }, "gamma still thinks it is in the account")
+            #expect(await waitUntil { (try? await b.call(.status).status?.members) == 2 }, "beta did not learn of the removal")
+
+            // alpha's activity: beta sees it, gamma does not, and gamma cannot fetch it.
+            let activity = mapActivity()
+            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            try app.client.send(.becameCurrent(activity))
+            #expect(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await c.nearby().isEmpty)
+
+            let identity = try #require(try DeviceIdentity.load(from: StateStore(directory: c.state)))
+            let port = await a.agent.linkPort
+            let alpha = try #require(try await a.call(.status).status?.device.fingerprint)
+            let fetched = await ActivityFetcher.fetch(activity.id, from: "127.0.0.1", port: port, identity: identity, pins: { [alpha] }, deadline: .seconds(2))
+            #expect(fetched.failureValue?.code == 4609)
+        }
+    }
+}
