@@ -84,7 +84,11 @@ let package = Package(
         .testTarget(name: "HandoffTests", dependencies: ["Handoff"], swiftSettings: strict),
         .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire"], swiftSettings: strict),
         .testTarget(
-            name: "HandoffAgentTests", dependencies: ["HandoffAgent", "HandoffLocalAPI", "handoff-state-torture", "MapViewer", "handoffd", "handoff"],
+            name: "HandoffAgentTests",
+            dependencies: [
+                "HandoffAgent", "HandoffLocalAPI", "handoff-state-torture", "MapViewer", "handoffd", "handoff",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
         .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffTesting"], swiftSettings: strict),
         .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),

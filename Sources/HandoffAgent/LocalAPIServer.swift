@@ -146,6 +146,10 @@ public final class LocalAPIServer: Sendable {
                         do throws(LocalError) {
                             inbox.yield(.success(try LocalMessage(frame: frame)))
                         } catch {
+                            // Told to the client at once, under its request number if that can be read.
+                            let object = try? JSONSerialization.jsonObject(with: Data(frame.payload)) as? [String: Any]
+                            let request = (object?["request"] as? NSNumber)?.uint64Value ?? 0
+                            peer.send(.reply(request: request, .failure(error)))
                             inbox.yield(.failure(error))
                         }
                     }
