@@ -1029,7 +1029,7 @@ public actor Agent {
         try? FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let logFile = logs.appendingPathComponent("\(bundleIdentifier).log")
         if !FileManager.default.fileExists(atPath: logFile.path) {
-            FileManager.default.createFile(atPath: logFile.path, contents: nil, attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil, attributes: [.posixPermissions: 0o600])
         }
         if let handle = try? FileHandle(forWritingTo: logFile) {
             handle.seekToEndOfFile()
