@@ -89,6 +89,7 @@ let package = Package(
                 "HandoffAgent", "HandoffLocalAPI", "handoff-state-torture", "MapViewer", "handoffd", "handoff",
                 .product(name: "Logging", package: "swift-log"),
             ],
+            exclude: ["local_api_client.py"],
             swiftSettings: strict),
         .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffTesting"], swiftSettings: strict),
         .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),

@@ -172,9 +172,10 @@ public enum LocalMessage: Sendable, Hashable {
         case .keyNotFound(let key, let context):
             return "\(path(context.codingPath)) lacks '\(key.stringValue)'"
         case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+            if context.codingPath.isEmpty { return "the message is not a JSON object" }
             return "\(path(context.codingPath)) should be \(jsonName(type))"
         case .dataCorrupted(let context):
-            if context.codingPath.isEmpty { return "the message is not a JSON object" }
+            if context.codingPath.isEmpty { return "the message is not valid JSON" }
             return "\(path(context.codingPath)): \(context.debugDescription)"
         @unknown default:
             return "the message could not be read: \(error)"

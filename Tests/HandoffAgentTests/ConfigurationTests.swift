@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+
+@testable import HandoffAgent
+
+@Suite("handoffd's settings")
+struct ConfigurationTests {
+    let environment = ["HOME": "/home/ada", "XDG_RUNTIME_DIR": "/run/user/1000"]
+
+    @Test("With nothing given, state and socket follow the XDG directories")
+    func defaults() throws {
+        let configuration = try AgentConfiguration.resolve(flags: AgentSettings(), file: nil, environment: environment)
+        #expect(configuration.stateDirectory.path == "/home/ada/.local/state/handoff")
+        #expect(configuration.socketPath == "/run/user/1000/handoff/agent.sock")
+        #expect(configuration.listen == HostPort(host: "0.0.0.0", port: 47_170))
+        #expect(configuration.interfaces == nil)
+        let xdg = try AgentConfiguration.resolve(flags: AgentSettings(), file: nil, environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"])
+        #expect(xdg.stateDirectory.path == "/s/handoff")
+        #expect(xdg.socketPath.hasPrefix("/tmp/handoff-"))
+    }
+
+    @Test("The file's keys are the flags' names, and flags win over the file")
+    func fileAndFlags() throws {
+        let file = try ConfigurationFile(
+            text: """
+                # my laptop
+                name = laptop
+                listen = 10.0.0.2:47170
+                interface = wlan0
+                interface = wg0
+                peer = [fd00::2]:47170
+                save-deadline = 250ms
+                maximum-payload = 4096
+                """, name: "handoffd.conf")
+        var flags = AgentSettings()
+        flags.name = "desk"
+        let configuration = try AgentConfiguration.resolve(flags: flags, file: file, environment: environment)
+        #expect(configuration.name == "desk")
+        #expect(configuration.listen == HostPort(host: "10.0.0.2", port: 47_170))
+        #expect(configuration.interfaces == ["wlan0", "wg0"])
+        #expect(configuration.staticPeers == [HostPort(host: "fd00::2", port: 47_170)])
+        #expect(configuration.saveDeadline == .milliseconds(250))
+        #expect(configuration.maximumPayload == 4096)
+
+        flags.interfaces = ["none"]
+        #expect(try AgentConfiguration.resolve(flags: flags, file: file, environment: environment).interfaces == [])
+    }
+
+    @Test("A bad line in the file is named by file and line")
+    func badFile() {
+        let cases: [(String, String)] = [
+            ("name laptop", "handoffd.conf:1: expected 'key = value'"),
+            ("colour = blue", "handoffd.conf:1: unknown key 'colour'"),
+            ("name = a\nname = b", "handoffd.conf:2: 'name' is given twice"),
+            ("listen =", "handoffd.conf:1: 'listen' has no value"),
+        ]
+        for (text, expected) in cases {
+            #expect(throws: ConfigurationError.self) { try ConfigurationFile(text: text, name: "handoffd.conf") }
+            do {
+                _ = try ConfigurationFile(text: text, name: "handoffd.conf")
+            } catch {
+                #expect(error.message.hasPrefix(expected), "\(error.message)")
+            }
+        }
+    }
+
+    @Test("A bad value names the flag, or the file, line and key it came from")
+    func badValues() throws {
+        var flags = AgentSettings()
+        flags.listen = "laptop"
+        #expect(message(flags, nil).hasPrefix("--listen: 'laptop' is not HOST:PORT"))
+        flags = AgentSettings()
+        flags.peers = ["10.0.0.3:99999"]
+        #expect(message(flags, nil).hasPrefix("--peer: '10.0.0.3:99999' has no port"))
+        flags = AgentSettings()
+        flags.interfaces = ["none", "eth0"]
+        #expect(message(flags, nil).contains("'none' (no multicast) cannot be combined"))
+        let file = try ConfigurationFile(text: "\nfetch-deadline = soon", name: "/etc/handoffd.conf")
+        #expect(message(AgentSettings(), file).hasPrefix("/etc/handoffd.conf:2 (fetch-deadline): 'soon' is not a duration"))
+        flags = AgentSettings()
+        flags.maximumPayload = "9999999"
+        #expect(message(flags, nil).hasPrefix("--maximum-payload:"))
+    }
+
+    @Test("Host and port: names, IPv4, bracketed IPv6")
+    func hostPort() throws {
+        #expect(try HostPort(parsing: "desk.lan:47170") == HostPort(host: "desk.lan", port: 47_170))
+        #expect(try HostPort(parsing: "[::1]:1") == HostPort(host: "::1", port: 1))
+        #expect(HostPort(host: "::1", port: 1).description == "[::1]:1")
+        #expect(throws: ConfigurationError.self) { try HostPort(parsing: "::1:1") }
+        #expect(throws: ConfigurationError.self) { try HostPort(parsing: ":80") }
+    }
+
+    func message(_ flags: AgentSettings, _ file: ConfigurationFile?) -> String {
+        do {
+            _ = try AgentConfiguration.resolve(flags: flags, file: file, fileName: "/etc/handoffd.conf", environment: environment)
+            return "no error"
+        } catch {
+            return error.message
+        }
+    }
+}
+
+@Suite("Invitation codes")
+struct InvitationTests {
+    @Test("A code carries the address, port, fingerprint and secret, and reads back")
+    func roundTrip() throws {
+        let identity = try DeviceIdentity.generate(name: "laptop")
+        for kind in [Invitation.Kind.interactive, .token] {
+            for host in ["192.168.1.20", "laptop.local"] {
+                let invitation = Invitation.make(kind, host: host, port: 47_171, fingerprint: identity.fingerprint)
+                let read = try Invitation(parsing: invitation.code.lowercased())
+                #expect(read == invitation)
+                #expect(read.matches(fingerprint: identity.fingerprint))
+            }
+        }
+        let short = Invitation.make(.interactive, host: "192.168.1.20", port: 47_171, fingerprint: identity.fingerprint)
+        #expect(short.code.count < 60, "an interactive code stays short enough to type: \(short.code)")
+        #expect(short.secret.count == 10)
+        #expect(Invitation.make(.token, host: "h", port: 1, fingerprint: identity.fingerprint).secret.count == 32)
+    }
+
+    @Test("A mistyped code is told apart from a wrong one")
+    func typo() throws {
+        let invitation = Invitation.make(.interactive, host: "10.0.0.1", port: 1, fingerprint: String(repeating: "ab", count: 32))
+        var characters = Array(invitation.code)
+        characters[2] = characters[2] == "7" ? "8" : "7"
+        #expect(throws: PairingError("the invitation code has a typo (its checksum does not match); copy it again")) {
+            try Invitation(parsing: String(characters))
+        }
+        #expect(throws: PairingError.self) { try Invitation(parsing: "hello") }
+    }
+
+    @Test("The proof binds the secret to the joining device's certificate and name; both sides compute one verification number")
+    func proof() throws {
+        let invitation = Invitation.make(.interactive, host: "10.0.0.1", port: 1, fingerprint: String(repeating: "5e", count: 32))
+        let certificate = try DeviceIdentity.generate(name: "desk").certificateDER
+        let proof = invitation.proof(certificate: certificate, name: "desk")
+        #expect(invitation.isValid(proof: proof, certificate: certificate, name: "desk"))
+        #expect(!invitation.isValid(proof: proof, certificate: certificate, name: "intruder"))
+        let other = try DeviceIdentity.generate(name: "desk").certificateDER
+        #expect(!invitation.isValid(proof: proof, certificate: other, name: "desk"))
+        var wrongSecret = invitation
+        wrongSecret.secret[0] ^= 1
+        #expect(!wrongSecret.isValid(proof: proof, certificate: certificate, name: "desk"))
+
+        let number = invitation.verificationNumber(certificate: certificate)
+        #expect(number.count == 7 && number.contains(" "))
+        #expect(try Invitation(parsing: invitation.code).verificationNumber(certificate: certificate) == number)
+    }
+
+    @Test("A signed account change is taken only from a member, newer, and untampered")
+    func signedChanges() throws {
+        let alpha = try DeviceIdentity.generate(name: "alpha")
+        let stranger = try DeviceIdentity.generate(name: "stranger")
+        let current = AccountState(
+            name: "home", members: [AccountState.Member(id: alpha.id, name: "alpha", certificate: Data(alpha.certificateDER))],
+            beaconKeys: [Data(repeating: 1, count: 32)], revision: 3)
+        var next = current
+        next.revision = 4
+        next.members.append(AccountState.Member(id: UUID(), name: "beta"))
+        let signed = try SignedAccount(next, by: alpha)
+        let verified = try signed.verified(against: current)
+        #expect(verified.revision == 4)
+        #expect(verified.members.map(\.name) == ["alpha", "beta"])
+
+        #expect(throws: PairingError.self) { try SignedAccount(next, by: stranger).verified(against: current) }
+        var tampered = signed
+        tampered.state[tampered.state.count / 2] ^= 1
+        #expect(throws: PairingError.self) { try tampered.verified(against: current) }
+        var stale = current
+        stale.revision = 2
+        #expect(throws: PairingError.self) { try SignedAccount(stale, by: alpha).verified(against: current) }
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+
+/// Runs a built executable to its end and returns its status and what it printed.
+func run(_ name: String, _ arguments: [String], environment: [String: String] = [:], timeout: Double = 20) throws -> (status: Int32, output: String, errors: String) {
+    let binary = try #require(builtExecutable(name), "\(name) was not built next to the tests")
+    let process = Process()
+    process.executableURL = binary
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    let out = output.fileHandleForReading.readDataToEndOfFile()
+    let err = errors.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+}
+
+/// handoffd and handoff as processes: what a person sees when something is wrong.
+@Suite("The handoffd and handoff programs")
+struct ProcessTests {
+    let folder = URL(fileURLWithPath: "/tmp/hp-\(UUID().uuidString.prefix(8))", isDirectory: true)
+
+    @Test("A bad flag is named, and handoffd exits with status 2")
+    func badFlag() throws {
+        let result = try run("handoffd", ["--state-dir", folder.path, "--listen", "nowhere", "--interface", "lo"])
+        #expect(result.status == 2)
+        #expect(result.errors.contains("--listen: 'nowhere' is not HOST:PORT"), "\(result.errors)")
+    }
+
+    @Test("A configuration file that is missing or wrong is named, with the line")
+    func badConfigFile() throws {
+        let missing = try run("handoffd", ["--config", folder.appendingPathComponent("nope.conf").path])
+        #expect(missing.status == 2)
+        #expect(missing.errors.contains("cannot read the configuration file \(folder.path)/nope.conf"), "\(missing.errors)")
+
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("handoffd.conf")
+        try "name = desk\nlisten 127.0.0.1:1\n".write(to: file, atomically: true, encoding: .utf8)
+        let wrong = try run("handoffd", ["--config", file.path])
+        #expect(wrong.status == 2)
+        #expect(wrong.errors.contains("\(file.path):2: expected 'key = value'"), "\(wrong.errors)")
+    }
+
+    @Test("A damaged state file is named, and handoffd does not start")
+    func corruptState() throws {
+        let state = folder.appendingPathComponent("state", isDirectory: true)
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("{\"id\": 5".utf8).write(to: state.appendingPathComponent("device.json"))
+        let result = try run("handoffd", ["--state-dir", state.path, "--socket", folder.appendingPathComponent("s").path, "--listen", "127.0.0.1:0", "--interface", "lo"])
+        #expect(result.status == 1)
+        #expect(result.errors.contains("\(state.path)/device.json"), "\(result.errors)")
+    }
+
+    @Test("handoffd stops gracefully on SIGTERM and removes its socket; handoff then says no agent runs, with status 3")
+    func gracefulStop() async throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let socket = folder.appendingPathComponent("agent.sock").path
+        let process = Process()
+        let binary = try #require(builtExecutable("handoffd"))
+        process.executableURL = binary
+        process.arguments = ["--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none", "--log-level", "error"]
+        try process.run()
+        let up = await waitUntil { (try? run("handoff", ["status", "--socket", socket]).status) == 0 }
+        #expect(up, "handoffd did not answer")
+        let status = try run("handoff", ["status", "--json", "--socket", socket])
+        #expect(status.output.contains("\"version\""))
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(!FileManager.default.fileExists(atPath: socket))
+        let after = try run("handoff", ["status", "--socket", socket])
+        #expect(after.status == 3)
+        #expect(after.errors.contains("no Handoff agent is running at \(socket)"))
+    }
+
+    @Test("handoff refuses bad arguments before asking the agent")
+    func badArguments() throws {
+        let result = try run("handoff", ["continue", "not-an-id", "--socket", "/tmp/none.sock"])
+        #expect(result.status != 0)
+        #expect(result.errors.contains("'not-an-id' is not an activity id"), "\(result.errors)")
+    }
+}
