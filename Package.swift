@@ -74,7 +74,7 @@ let package = Package(
         ),
         .executableTarget(name: "MapViewer", dependencies: ["Handoff", "HandoffApp", "MapViewerKit"], path: "Examples/MapViewer", exclude: ["App"], swiftSettings: strict),
         .executableTarget(name: "handoff-state-torture", dependencies: ["HandoffAgent"], swiftSettings: strict),
-        .executableTarget(name: "handoff-demo", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
+        .executableTarget(name: "handoff-demo", dependencies: ["handoffd", "handoff", "MapViewer"], swiftSettings: strict),
         .executableTarget(
             name: "UserInfoBenchmark",
             dependencies: ["Handoff"],

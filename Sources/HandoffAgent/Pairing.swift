@@ -12,7 +12,7 @@ public struct PairingError: Error, Sendable, Hashable, CustomStringConvertible {
 /// An invitation to join the account, as the code a person carries from the inviting device
 /// to the new one. It says where the inviting device waits (address and port of its pairing
 /// listener), which certificate it has (a fingerprint, whole or its first bytes) and a
-/// one-time secret. See `docs/pairing.md`.
+/// one-time secret. See `docs/wire-protocol.md`, Pairing.
 public struct Invitation: Sendable, Hashable {
     public enum Kind: UInt8, Sendable {
         /// Typed by a person; the join waits for confirmation on the inviting device, and both

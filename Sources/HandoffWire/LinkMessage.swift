@@ -65,7 +65,7 @@ public enum LinkMessage: Sendable, Hashable {
     /// member `signer` with its device key over `state`.
     case accountUpdate(signer: UUID, state: [UInt8], signature: [UInt8])
     /// Sent on the pairing listener by a device asking to join: its name, its certificate
-    /// (DER), and a proof that it holds the invitation's secret (see `docs/pairing.md`).
+    /// (DER), and a proof that it holds the invitation's secret (see `docs/wire-protocol.md`, Pairing).
     case joinRequest(version: UInt8, name: String, certificate: [UInt8], proof: [UInt8])
     /// The joining device is in: the account as JSON.
     case joinAccepted(state: [UInt8])

@@ -1,10 +1,30 @@
-// The main job until the agent exists: a handoff between two simulated devices in this
-// process, shown step by step with the map sample's two activities.
+// The main job: two devices on this machine, each a real handoffd with its own state folder
+// and ports on loopback, paired into one account; the MapViewer sample app makes an activity
+// current on the first, and it is continued in MapViewer on the second. Every step runs the
+// same commands a person would, and shows them.
+//
+// Multicast goes only over `lo`, on a port of the demo's own; nothing leaves this machine.
 import Foundation
-import Handoff
-import HandoffApp
-import HandoffTesting
-import MapViewerKit
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The programs the demo runs, built beside it.
+let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+let root = URL(fileURLWithPath: "/tmp/handoff-demo-\(getpid())", isDirectory: true)
+let discoveryPort = String(Int.random(in: 20_000..<40_000))
+var started: [Process] = []
+
+@MainActor
+func binary(_ name: String) -> URL {
+    let url = binaries.appendingPathComponent(name)
+    guard FileManager.default.isExecutableFile(atPath: url.path) else {
+        FileHandle.standardError.write(Data("handoff-demo: \(url.path) is missing; run the demo with 'swift run handoff-demo', which builds it\n".utf8))
+        exit(1)
+    }
+    return url
+}
 
 @MainActor
 func step(_ number: Int, _ text: String) {
@@ -12,59 +32,161 @@ func step(_ number: Int, _ text: String) {
 }
 
 @MainActor
-func show(_ lines: [String], from: inout Int) {
-    for line in lines.dropFirst(from) { print("      \(line)") }
-    from = lines.count
+func indent(_ text: String) {
+    for line in text.split(separator: "\n", omittingEmptySubsequences: false) where !line.isEmpty {
+        print("      \(line)")
+    }
+}
+
+/// Runs `handoff ARGUMENTS --socket` for a device, shows the command and what it printed.
+@MainActor
+@discardableResult
+func handoff(_ device: String, _ arguments: [String], show: Bool = true) -> String {
+    let process = Process()
+    process.executableURL = binary("handoff")
+    process.arguments = arguments + ["--socket", socket(device)]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    if show { print("    \(device)$ handoff \(arguments.joined(separator: " "))") }
+    do {
+        try process.run()
+    } catch {
+        fail("could not run handoff: \(error)")
+    }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    if show { indent(text) }
+    if process.terminationStatus != 0 { fail("'handoff \(arguments.joined(separator: " "))' on \(device) failed with status \(process.terminationStatus)") }
+    return text
 }
 
 @MainActor
-func runDemo() async throws {
-    print("Handoff demo: two devices of one account, in one process (no network yet).")
-    let fabric = HandoffFabric()
-    let laptop = fabric.addDevice("laptop")
-    let desktop = fabric.addDevice("desktop")
-    let manifest = mapViewerManifest()
+func socket(_ device: String) -> String { root.appendingPathComponent("\(device).sock").path }
 
-    step(1, "On 'laptop', MapViewer shows the map around Union Square.")
-    let laptopMap = MapViewController(region: MapRegion(latitude: 37.7887, longitude: -122.4075, latitudeSpan: 0.02, longitudeSpan: 0.02), favorites: FavoritesStore(file: nil))
-    let laptopDelegate = MapViewerAppDelegate(mapViewController: laptopMap)
-    let laptopApp = await laptop.launch(manifest) { laptopDelegate }
-    laptopApp.perform {
-        laptopMap.show(MapRegion(latitude: 37.7887, longitude: -122.4075, latitudeSpan: 0.02, longitudeSpan: 0.02))
-    }
-    print("      map-viewing activity is current on laptop: \(laptopMap.region)")
-
-    step(2, "'desktop' sees the activity offered nearby.")
-    var offer = try await desktop.nearbyActivity(ofType: MapViewerActivity.mapViewing, from: "laptop")
-    print("      offered: \"\(offer.title ?? "")\" (\(offer.activityType)) from \(offer.device)")
-
-    step(3, "The person continues it on 'desktop': MapViewer starts there and asks laptop for the state.")
-    let desktopMap = MapViewController(region: MapRegion(latitude: 0, longitude: 0, latitudeSpan: 1, longitudeSpan: 1), favorites: FavoritesStore(file: nil))
-    let desktopDelegate = MapViewerAppDelegate(mapViewController: desktopMap)
-    await desktop.install(manifest) { desktopDelegate }
-    var outcome = await desktop.continueActivity(offer)
-    print("      outcome: \(outcome)")
-    var seen = 0
-    show(desktopDelegate.events, from: &seen)
-    var shown = 0
-    show(desktopMap.log, from: &shown)
-
-    step(4, "Back on 'laptop', the person opens the editor of the Stonestown store and marks it a favorite.")
-    laptopApp.perform {
-        laptopMap.openEditor(for: bundledStores[1])
-        laptopMap.setFavorite(true)
-    }
-    offer = try await desktop.nearbyActivity(ofType: MapViewerActivity.storeEditing, from: "laptop")
-    print("      desktop now sees: \"\(offer.title ?? "")\"")
-
-    step(5, "They continue the editing on 'desktop': its editor opens, and laptop's editor closes.")
-    outcome = await desktop.continueActivity(offer)
-    print("      outcome: \(outcome)")
-    show(desktopDelegate.events, from: &seen)
-    show(desktopMap.log, from: &shown)
-    for line in laptopMap.log { print("      laptop: \(line)") }
-
-    print("\nDone: the region and the store's favorite flag moved from laptop to desktop.")
+@MainActor
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("\nhandoff-demo: \(message)\n".utf8))
+    cleanUp()
+    exit(1)
 }
 
-try await runDemo()
+@MainActor
+func cleanUp() {
+    for process in started where process.isRunning {
+        process.terminate()
+        process.waitUntilExit()
+    }
+    // The MapViewer the agent started on the second device, if it is still there.
+    let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    for pid in pids.compactMap(Int32.init) {
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe"), exe.hasPrefix(root.path) {
+            kill(pid, SIGTERM)
+        }
+    }
+    try? FileManager.default.removeItem(at: root)
+}
+
+/// Waits up to 10 seconds for `condition`.
+@MainActor
+func waitFor(_ what: String, _ condition: () -> Bool) {
+    for _ in 0..<500 {
+        if condition() { return }
+        usleep(20_000)
+    }
+    fail("timed out waiting for \(what)")
+}
+
+@MainActor
+func lines(_ file: URL) -> [String] {
+    ((try? String(contentsOf: file, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+}
+
+// MARK: The demo
+
+// Ctrl-C reaches the whole process group: the agents stop gracefully and the apps end.
+try? FileManager.default.removeItem(at: root)
+try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+print("Handoff demo: two devices on this machine, 'laptop' and 'desktop', each its own handoffd.")
+print("Everything lives in \(root.path) and goes over loopback only.")
+
+step(1, "Start an agent for each device: its own state folder, socket and ports.")
+for device in ["laptop", "desktop"] {
+    let process = Process()
+    process.executableURL = binary("handoffd")
+    process.arguments = [
+        "--name", device, "--state-dir", root.appendingPathComponent(device).path, "--socket", socket(device),
+        "--listen", "127.0.0.1:0", "--interface", "lo", "--discovery-port", discoveryPort, "--log-level", "warning",
+    ]
+    print("    $ handoffd \(process.arguments!.joined(separator: " "))")
+    try process.run()
+    started.append(process)
+}
+waitFor("the agents to start") { FileManager.default.fileExists(atPath: socket("laptop")) && FileManager.default.fileExists(atPath: socket("desktop")) }
+
+step(2, "Pair them: an account on 'laptop', then 'desktop' joins with a one-time token.")
+handoff("laptop", ["account", "create", "--name", "demo"])
+let token = handoff("laptop", ["device", "invite", "--token", "--expires", "2m"]).trimmingCharacters(in: .whitespacesAndNewlines)
+handoff("desktop", ["join", token])
+waitFor("the devices to hear each other") { handoff("desktop", ["devices"], show: false).contains("nearby") }
+handoff("desktop", ["devices"])
+
+step(3, "Install the MapViewer sample app on both (its Info.plist, entitlements and executable).")
+let app = root.appendingPathComponent("MapViewer.app", isDirectory: true)
+try FileManager.default.createDirectory(at: app, withIntermediateDirectories: true)
+let manifests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewer/App").standardizedFileURL
+for file in ["Info.plist", "MapViewer.entitlements"] {
+    try FileManager.default.copyItem(at: manifests.appendingPathComponent(file), to: app.appendingPathComponent(file))
+}
+try FileManager.default.copyItem(at: binary("MapViewer"), to: app.appendingPathComponent("MapViewer"))
+handoff("laptop", ["apps", "install", app.path])
+handoff("desktop", ["apps", "install", app.path])
+
+step(4, "On 'laptop', the person opens MapViewer and looks at the map around Union Square.")
+let laptopApp = Process()
+laptopApp.executableURL = root.appendingPathComponent("laptop/apps/com.example.handoff.MapViewer/MapViewer")
+let laptopData = root.appendingPathComponent("laptop-MapViewer-data", isDirectory: true)
+laptopApp.environment = ProcessInfo.processInfo.environment.merging(["HANDOFF_SOCKET": socket("laptop"), "HANDOFF_APP_DATA": laptopData.path]) { $1 }
+let input = Pipe()
+laptopApp.standardInput = input
+laptopApp.standardOutput = FileHandle.nullDevice
+laptopApp.standardError = FileHandle.nullDevice
+try laptopApp.run()
+started.append(laptopApp)
+let laptopLog = laptopData.appendingPathComponent("events.log")
+@MainActor
+func tell(_ command: String) {
+    print("    laptop MapViewer> \(command)")
+    input.fileHandleForWriting.write(Data((command + "\n").utf8))
+}
+tell("show 37.7887 -122.4075 0.02")
+waitFor("MapViewer to show the map") { lines(laptopLog).contains { $0.hasPrefix("showing") } }
+indent(lines(laptopLog).filter { $0.hasPrefix("showing") }.joined(separator: "\n"))
+
+step(5, "'desktop' sees the activity offered nearby (announced in a sealed beacon, without its state).")
+waitFor("desktop to list the activity") { handoff("desktop", ["list"], show: false).contains("Viewing the store map") }
+handoff("desktop", ["list"])
+
+step(6, "The person continues it on 'desktop': its agent starts MapViewer there, fetches the state from 'laptop' over TLS, and delivers it.")
+handoff("desktop", ["continue", "--latest"])
+let desktopLog = root.appendingPathComponent("desktop/data/com.example.handoff.MapViewer/events.log")
+waitFor("MapViewer on desktop to restore the map") { lines(desktopLog).contains { $0.hasPrefix("map shows") } }
+indent(lines(desktopLog).map { "desktop MapViewer: \($0)" }.joined(separator: "\n"))
+
+step(7, "Back on 'laptop', the person opens the Stonestown store's editor and marks it a favorite.")
+tell("edit stonestown")
+tell("favorite on")
+waitFor("desktop to list the editing activity") { handoff("desktop", ["list"], show: false).contains("Editing Stonestown") }
+handoff("desktop", ["list"])
+
+step(8, "They continue the editing on 'desktop': its editor opens there, and laptop's editor closes.")
+let seen = lines(desktopLog).count
+handoff("desktop", ["continue", "--latest"])
+waitFor("the editor to open on desktop") { lines(desktopLog).contains { $0.hasPrefix("editor open") } }
+waitFor("the editor to close on laptop") { lines(laptopLog).contains { $0.contains("closed: continued on another device") } }
+indent(lines(desktopLog).dropFirst(seen).map { "desktop MapViewer: \($0)" }.joined(separator: "\n"))
+indent(lines(laptopLog).filter { $0.contains("closed") }.map { "laptop MapViewer: \($0)" }.joined(separator: "\n"))
+
+print("\nDone: the map region and the store's favorite flag moved from 'laptop' to 'desktop', between two real agents.")
+cleanUp()
