@@ -860,7 +860,7 @@ public actor Agent {
         guard let owner = activities.first(where: { $0.value[activityID] != nil }), let session = sessions[owner.key] else {
             return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the activity is no longer available on '\(deviceName)': its app closed it or quit"))
         }
-        let appName = session.app?.manifest.bundleIdentifier ?? "the app"
+        let appName = session.app?.manifest.bundleIdentifier ?? "the local client (process \(session.peer.pid))"
         let request = nextSave
         nextSave += 1
         let deadline = configuration.saveDeadline
@@ -880,6 +880,16 @@ public actor Agent {
             if size > configuration.maximumPayload {
                 logger.warning("an activity's userInfo is over the limit", metadata: ["app": "\(appName)", "bytes": "\(size)"])
                 return .failure(FetchFailure(code: FetchFailure.userInfoTooLarge, message: "the activity's userInfo is \(size) bytes, over the limit of \(configuration.maximumPayload); move bulk data to continuation streams"))
+            }
+            // Bytes from a client in another language are checked here, so that the origin
+            // logs the mistake and the continuing side is told, rather than the app there.
+            if let bytes = record.userInfo {
+                do {
+                    _ = try UserInfoCoding.decodeUserInfo(bytes)
+                } catch {
+                    logger.error("an app's saved userInfo cannot be read: \(error)", metadata: ["app": "\(appName)"])
+                    return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the activity's userInfo from \(appName) on '\(deviceName)' cannot be read: \(error)"))
+                }
             }
             // What other devices see of the app is what its verified manifest says.
             if let known = activities[session.id]?[activityID] {
@@ -956,6 +966,16 @@ public actor Agent {
                 return .failure(error)
             case .success(let wire):
                 var record = LocalRecord(wire)
+                if let bytes = record.userInfo {
+                    do {
+                        _ = try UserInfoCoding.decodeUserInfo(bytes)
+                    } catch {
+                        let error = LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity from '\(origin)' could not be read: \(error)")
+                        session.peer.send(.fail(continuation: continuation, activityType: offer.activityType, error: error))
+                        logger.error("the continuation failed: \(error.message)")
+                        return .failure(error)
+                    }
+                }
                 // The type the app was told in willContinue is the one it gets.
                 record.activity.activityType = offer.activityType
                 session.peer.send(.deliver(continuation: continuation, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))

@@ -147,9 +147,7 @@ public final class LocalAPIServer: Sendable {
                             inbox.yield(.success(try LocalMessage(frame: frame)))
                         } catch {
                             // Told to the client at once, under its request number if that can be read.
-                            let object = try? JSONSerialization.jsonObject(with: Data(frame.payload)) as? [String: Any]
-                            let request = (object?["request"] as? NSNumber)?.uint64Value ?? 0
-                            peer.send(.reply(request: request, .failure(error)))
+                            peer.send(.reply(request: Self.requestNumber(in: frame.payload), .failure(error)))
                             inbox.yield(.failure(error))
                         }
                     }
@@ -164,6 +162,17 @@ public final class LocalAPIServer: Sendable {
             await writer.value
             reader.cancel()
         }
+    }
+
+    /// The request number of a message that could not be read, if it has a valid one (an
+    /// integer from 1 to 2^53 − 1); else 0.
+    static func requestNumber(in payload: [UInt8]) -> UInt64 {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
+            let number = object["request"] as? NSNumber, !(object["request"] is Bool)
+        else { return 0 }
+        let value = number.doubleValue
+        guard value >= 1, value < 9_007_199_254_740_992, value == value.rounded() else { return 0 }
+        return UInt64(value)
     }
 
     /// Stops listening, closes every client and removes the socket file.

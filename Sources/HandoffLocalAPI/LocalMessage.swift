@@ -176,7 +176,12 @@ public enum LocalMessage: Sendable, Hashable {
             return "\(path(context.codingPath)) should be \(jsonName(type))"
         case .dataCorrupted(let context):
             if context.codingPath.isEmpty { return "the message is not valid JSON" }
-            return "\(path(context.codingPath)): \(context.debugDescription)"
+            if context.debugDescription.contains("UUID") {
+                return "\(path(context.codingPath)) should be a UUID such as 6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+            }
+            if context.codingPath.last?.stringValue == "role" { return "'role' should be \"app\" or \"control\"" }
+            if context.codingPath.last?.stringValue == "request" { return "'request' should be an integer from 1 to 2^53 - 1" }
+            return "\(path(context.codingPath)) has a value that is not allowed: \(context.debugDescription)"
         @unknown default:
             return "the message could not be read: \(error)"
         }

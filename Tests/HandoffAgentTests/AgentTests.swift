@@ -255,4 +255,44 @@ struct AgentTests {
             #expect(fetched.failureValue?.code == 4609)
         }
     }
+
+    @Test("A client written in Python from docs/local-api.md alone offers an activity, answers the save, and hears it was continued")
+    func pythonClient() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("local_api_client.py")
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", script.path, "scenario", a.socket, b.socket]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "the Python client failed:\n\(printed)")
+            #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("map shows center 37.7887, -122.4075") } }, "events: \(b.mapViewerEvents)")
+        }
+    }
+
+    @Test("A userInfo that does not decode is stopped at the origin: the continuing app gets 4608 and the reply says so")
+    func unreadableUserInfo() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity, userInfo: Data([0x48, 0x07, 0x0C, 0x00]))))
+            try app.client.send(.becameCurrent(activity))
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            let reply = try await b.attempt(.continue(activity: activity.id))
+            #expect(reply.error?.code == 4608)
+            #expect(reply.error?.message.contains("cannot be read") == true, "\(String(describing: reply.error))")
+            #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") && $0.contains("4608") } })
+        }
+    }
 }
