@@ -415,6 +415,8 @@ public actor Agent {
             return
         case .removeDevice(let name):
             reply = await removeDevice(named: name)
+        case .probe(let host, let port):
+            reply = LocalReply(probe: await probe(host: host, port: port))
         case .watch:
             watchers[session.id] = session.peer
             reply = LocalReply(activities: await nearbyActivities())
@@ -1164,12 +1166,32 @@ public actor Agent {
         }
     }
 
+    /// Tries a link to `host:port`, telling a closed port from a device that refuses this one.
+    private func probe(host: String, port: Int) async -> LocalProbe {
+        do {
+            let link = try await PeerConnection.open(
+                host: host, port: port, identity: identity, pins: { [pins] in pins.value }, deadline: .seconds(3), eventLoopGroup: eventLoopGroup)
+            link.close()
+            let name = memberName(link.device)
+            return LocalProbe(reachable: true, member: true, device: name, message: "'\(name)' answers at \(host):\(port) and accepts this device")
+        } catch {
+            if error.message.contains("cannot be reached") || error.message.contains("did not answer") {
+                return LocalProbe(reachable: false, member: false, device: nil, message: "nothing answers at \(host):\(port): \(error.message)")
+            }
+            return LocalProbe(reachable: true, member: false, device: nil, message: "something answers at \(host):\(port), but the link was refused: it is not a device of this account, or it does not accept this one")
+        }
+    }
+
     private func status() async -> LocalStatus {
         let nearby = await discovery?.nearby ?? []
+        let counters = await discovery?.statistics
         return LocalStatus(
             version: handoffVersion, device: thisDevice, account: account?.name, members: account?.members.count ?? 0, nearby: nearby.count,
             linkPort: linkPort, interfaces: configuration.interfaces ?? Self.multicastInterfaces(),
-            staticPeers: configuration.staticPeers.map(\.description), apps: apps.count, currentActivity: offered)
+            staticPeers: configuration.staticPeers.map(\.description), apps: apps.count, currentActivity: offered,
+            discovery: counters.map {
+                LocalDiscoveryCounters(datagrams: $0.datagrams, unopened: $0.unopened, replayed: $0.replayed, outsideWindow: $0.outsideWindow, accepted: $0.accepted)
+            })
     }
 
     private func localApp(_ app: InstalledApp) -> LocalApp {

@@ -102,6 +102,8 @@ public actor Discovery {
     private var devices: [UUID: NearbyDevice] = [:]
     private var subscribers: [UUID: AsyncStream<DiscoveryEvent>.Continuation] = [:]
     private var tasks: [Task<Void, Never>] = []
+    /// When this device last answered a newcomer's beacon with one of its own.
+    private var lastGreeting = ContinuousClock.now - .seconds(60)
     public private(set) var statistics = DiscoveryStatistics()
 
     /// - Parameter keys: the account's beacon keys, current first (then the previous one while
@@ -244,9 +246,21 @@ public actor Discovery {
         let heard = NearbyDevice(sender: content.sender, address: address, linkPort: content.linkPort, activity: content.activity, lastHeard: Date())
         let previous = devices[content.sender]
         devices[content.sender] = heard
+        if previous == nil {
+            greet()
+        }
         if previous?.activity != heard.activity || previous?.address != heard.address || previous?.linkPort != heard.linkPort {
             publish(.heard(heard))
         }
+    }
+
+    /// A device heard for the first time (it started, or joined) learns of this one at once
+    /// rather than at the next refresh: one beacon, at most once a second.
+    private func greet() {
+        let now = ContinuousClock.now
+        guard now - lastGreeting >= .seconds(1) else { return }
+        lastGreeting = now
+        tasks.append(Task { [weak self] in try? await self?.send() })
     }
 
     private func expire() {

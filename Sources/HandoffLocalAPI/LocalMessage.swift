@@ -29,12 +29,13 @@ public struct LocalReply: Codable, Sendable, Hashable {
     public var joinRequest: LocalJoinRequest?
     /// The number to compare on both screens while joining interactively.
     public var verification: String?
+    public var probe: LocalProbe?
 
     public init(
         error: LocalError? = nil, version: Int? = nil, device: LocalDevice? = nil, app: LocalApp? = nil, status: LocalStatus? = nil,
         devices: [LocalDevice]? = nil, activities: [LocalNearbyActivity]? = nil, apps: [LocalApp]? = nil,
         continued: LocalContinued? = nil, account: String? = nil, invitation: LocalInvitation? = nil,
-        joinRequest: LocalJoinRequest? = nil, verification: String? = nil
+        joinRequest: LocalJoinRequest? = nil, verification: String? = nil, probe: LocalProbe? = nil
     ) {
         self.ok = error == nil
         self.error = error
@@ -50,6 +51,7 @@ public struct LocalReply: Codable, Sendable, Hashable {
         self.invitation = invitation
         self.joinRequest = joinRequest
         self.verification = verification
+        self.probe = probe
     }
 
     public static func failure(_ error: LocalError) -> LocalReply { LocalReply(error: error) }
@@ -93,6 +95,9 @@ public enum LocalCall: Sendable, Hashable {
     /// Removes a device from the account, by name: a signed change sent to every member, and
     /// a new beacon key.
     case removeDevice(name: String)
+    /// Tries a link to `host:port` with this device's identity: is something there, and is it
+    /// a device of this account that accepts this one?
+    case probe(host: String, port: Int)
 }
 
 /// One message of the local API. Each is a JSON object with a `type` key, carried in a frame
@@ -200,7 +205,7 @@ public enum LocalMessage: Sendable, Hashable {
 
 extension LocalMessage: Codable {
     enum Key: String, CodingKey {
-        case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code
+        case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code, port
         case record, error, reply, continuation, activityType, origin, event
     }
 
@@ -236,6 +241,7 @@ extension LocalMessage: Codable {
         case "join": self = .call(request: try request(), .join(code: try c.decode(String.self, forKey: .code)))
         case "awaitJoinResult": self = .call(request: try request(), .awaitJoinResult)
         case "removeDevice": self = .call(request: try request(), .removeDevice(name: try c.decode(String.self, forKey: .name)))
+        case "probe": self = .call(request: try request(), .probe(host: try c.decode(String.self, forKey: .host), port: try c.decode(Int.self, forKey: .port)))
         case "becameCurrent": self = .becameCurrent(try c.decode(LocalActivity.self, forKey: .activity))
         case "resigned": self = .resigned(activity: try c.decode(UUID.self, forKey: .activity))
         case "invalidated": self = .invalidated(activity: try c.decode(UUID.self, forKey: .activity))
@@ -308,6 +314,10 @@ extension LocalMessage: Codable {
             case .removeDevice(let name):
                 try c.encode("removeDevice", forKey: .type)
                 try c.encode(name, forKey: .name)
+            case .probe(let host, let port):
+                try c.encode("probe", forKey: .type)
+                try c.encode(host, forKey: .host)
+                try c.encode(port, forKey: .port)
             }
         case .becameCurrent(let activity):
             try c.encode("becameCurrent", forKey: .type)

@@ -229,10 +229,12 @@ public struct LocalStatus: Codable, Sendable, Hashable {
     public var staticPeers: [String]
     public var apps: Int
     public var currentActivity: LocalActivity?
+    /// What discovery has received since the agent started.
+    public var discovery: LocalDiscoveryCounters?
 
     public init(
         version: String, device: LocalDevice, account: String?, members: Int, nearby: Int, linkPort: Int,
-        interfaces: [String], staticPeers: [String], apps: Int, currentActivity: LocalActivity?
+        interfaces: [String], staticPeers: [String], apps: Int, currentActivity: LocalActivity?, discovery: LocalDiscoveryCounters? = nil
     ) {
         self.version = version
         self.device = device
@@ -244,6 +246,45 @@ public struct LocalStatus: Codable, Sendable, Hashable {
         self.staticPeers = staticPeers
         self.apps = apps
         self.currentActivity = currentActivity
+        self.discovery = discovery
+    }
+}
+
+/// Beacons received, by what became of them.
+public struct LocalDiscoveryCounters: Codable, Sendable, Hashable {
+    public var datagrams: Int
+    /// Did not open with the account's keys: another account, noise, forgeries.
+    public var unopened: Int
+    /// Opened, but a sequence already seen: replays.
+    public var replayed: Int
+    /// Opened, but too far from this device's clock.
+    public var outsideWindow: Int
+    public var accepted: Int
+
+    public init(datagrams: Int, unopened: Int, replayed: Int, outsideWindow: Int, accepted: Int) {
+        self.datagrams = datagrams
+        self.unopened = unopened
+        self.replayed = replayed
+        self.outsideWindow = outsideWindow
+        self.accepted = accepted
+    }
+}
+
+/// What became of trying a link to an address.
+public struct LocalProbe: Codable, Sendable, Hashable {
+    /// Whether anything answered on the port.
+    public var reachable: Bool
+    /// Whether it is a device of this account that accepts this one.
+    public var member: Bool
+    /// Its name, when it is a member.
+    public var device: String?
+    public var message: String
+
+    public init(reachable: Bool, member: Bool, device: String?, message: String) {
+        self.reachable = reachable
+        self.member = member
+        self.device = device
+        self.message = message
     }
 }
 

@@ -22,7 +22,7 @@ struct HandoffCommand: AsyncParsableCommand {
         version: handoffCLIVersion,
         subcommands: [
             Status.self, Devices.self, List.self, Continue.self, Watch.self, Publish.self, Apps.self, AccountCommand.self,
-            DeviceCommand.self, Join.self,
+            DeviceCommand.self, Join.self, Probe.self,
         ])
 }
 
@@ -116,6 +116,9 @@ struct Status: AsyncParsableCommand {
         print("interfaces: \(status.interfaces.isEmpty ? "none (no multicast)" : status.interfaces.joined(separator: ", "))")
         if !status.staticPeers.isEmpty { print("peers:      \(status.staticPeers.joined(separator: ", "))") }
         print("apps:       \(status.apps) installed")
+        if let counters = status.discovery {
+            print("beacons:    \(counters.accepted) accepted, \(counters.unopened) not for this account, \(counters.replayed) replayed, \(counters.outsideWindow) outside the time window")
+        }
         if let current = status.currentActivity {
             print("offering:   \(current.title ?? current.activityType) (\(current.activityType))")
         }
@@ -287,5 +290,25 @@ struct AccountCommand: AsyncParsableCommand {
             _ = await call(client, .createAccount(name: name))
             print("Made the account '\(name)'. Add your other devices with 'handoff device invite'.")
         }
+    }
+}
+
+struct Probe: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Try a link to another device: is its port open, and does it accept this device?")
+    @OptionGroup var connection: Connection
+    @OptionGroup var output: Output
+    @Argument(help: ArgumentHelp("The other device's link address.", valueName: "HOST:PORT")) var address: String
+
+    func run() async throws {
+        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]), (1...65_535).contains(port) else {
+            throw ValidationError("'\(address)' is not HOST:PORT")
+        }
+        let host = String(address[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let client = try connection.connect()
+        guard let probe = await call(client, .probe(host: host, port: port)).probe else { return }
+        if output.json { return printJSON(probe) }
+        print(probe.message)
+        if !probe.member { throw ExitCode(probe.reachable ? Exit.notAllowed : Exit.notFound) }
     }
 }

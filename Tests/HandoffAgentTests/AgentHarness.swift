@@ -30,7 +30,8 @@ func waitUntil(_ seconds: Double = 10, _ condition: () async throws -> Bool) asy
 /// One device of a test: an agent in this process with its own state, socket and ports.
 struct TestDevice: Sendable {
     let name: String
-    let agent: Agent
+    /// The agent, when it runs in this process (nil for a handoffd process).
+    let agent: Agent?
     let socket: String
     let state: URL
 
@@ -152,7 +153,7 @@ final class AgentHarness: Sendable {
 
     /// Stops every agent, ends the apps they started, and removes the folders.
     func stop() async {
-        for device in devices.withLock({ $0 }) { await device.agent.stop() }
+        for device in devices.withLock({ $0 }) { await device.agent?.stop() }
         for process in processes.withLock({ $0 }) where process.isRunning { process.terminate() }
         // Apps the agents started find themselves alone; end them too.
         let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []

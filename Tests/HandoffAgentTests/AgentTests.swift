@@ -222,7 +222,7 @@ struct AgentTests {
             let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
             try app.client.send(.becameCurrent(activity))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
-            await a.agent.stop()
+            await a.agent?.stop()
             #expect(try await b.attempt(.continue(activity: activity.id)).error?.code == 4609)
         }
     }
@@ -249,7 +249,7 @@ struct AgentTests {
             #expect(try await c.nearby().isEmpty)
 
             let identity = try #require(try DeviceIdentity.load(from: StateStore(directory: c.state)))
-            let port = await a.agent.linkPort
+            let port = try #require(await a.agent?.linkPort)
             let alpha = try #require(try await a.call(.status).status?.device.fingerprint)
             let fetched = await ActivityFetcher.fetch(activity.id, from: "127.0.0.1", port: port, identity: identity, pins: { [alpha] }, deadline: .seconds(2))
             #expect(fetched.failureValue?.code == 4609)

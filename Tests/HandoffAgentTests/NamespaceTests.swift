@@ -1,0 +1,213 @@
+import Foundation
+import HandoffLocalAPI
+import Synchronization
+import Testing
+
+@testable import HandoffAgent
+
+/// Whether this process may make network namespaces (root, with iproute2's `ip`).
+let canMakeNamespaces: Bool = {
+    guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") || FileManager.default.isExecutableFile(atPath: "/sbin/ip") || FileManager.default.isExecutableFile(atPath: "/usr/bin/ip") else {
+        return false
+    }
+    let name = "hoprobe\(getpid() % 100_000)"
+    defer { _ = try? shell(["ip", "netns", "del", name]) }
+    return (try? shell(["ip", "netns", "add", name])) != nil
+}()
+
+/// Runs a command and returns its output; throws with what it printed when it fails.
+@discardableResult
+func shell(_ arguments: [String], input: Data? = nil) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    let stdin = Pipe()
+    process.standardInput = stdin
+    try process.run()
+    if let input { stdin.fileHandleForWriting.write(input) }
+    try? stdin.fileHandleForWriting.close()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    guard process.terminationStatus == 0 else {
+        throw LocalError(.failed, "\(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(text)")
+    }
+    return text
+}
+
+/// Three hosts on one Ethernet segment, each a network namespace with its own `handoffd`
+/// process: a bridge in a fourth namespace joins them. Nothing touches the host's own network.
+final class Segment: Sendable {
+    let prefix: String
+    let hosts = ["a", "b", "c"]
+    let harness: AgentHarness
+    private let agents = Mutex<[String: Process]>([:])
+
+    init() throws {
+        harness = try AgentHarness()
+        prefix = "ho\(getpid() % 10_000)\(Int.random(in: 10...99))"
+        let bridge = "\(prefix)br"
+        try shell(["ip", "netns", "add", bridge])
+        try shell(["ip", "-n", bridge, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
+        try shell(["ip", "-n", bridge, "link", "set", "br0", "up"])
+        for (index, host) in hosts.enumerated() {
+            let namespace = "\(prefix)\(host)"
+            try shell(["ip", "netns", "add", namespace])
+            try shell(["ip", "-n", namespace, "link", "add", "eth0", "type", "veth", "peer", "name", "p\(host)", "netns", bridge])
+            try shell(["ip", "-n", namespace, "addr", "add", "10.77.0.\(index + 1)/24", "dev", "eth0"])
+            try shell(["ip", "-n", namespace, "link", "set", "eth0", "up"])
+            try shell(["ip", "-n", namespace, "link", "set", "lo", "up"])
+            try shell(["ip", "-n", bridge, "link", "set", "p\(host)", "master", "br0", "up"])
+        }
+    }
+
+    func address(_ host: String) -> String { "10.77.0.\(hosts.firstIndex(of: host)! + 1)" }
+
+    /// Starts (or restarts) `handoffd` inside host `host`'s namespace.
+    func start(_ host: String, name: String) async throws -> TestDevice {
+        let binary = try #require(builtExecutable("handoffd"))
+        let state = harness.root.appendingPathComponent(host, isDirectory: true)
+        let socket = harness.root.appendingPathComponent("\(host).sock").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "ip", "netns", "exec", "\(prefix)\(host)", binary.path, "--name", name, "--state-dir", state.path, "--socket", socket,
+            "--listen", "\(address(host)):47170", "--interface", "eth0", "--log-level", "error",
+        ]
+        try process.run()
+        agents.withLock { $0[host] = process }
+        let device = TestDevice(name: name, agent: nil, socket: socket, state: state)
+        let up = await waitUntil { (try? await device.call(.status)) != nil }
+        try #require(up, "handoffd did not start in namespace \(prefix)\(host)")
+        return device
+    }
+
+    /// Kills host `host`'s agent at once, as a crash would.
+    func crash(_ host: String) {
+        guard let process = agents.withLock({ $0[host] }) else { return }
+        // `ip netns exec` runs the agent in its own process (exec), so the pid is the agent's.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Runs a command inside host `host`'s namespace.
+    @discardableResult
+    func run(in host: String, _ arguments: [String], input: Data? = nil) throws -> String {
+        try shell(["ip", "netns", "exec", "\(prefix)\(host)"] + arguments, input: input)
+    }
+
+    func tearDown() async {
+        for process in agents.withLock({ Array($0.values) }) where process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        await harness.stop()
+        for host in hosts { _ = try? shell(["ip", "netns", "del", "\(prefix)\(host)"]) }
+        _ = try? shell(["ip", "netns", "del", "\(prefix)br"])
+    }
+}
+
+/// Captures one beacon on a namespace's segment (Python, standard library) and sends it again.
+let beaconTool = """
+    import socket, struct, sys
+    mode, path, local = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode == "capture":
+        source = sys.argv[4]
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("239.255.71.68", 47168))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, struct.pack("4s4s", socket.inet_aton("239.255.71.68"), socket.inet_aton(local)))
+        s.settimeout(30)
+        while True:
+            data, sender = s.recvfrom(2048)
+            if sender[0] == source and len(data) == 512:
+                open(path, "wb").write(data)
+                break
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(local))
+        s.sendto(open(path, "rb").read(), ("239.255.71.68", 47168))
+    """
+
+@Suite("Three hosts in network namespaces", .serialized, .enabled(if: canMakeNamespaces, "needs root and iproute2 to make network namespaces; skipped"))
+struct NamespaceTests {
+    @Test("A and B in one account, C in another: A's activity continues on B; C sees nothing and is refused; a replayed beacon changes nothing; a removed device loses access; a crash mid-write leaves state that loads")
+    func threeHosts() async throws {
+        let segment = try Segment()
+        do {
+            try await scenario(segment)
+        } catch {
+            await segment.tearDown()
+            throw error
+        }
+        await segment.tearDown()
+    }
+
+    func scenario(_ segment: Segment) async throws {
+        let a = try await segment.start("a", name: "alpha")
+        let b = try await segment.start("b", name: "beta")
+        let c = try await segment.start("c", name: "gamma")
+        try await segment.harness.pair([a, b])
+        try await c.call(.createAccount(name: "elsewhere"))
+        try await segment.harness.installMapViewer(on: a)
+        try await segment.harness.installMapViewer(on: b)
+        try await segment.harness.installMapViewer(on: c)
+
+        // A's MapViewer (it reaches its agent by the socket file, whatever namespace it is in).
+        let origin = try segment.harness.runMapViewer(on: a)
+        origin.send("show 37.7887 -122.4075 0.02")
+        try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == mapViewing }, "beta never listed alpha's activity")
+        let offer = try #require(try await b.nearby().first)
+        let continued = try #require(try await b.call(.continue(activity: offer.activity.id)).continued)
+        #expect(continued.app == "com.example.handoff.MapViewer")
+        #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("map shows center 37.7887, -122.4075") } }, "events on beta: \(b.mapViewerEvents)")
+
+        // C hears the beacons but opens none, lists nothing, and is refused a link.
+        #expect(await waitUntil { ((try? await c.call(.status).status?.discovery?.unopened) ?? 0) > 0 }, "gamma received no beacon at all: is the segment up?")
+        #expect(try await c.nearby().isEmpty)
+        #expect(try await c.call(.status).status?.discovery?.accepted == 0)
+        for host in ["a", "b"] {
+            let probe = try #require(try await c.call(.probe(host: segment.address(host), port: 47_170)).probe)
+            #expect(probe.reachable && !probe.member, "\(probe.message)")
+        }
+        let fromB = try #require(try await b.call(.probe(host: segment.address("a"), port: 47_170)).probe)
+        #expect(fromB.member && fromB.device == "alpha", "\(fromB.message)")
+
+        // A beacon of A captured on the segment and sent again later is refused by B.
+        let captured = segment.harness.root.appendingPathComponent("beacon.bin").path
+        let capture = Task.detached { try segment.run(in: "c", ["python3", "-c", beaconTool, "capture", captured, segment.address("c"), segment.address("a")]) }
+        try await Task.sleep(for: .milliseconds(300))
+        origin.send("show 37.79 -122.41 0.03")  // a change makes A send a beacon at once
+        _ = try await capture.value
+        let before = try #require(try await b.call(.status).status?.discovery)
+        try segment.run(in: "c", ["python3", "-c", beaconTool, "replay", captured, segment.address("c")])
+        #expect(await waitUntil { ((try? await b.call(.status).status?.discovery?.replayed) ?? 0) > before.replayed }, "beta did not count the replay")
+        #expect(try await b.nearby().first?.activity.id == offer.activity.id, "the replay changed what beta lists")
+
+        // B is removed: it learns it, its links are refused, and A's beacons are closed to it.
+        try await a.call(.removeDevice(name: "beta"))
+        #expect(await waitUntil { (try? await b.call(.status).status?.account) == .some(nil) }, "beta still thinks it is in the account")
+        let afterRemoval = try #require(try await b.call(.probe(host: segment.address("a"), port: 47_170)).probe)
+        #expect(afterRemoval.reachable && !afterRemoval.member, "\(afterRemoval.message)")
+        #expect(try await b.nearby().isEmpty)
+
+        // A crash in the middle of a state write leaves state that loads: B joins again, then A
+        // is killed while it writes the account for B's removal, and starts again.
+        let invitation = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+        try await b.call(.join(code: invitation.code))
+        try await b.call(.awaitJoinResult)
+        #expect(try await a.call(.status).status?.members == 2)
+        let client = try a.control()
+        try client.send(.call(request: 1_000, .removeDevice(name: "beta")))
+        segment.crash("a")
+        client.close()
+        let restarted = try await segment.start("a", name: "alpha")
+        let status = try #require(try await restarted.call(.status).status)
+        #expect(status.account == "home")
+        #expect(status.members == 1 || status.members == 2, "the account has \(status.members) members")
+    }
+}
