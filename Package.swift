@@ -81,6 +81,12 @@ let package = Package(
             path: "Benchmarks/UserInfoBenchmark",
             swiftSettings: strict
         ),
+        .executableTarget(
+            name: "AgentBenchmark",
+            dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "handoffd"],
+            path: "Benchmarks/AgentBenchmark",
+            swiftSettings: strict
+        ),
         .testTarget(name: "HandoffTests", dependencies: ["Handoff"], swiftSettings: strict),
         .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire"], swiftSettings: strict),
         .testTarget(

@@ -295,4 +295,89 @@ struct AgentTests {
             #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") && $0.contains("4608") } })
         }
     }
+
+    @Test("The origin's agent going away during the fetch fails the continuation with 4608")
+    func originVanishes() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha") { $0.saveDeadline = .seconds(10) }
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let app = try RawApp(socket: a.socket, behaviour: .neverAnswer)
+            try app.client.send(.becameCurrent(activity))
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            let continuing = Task { try await b.attempt(.continue(activity: activity.id)) }
+            #expect(await waitUntil { app.messages.contains { if case .save = $0 { true } else { false } } }, "alpha's app was never asked to save")
+            await a.agent?.stop()
+            let reply = try await continuing.value
+            #expect(reply.error?.code == 4608, "\(String(describing: reply.error))")
+            #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") && $0.contains("4608") } })
+        }
+    }
+
+    @Test("When the agent restarts, a running app reconnects by itself and its activity is offered again")
+    func agentRestart() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: a)
+            let origin = try harness.runMapViewer(on: a)
+            origin.send("show 37.7887 -122.4075 0.02")
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == mapViewing })
+            await a.agent?.stop()
+            let again = try await harness.start("alpha")
+            #expect(await waitUntil { (try? await again.call(.status).status?.currentActivity?.activityType) == mapViewing }, "the app did not announce its activity to the new agent")
+            let offer = try await b.nearby().first
+            #expect(offer?.activity.activityType == mapViewing)
+        }
+    }
+
+    @Test("The handoff command: publish on one device; list, watch and continue on the other, as JSON")
+    func commandLine() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let handoff = try #require(builtExecutable("handoff"))
+            let watcher = Process()
+            watcher.executableURL = handoff
+            watcher.arguments = ["watch", "--json", "--socket", b.socket]
+            let watched = Pipe()
+            watcher.standardOutput = watched
+            try watcher.run()
+
+            let publisher = Process()
+            publisher.executableURL = handoff
+            publisher.arguments = [
+                "publish", "--type", mapViewing, "--title", "From a script", "--team", "EXAMPLETEAM",
+                "--info-json", #"{"region.center.latitude": 48.8584, "region.center.longitude": 2.2945, "region.span.latitude": 0.01, "region.span.longitude": 0.01}"#,
+                "--exit-after", "20", "--socket", a.socket,
+            ]
+            publisher.standardOutput = FileHandle.nullDevice
+            publisher.standardError = FileHandle.nullDevice
+            try publisher.run()
+            defer {
+                publisher.terminate()
+                watcher.terminate()
+            }
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.title) == "From a script" })
+            let listed = try run("handoff", ["list", "--json", "--socket", b.socket])
+            #expect(listed.status == 0)
+            let activities = try JSONSerialization.jsonObject(with: Data(listed.output.utf8)) as? [[String: Any]]
+            #expect(activities?.first?["handler"] as? String == "com.example.handoff.MapViewer")
+
+            let continued = try run("handoff", ["continue", "--latest", "--json", "--socket", b.socket])
+            #expect(continued.status == 0, "\(continued.errors)")
+            #expect(continued.output.contains("\"app\" : \"com.example.handoff.MapViewer\""), "\(continued.output)")
+            #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("map shows center 48.8584, 2.2945") } }, "events: \(b.mapViewerEvents)")
+
+            watcher.terminate()
+            let events = String(decoding: watched.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(events.contains("\"change\" : \"appeared\""), "\(events)")
+            #expect(events.contains("From a script"))
+        }
+    }
 }
