@@ -87,7 +87,7 @@ let package = Package(
             path: "Benchmarks/AgentBenchmark",
             swiftSettings: strict
         ),
-        .testTarget(name: "HandoffTests", dependencies: ["Handoff"], swiftSettings: strict),
+        .testTarget(name: "HandoffTests", dependencies: ["Handoff", "HandoffLocalAPI"], swiftSettings: strict),
         .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire"], swiftSettings: strict),
         .testTarget(
             name: "HandoffAgentTests",

@@ -56,7 +56,7 @@ func typicalUserInfo(iteration: Int) -> [AnyHashable: Any] {
     return [
         "iteration": iteration, "region.center.latitude": 37.7749, "region.center.longitude": -122.4194,
         "document": "Quarterly plan.shapes", "selection": [3, 5, 8, 13, 21],
-        "draft": String(repeating: "Continue where you left off. ", count: 20), "recent": recent,
+        "draft": String(repeating: "Continue where you left off. ", count: 44), "recent": recent,
         "settings": ["zoom": 1.25, "grid": true, "units": "mm"] as [String: Any],
     ]
 }
