@@ -26,6 +26,9 @@ public struct AccountState: Codable, Sendable, Hashable {
     public var beaconKeys: [Data]
     /// Grows with every change to the membership, so that an older change never wins.
     public var revision: UInt64
+    /// Beacon keys the account used before (the newest first, a few at most): beacons under
+    /// them are never listed, only used to find members that missed a change.
+    public var retiredBeaconKeys: [Data]?
 
     public init(id: UUID = UUID(), name: String, members: [Member], beaconKeys: [Data], revision: UInt64 = 1) {
         self.id = id
@@ -36,6 +39,14 @@ public struct AccountState: Codable, Sendable, Hashable {
     }
 
     public static let fileName = "account.json"
+
+    /// The account's recent changes, signed, for members that missed them.
+    public static let changesFileName = "account-changes.json"
+
+    /// The retired keys, skipping any that are damaged.
+    public var retiredKeys: [BeaconKey] {
+        (retiredBeaconKeys ?? []).compactMap { try? BeaconKey(rawRepresentation: Array($0)) }
+    }
 
     /// The beacon keys, checked: a state file with a damaged key is refused by name.
     public func keys(in store: StateStore) throws(StateError) -> [BeaconKey] {

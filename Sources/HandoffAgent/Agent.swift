@@ -49,11 +49,27 @@ public actor Agent {
     private var pendingSaves: [UInt64: (session: UUID, continuation: CheckedContinuation<Result<LocalRecord, LocalError>, Never>)] = [:]
     private var nextSave: UInt64 = 1
     private var started = false
+    /// The account's recent signed changes, oldest first, for members that missed them.
+    private var changes: [RecordedChange] = []
+    private var lastCatchUp: [UUID: ContinuousClock.Instant] = [:]
     private var pairingListener: LinkListener?
     private var invitations: [UUID: PendingInvitation] = [:]
     private var joining: Task<LocalReply, Never>?
     /// How the last join ended, for an `awaitJoinResult` that comes after it did.
     private var joinResult: LocalReply?
+
+    /// A signed change with the revision it makes, as kept in `account-changes.json`.
+    struct RecordedChange: Codable, Sendable {
+        var revision: UInt64
+        var signer: UUID
+        var state: Data
+        var signature: Data
+
+        var change: SignedChange { SignedChange(signer: signer, state: Array(state), signature: Array(signature)) }
+    }
+
+    /// How many changes are kept for members that were away.
+    static let keptChanges = 32
 
     /// An invitation this device made, until it is used or expires.
     private struct PendingInvitation {
@@ -118,6 +134,7 @@ public actor Agent {
             }
             account = try store.load(AccountState.self, from: AccountState.fileName)
             if let account { _ = try account.keys(in: store) }
+            changes = try store.load([RecordedChange].self, from: AccountState.changesFileName) ?? []
         } catch let error as StateError {
             throw AgentError("\(error)")
         } catch {
@@ -216,7 +233,8 @@ public actor Agent {
             expiry: configuration.expiry, unicastListen: (configuration.listen.host, linkPort),
             staticPeers: configuration.staticPeers.map { ($0.host, $0.port) })
         let made = Discovery(
-            device: identity.id, keys: keys, linkPort: UInt16(clamping: linkPort), configuration: discoveryConfiguration,
+            device: identity.id, keys: keys, retiredKeys: account.retiredKeys, accountRevision: account.revision,
+            linkPort: UInt16(clamping: linkPort), configuration: discoveryConfiguration,
             eventLoopGroup: eventLoopGroup, logger: logger)
         do {
             try await made.start()
@@ -467,6 +485,7 @@ public actor Agent {
         let keysChanged = account?.beaconKeys != state.beaconKeys
         account = state
         updatePins()
+        await discovery?.setAccountRevision(state.revision)
         guard keysChanged || discovery == nil else { return }
         discoveryTask?.cancel()
         await discovery?.stop()
@@ -629,11 +648,13 @@ public actor Agent {
         }
         self.account = account
         updatePins()
+        await discovery?.setAccountRevision(account.revision)
+        record(signed, revision: account.revision)
         logger.notice("'\(name)' joined the account '\(account.name)'")
-        await push(signed, to: previous)
+        await push([signed], to: previous)
         // The new device hears this one at once, not at the next refresh.
         try? await discovery?.announce(offered.map(Self.beaconActivity))
-        return LinkMessage.joinAccepted(state: signed.state).frame
+        return LinkMessage.joinAccepted(signed).frame
     }
 
     /// The device id a certificate names (its organizational unit), as `DeviceIdentity.generate` writes it.
@@ -690,10 +711,10 @@ public actor Agent {
 
     private func joined(_ answer: Frame) async -> LocalReply {
         switch try? LinkMessage(frame: answer) {
-        case .joinAccepted(let state)?:
+        case .joinAccepted(let change)?:
             let account: AccountState
             do {
-                account = try SignedAccount.decode(state)
+                account = try change.account()
             } catch {
                 return .failure(LocalError(.failed, error.message))
             }
@@ -705,6 +726,7 @@ public actor Agent {
             } catch {
                 return .failure(LocalError(.failed, error.message))
             }
+            record(change, revision: account.revision)
             logger.notice("joined the account '\(account.name)'", metadata: ["devices": "\(account.members.count)"])
             return LocalReply(account: account.name)
         case .joinRefused(let reason)?:
@@ -726,6 +748,8 @@ public actor Agent {
         }
         let previous = account.members
         account.members.removeAll { $0.id == member.id }
+        // The old keys are kept only to find members that were away (see Discovery.stale).
+        account.retiredBeaconKeys = Array((account.beaconKeys + (account.retiredBeaconKeys ?? [])).prefix(4))
         account.beaconKeys = [Data(BeaconKey.generate().rawRepresentation)]
         account.revision += 1
         let signed: SignedAccount
@@ -734,60 +758,103 @@ public actor Agent {
         } catch {
             return .failure(LocalError(.failed, error.message))
         }
-        await push(signed, to: previous)
+        await push([signed], to: previous)
+        guard (self.account?.revision ?? 0) < account.revision else {
+            return .failure(LocalError(.failed, "the account changed meanwhile; try again"))
+        }
         do {
             try await adopt(account)
         } catch {
             return .failure(LocalError(.failed, error.message))
         }
+        record(signed, revision: account.revision)
         links.removeValue(forKey: member.id)?.close()
         logger.notice("removed '\(name)' from the account and rotated the beacon key")
         return LocalReply(account: account.name)
     }
 
-    /// Sends a signed change to every member in `members` heard nearby, but this device.
-    private func push(_ signed: SignedAccount, to members: [AccountState.Member]) async {
+    /// Sends signed changes to every member in `members` heard nearby, but this device. Those
+    /// away learn of them when they are heard again (`catchUp`).
+    private func push(_ signed: [SignedChange], to members: [AccountState.Member]) async {
         let nearby = await discovery?.nearby ?? []
-        let message = LinkMessage.accountUpdate(signer: signed.signer, state: signed.state, signature: signed.signature)
         for member in members where member.id != identity.id {
             guard let device = nearby.first(where: { $0.sender == member.id }) else {
-                logger.notice("'\(member.name)' is not nearby: it learns of the change when it is", metadata: ["revision": "\(signed.state.count)"])
+                logger.info("'\(member.name)' is not nearby: it learns of the change when it is heard again")
                 continue
             }
             switch await openLink(to: device) {
-            case .success(let link): link.send(message)
+            case .success(let link): link.send(.accountUpdate(signed))
             case .failure(let failure): logger.warning("could not tell '\(member.name)' of the change: \(failure.message)")
             }
         }
     }
 
-    /// Takes up a change another member signed.
-    private func apply(_ signed: SignedAccount, from peer: LinkPeer) async {
-        guard let current = account else { return }
-        let updated: AccountState
+    /// Keeps a change for members that were away: the last `keptChanges`, on disk.
+    private func record(_ change: SignedChange, revision: UInt64) {
+        changes.removeAll { $0.revision >= revision }
+        changes.append(RecordedChange(revision: revision, signer: change.signer, state: Data(change.state), signature: Data(change.signature)))
+        if changes.count > Self.keptChanges { changes.removeFirst(changes.count - Self.keptChanges) }
         do {
-            updated = try signed.verified(against: current)
+            try store.save(changes, to: AccountState.changesFileName)
         } catch {
-            logger.warning("ignored an account change: \(error.message)")
+            logger.warning("could not keep the account's changes for members that are away: \(error)")
+        }
+    }
+
+    /// Sends a member that is behind (heard with an older revision, or under a retired key)
+    /// the changes it missed, at most every 5 seconds.
+    private func catchUp(_ member: UUID, address: String, linkPort: UInt16, revision: UInt64) async {
+        guard let account, revision < account.revision, account.members.contains(where: { $0.id == member }), member != identity.id else { return }
+        let now = ContinuousClock.now
+        if let last = lastCatchUp[member], now - last < .seconds(5) { return }
+        lastCatchUp[member] = now
+        let missed = changes.filter { $0.revision > revision }
+        guard let first = missed.first, first.revision == revision + 1 else {
+            logger.warning("'\(memberName(member))' is too many changes behind to catch up; remove it and pair it again", metadata: ["its revision": "\(revision)"])
             return
         }
-        let signer = memberName(signed.signer)
-        if !updated.members.contains(where: { $0.id == identity.id }) {
-            logger.notice("this device was removed from the account '\(current.name)' by '\(signer)'")
-            await leave()
-            return
+        let device = NearbyDevice(sender: member, address: address, linkPort: linkPort, activity: nil, lastHeard: Date(), accountRevision: revision)
+        switch await openLink(to: device) {
+        case .success(let link):
+            link.send(.accountUpdate(missed.map(\.change)))
+            logger.info("sent '\(memberName(member))' the \(missed.count) account change(s) it missed")
+        case .failure(let failure):
+            logger.info("could not catch '\(memberName(member))' up: \(failure.message)")
         }
-        do {
-            try await adopt(updated)
-        } catch {
-            logger.error("could not take up an account change: \(error)")
-            return
+    }
+
+    /// Takes up changes another member sent, oldest first; each must be signed by a member of
+    /// the account as the change before it left it. Ones already known are skipped.
+    private func apply(_ signed: [SignedChange], from peer: LinkPeer) async {
+        for change in signed.prefix(Self.keptChanges) {
+            guard let current = account else { return }
+            let updated: AccountState
+            do {
+                updated = try change.verified(against: current)
+            } catch {
+                if let revision = try? change.account().revision, revision <= current.revision { continue }
+                logger.warning("ignored an account change: \(error.message)")
+                return
+            }
+            let signer = memberName(change.signer)
+            if !updated.members.contains(where: { $0.id == identity.id }) {
+                logger.notice("this device was removed from the account '\(current.name)' by '\(signer)'")
+                await leave()
+                return
+            }
+            do {
+                try await adopt(updated)
+            } catch {
+                logger.error("could not take up an account change: \(error)")
+                return
+            }
+            record(change, revision: updated.revision)
+            for (id, link) in links where !updated.members.contains(where: { $0.id == id }) {
+                link.close()
+                links[id] = nil
+            }
+            logger.notice("the account changed", metadata: ["by": "\(signer)", "devices": "\(updated.members.count)", "revision": "\(updated.revision)"])
         }
-        for (id, link) in links where !updated.members.contains(where: { $0.id == id }) {
-            link.close()
-            links[id] = nil
-        }
-        logger.notice("the account changed", metadata: ["by": "\(signer)", "devices": "\(updated.members.count)"])
     }
 
     /// Forgets the account: this device was removed.
@@ -800,6 +867,8 @@ public actor Agent {
         for link in links.values { link.close() }
         links = [:]
         try? FileManager.default.removeItem(at: store.url(AccountState.fileName))
+        try? FileManager.default.removeItem(at: store.url(AccountState.changesFileName))
+        changes = []
     }
 
     // MARK: Offering this device's activity
@@ -833,8 +902,8 @@ public actor Agent {
     private func answer(_ frame: Frame, from peer: LinkPeer) async -> Frame? {
         guard let message = try? LinkMessage(frame: frame) else { return nil }
         switch message {
-        case .accountUpdate(let signer, let state, let signature):
-            await apply(SignedAccount(signer: signer, state: state, signature: signature), from: peer)
+        case .accountUpdate(let changes):
+            await apply(changes, from: peer)
             return nil
         case .joinRequest, .joinAccepted, .joinRefused:
             return nil
@@ -1113,6 +1182,12 @@ public actor Agent {
         case .gone(let sender):
             let before = knownNearby.removeValue(forKey: sender)
             events = before == nil ? [] : [LocalEvent(change: .gone, device: sender, deviceName: memberName(sender), activity: nil)]
+        case .stale(let device):
+            await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision)
+            return
+        }
+        if case .heard(let device) = change, device.accountRevision < (account?.revision ?? 0) {
+            await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision)
         }
         for event in events {
             for watcher in watchers.values { watcher.send(.event(event)) }

@@ -49,12 +49,25 @@ public struct NearbyDevice: Sendable, Hashable {
     public var linkPort: UInt16
     public var activity: BeaconActivity?
     public var lastHeard: Date
+    /// The account's revision as that device knows it.
+    public var accountRevision: UInt64 = 0
+}
+
+/// A device heard with a beacon key the account has retired: a member that missed a change
+/// while it was away (or a removed device, which the agent ignores).
+public struct StaleDevice: Sendable, Hashable {
+    public var sender: UUID
+    public var address: String
+    public var linkPort: UInt16
+    public var accountRevision: UInt64
 }
 
 /// What changed in the list of nearby devices.
 public enum DiscoveryEvent: Sendable, Hashable {
     case heard(NearbyDevice)
     case gone(UUID)
+    /// At most once every 10 seconds for each sender.
+    case stale(StaleDevice)
 }
 
 /// What discovery has received, for diagnosis (and for tests of the security promises).
@@ -87,6 +100,9 @@ public enum DiscoveryError: Error, Sendable, CustomStringConvertible {
 public actor Discovery {
     public nonisolated let device: UUID
     private let keys: [BeaconKey]
+    private let retiredKeys: [BeaconKey]
+    private var accountRevision: UInt64
+    private var lastStale: [UUID: ContinuousClock.Instant] = [:]
     private let linkPort: UInt16
     private let configuration: DiscoveryConfiguration
     private let eventLoopGroup: any EventLoopGroup
@@ -106,15 +122,22 @@ public actor Discovery {
     private var lastGreeting = ContinuousClock.now - .seconds(60)
     public private(set) var statistics = DiscoveryStatistics()
 
-    /// - Parameter keys: the account's beacon keys, current first (then the previous one while
-    ///   a new key spreads).
+    /// - Parameters:
+    ///   - keys: the account's beacon keys, current first (then the previous one while a new
+    ///     key spreads).
+    ///   - retiredKeys: keys the account no longer uses: beacons they open are never listed,
+    ///     only reported as `stale`, so that a member that missed a change can be told of it.
+    ///   - accountRevision: the account's revision, carried in every beacon.
     public init(
-        device: UUID, keys: [BeaconKey], linkPort: UInt16, configuration: DiscoveryConfiguration,
+        device: UUID, keys: [BeaconKey], retiredKeys: [BeaconKey] = [], accountRevision: UInt64 = 0, linkPort: UInt16,
+        configuration: DiscoveryConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger = Logger(label: "handoff.discovery")
     ) {
         precondition(!keys.isEmpty, "discovery needs the account's beacon key")
         self.device = device
         self.keys = keys
+        self.retiredKeys = retiredKeys
+        self.accountRevision = accountRevision
         self.linkPort = linkPort
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
@@ -181,6 +204,11 @@ public actor Discovery {
         try await send()
     }
 
+    /// A new revision of the account, carried from the next beacon on.
+    public func setAccountRevision(_ revision: UInt64) {
+        accountRevision = revision
+    }
+
     /// The account's devices heard recently.
     public var nearby: [NearbyDevice] {
         devices.values.sorted { $0.sender.uuidString < $1.sender.uuidString }
@@ -208,7 +236,7 @@ public actor Discovery {
     private func send() async throws {
         guard let groupAddress, !channels.isEmpty || unicastChannel != nil else { return }
         sequence += 1
-        let content = BeaconContent(sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current)
+        let content = BeaconContent(sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision)
         let beacon = try Beacon.seal(content, with: keys[0])
         for channel in channels {
             let buffer = channel.allocator.buffer(bytes: beacon)
@@ -229,6 +257,9 @@ public actor Discovery {
         statistics.datagrams += 1
         guard let content = Beacon.open(bytes, with: keys) else {
             statistics.unopened += 1
+            if !retiredKeys.isEmpty, let old = Beacon.open(bytes, with: retiredKeys), old.sender != device {
+                reportStale(old, from: address)
+            }
             return
         }
         guard content.sender != device else { return }
@@ -243,15 +274,29 @@ public actor Discovery {
             logger.debug("beacon outside the time window: check the clocks", metadata: ["from": "\(address)"])
             return
         }
-        let heard = NearbyDevice(sender: content.sender, address: address, linkPort: content.linkPort, activity: content.activity, lastHeard: Date())
+        let heard = NearbyDevice(
+            sender: content.sender, address: address, linkPort: content.linkPort, activity: content.activity, lastHeard: Date(),
+            accountRevision: content.accountRevision)
         let previous = devices[content.sender]
         devices[content.sender] = heard
         if previous == nil {
             greet()
         }
-        if previous?.activity != heard.activity || previous?.address != heard.address || previous?.linkPort != heard.linkPort {
+        if previous?.activity != heard.activity || previous?.address != heard.address || previous?.linkPort != heard.linkPort
+            || previous?.accountRevision != heard.accountRevision
+        {
             publish(.heard(heard))
         }
+    }
+
+    /// A beacon under a retired key: reported, rate-limited, never listed. (Its time and
+    /// sequence are not checked: all that follows is an attempt to link to a pinned member.)
+    private func reportStale(_ content: BeaconContent, from address: String) {
+        let now = ContinuousClock.now
+        if let last = lastStale[content.sender], now - last < .seconds(10) { return }
+        if lastStale.count >= 256 { lastStale = [:] }
+        lastStale[content.sender] = now
+        publish(.stale(StaleDevice(sender: content.sender, address: address, linkPort: content.linkPort, accountRevision: content.accountRevision)))
     }
 
     /// A device heard for the first time (it started, or joined) learns of this one at once

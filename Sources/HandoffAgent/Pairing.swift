@@ -1,4 +1,5 @@
 import Crypto
+import HandoffWire
 import Foundation
 import X509
 
@@ -201,13 +202,10 @@ enum Base32 {
     }
 }
 
-/// A change to the account, signed by the member that made it.
-public struct SignedAccount: Sendable, Hashable {
-    public var signer: UUID
-    /// The account as JSON: the exact bytes signed.
-    public var state: [UInt8]
-    public var signature: [UInt8]
+/// A change to the account, signed by the member that made it (`SignedChange` as it travels).
+public typealias SignedAccount = SignedChange
 
+extension SignedChange {
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -223,19 +221,20 @@ public struct SignedAccount: Sendable, Hashable {
 
     /// Signs `account` as `identity`.
     public init(_ account: AccountState, by identity: DeviceIdentity) throws(PairingError) {
+        let state: [UInt8]
+        let signature: [UInt8]
         do {
             state = Array(try Self.encoder.encode(account))
             signature = Array(try identity.privateKey.signature(for: state).derRepresentation)
         } catch {
             throw PairingError("could not sign the account: \(error)")
         }
-        signer = identity.id
+        self.init(signer: identity.id, state: state, signature: signature)
     }
 
-    public init(signer: UUID, state: [UInt8], signature: [UInt8]) {
-        self.signer = signer
-        self.state = state
-        self.signature = signature
+    /// The account this change makes, unchecked.
+    public func account() throws(PairingError) -> AccountState {
+        try Self.decode(state)
     }
 
     /// The account, if the signature is by a member of `current` and the change is newer and

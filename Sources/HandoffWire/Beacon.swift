@@ -45,14 +45,18 @@ public struct BeaconContent: Sendable, Hashable {
     public var linkPort: UInt16
     /// The sender's current activity, or nil when it has none.
     public var activity: BeaconActivity?
+    /// The revision of the account as the sender knows it: a member that is behind is sent
+    /// the changes it missed.
+    public var accountRevision: UInt64
 
-    public init(sender: UUID, sequence: UInt64, timestamp: Date, linkPort: UInt16, activity: BeaconActivity?) {
+    public init(sender: UUID, sequence: UInt64, timestamp: Date, linkPort: UInt16, activity: BeaconActivity?, accountRevision: UInt64 = 0) {
         self.sender = sender
         self.sequence = sequence
         // The wire keeps milliseconds; keep the value in step so that a round trip is equal.
         self.timestamp = Date(timeIntervalSince1970: (timestamp.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
         self.linkPort = linkPort
         self.activity = activity
+        self.accountRevision = accountRevision
     }
 }
 
@@ -151,6 +155,7 @@ public enum Beacon {
         append(content.sender, to: &out)
         out.append(UInt8(content.linkPort >> 8))
         out.append(UInt8(content.linkPort & 0xFF))
+        append(content.accountRevision, to: &out)
         if let activity = content.activity {
             let type = Array(activity.activityType.utf8)
             guard type.count <= maximumActivityTypeBytes else {
@@ -185,7 +190,7 @@ public enum Beacon {
         var reader = ByteReader(bytes)
         guard reader.byte() == version, let kind = reader.byte().flatMap(Kind.init(rawValue:)),
             let sequence = reader.uint64(), let milliseconds = reader.uint64(), let sender = reader.uuid(),
-            let portHigh = reader.byte(), let portLow = reader.byte()
+            let portHigh = reader.byte(), let portLow = reader.byte(), let revision = reader.uint64()
         else { return nil }
         var activity: BeaconActivity?
         if kind == .activity {
@@ -201,7 +206,7 @@ public enum Beacon {
         return BeaconContent(
             sender: sender, sequence: sequence,
             timestamp: Date(timeIntervalSince1970: Double(Int64(bitPattern: milliseconds)) / 1000),
-            linkPort: UInt16(portHigh) << 8 | UInt16(portLow), activity: activity)
+            linkPort: UInt16(portHigh) << 8 | UInt16(portLow), activity: activity, accountRevision: revision)
     }
 
     /// The UTF-8 of `text`, shortened at a character boundary with "…" to fit `limit` bytes.

@@ -48,6 +48,19 @@ public struct WireActivityRecord: Sendable, Hashable {
     }
 }
 
+/// A change to an account, as it travels: the account as JSON, signed by a member.
+public struct SignedChange: Sendable, Hashable {
+    public var signer: UUID
+    public var state: [UInt8]
+    public var signature: [UInt8]
+
+    public init(signer: UUID, state: [UInt8], signature: [UInt8]) {
+        self.signer = signer
+        self.state = state
+        self.signature = signature
+    }
+}
+
 /// The messages of a link, each carried in one frame whose kind says which it is.
 /// See `docs/wire-protocol.md`.
 public enum LinkMessage: Sendable, Hashable {
@@ -61,14 +74,14 @@ public enum LinkMessage: Sendable, Hashable {
     case fetchFailed(request: UInt64, code: UInt16, message: String)
     /// The activity was continued on the sender; the origin tells its app.
     case continued(activityID: UUID)
-    /// A change to the account's membership (`state`, the account as JSON), signed by the
-    /// member `signer` with its device key over `state`.
-    case accountUpdate(signer: UUID, state: [UInt8], signature: [UInt8])
+    /// Changes to the account's membership, oldest first: each the account as JSON (`state`),
+    /// signed by the member `signer` with its device key over `state`.
+    case accountUpdate([SignedChange])
     /// Sent on the pairing listener by a device asking to join: its name, its certificate
     /// (DER), and a proof that it holds the invitation's secret (see `docs/wire-protocol.md`, Pairing).
     case joinRequest(version: UInt8, name: String, certificate: [UInt8], proof: [UInt8])
-    /// The joining device is in: the account as JSON.
-    case joinAccepted(state: [UInt8])
+    /// The joining device is in: the change that added it, signed by the inviting device.
+    case joinAccepted(SignedChange)
     /// The join was refused, and why.
     case joinRefused(reason: String)
 
@@ -111,10 +124,9 @@ public enum LinkMessage: Sendable, Hashable {
         case .continued(let activityID):
             writer.uuid(activityID)
             return Frame(kind: Kind.continued.rawValue, payload: writer.bytes)
-        case .accountUpdate(let signer, let state, let signature):
-            writer.uuid(signer)
-            writer.data(state)
-            writer.data(signature)
+        case .accountUpdate(let changes):
+            writer.varint(UInt64(changes.count))
+            for change in changes { writer.change(change) }
             return Frame(kind: Kind.accountUpdate.rawValue, payload: writer.bytes)
         case .joinRequest(let version, let name, let certificate, let proof):
             writer.byte(version)
@@ -122,8 +134,8 @@ public enum LinkMessage: Sendable, Hashable {
             writer.data(certificate)
             writer.data(proof)
             return Frame(kind: Kind.joinRequest.rawValue, payload: writer.bytes)
-        case .joinAccepted(let state):
-            writer.data(state)
+        case .joinAccepted(let change):
+            writer.change(change)
             return Frame(kind: Kind.joinAccepted.rawValue, payload: writer.bytes)
         case .joinRefused(let reason):
             writer.string(reason)
@@ -150,11 +162,16 @@ public enum LinkMessage: Sendable, Hashable {
         case .continued:
             self = .continued(activityID: try reader.uuid())
         case .accountUpdate:
-            self = .accountUpdate(signer: try reader.uuid(), state: try reader.data(), signature: try reader.data())
+            let count = try reader.varint()
+            // Each change takes at least 18 bytes: a count beyond what remains is a lie.
+            guard count <= UInt64(frame.payload.count / 18) else { throw .truncated }
+            var changes: [SignedChange] = []
+            for _ in 0..<count { changes.append(try reader.change()) }
+            self = .accountUpdate(changes)
         case .joinRequest:
             self = .joinRequest(version: try reader.byte(), name: try reader.string(), certificate: try reader.data(), proof: try reader.data())
         case .joinAccepted:
-            self = .joinAccepted(state: try reader.data())
+            self = .joinAccepted(try reader.change())
         case .joinRefused:
             self = .joinRefused(reason: try reader.string())
         }
@@ -204,6 +221,12 @@ struct FieldWriter {
     mutating func data(_ value: [UInt8]) {
         varint(UInt64(value.count))
         bytes.append(contentsOf: value)
+    }
+
+    mutating func change(_ change: SignedChange) {
+        uuid(change.signer)
+        data(change.state)
+        data(change.signature)
     }
 
     mutating func optionalString(_ value: String?) {
@@ -306,6 +329,10 @@ struct FieldReader {
 
     mutating func data() throws(LinkMessageError) -> [UInt8] {
         Array(try take(try length()))
+    }
+
+    mutating func change() throws(LinkMessageError) -> SignedChange {
+        SignedChange(signer: try uuid(), state: try data(), signature: try data())
     }
 
     mutating func optionalString() throws(LinkMessageError) -> String? {

@@ -380,4 +380,48 @@ struct AgentTests {
             #expect(events.contains("From a script"))
         }
     }
+
+    @Test("A member that was away during a removal is told when it is heard again, and follows the new beacon key")
+    func catchUpAfterRemoval() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            let c = try await harness.start("gamma")
+            try await harness.pair([a, b, c])
+            await c.agent?.stop()
+            try await a.call(.removeDevice(name: "beta"))
+            #expect(await waitUntil { (try? await b.call(.status).status?.account) == .some(nil) })
+
+            let back = try await harness.start("gamma")
+            #expect(await waitUntil { (try? await back.call(.status).status?.members) == 2 }, "gamma never learned that beta was removed")
+            // gamma now hears alpha under the new key.
+            let activity = mapActivity()
+            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            try app.client.send(.becameCurrent(activity))
+            #expect(await waitUntil { (try? await back.nearby().first?.activity.id) == activity.id }, "gamma does not hear alpha's new beacons")
+        }
+    }
+
+    @Test("A member that was away while a device joined learns of it, and can continue the new device's activity")
+    func catchUpAfterJoin() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            await b.agent?.stop()
+            let c = try await harness.start("gamma")
+            let invitation = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            try await c.call(.join(code: invitation.code))
+            try await c.call(.awaitJoinResult)
+
+            let back = try await harness.start("beta")
+            #expect(await waitUntil { (try? await back.call(.status).status?.members) == 3 }, "beta never learned that gamma joined")
+            try await harness.installMapViewer(on: back)
+            let activity = mapActivity()
+            let app = try RawApp(socket: c.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            try app.client.send(.becameCurrent(activity))
+            try #require(await waitUntil { (try? await back.nearby().first?.activity.id) == activity.id })
+            #expect(try await back.call(.continue(activity: activity.id)).continued?.app == "com.example.handoff.MapViewer")
+        }
+    }
 }
