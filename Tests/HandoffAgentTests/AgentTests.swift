@@ -424,4 +424,24 @@ struct AgentTests {
             #expect(try await back.call(.continue(activity: activity.id)).continued?.app == "com.example.handoff.MapViewer")
         }
     }
+
+    @Test("An activity with a web page and no app for it here opens the page with the browser command")
+    func webPageFallback() async throws {
+        try await withHarness { harness in
+            let opened = harness.root.appendingPathComponent("opened.txt")
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
+            try await harness.pair([a, b])
+            let activity = LocalActivity(id: UUID(), activityType: "com.example.news.reading", title: "An article", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
+            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity, webpageURL: "https://news.example.com/articles/42")))
+            try app.client.send(.becameCurrent(activity))
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            #expect(try await b.nearby().first?.handler == "browser")
+            let continued = try #require(try await b.call(.continue(activity: activity.id)).continued)
+            #expect(continued.webpageURL == "https://news.example.com/articles/42")
+            #expect(continued.app == nil)
+            #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == "https://news.example.com/articles/42" })
+            #expect(await waitUntil { app.messages.contains(.wasContinued(activity: activity.id)) })
+        }
+    }
 }
