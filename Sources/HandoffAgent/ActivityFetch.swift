@@ -36,19 +36,27 @@ public final class FetchService: Sendable {
     ) async throws {
         listener = try await LinkListener(identity: identity, pins: pins, host: host, port: port) { frame in
             guard let message = try? LinkMessage(frame: frame) else { return nil }
-            switch message {
-            case .hello:
-                return LinkMessage.hello(version: LinkMessage.version, device: device).frame
-            case .fetch(let request, let activityID):
-                switch await save(activityID) {
-                case .success(let record):
-                    return LinkMessage.fetched(request: request, record).frame
-                case .failure(let failure):
-                    return LinkMessage.fetchFailed(request: request, code: UInt16(clamping: failure.code), message: failure.message).frame
-                }
-            case .fetched, .fetchFailed, .continued, .accountUpdate, .joinRequest, .joinAccepted, .joinRefused:
-                return nil
+            return await Self.answer(message, device: device, save: save)
+        }
+    }
+
+    /// The origin's answer to `hello` and `fetch`; nil for every other message. The agent
+    /// answers these two the same way.
+    static func answer(
+        _ message: LinkMessage, device: UUID, save: @Sendable (UUID) async -> Result<WireActivityRecord, FetchFailure>
+    ) async -> Frame? {
+        switch message {
+        case .hello:
+            return LinkMessage.hello(version: LinkMessage.version, device: device).frame
+        case .fetch(let request, let activityID):
+            switch await save(activityID) {
+            case .success(let record):
+                return LinkMessage.fetched(request: request, record).frame
+            case .failure(let failure):
+                return LinkMessage.fetchFailed(request: request, code: UInt16(clamping: failure.code), message: failure.message).frame
             }
+        default:
+            return nil
         }
     }
 

@@ -907,15 +907,8 @@ public actor Agent {
             return nil
         case .joinRequest, .joinAccepted, .joinRefused:
             return nil
-        case .hello:
-            return LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame
-        case .fetch(let request, let activityID):
-            switch await save(activityID) {
-            case .success(let record):
-                return LinkMessage.fetched(request: request, record).frame
-            case .failure(let failure):
-                return LinkMessage.fetchFailed(request: request, code: UInt16(clamping: failure.code), message: failure.message).frame
-            }
+        case .hello, .fetch:
+            return await FetchService.answer(message, device: identity.id) { await self.save($0) }
         case .continued(let activityID):
             for (sessionID, known) in activities where known[activityID] != nil {
                 sessions[sessionID]?.peer.send(.wasContinued(activity: activityID))
