@@ -52,7 +52,10 @@ public actor Agent {
     /// The account's recent signed changes, oldest first, for members that missed them.
     private var changes: [RecordedChange] = []
     private var lastCatchUp: [UUID: ContinuousClock.Instant] = [:]
+    private var accountChanging = false
+    private var accountWaiters: [CheckedContinuation<Void, Never>] = []
     private var pairingListener: LinkListener?
+    private var openingPairingListener = false
     private var invitations: [UUID: PendingInvitation] = [:]
     private var joining: Task<LocalReply, Never>?
     /// How the last join ended, for an `awaitJoinResult` that comes after it did.
@@ -338,6 +341,20 @@ public actor Agent {
                 activity.bundleIdentifier = app.manifest.bundleIdentifier
                 activity.teamIdentifier = app.manifest.teamIdentifier
             }
+            // What a beacon cannot carry is refused here, not found out when sealing fails.
+            guard activity.activityType.utf8.count <= Beacon.maximumActivityTypeBytes,
+                (activity.teamIdentifier?.utf8.count ?? 0) <= Beacon.maximumTeamBytes, !activity.activityType.isEmpty
+            else {
+                logger.warning("an activity was not offered: its type must have 1 to \(Beacon.maximumActivityTypeBytes) bytes and its team at most \(Beacon.maximumTeamBytes)")
+                return
+            }
+            // A client keeps at most 64 live activities; the oldest it still has go first.
+            if (activities[session.id]?.count ?? 0) >= 64, activities[session.id]?[activity.id] == nil {
+                let current = Set(currentOrder.filter { $0.session == session.id }.map(\.activity))
+                if let drop = activities[session.id]?.keys.first(where: { !current.contains($0) }) {
+                    activities[session.id]?[drop] = nil
+                }
+            }
             activities[session.id, default: [:]][activity.id] = activity
             currentOrder.removeAll { $0.session == session.id }
             if !activity.activityType.isEmpty {
@@ -452,6 +469,10 @@ public actor Agent {
     // MARK: Account
 
     private func createAccount(name: String) async -> LocalReply {
+        await changingAccount { await makeAccount(name: name) }
+    }
+
+    private func makeAccount(name: String) async -> LocalReply {
         if let account {
             return .failure(LocalError(.account, "this device is already in the account '\(account.name)'"))
         }
@@ -494,6 +515,20 @@ public actor Agent {
     }
 
 
+    /// Runs `body` as the only change to the account under way: changes are made one after
+    /// the other, each from the state the one before left, however their awaits interleave.
+    private func changingAccount<T>(_ body: () async -> T) async -> T {
+        while accountChanging {
+            await withCheckedContinuation { accountWaiters.append($0) }
+        }
+        accountChanging = true
+        defer {
+            accountChanging = false
+            if !accountWaiters.isEmpty { accountWaiters.removeFirst().resume() }
+        }
+        return await body()
+    }
+
     // MARK: Pairing
 
     /// Makes an invitation and opens the pairing listener for it.
@@ -508,7 +543,10 @@ public actor Agent {
         guard let address = host ?? invitationAddress() else {
             return .failure(LocalError(.badRequest, "this device has no address to put in the invitation; give one with --address"))
         }
+        while openingPairingListener { try? await Task.sleep(for: .milliseconds(10)) }
         if pairingListener == nil {
+            openingPairingListener = true
+            defer { openingPairingListener = false }
             // On the link port plus one, so a firewall needs one more port; with a random link
             // port (tests), a random one.
             let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
@@ -609,7 +647,7 @@ public actor Agent {
         }
         // One use, whatever comes of it.
         invitations[id]?.used = true
-        guard var account else { return refuse("this device has left its account") }
+        guard let account else { return refuse("this device has left its account") }
         let trimmed = name.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty, trimmed.utf8.count <= 64 else { return refuse("a device name has 1 to 64 bytes") }
         guard !account.members.contains(where: { $0.name == name }) else {
@@ -632,28 +670,47 @@ public actor Agent {
                 expire(id)
                 return refuse("the person on '\(deviceName)' did not confirm the join")
             }
-            guard let current = self.account else { return refuse("this device has left its account") }
-            account = current
         }
         expire(id)
-        let previous = account.members
-        account.members.append(AccountState.Member(id: UUID(uuidString: peerID(certificate)) ?? UUID(), name: name, certificate: Data(certificate)))
-        account.revision += 1
-        let signed: SignedAccount
-        do {
-            signed = try SignedAccount(account, by: identity)
-            try store.save(account, to: AccountState.fileName)
-        } catch {
-            return refuse("this device could not save the account: \(error)")
+        guard let memberID = UUID(uuidString: peerID(certificate)) else {
+            return refuse("its certificate does not name a device id")
         }
-        self.account = account
-        updatePins()
-        await discovery?.setAccountRevision(account.revision)
-        record(signed, revision: account.revision)
-        logger.notice("'\(name)' joined the account '\(account.name)'")
-        await push([signed], to: previous)
-        // The new device hears this one at once, not at the next refresh.
-        try? await discovery?.announce(offered.map(Self.beaconActivity))
+        let committed: Result<(SignedChange, [AccountState.Member]), PairingError> = await changingAccount {
+            // From the account as it is now: another change may have come while the person decided.
+            guard var account = self.account else { return .failure(PairingError("this device has left its account")) }
+            guard !account.members.contains(where: { $0.id == memberID || $0.name == name }) else {
+                return .failure(PairingError("a device with that id or name is already in the account"))
+            }
+            let previous = account.members
+            account.members.append(AccountState.Member(id: memberID, name: name, certificate: Data(certificate)))
+            account.revision += 1
+            let signed: SignedChange
+            do {
+                signed = try SignedAccount(account, by: identity)
+                try store.save(account, to: AccountState.fileName)
+            } catch {
+                return .failure(PairingError("this device could not save the account: \(error)"))
+            }
+            self.account = account
+            updatePins()
+            record(signed, revision: account.revision)
+            await discovery?.setAccountRevision(account.revision)
+            return .success((signed, previous))
+        }
+        let signed: SignedChange
+        let previous: [AccountState.Member]
+        switch committed {
+        case .success(let made): (signed, previous) = made
+        case .failure(let error): return refuse(error.message)
+        }
+        logger.notice("'\(name)' joined the account")
+        // The answer goes first; the other members hear of the new device meanwhile, and the
+        // new device hears this one at once, not at the next refresh.
+        let pinned = pins.value
+        Task {
+            await self.push([signed], to: previous, pins: pinned)
+            try? await self.discovery?.announce(self.offered.map(Self.beaconActivity))
+        }
         return LinkMessage.joinAccepted(signed).frame
     }
 
@@ -721,12 +778,17 @@ public actor Agent {
             guard account.members.contains(where: { $0.certificate.map(Array.init) == identity.certificateDER }) else {
                 return .failure(LocalError(.failed, "the inviting device answered with an account that does not list this device"))
             }
-            do {
-                try await adopt(account)
-            } catch {
-                return .failure(LocalError(.failed, error.message))
+            let adopted: AgentError? = await changingAccount {
+                guard self.account == nil else { return AgentError("this device joined another account meanwhile") }
+                do throws(AgentError) {
+                    try await adopt(account)
+                } catch {
+                    return error
+                }
+                record(change, revision: account.revision)
+                return nil
             }
-            record(change, revision: account.revision)
+            if let adopted { return .failure(LocalError(.failed, adopted.message)) }
             logger.notice("joined the account '\(account.name)'", metadata: ["devices": "\(account.members.count)"])
             return LocalReply(account: account.name)
         case .joinRefused(let reason)?:
@@ -736,56 +798,81 @@ public actor Agent {
         }
     }
 
-    /// Removes a member: a signed change with a new beacon key, sent to every member nearby
-    /// (the removed one too, so it knows), then taken up here.
+    /// Removes a member: a signed change with a new beacon key, taken up here first, then sent
+    /// to every member nearby (the removed one too, so it knows).
     private func removeDevice(named name: String) async -> LocalReply {
-        guard var account else { return .failure(LocalError(.account, "this device is in no account")) }
-        guard let member = account.members.first(where: { $0.name == name }) else {
-            return .failure(LocalError(.notFound, "no device named '\(name)' is in the account; 'handoff devices' lists them"))
+        let pinned = pins.value
+        // Who is nearby now: a new key starts discovery afresh, with nobody heard yet.
+        let nearby = await discovery?.nearby ?? []
+        let made: Result<(SignedChange, AccountState, [AccountState.Member]), LocalError> = await changingAccount {
+            guard var account = self.account else { return .failure(LocalError(.account, "this device is in no account")) }
+            guard let member = account.members.first(where: { $0.name == name }) else {
+                return .failure(LocalError(.notFound, "no device named '\(name)' is in the account; 'handoff devices' lists them"))
+            }
+            guard member.id != identity.id else {
+                return .failure(LocalError(.notAllowed, "this device cannot remove itself; remove it from another device of the account"))
+            }
+            let previous = account.members
+            account.members.removeAll { $0.id == member.id }
+            // The old keys are kept only to find members that were away (see Discovery.stale).
+            account.retiredBeaconKeys = Array((account.beaconKeys + (account.retiredBeaconKeys ?? [])).prefix(4))
+            account.beaconKeys = [Data(BeaconKey.generate().rawRepresentation)]
+            account.revision += 1
+            let signed: SignedChange
+            do {
+                signed = try SignedAccount(account, by: identity)
+                try await adopt(account)
+            } catch let error as PairingError {
+                return .failure(LocalError(.failed, error.message))
+            } catch {
+                return .failure(LocalError(.failed, "\(error)"))
+            }
+            record(signed, revision: account.revision)
+            links.removeValue(forKey: member.id)?.close()
+            return .success((signed, account, previous))
         }
-        guard member.id != identity.id else {
-            return .failure(LocalError(.notAllowed, "this device cannot remove itself; remove it from another device of the account"))
+        switch made {
+        case .failure(let error):
+            return .failure(error)
+        case .success(let (signed, account, previous)):
+            // With the pins from before, so that the removed device too can be told.
+            await push([signed], to: previous, pins: pinned, nearby: nearby)
+            logger.notice("removed '\(name)' from the account and rotated the beacon key")
+            return LocalReply(account: account.name)
         }
-        let previous = account.members
-        account.members.removeAll { $0.id == member.id }
-        // The old keys are kept only to find members that were away (see Discovery.stale).
-        account.retiredBeaconKeys = Array((account.beaconKeys + (account.retiredBeaconKeys ?? [])).prefix(4))
-        account.beaconKeys = [Data(BeaconKey.generate().rawRepresentation)]
-        account.revision += 1
-        let signed: SignedAccount
-        do {
-            signed = try SignedAccount(account, by: identity)
-        } catch {
-            return .failure(LocalError(.failed, error.message))
-        }
-        await push([signed], to: previous)
-        guard (self.account?.revision ?? 0) < account.revision else {
-            return .failure(LocalError(.failed, "the account changed meanwhile; try again"))
-        }
-        do {
-            try await adopt(account)
-        } catch {
-            return .failure(LocalError(.failed, error.message))
-        }
-        record(signed, revision: account.revision)
-        links.removeValue(forKey: member.id)?.close()
-        logger.notice("removed '\(name)' from the account and rotated the beacon key")
-        return LocalReply(account: account.name)
     }
 
-    /// Sends signed changes to every member in `members` heard nearby, but this device. Those
-    /// away learn of them when they are heard again (`catchUp`).
-    private func push(_ signed: [SignedChange], to members: [AccountState.Member]) async {
-        let nearby = await discovery?.nearby ?? []
+    /// Sends signed changes to every member in `members` heard nearby, but this device, each on
+    /// a connection of its own pinned to `pins`. Those away learn of them when they are heard
+    /// again (`catchUp`).
+    private func push(_ signed: [SignedChange], to members: [AccountState.Member], pins: Set<String>, nearby known: [NearbyDevice]? = nil) async {
+        var nearby = known ?? []
+        if known == nil { nearby = await discovery?.nearby ?? [] }
         for member in members where member.id != identity.id {
             guard let device = nearby.first(where: { $0.sender == member.id }) else {
                 logger.info("'\(member.name)' is not nearby: it learns of the change when it is heard again")
                 continue
             }
-            switch await openLink(to: device) {
-            case .success(let link): link.send(.accountUpdate(signed))
-            case .failure(let failure): logger.warning("could not tell '\(member.name)' of the change: \(failure.message)")
+            await send(.accountUpdate(signed), to: device, pins: pins)
+        }
+    }
+
+    /// Sends one message on a connection of its own (never one of the reused links, which a
+    /// stranger's replayed beacon must not be able to replace), then closes it.
+    private func send(_ message: LinkMessage, to device: NearbyDevice, pins: Set<String>) async {
+        do {
+            let link = try await PeerConnection.open(
+                host: device.address, port: Int(device.linkPort), identity: identity, pins: { pins }, deadline: .seconds(5),
+                eventLoopGroup: eventLoopGroup)
+            guard link.device == device.sender else {
+                link.close()
+                logger.warning("the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'")
+                return
             }
+            link.send(message)
+            link.close()
+        } catch {
+            logger.info("could not reach '\(memberName(device.sender))': \(error.message)")
         }
     }
 
@@ -814,18 +901,17 @@ public actor Agent {
             return
         }
         let device = NearbyDevice(sender: member, address: address, linkPort: linkPort, activity: nil, lastHeard: Date(), accountRevision: revision)
-        switch await openLink(to: device) {
-        case .success(let link):
-            link.send(.accountUpdate(missed.map(\.change)))
-            logger.info("sent '\(memberName(member))' the \(missed.count) account change(s) it missed")
-        case .failure(let failure):
-            logger.info("could not catch '\(memberName(member))' up: \(failure.message)")
-        }
+        logger.info("sending '\(memberName(member))' the \(missed.count) account change(s) it missed")
+        await send(.accountUpdate(missed.map(\.change)), to: device, pins: pins.value)
     }
 
     /// Takes up changes another member sent, oldest first; each must be signed by a member of
     /// the account as the change before it left it. Ones already known are skipped.
     private func apply(_ signed: [SignedChange], from peer: LinkPeer) async {
+        await changingAccount { await applyInOrder(signed) }
+    }
+
+    private func applyInOrder(_ signed: [SignedChange]) async {
         for change in signed.prefix(Self.keptChanges) {
             guard let current = account else { return }
             let updated: AccountState
@@ -842,13 +928,13 @@ public actor Agent {
                 await leave()
                 return
             }
+            record(change, revision: updated.revision)
             do {
                 try await adopt(updated)
             } catch {
                 logger.error("could not take up an account change: \(error)")
                 return
             }
-            record(change, revision: updated.revision)
             for (id, link) in links where !updated.members.contains(where: { $0.id == id }) {
                 link.close()
                 links[id] = nil
@@ -1004,6 +1090,12 @@ public actor Agent {
             guard case .success(let record) = fetched, let page = record.webpageURL else {
                 let failure = (try? fetched.get()).map { _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the activity arrived without its web page") } ?? fetched.failureValue!
                 return .failure(LocalError(.continuation, code: failure.code, failure.message))
+            }
+            // The page comes from another device: only an http or https URL with a host is opened.
+            guard let url = URL(string: page), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                url.host?.isEmpty == false, !page.hasPrefix("-")
+            else {
+                return .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity's web page is not an http or https URL, so it is not opened"))
             }
             link(to: device)?.send(.continued(activityID: offer.id))
             do {
@@ -1176,11 +1268,11 @@ public actor Agent {
             let before = knownNearby.removeValue(forKey: sender)
             events = before == nil ? [] : [LocalEvent(change: .gone, device: sender, deviceName: memberName(sender), activity: nil)]
         case .stale(let device):
-            await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision)
+            Task { await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
             return
         }
         if case .heard(let device) = change, device.accountRevision < (account?.revision ?? 0) {
-            await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision)
+            Task { await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
         }
         for event in events {
             for watcher in watchers.values { watcher.send(.event(event)) }

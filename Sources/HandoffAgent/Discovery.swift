@@ -289,9 +289,11 @@ public actor Discovery {
         }
     }
 
-    /// A beacon under a retired key: reported, rate-limited, never listed. (Its time and
-    /// sequence are not checked: all that follows is an attempt to link to a pinned member.)
+    /// A beacon under a retired key: reported, rate-limited, never listed. Its time is checked,
+    /// not its sequence: all that follows is an attempt to link to a pinned member.
     private func reportStale(_ content: BeaconContent, from address: String) {
+        // A beacon recorded long ago and sent again is not worth a link.
+        guard abs(content.timestamp.timeIntervalSinceNow) <= configuration.replayWindow else { return }
         let now = ContinuousClock.now
         if let last = lastStale[content.sender], now - last < .seconds(10) { return }
         if lastStale.count >= 256 { lastStale = [:] }

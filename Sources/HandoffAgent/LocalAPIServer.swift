@@ -80,10 +80,10 @@ public final class LocalAPIServer: Sendable {
         } catch {
             throw LocalAPIServerError(message: "cannot make the socket's directory \(directory): \(error.localizedDescription)")
         }
-        if FileManager.default.fileExists(atPath: path) {
-            if (try? LocalClient(path: path, role: .control)) != nil {
-                throw LocalAPIServerError(message: "another agent is already running at \(path); stop it first, or give this one another --socket")
-            }
+        try Self.checkDirectory(directory)
+        if FileManager.default.fileExists(atPath: path), let running = try? await LocalClient.connect(path: path, role: .control) {
+            running.close()
+            throw LocalAPIServerError(message: "another agent is already running at \(path); stop it first, or give this one another --socket")
         }
         let server: NIOAsyncChannel<ConnectedClient, Never>
         do {
@@ -161,6 +161,25 @@ public final class LocalAPIServer: Sendable {
             outbox.finish()
             await writer.value
             reader.cancel()
+        }
+    }
+
+    /// The socket's folder must be this user's own, and no one else may write in it: in a
+    /// shared place such as /tmp, another user could have made it first, to put their own
+    /// socket where the agent's should be.
+    static func checkDirectory(_ directory: String) throws(LocalAPIServerError) {
+        var info = stat()
+        guard lstat(directory, &info) == 0 else {
+            throw LocalAPIServerError(message: "cannot read the socket's folder \(directory): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw LocalAPIServerError(message: "the socket's folder \(directory) is not a folder (a link?); remove it, or choose another --socket")
+        }
+        guard info.st_uid == getuid() else {
+            throw LocalAPIServerError(message: "the socket's folder \(directory) belongs to another user (uid \(info.st_uid)); choose another --socket")
+        }
+        guard info.st_mode & 0o022 == 0 else {
+            throw LocalAPIServerError(message: "other users may write in the socket's folder \(directory); make it yours alone (chmod go-w), or choose another --socket")
         }
     }
 

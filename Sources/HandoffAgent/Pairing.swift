@@ -262,6 +262,9 @@ extension SignedChange {
         }
         let account = try Self.decode(state)
         guard account.id == current.id else { throw PairingError("the change is for another account") }
+        guard Set(account.members.map(\.id)).count == account.members.count else {
+            throw PairingError("the change lists one device id twice")
+        }
         guard account.revision > current.revision else {
             throw PairingError("the change (revision \(account.revision)) is not newer than this device's (revision \(current.revision))")
         }

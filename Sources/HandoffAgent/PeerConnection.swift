@@ -79,6 +79,8 @@ public final class PeerConnection: Sendable {
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask {
                             for await frame in frames { try await outbound.write(frame) }
+                            // Closed by this device: the connection goes, and the reader with it.
+                            try? await channel.channel.close()
                         }
                         var iterator = inbound.makeAsyncIterator()
                         // The handshake's failure shows here, as the first read failing.
@@ -168,9 +170,11 @@ public final class PeerConnection: Sendable {
         outbox.yield(message.frame)
     }
 
-    /// Closes the link; pending requests end.
+    /// Closes the link: what was queued is written, then the connection closes; pending
+    /// requests end.
     public func close() {
         end("closed by this device")
+        // The writer writes what was queued (a last `continued`), then closes the connection.
         outbox.finish()
     }
 

@@ -3,6 +3,7 @@ import HandoffWire
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// The fingerprints (`DeviceIdentity.fingerprint`) of the account's current members: the only
 /// certificates a link accepts. Read at every handshake, so a removed member is refused at once.
@@ -99,6 +100,60 @@ final class FrameHandler: ChannelDuplexHandler {
     }
 }
 
+/// Bounds what connections can cost before they prove anything: at most `limit` at once, and
+/// each must complete its TLS handshake and send a first frame within `deadline`, or it is
+/// closed. A stranger holding connections open cannot starve the agent of descriptors.
+final class ConnectionGuard: ChannelInboundHandler, Sendable {
+    typealias InboundIn = Frame
+    typealias InboundOut = Frame
+
+    final class Count: Sendable {
+        let value = Mutex(0)
+    }
+
+    private let count: Count
+    private let limit: Int
+    private let deadline: TimeAmount
+    private let timer = Mutex<Scheduled<Void>?>(nil)
+    private let counted = Mutex(false)
+
+    init(count: Count, limit: Int, deadline: TimeAmount) {
+        self.count = count
+        self.limit = limit
+        self.deadline = deadline
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let admitted = count.value.withLock { open in
+            guard open < limit else { return false }
+            open += 1
+            return true
+        }
+        guard admitted else {
+            context.close(promise: nil)
+            return
+        }
+        counted.withLock { $0 = true }
+        let channel = context.channel
+        timer.withLock { $0 = context.eventLoop.scheduleTask(in: deadline) { channel.close(promise: nil) } }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        timer.withLock { scheduled in
+            scheduled?.cancel()
+            scheduled = nil
+        }
+        context.fireChannelRead(data)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer.withLock { $0?.cancel() }
+        if counted.withLock({ $0 }) { count.value.withLock { $0 -= 1 } }
+        context.fireChannelInactive()
+    }
+}
+
 /// Listens for links from the account's other devices and answers each request frame.
 public final class LinkListener: Sendable {
     private let server: NIOAsyncChannel<NIOAsyncChannel<Frame, Frame>, Never>
@@ -128,6 +183,7 @@ public final class LinkListener: Sendable {
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         let context = try LinkTLS.context(for: identity)
+        let open = ConnectionGuard.Count()
         let server = try await ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: host, port: port) { channel in
@@ -135,6 +191,7 @@ public final class LinkListener: Sendable {
                     try channel.pipeline.syncOperations.addHandler(
                         NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(accepting: accepts)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: .seconds(10)))
                     return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
                 }
             }

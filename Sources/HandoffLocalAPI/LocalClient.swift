@@ -64,6 +64,9 @@ public final class LocalClient: Sendable {
         fd = try Self.connect(path)
         var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
         do throws(LocalError) {
+            try Self.checkServer(fd, path: path)
+            // An agent answers hello at once; a socket that does not is not an agent.
+            Self.setReceiveTimeout(fd, seconds: 5)
             try Self.write(fd, LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: role, bundleIdentifier: bundleIdentifier)).frame)
             // The answer to hello comes first, before any other message.
             guard let frame = try Self.readFrame(fd, &decoder) else {
@@ -74,6 +77,7 @@ public final class LocalClient: Sendable {
             }
             if let error = reply.error { throw error }
             hello = reply
+            Self.setReceiveTimeout(fd, seconds: 0)
         } catch {
             systemClose(fd)
             throw error
@@ -83,6 +87,27 @@ public final class LocalClient: Sendable {
         }
         reader.name = "handoff-local-api"
         reader.start()
+    }
+
+    /// Connects as `init` does, on a thread of its own: connecting blocks until the agent
+    /// answers `hello`, which must not hold up one of the few threads that async code shares
+    /// (an agent in the same process may need it to answer).
+    public static func connect(
+        path: String = LocalSocket.defaultPath(), role: LocalRole, bundleIdentifier: String? = nil,
+        onMessage: @escaping @Sendable (LocalMessage) -> Void = { _ in }, onClose: @escaping @Sendable (String) -> Void = { _ in }
+    ) async throws(LocalError) -> LocalClient {
+        let result: Result<LocalClient, LocalError> = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                do throws(LocalError) {
+                    continuation.resume(returning: .success(try LocalClient(path: path, role: role, bundleIdentifier: bundleIdentifier, onMessage: onMessage, onClose: onClose)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            thread.name = "handoff-local-api-connect"
+            thread.start()
+        }
+        return try result.get()
     }
 
     /// Whether the connection has ended.
@@ -224,6 +249,25 @@ public final class LocalClient: Sendable {
         return fd
     }
 
+    /// Refuses a socket served by another user: on a shared machine, someone else could have
+    /// put a socket where the agent's should be.
+    private static func checkServer(_ fd: Int32, path: String) throws(LocalError) {
+        #if os(Linux)
+        var credentials = (pid: Int32(0), uid: UInt32(0), gid: UInt32(0))
+        var length = socklen_t(MemoryLayout.size(ofValue: credentials))
+        let result = withUnsafeMutablePointer(to: &credentials) { getsockopt(fd, SOL_SOCKET, SO_PEERCRED, $0, &length) }
+        guard result == 0 else { return }
+        guard credentials.uid == getuid() else {
+            throw LocalError(.notAllowed, "the socket \(path) is served by another user (uid \(credentials.uid)), not by your agent; refusing to use it")
+        }
+        #endif
+    }
+
+    private static func setReceiveTimeout(_ fd: Int32, seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
     private static func write(_ fd: Int32, _ frame: Frame) throws(LocalError) {
         let bytes = frame.encoded
         var offset = 0
@@ -251,6 +295,7 @@ public final class LocalClient: Sendable {
             let count = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress!, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw LocalError(.failed, "no answer within 5 seconds") }
                 throw LocalError(.failed, String(cString: strerror(errno)))
             }
             if count == 0 { return nil }

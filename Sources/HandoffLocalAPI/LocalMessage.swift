@@ -135,9 +135,14 @@ public enum LocalMessage: Sendable, Hashable {
     /// The largest frame either side accepts.
     public static let maximumFrame = 1 << 20
 
-    /// The frame that carries this message.
+    /// The frame that carries this message. Encoding cannot fail: non-finite numbers (which
+    /// JSON has no word for) are written as strings rather than trapping.
     public var frame: Frame {
-        Frame(kind: Self.frameKind, payload: Array(try! LocalMessage.encoder.encode(self)))
+        do {
+            return Frame(kind: Self.frameKind, payload: Array(try LocalMessage.encoder.encode(self)))
+        } catch {
+            preconditionFailure("a local message always encodes (non-finite numbers become strings): \(error)")
+        }
     }
 
     /// Reads a message from a frame, or says what is wrong with it. Never traps.
@@ -160,6 +165,7 @@ public enum LocalMessage: Sendable, Hashable {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
         return encoder
     }()
 

@@ -365,7 +365,9 @@ struct FieldReader {
             let raw = try take(8)
             var bits: UInt64 = 0
             withUnsafeMutableBytes(of: &bits) { $0.copyBytes(from: raw) }
-            expiration = Date(timeIntervalSinceReferenceDate: Double(bitPattern: UInt64(littleEndian: bits)))
+            let seconds = Double(bitPattern: UInt64(littleEndian: bits))
+            guard seconds.isFinite else { throw .malformed("the expiration date is not a finite number") }
+            expiration = Date(timeIntervalSinceReferenceDate: seconds)
         }
         let webpage = try optionalString()
         let referrer = try optionalString()

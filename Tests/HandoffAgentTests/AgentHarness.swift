@@ -36,14 +36,14 @@ struct TestDevice: Sendable {
     let state: URL
 
     /// A client acting for the person (as the CLI does).
-    func control() throws -> LocalClient {
-        try LocalClient(path: socket, role: .control)
+    func control() async throws -> LocalClient {
+        try await LocalClient.connect(path: socket, role: .control)
     }
 
     /// Calls the agent and fails the test on a refusal.
     @discardableResult
     func call(_ call: LocalCall) async throws -> LocalReply {
-        let client = try control()
+        let client = try await control()
         defer { client.close() }
         let reply = try await client.call(call)
         if let error = reply.error { throw error }
@@ -52,7 +52,7 @@ struct TestDevice: Sendable {
 
     /// Calls the agent and returns its reply, refusals included.
     func attempt(_ call: LocalCall) async throws -> LocalReply {
-        let client = try control()
+        let client = try await control()
         defer { client.close() }
         return try await client.call(call)
     }
@@ -197,9 +197,9 @@ final class RawApp: Sendable {
         let client = Mutex<LocalClient?>(nil)
     }
 
-    init(socket: String, behaviour: SaveBehaviour) throws {
+    init(socket: String, behaviour: SaveBehaviour) async throws {
         let inbox = Inbox()
-        let client = try LocalClient(path: socket, role: .app) { message in
+        let client = try await LocalClient.connect(path: socket, role: .app) { message in
             inbox.messages.withLock { $0.append(message) }
             guard case .save(let request, _) = message, let client = inbox.client.withLock({ $0 }) else { return }
             switch behaviour {

@@ -147,8 +147,8 @@ struct AgentTests {
         try await withHarness { harness in
             let a = try await harness.start("alpha")
             try await harness.installMapViewer(on: a)
-            #expect {
-                _ = try LocalClient(path: a.socket, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")
+            await #expect {
+                _ = try await LocalClient.connect(path: a.socket, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")
             } throws: { error in
                 (error as? LocalError)?.kind == .notAllowed
             }
@@ -162,7 +162,7 @@ struct AgentTests {
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
-            let app = try RawApp(socket: a.socket, behaviour: .neverAnswer)
+            let app = try await RawApp(socket: a.socket, behaviour: .neverAnswer)
             let activity = mapActivity()
             try app.client.send(.becameCurrent(activity))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
@@ -181,14 +181,14 @@ struct AgentTests {
             try await harness.installMapViewer(on: b)
 
             let big = mapActivity()
-            let large = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: big, userInfo: Data(repeating: 1, count: 200))))
+            let large = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: big, userInfo: Data(repeating: 1, count: 200))))
             try large.client.send(.becameCurrent(big))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == big.id })
             #expect(try await b.attempt(.continue(activity: big.id)).error?.code == 4611)
             large.client.close()
 
             let leaving = mapActivity()
-            let quitter = try RawApp(socket: a.socket, behaviour: .quit)
+            let quitter = try await RawApp(socket: a.socket, behaviour: .quit)
             try quitter.client.send(.becameCurrent(leaving))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == leaving.id })
             #expect(try await b.attempt(.continue(activity: leaving.id)).error?.code == 4608)
@@ -203,7 +203,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            let app = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
             try app.client.send(.becameCurrent(activity))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
             try await b.call(.continue(activity: activity.id))
@@ -219,7 +219,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            let app = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
             try app.client.send(.becameCurrent(activity))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
             await a.agent?.stop()
@@ -242,7 +242,7 @@ struct AgentTests {
 
             // alpha's activity: beta sees it, gamma does not, and gamma cannot fetch it.
             let activity = mapActivity()
-            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            let app = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
             try app.client.send(.becameCurrent(activity))
             #expect(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
             try await Task.sleep(for: .milliseconds(300))
@@ -286,7 +286,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity, userInfo: Data([0x48, 0x07, 0x0C, 0x00]))))
+            let app = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity, userInfo: Data([0x48, 0x07, 0x0C, 0x00]))))
             try app.client.send(.becameCurrent(activity))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
             let reply = try await b.attempt(.continue(activity: activity.id))
@@ -304,7 +304,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            let app = try RawApp(socket: a.socket, behaviour: .neverAnswer)
+            let app = try await RawApp(socket: a.socket, behaviour: .neverAnswer)
             try app.client.send(.becameCurrent(activity))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
             let continuing = Task { try await b.attempt(.continue(activity: activity.id)) }
@@ -396,7 +396,7 @@ struct AgentTests {
             #expect(await waitUntil { (try? await back.call(.status).status?.members) == 2 }, "gamma never learned that beta was removed")
             // gamma now hears alpha under the new key.
             let activity = mapActivity()
-            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            let app = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
             try app.client.send(.becameCurrent(activity))
             #expect(await waitUntil { (try? await back.nearby().first?.activity.id) == activity.id }, "gamma does not hear alpha's new beacons")
         }
@@ -418,7 +418,7 @@ struct AgentTests {
             #expect(await waitUntil { (try? await back.call(.status).status?.members) == 3 }, "beta never learned that gamma joined")
             try await harness.installMapViewer(on: back)
             let activity = mapActivity()
-            let app = try RawApp(socket: c.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            let app = try await RawApp(socket: c.socket, behaviour: .answer(LocalRecord(activity: activity)))
             try app.client.send(.becameCurrent(activity))
             try #require(await waitUntil { (try? await back.nearby().first?.activity.id) == activity.id })
             #expect(try await back.call(.continue(activity: activity.id)).continued?.app == "com.example.handoff.MapViewer")
@@ -433,7 +433,7 @@ struct AgentTests {
             let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
             try await harness.pair([a, b])
             let activity = LocalActivity(id: UUID(), activityType: "com.example.news.reading", title: "An article", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
-            let app = try RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity, webpageURL: "https://news.example.com/articles/42")))
+            let app = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity, webpageURL: "https://news.example.com/articles/42")))
             try app.client.send(.becameCurrent(activity))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
             #expect(try await b.nearby().first?.handler == "browser")
@@ -443,5 +443,42 @@ struct AgentTests {
             #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == "https://news.example.com/articles/42" })
             #expect(await waitUntil { app.messages.contains(.wasContinued(activity: activity.id)) })
         }
+    }
+
+    @Test("A web page from another device that is not http or https is never opened")
+    func unsafeWebPage() async throws {
+        try await withHarness { harness in
+            let opened = harness.root.appendingPathComponent("opened.txt")
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
+            try await harness.pair([a, b])
+            let activity = LocalActivity(id: UUID(), activityType: "com.example.news.reading", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
+            let app = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity, webpageURL: "file:///etc/passwd")))
+            try app.client.send(.becameCurrent(activity))
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            let reply = try await b.attempt(.continue(activity: activity.id))
+            #expect(reply.error?.message.contains("not an http or https URL") == true, "\(String(describing: reply.error))")
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(!FileManager.default.fileExists(atPath: opened.path))
+        }
+    }
+
+    @Test("The agent refuses a socket folder other users may write in")
+    func unsafeSocketFolder() async throws {
+        let folder = "/tmp/ho-open-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        chmod(folder, 0o777)
+        let harness = try AgentHarness()
+        defer { try? FileManager.default.removeItem(at: harness.root) }
+        var configuration = harness.configuration("alpha")
+        configuration.socketPath = folder + "/agent.sock"
+        let agent = try Agent(configuration: configuration)
+        await #expect {
+            try await agent.start()
+        } throws: { error in
+            "\(error)".contains("other users may write in the socket's folder")
+        }
+        await agent.stop()
     }
 }

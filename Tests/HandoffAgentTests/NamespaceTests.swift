@@ -201,7 +201,7 @@ struct NamespaceTests {
         try await b.call(.join(code: invitation.code))
         try await b.call(.awaitJoinResult)
         #expect(try await a.call(.status).status?.members == 2)
-        let client = try a.control()
+        let client = try await a.control()
         try client.send(.call(request: 1_000, .removeDevice(name: "beta")))
         segment.crash("a")
         client.close()

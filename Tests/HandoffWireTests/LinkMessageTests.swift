@@ -20,7 +20,27 @@ struct LinkMessageTests {
             .fetched(request: UInt64.max, WireActivityRecord(id: UUID(), activityType: "t")),
             .fetchFailed(request: 7, code: 4610, message: "the app did not save in time"),
             .continued(activityID: UUID()),
+            .accountUpdate([SignedChange(signer: UUID(), state: Array("{}".utf8), signature: [1, 2, 3]), SignedChange(signer: UUID(), state: [], signature: [])]),
+            .joinRequest(version: 1, name: "desk", certificate: [0x30, 0x82], proof: [UInt8](repeating: 9, count: 32)),
+            .joinAccepted(SignedChange(signer: UUID(), state: Array("{\"revision\":2}".utf8), signature: [4])),
+            .joinRefused(reason: "the code is wrong"),
         ]
+    }
+
+    @Test("An expiration date that is not a finite number is refused")
+    func nonFiniteDate() throws {
+        var record = WireActivityRecord(id: UUID(), activityType: "t", expirationDate: Date(timeIntervalSinceReferenceDate: 1))
+        record.expirationDate = Date(timeIntervalSinceReferenceDate: .nan)
+        #expect(throws: LinkMessageError.self) { try LinkMessage(frame: LinkMessage.fetched(request: 1, record).frame) }
+        record.expirationDate = Date(timeIntervalSinceReferenceDate: .infinity)
+        #expect(throws: LinkMessageError.self) { try LinkMessage(frame: LinkMessage.fetched(request: 1, record).frame) }
+    }
+
+    @Test("An account update that claims more changes than its bytes could hold is refused before reading them")
+    func lyingCount() {
+        var payload: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 0x0F]
+        payload += [UInt8](repeating: 0, count: 20)
+        #expect(throws: LinkMessageError.self) { try LinkMessage(frame: Frame(kind: 0x20, payload: payload)) }
     }
 
     @Test("Every message comes back from its frame as it was")
