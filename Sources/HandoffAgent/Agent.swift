@@ -969,6 +969,14 @@ public actor Agent {
         }
         guard now != offered else { return }
         offered = now
+        // An activity stops being offered when it expires, not only at the next change.
+        if let expiration = now?.expirationDate {
+            let delay = max(0, expiration.timeIntervalSinceNow)
+            Task { [weak self] in
+                try? await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 10))
+                await self?.offerChanged()
+            }
+        }
         do {
             try await discovery?.announce(now.map(Self.beaconActivity))
         } catch {

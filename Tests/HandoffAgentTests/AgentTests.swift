@@ -481,4 +481,20 @@ struct AgentTests {
         }
         await agent.stop()
     }
+
+    @Test("An activity is no longer offered once its expiration date passes")
+    func expiration() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            var activity = mapActivity()
+            activity.expirationDate = Date().addingTimeInterval(1)
+            let app = try await RawApp(socket: a.socket, behaviour: .neverAnswer)
+            try app.client.send(.becameCurrent(activity))
+            #expect(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            #expect(await waitUntil(5) { (try? await a.call(.status).status?.currentActivity) == .some(nil) }, "alpha still offers an expired activity")
+            #expect(await waitUntil(5) { (try? await b.nearby().isEmpty) == true })
+        }
+    }
 }
