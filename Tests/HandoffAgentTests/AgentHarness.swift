@@ -215,3 +215,47 @@ final class RawApp: Sendable {
 
     var messages: [LocalMessage] { inbox.messages.withLock { $0 } }
 }
+
+/// A command started by a test, whose output is gathered on a thread of its own (so that no
+/// async thread waits on a pipe) and whose input the test types into.
+final class RunningCommand: Sendable {
+    private let process: Process
+    private let input: Pipe
+    private let gathered = Buffer()
+
+    private final class Buffer: Sendable {
+        let text = Mutex("")
+    }
+
+    init(_ executable: URL, _ arguments: [String]) throws {
+        process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let reader = output.fileHandleForReading
+        Thread.detachNewThread { [gathered] in
+            while true {
+                let data = reader.availableData
+                if data.isEmpty { break }
+                gathered.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+            }
+        }
+    }
+
+    var output: String { gathered.text.withLock { $0 } }
+    var isRunning: Bool { process.isRunning }
+    var status: Int32 { process.terminationStatus }
+
+    func type(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+}

@@ -497,4 +497,31 @@ struct AgentTests {
             #expect(await waitUntil(5) { (try? await b.nearby().isEmpty) == true })
         }
     }
+
+    @Test("handoff device invite and handoff join: both screens show one verification number, and typing yes lets the device in")
+    func interactivePairingCommands() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await a.call(.createAccount(name: "home"))
+            let handoff = try #require(builtExecutable("handoff"))
+
+            let invite = try RunningCommand(handoff, ["device", "invite", "--socket", a.socket])
+            try #require(await waitUntil { invite.output.contains("handoff join ") }, "invite printed: \(invite.output)")
+            let line = try #require(invite.output.split(separator: "\n").first { $0.contains("handoff join ") })
+            let code = String(line.split(separator: " ").last!)
+
+            let join = try RunningCommand(handoff, ["join", code, "--socket", b.socket])
+            try #require(await waitUntil { join.output.contains("Verification number:") }, "join printed: \(join.output)")
+            try #require(await waitUntil { invite.output.contains("asks to join") }, "invite printed: \(invite.output)")
+            let shown = try #require(join.output.split(separator: "\n").first { $0.hasPrefix("Verification number:") }?.dropFirst("Verification number: ".count))
+            #expect(invite.output.contains("verification number \(shown)"), "invite printed: \(invite.output)")
+
+            invite.type("yes")
+            #expect(await waitUntil { !invite.isRunning && !join.isRunning })
+            #expect(invite.status == 0 && join.status == 0)
+            #expect(join.output.contains("Joined the account 'home'"))
+            #expect(try await a.call(.status).status?.members == 2)
+        }
+    }
 }
