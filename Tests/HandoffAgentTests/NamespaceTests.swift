@@ -180,8 +180,11 @@ struct NamespaceTests {
         // A beacon of A captured on the segment and sent again later is refused by B.
         let captured = segment.harness.root.appendingPathComponent("beacon.bin").path
         let capture = Task.detached { try segment.run(in: "c", ["python3", "-c", beaconTool, "capture", captured, segment.address("c"), segment.address("a")]) }
-        try await Task.sleep(for: .milliseconds(300))
-        origin.send("show 37.79 -122.41 0.03")  // a change makes A send a beacon at once
+        // Each change makes A send a beacon at once; change until the capture has one.
+        for step in 1...60 where !FileManager.default.fileExists(atPath: captured) {
+            origin.send("show \(37.79 + Double(step) / 1000) -122.41 0.03")
+            _ = await waitUntil(0.3) { FileManager.default.fileExists(atPath: captured) }
+        }
         _ = try await capture.value
         let before = try #require(try await b.call(.status).status?.discovery)
         try segment.run(in: "c", ["python3", "-c", beaconTool, "replay", captured, segment.address("c")])

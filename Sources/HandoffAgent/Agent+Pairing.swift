@@ -1,0 +1,440 @@
+import Foundation
+import Handoff
+import HandoffApp
+import HandoffLocalAPI
+import HandoffWire
+import Logging
+import NIOCore
+import NIOPosix
+import X509
+
+/// Accounts and pairing: invitations, joins, signed account changes, removal, catching up.
+extension Agent {
+    // MARK: Pairing
+
+    /// Makes an invitation and opens the pairing listener for it.
+    func invite(kind: Invitation.Kind, host: String?, lifetime: Double?) async -> LocalReply {
+        guard let account else {
+            return .failure(LocalError(.account, "this device is in no account yet; make one with 'handoff account create --name NAME'"))
+        }
+        let lifetime = lifetime ?? 600
+        guard lifetime > 0, lifetime <= 86_400 else {
+            return .failure(LocalError(.badRequest, "an invitation lasts from 1 second to 24 hours"))
+        }
+        guard let address = host ?? invitationAddress() else {
+            return .failure(LocalError(.badRequest, "this device has no address to put in the invitation; give one with --address"))
+        }
+        while openingPairingListener { try? await Task.sleep(for: .milliseconds(10)) }
+        if pairingListener == nil {
+            openingPairingListener = true
+            defer { openingPairingListener = false }
+            // On the link port plus one, so a firewall needs one more port; with a random link
+            // port (tests), a random one.
+            let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
+            do {
+                pairingListener = try await LinkListener(
+                    identity: identity, accepting: { _ in true }, host: configuration.listen.host, port: port, eventLoopGroup: eventLoopGroup
+                ) { [weak self] frame, peer in
+                    await self?.answerJoin(frame, from: peer)
+                }
+            } catch {
+                return .failure(LocalError(.failed, "cannot listen for joining devices on \(configuration.listen.host):\(port): \(error)"))
+            }
+        }
+        let invitation = Invitation.make(kind, host: address, port: pairingListener!.port, fingerprint: identity.fingerprint)
+        let id = UUID()
+        let expires = Date().addingTimeInterval(lifetime)
+        invitations[id] = PendingInvitation(invitation: invitation, expires: expires)
+        Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(Int64(lifetime * 1000)))
+            await self?.expire(id)
+        }
+        logger.notice("made an invitation to '\(account.name)'", metadata: ["kind": "\(kind)", "expires": "\(expires)"])
+        return LocalReply(
+            invitation: LocalInvitation(
+                id: id, code: invitation.code, kind: kind == .token ? "token" : "interactive", expires: expires, host: address, port: invitation.port))
+    }
+
+    func invitationAddress() -> String? {
+        let listen = configuration.listen.host
+        if listen != "0.0.0.0" && listen != "::" { return listen }
+        let interfaces = configuration.interfaces ?? Self.multicastInterfaces()
+        let devices = (try? System.enumerateDevices()) ?? []
+        for name in interfaces {
+            if let device = devices.first(where: { $0.name == name }), case .v4? = device.address, let ip = device.address?.ipAddress {
+                return ip
+            }
+        }
+        return nil
+    }
+
+    func expire(_ id: UUID) {
+        guard let pending = invitations.removeValue(forKey: id) else { return }
+        for waiter in pending.waiters { waiter.resume(returning: nil) }
+        pending.decision?.resume(returning: false)
+        // The listener closes a little later, so the answer to a join in progress is written.
+        Task { [weak self] in
+            try? await Task.sleep(for: .seconds(5))
+            await self?.closePairingListenerIfIdle()
+        }
+    }
+
+    func closePairingListenerIfIdle() async {
+        guard invitations.isEmpty, let listener = pairingListener else { return }
+        pairingListener = nil
+        await listener.close()
+    }
+
+    func awaitJoin(_ id: UUID) async -> LocalReply {
+        guard invitations[id] != nil else {
+            return .failure(LocalError(.notFound, "the invitation has expired or was used"))
+        }
+        let request: LocalJoinRequest? = await withCheckedContinuation { continuation in
+            if let candidate = invitations[id]?.candidate {
+                continuation.resume(returning: candidate)
+            } else if invitations[id] != nil {
+                invitations[id]?.waiters.append(continuation)
+            } else {
+                continuation.resume(returning: nil)
+            }
+        }
+        guard let request else { return .failure(LocalError(.notFound, "the invitation expired before a device asked to join")) }
+        return LocalReply(joinRequest: request)
+    }
+
+    func confirmJoin(_ id: UUID, accept: Bool) -> LocalReply {
+        guard let decision = invitations[id]?.decision else {
+            return .failure(LocalError(.notFound, "no device is waiting to join with that invitation"))
+        }
+        invitations[id]?.decision = nil
+        decision.resume(returning: accept)
+        return LocalReply()
+    }
+
+    /// Answers a frame on the pairing listener: only `joinRequest` is heard there.
+    func answerJoin(_ frame: Frame, from peer: LinkPeer) async -> Frame? {
+        guard case .joinRequest(let version, let name, let certificate, let proof)? = try? LinkMessage(frame: frame) else {
+            return LinkMessage.joinRefused(reason: "only a join request is answered here").frame
+        }
+        let refuse = { (reason: String) -> Frame? in
+            self.logger.warning("refused a device asking to join: \(reason)", metadata: ["name": "\(name)"])
+            return LinkMessage.joinRefused(reason: reason).frame
+        }
+        guard version == LinkMessage.version else { return refuse("it speaks link protocol version \(version), this device \(LinkMessage.version)") }
+        guard certificate == peer.certificate else { return refuse("the certificate in the request is not the one it connected with") }
+        let now = Date()
+        guard let (id, pending) = invitations.first(where: { !$0.value.used && $0.value.expires > now && $0.value.invitation.isValid(proof: proof, certificate: certificate, name: name) }) else {
+            return refuse("the code is wrong, was used already, or has expired; ask for a new one with 'handoff device invite'")
+        }
+        // One use, whatever comes of it.
+        invitations[id]?.used = true
+        guard let account else { return refuse("this device has left its account") }
+        let trimmed = name.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed.utf8.count <= 64 else { return refuse("a device name has 1 to 64 bytes") }
+        guard !account.members.contains(where: { $0.name == name }) else {
+            return refuse("a device named '\(name)' is already in the account; start the new device's agent with another --name")
+        }
+        let fingerprint = DeviceIdentity.fingerprint(ofCertificate: certificate)
+        guard !account.members.contains(where: { $0.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) } == fingerprint }) else {
+            return refuse("that device is already a member")
+        }
+        if pending.invitation.kind == .interactive {
+            let request = LocalJoinRequest(name: name, verification: pending.invitation.verificationNumber(certificate: certificate), fingerprint: fingerprint)
+            let accepted: Bool = await withCheckedContinuation { continuation in
+                guard invitations[id] != nil else { return continuation.resume(returning: false) }
+                invitations[id]?.candidate = request
+                invitations[id]?.decision = continuation
+                for waiter in invitations[id]?.waiters ?? [] { waiter.resume(returning: request) }
+                invitations[id]?.waiters = []
+            }
+            guard accepted else {
+                expire(id)
+                return refuse("the person on '\(deviceName)' did not confirm the join")
+            }
+        }
+        expire(id)
+        guard let memberID = UUID(uuidString: peerID(certificate)) else {
+            return refuse("its certificate does not name a device id")
+        }
+        let committed: Result<(SignedChange, [AccountState.Member]), PairingError> = await changingAccount {
+            // From the account as it is now: another change may have come while the person decided.
+            guard var account = self.account else { return .failure(PairingError("this device has left its account")) }
+            guard !account.members.contains(where: { $0.id == memberID || $0.name == name }) else {
+                return .failure(PairingError("a device with that id or name is already in the account"))
+            }
+            let previous = account.members
+            account.members.append(AccountState.Member(id: memberID, name: name, certificate: Data(certificate)))
+            account.revision += 1
+            let signed: SignedChange
+            do {
+                signed = try SignedAccount(account, by: identity)
+                try store.save(account, to: AccountState.fileName)
+            } catch {
+                return .failure(PairingError("this device could not save the account: \(error)"))
+            }
+            self.account = account
+            updatePins()
+            record(signed, revision: account.revision)
+            await discovery?.setAccountRevision(account.revision)
+            return .success((signed, previous))
+        }
+        let signed: SignedChange
+        let previous: [AccountState.Member]
+        switch committed {
+        case .success(let made): (signed, previous) = made
+        case .failure(let error): return refuse(error.message)
+        }
+        logger.notice("'\(name)' joined the account")
+        // The answer goes first; the other members hear of the new device meanwhile, and the
+        // new device hears this one at once, not at the next refresh.
+        let pinned = pins.value
+        Task {
+            await self.push([signed], to: previous, pins: pinned)
+            try? await self.discovery?.announce(self.offered.map(Self.beaconActivity))
+        }
+        return LinkMessage.joinAccepted(signed).frame
+    }
+
+    /// The device id a certificate names (its organizational unit), as `DeviceIdentity.generate` writes it.
+    func peerID(_ certificate: [UInt8]) -> String {
+        guard let parsed = try? Certificate(derEncoded: certificate) else { return "" }
+        for rdn in parsed.subject {
+            for attribute in rdn where attribute.type == .RDNAttributeType.organizationalUnitName {
+                return String(describing: attribute.value)
+            }
+        }
+        return ""
+    }
+
+    /// Starts joining with an invitation code.
+    func join(_ code: String) -> LocalReply {
+        if let account {
+            return .failure(LocalError(.account, "this device is already in the account '\(account.name)'"))
+        }
+        if joining != nil {
+            return .failure(LocalError(.account, "a join is already under way"))
+        }
+        joinResult = nil
+        let invitation: Invitation
+        do {
+            invitation = try Invitation(parsing: code)
+        } catch {
+            return .failure(LocalError(.badRequest, error.message))
+        }
+        let certificate = identity.certificateDER
+        let name = deviceName
+        let request = LinkMessage.joinRequest(version: LinkMessage.version, name: name, certificate: certificate, proof: invitation.proof(certificate: certificate, name: name))
+        let deadline: Duration = invitation.kind == .interactive ? .seconds(600) : .seconds(30)
+        joining = Task { [identity, eventLoopGroup] in
+            let answer: Frame
+            do {
+                answer = try await withDeadline(deadline) {
+                    try await LinkClient.exchange(
+                        request.frame, host: invitation.host, port: invitation.port, identity: identity!,
+                        accepting: { invitation.matches(fingerprint: $0) }, eventLoopGroup: eventLoopGroup)
+                }
+            } catch {
+                return self.joinEnded(.failure(LocalError(.failed, "cannot reach the inviting device at \(invitation.host):\(invitation.port), or it is not the device that made the code: \(error)")))
+            }
+            return self.joinEnded(await self.joined(answer))
+        }
+        return LocalReply(verification: invitation.kind == .interactive ? invitation.verificationNumber(certificate: certificate) : nil)
+    }
+
+    func joinEnded(_ reply: LocalReply) -> LocalReply {
+        joining = nil
+        joinResult = reply
+        return reply
+    }
+
+    func joined(_ answer: Frame) async -> LocalReply {
+        switch try? LinkMessage(frame: answer) {
+        case .joinAccepted(let change)?:
+            let account: AccountState
+            do {
+                account = try change.account()
+            } catch {
+                return .failure(LocalError(.failed, error.message))
+            }
+            guard account.members.contains(where: { $0.certificate.map(Array.init) == identity.certificateDER }) else {
+                return .failure(LocalError(.failed, "the inviting device answered with an account that does not list this device"))
+            }
+            let adopted: AgentError? = await changingAccount {
+                guard self.account == nil else { return AgentError("this device joined another account meanwhile") }
+                do throws(AgentError) {
+                    try await adopt(account)
+                } catch {
+                    return error
+                }
+                record(change, revision: account.revision)
+                return nil
+            }
+            if let adopted { return .failure(LocalError(.failed, adopted.message)) }
+            logger.notice("joined the account '\(account.name)'", metadata: ["devices": "\(account.members.count)"])
+            return LocalReply(account: account.name)
+        case .joinRefused(let reason)?:
+            return .failure(LocalError(.account, "the inviting device refused: \(reason)"))
+        default:
+            return .failure(LocalError(.failed, "the inviting device answered with something other than a join result"))
+        }
+    }
+
+    /// Removes a member: a signed change with a new beacon key, taken up here first, then sent
+    /// to every member nearby (the removed one too, so it knows).
+    func removeDevice(named name: String) async -> LocalReply {
+        let pinned = pins.value
+        // Who is nearby now: a new key starts discovery afresh, with nobody heard yet.
+        let nearby = await discovery?.nearby ?? []
+        let made: Result<(SignedChange, AccountState, [AccountState.Member]), LocalError> = await changingAccount {
+            guard var account = self.account else { return .failure(LocalError(.account, "this device is in no account")) }
+            guard let member = account.members.first(where: { $0.name == name }) else {
+                return .failure(LocalError(.notFound, "no device named '\(name)' is in the account; 'handoff devices' lists them"))
+            }
+            guard member.id != identity.id else {
+                return .failure(LocalError(.notAllowed, "this device cannot remove itself; remove it from another device of the account"))
+            }
+            let previous = account.members
+            account.members.removeAll { $0.id == member.id }
+            // The old keys are kept only to find members that were away (see Discovery.stale).
+            account.retiredBeaconKeys = Array((account.beaconKeys + (account.retiredBeaconKeys ?? [])).prefix(4))
+            account.beaconKeys = [Data(BeaconKey.generate().rawRepresentation)]
+            account.revision += 1
+            let signed: SignedChange
+            do {
+                signed = try SignedAccount(account, by: identity)
+                try await adopt(account)
+            } catch let error as PairingError {
+                return .failure(LocalError(.failed, error.message))
+            } catch {
+                return .failure(LocalError(.failed, "\(error)"))
+            }
+            record(signed, revision: account.revision)
+            links.removeValue(forKey: member.id)?.close()
+            return .success((signed, account, previous))
+        }
+        switch made {
+        case .failure(let error):
+            return .failure(error)
+        case .success(let (signed, account, previous)):
+            // With the pins from before, so that the removed device too can be told.
+            await push([signed], to: previous, pins: pinned, nearby: nearby)
+            logger.notice("removed '\(name)' from the account and rotated the beacon key")
+            return LocalReply(account: account.name)
+        }
+    }
+
+    /// Sends signed changes to every member in `members` heard nearby, but this device, each on
+    /// a connection of its own pinned to `pins`. Those away learn of them when they are heard
+    /// again (`catchUp`).
+    func push(_ signed: [SignedChange], to members: [AccountState.Member], pins: Set<String>, nearby known: [NearbyDevice]? = nil) async {
+        var nearby = known ?? []
+        if known == nil { nearby = await discovery?.nearby ?? [] }
+        for member in members where member.id != identity.id {
+            guard let device = nearby.first(where: { $0.sender == member.id }) else {
+                logger.info("'\(member.name)' is not nearby: it learns of the change when it is heard again")
+                continue
+            }
+            await send(.accountUpdate(signed), to: device, pins: pins)
+        }
+    }
+
+    /// Sends one message on a connection of its own (never one of the reused links, which a
+    /// stranger's replayed beacon must not be able to replace), then closes it.
+    func send(_ message: LinkMessage, to device: NearbyDevice, pins: Set<String>) async {
+        do {
+            let link = try await PeerConnection.open(
+                host: device.address, port: Int(device.linkPort), identity: identity, pins: { pins }, deadline: .seconds(5),
+                eventLoopGroup: eventLoopGroup)
+            guard link.device == device.sender else {
+                link.close()
+                logger.warning("the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'")
+                return
+            }
+            link.send(message)
+            link.close()
+        } catch {
+            logger.info("could not reach '\(memberName(device.sender))': \(error.message)")
+        }
+    }
+
+    /// Keeps a change for members that were away: the last `keptChanges`, on disk.
+    func record(_ change: SignedChange, revision: UInt64) {
+        changes.removeAll { $0.revision >= revision }
+        changes.append(RecordedChange(revision: revision, signer: change.signer, state: Data(change.state), signature: Data(change.signature)))
+        if changes.count > Self.keptChanges { changes.removeFirst(changes.count - Self.keptChanges) }
+        do {
+            try store.save(changes, to: AccountState.changesFileName)
+        } catch {
+            logger.warning("could not keep the account's changes for members that are away: \(error)")
+        }
+    }
+
+    /// Sends a member that is behind (heard with an older revision, or under a retired key)
+    /// the changes it missed, at most every 5 seconds.
+    func catchUp(_ member: UUID, address: String, linkPort: UInt16, revision: UInt64) async {
+        guard let account, revision < account.revision, account.members.contains(where: { $0.id == member }), member != identity.id else { return }
+        let now = ContinuousClock.now
+        if let last = lastCatchUp[member], now - last < .seconds(5) { return }
+        lastCatchUp[member] = now
+        let missed = changes.filter { $0.revision > revision }
+        guard let first = missed.first, first.revision == revision + 1 else {
+            logger.warning("'\(memberName(member))' is too many changes behind to catch up; remove it and pair it again", metadata: ["its revision": "\(revision)"])
+            return
+        }
+        let device = NearbyDevice(sender: member, address: address, linkPort: linkPort, activity: nil, lastHeard: Date(), accountRevision: revision)
+        logger.info("sending '\(memberName(member))' the \(missed.count) account change(s) it missed")
+        await send(.accountUpdate(missed.map(\.change)), to: device, pins: pins.value)
+    }
+
+    /// Takes up changes another member sent, oldest first; each must be signed by a member of
+    /// the account as the change before it left it. Ones already known are skipped.
+    func apply(_ signed: [SignedChange], from peer: LinkPeer) async {
+        await changingAccount { await applyInOrder(signed) }
+    }
+
+    func applyInOrder(_ signed: [SignedChange]) async {
+        for change in signed.prefix(Self.keptChanges) {
+            guard let current = account else { return }
+            let updated: AccountState
+            do {
+                updated = try change.verified(against: current)
+            } catch {
+                if let revision = try? change.account().revision, revision <= current.revision { continue }
+                logger.warning("ignored an account change: \(error.message)")
+                return
+            }
+            let signer = memberName(change.signer)
+            if !updated.members.contains(where: { $0.id == identity.id }) {
+                logger.notice("this device was removed from the account '\(current.name)' by '\(signer)'")
+                await leave()
+                return
+            }
+            record(change, revision: updated.revision)
+            do {
+                try await adopt(updated)
+            } catch {
+                logger.error("could not take up an account change: \(error)")
+                return
+            }
+            for (id, link) in links where !updated.members.contains(where: { $0.id == id }) {
+                link.close()
+                links[id] = nil
+            }
+            logger.notice("the account changed", metadata: ["by": "\(signer)", "devices": "\(updated.members.count)", "revision": "\(updated.revision)"])
+        }
+    }
+
+    /// Forgets the account: this device was removed.
+    func leave() async {
+        discoveryTask?.cancel()
+        await discovery?.stop()
+        discovery = nil
+        account = nil
+        updatePins()
+        for link in links.values { link.close() }
+        links = [:]
+        try? FileManager.default.removeItem(at: store.url(AccountState.fileName))
+        try? FileManager.default.removeItem(at: store.url(AccountState.changesFileName))
+        changes = []
+    }
+}
