@@ -17,17 +17,23 @@ public final class LocalPeer: Sendable {
     /// The executable of the process, resolved when it connected; nil when unreadable.
     public let executable: URL?
     private let outbox: AsyncStream<LocalMessage>.Continuation
+    private let hangUp: @Sendable () -> Void
 
-    init(pid: Int32, uid: UInt32, outbox: AsyncStream<LocalMessage>.Continuation) {
+    init(pid: Int32, uid: UInt32, outbox: AsyncStream<LocalMessage>.Continuation, hangUp: @escaping @Sendable () -> Void) {
         self.pid = pid
         self.uid = uid
         self.outbox = outbox
+        self.hangUp = hangUp
         executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")).map { URL(fileURLWithPath: $0) }
     }
 
-    /// Queues a message to the client, in order.
+    /// Queues a message to the client, in order. A client that leaves `LocalAPIServer.queueLimit`
+    /// messages unread is disconnected rather than let the agent's memory grow.
     public func send(_ message: LocalMessage) {
-        outbox.yield(message)
+        if case .dropped = outbox.yield(message) {
+            outbox.finish()
+            hangUp()
+        }
     }
 
     /// Ends the connection once what was queued has been written.
@@ -53,6 +59,9 @@ public struct LocalAPIServerError: Error, Sendable, CustomStringConvertible {
 /// The agent's end of the local socket: a Unix stream socket, owner-only, carrying frames of
 /// JSON messages (`docs/local-api.md`).
 public final class LocalAPIServer: Sendable {
+    /// How many messages may wait in each direction for one client.
+    static let queueLimit = 1024
+
     public let path: String
     private let server: NIOAsyncChannel<ConnectedClient, Never>
     private let serving: Task<Void, Never>
@@ -131,9 +140,10 @@ public final class LocalAPIServer: Sendable {
             return
         }
         try? await client.channel.executeThenClose { inbound, outbound in
-            let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream()
-            let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream()
-            let peer = LocalPeer(pid: client.pid, uid: client.uid, outbox: outbox)
+            let channel = client.channel.channel
+            let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
+            let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
+            let peer = LocalPeer(pid: client.pid, uid: client.uid, outbox: outbox) { channel.close(promise: nil) }
             let writer = Task {
                 for await message in outgoing {
                     do { try await outbound.write(message.frame) } catch { break }
@@ -144,7 +154,12 @@ public final class LocalAPIServer: Sendable {
                 do {
                     for try await frame in inbound {
                         do throws(LocalError) {
-                            inbox.yield(.success(try LocalMessage(frame: frame)))
+                            // A client that sends faster than the agent serves it is cut off.
+                            if case .dropped = inbox.yield(.success(try LocalMessage(frame: frame))) {
+                                logger.warning("a local client sent more than the agent could take and was disconnected", metadata: ["pid": "\(client.pid)"])
+                                channel.close(promise: nil)
+                                break
+                            }
                         } catch {
                             // Told to the client at once, under its request number if that can be read.
                             peer.send(.reply(request: Self.requestNumber(in: frame.payload), .failure(error)))
@@ -157,9 +172,11 @@ public final class LocalAPIServer: Sendable {
                 inbox.finish()
             }
             await serve(peer, incoming)
-            // What was queued (a last refusal) is written before the connection closes.
+            // What was queued (a last refusal) is written before the connection closes, unless
+            // the client does not read it within 2 seconds.
             outbox.finish()
-            await writer.value
+            _ = try? await withDeadline(.seconds(2)) { await writer.value }
+            channel.close(promise: nil)
             reader.cancel()
         }
     }

@@ -230,4 +230,9 @@ final class LockedValue<Value: Sendable>: Sendable {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
     }
+
+    /// Changes the value in one step (`value += 1` would read and write in two).
+    func update(_ change: (inout Value) -> Void) {
+        storage.withLock { change(&$0) }
+    }
 }

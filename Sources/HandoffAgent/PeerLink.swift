@@ -213,8 +213,8 @@ public final class LinkListener: Sendable {
     }
 
     /// Answers the first frame (the hello) before reading on, then every later frame in a
-    /// task of its own, so that a slow answer (an app saving) holds up no other request on
-    /// the link. Answers are written by one writer, whole.
+    /// task of its own (at most 64 at once), so that a slow answer (an app saving) holds up
+    /// no other request on the link. Answers are written by one writer, whole.
     private static func serve(
         _ channel: any Channel, _ inbound: NIOAsyncChannelInboundStream<Frame>, _ outbound: NIOAsyncChannelOutboundWriter<Frame>,
         accepts: @escaping @Sendable (String) -> Bool, answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
@@ -231,9 +231,15 @@ public final class LinkListener: Sendable {
                 for await reply in replies { try await outbound.write(reply) }
             }
             defer { sink.finish() }
+            let inFlight = LockedValue(0)
             while let frame = try await iterator.next() {
                 guard accepts(peer.fingerprint) else { return }
+                // At most 64 answers at once per link: past that, the link is not read until
+                // one is done, and TCP slows the sender.
+                while inFlight.value >= 64 { try await Task.sleep(for: .milliseconds(1)) }
+                inFlight.update { $0 += 1 }
                 group.addTask {
+                    defer { inFlight.update { $0 -= 1 } }
                     if let reply = await answer(frame, peer) { sink.yield(reply) }
                 }
             }

@@ -523,4 +523,46 @@ struct AgentTests {
             #expect(try await a.call(.status).status?.members == 2)
         }
     }
+
+    @Test("A local client that asks and never reads the answers is disconnected, and the agent goes on")
+    func clientThatNeverReads() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let socket = a.socket
+            // A raw client: hello, then thousands of requests, reading nothing until the end.
+            let ended: Bool = await withCheckedContinuation { continuation in
+                Thread.detachNewThread {
+                    let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+                    var address = sockaddr_un()
+                    address.sun_family = sa_family_t(AF_UNIX)
+                    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                        raw.copyBytes(from: Array(socket.utf8))
+                    }
+                    let connected = withUnsafePointer(to: &address) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                    }
+                    guard connected == 0 else { return continuation.resume(returning: false) }
+                    var timeout = timeval(tv_sec: 20, tv_usec: 0)
+                    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                    var bytes = LocalMessage.call(request: 1, .hello(version: 1, role: .control, bundleIdentifier: nil)).frame.encoded
+                    for request in 2..<20_000 { bytes += LocalMessage.call(request: UInt64(request), .status).frame.encoded }
+                    _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+                    // Now read: the agent must have hung up, so this ends (rather than waiting).
+                    var buffer = [UInt8](repeating: 0, count: 65_536)
+                    var closed = false
+                    while true {
+                        let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+                        // The end of the stream, or a reset (the agent hung up with requests unread).
+                        if count == 0 || (count < 0 && errno == ECONNRESET) { closed = true; break }
+                        if count < 0 { break }
+                    }
+                    Glibc.close(fd)
+                    continuation.resume(returning: closed)
+                }
+            }
+            #expect(ended, "the agent kept serving a client that never read")
+            #expect(try await a.call(.status).status != nil)
+        }
+    }
 }
