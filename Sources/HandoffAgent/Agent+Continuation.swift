@@ -60,12 +60,12 @@ extension Agent {
             return LocalReply(continued: LocalContinued(continuation: UUID(), device: origin, activity: announced, app: nil, webpageURL: page, seconds: (ContinuousClock.now - started).seconds))
         case .app(let manifest, let reason):
             logger.info("continuing in '\(manifest.bundleIdentifier)': \(reason)")
+            let continuation = UUID()
             let session: Session
-            switch await runningSession(of: manifest.bundleIdentifier) {
+            switch await runningSession(of: manifest.bundleIdentifier, continuation: continuation) {
             case .success(let found): session = found
             case .failure(let error): return .failure(error)
             }
-            let continuation = UUID()
             session.peer.send(.willContinue(continuation: continuation, activityType: offer.activityType))
             switch await fetch(offer.id, from: device) {
             case .failure(let failure):
@@ -137,7 +137,7 @@ extension Agent {
     }
 
     /// A connected process of the app, the most recent; else the app is started and waited for.
-    func runningSession(of bundleIdentifier: String) async -> Result<Session, LocalError> {
+    func runningSession(of bundleIdentifier: String, continuation: UUID) async -> Result<Session, LocalError> {
         if let running = newestSession(of: bundleIdentifier) { return .success(running) }
         guard let app = apps.first(where: { $0.manifest.bundleIdentifier == bundleIdentifier }) else {
             return .failure(LocalError(.notFound, "the app '\(bundleIdentifier)' is not installed"))
@@ -148,6 +148,8 @@ extension Agent {
         var environment = ProcessInfo.processInfo.environment
         environment["HANDOFF_SOCKET"] = configuration.socketPath
         environment["HANDOFF_BUNDLE_IDENTIFIER"] = bundleIdentifier
+        // The continuation the app is started for; it arrives as `willContinue` once the app connects.
+        environment["HANDOFF_CONTINUATION"] = continuation.uuidString
         // The app's own folder for its data, as an app container is on Apple platforms.
         let data = configuration.stateDirectory.appendingPathComponent("data/\(bundleIdentifier)", isDirectory: true)
         try? FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])

@@ -8,6 +8,10 @@ import NIOCore
 import NIOPosix
 import X509
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The version of Handoff this agent is.
 public let handoffVersion = "0.3.0"
 
@@ -56,6 +60,8 @@ public actor Agent {
     var accountWaiters: [CheckedContinuation<Void, Never>] = []
     var pairingListener: LinkListener?
     var openingPairingListener = false
+    /// Held (flock) while the agent runs, so that a second agent on the same state refuses to start.
+    var lockFile: Int32 = -1
     var invitations: [UUID: PendingInvitation] = [:]
     var joining: Task<LocalReply, Never>?
     /// How the last join ended, for an `awaitJoinResult` that comes after it did.
@@ -125,6 +131,13 @@ public actor Agent {
     public func start() async throws(AgentError) {
         guard !started else { return }
         started = true
+        // One agent per state folder: two would overwrite each other's account.
+        lockFile = open(store.url("agent.lock").path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+        guard lockFile >= 0, flock(lockFile, LOCK_EX | LOCK_NB) == 0 else {
+            if lockFile >= 0 { close(lockFile) }
+            lockFile = -1
+            throw AgentError("another handoffd already uses the state folder \(configuration.stateDirectory.path); stop it first, or give this one another --state-dir")
+        }
         store.sweep()
         do {
             if let loaded = try DeviceIdentity.load(from: store) {
@@ -192,6 +205,10 @@ public actor Agent {
         joining?.cancel()
         for link in links.values { link.close() }
         links = [:]
+        if lockFile >= 0 {
+            close(lockFile)
+            lockFile = -1
+        }
         for (_, pending) in pendingSaves {
             pending.continuation.resume(returning: .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the agent stopped")))
         }

@@ -565,4 +565,20 @@ struct AgentTests {
             #expect(try await a.call(.status).status != nil)
         }
     }
+
+    @Test("A second agent on the same state folder refuses to start, naming it")
+    func oneAgentPerState() async throws {
+        try await withHarness { harness in
+            _ = try await harness.start("alpha")
+            var second = harness.configuration("alpha")
+            second.socketPath = harness.root.appendingPathComponent("second.sock").path
+            let agent = try Agent(configuration: second)
+            await #expect {
+                try await agent.start()
+            } throws: { error in
+                "\(error)".contains("another handoffd already uses the state folder \(second.stateDirectory.path)")
+            }
+            await agent.stop()
+        }
+    }
 }
