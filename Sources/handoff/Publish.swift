@@ -42,7 +42,7 @@ struct Publish: AsyncParsableCommand {
     func run() async throws {
         let logger = Logger(label: "handoff")
         // Fail early and clearly when no agent runs, rather than publishing into the void.
-        _ = try connection.connect()
+        try connection.connect().close()
         let link = SocketAgentConnection(path: connection.path, bundleIdentifier: bundleIdentifier, logger: logger)
         let center = ActivityCenter(connection: link, bundleIdentifier: bundleIdentifier, teamIdentifier: team, deviceName: ProcessInfo.processInfo.hostName, logger: logger)
         var userInfo: [AnyHashable: Any] = [:]
