@@ -110,16 +110,16 @@ extension Agent {
     }
 
     /// The link to a nearby device: the open one, or a new one.
-    func openLink(to device: NearbyDevice) async -> Result<PeerConnection, FetchFailure> {
-        let link: PeerConnection
+    func openLink(to device: NearbyDevice) async -> Result<any PeerLinking, FetchFailure> {
+        let link: any PeerLinking
         if let existing = links[device.sender], existing.isOpen, existing.host == device.address, existing.port == Int(device.linkPort) {
             link = existing
         } else {
             links[device.sender]?.close()
             do {
-                link = try await PeerConnection.open(
+                link = try await network.open(
                     host: device.address, port: Int(device.linkPort), identity: identity, pins: { [pins] in pins.value },
-                    deadline: configuration.fetchDeadline, eventLoopGroup: eventLoopGroup)
+                    deadline: configuration.fetchDeadline)
             } catch {
                 return .failure(FetchFailure(code: error.code, message: "'\(memberName(device.sender))': \(error.message)"))
             }
@@ -132,7 +132,7 @@ extension Agent {
         return .success(link)
     }
 
-    func link(to device: NearbyDevice) -> PeerConnection? {
+    func link(to device: NearbyDevice) -> (any PeerLinking)? {
         links[device.sender].flatMap { $0.isOpen ? $0 : nil }
     }
 
@@ -284,8 +284,7 @@ extension Agent {
     /// Tries a link to `host:port`, telling a closed port from a device that refuses this one.
     func probe(host: String, port: Int) async -> LocalProbe {
         do {
-            let link = try await PeerConnection.open(
-                host: host, port: port, identity: identity, pins: { [pins] in pins.value }, deadline: .seconds(3), eventLoopGroup: eventLoopGroup)
+            let link = try await network.open(host: host, port: port, identity: identity, pins: { [pins] in pins.value }, deadline: .seconds(3))
             link.close()
             let name = memberName(link.device)
             return LocalProbe(reachable: true, member: true, device: name, message: "'\(name)' answers at \(host):\(port) and accepts this device")

@@ -32,8 +32,8 @@ extension Agent {
             // port (tests), a random one.
             let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
             do {
-                pairingListener = try await LinkListener(
-                    identity: identity, accepting: { _ in true }, host: configuration.listen.host, port: port, eventLoopGroup: eventLoopGroup
+                pairingListener = try await network.listen(
+                    identity: identity, accepting: { _ in true }, host: configuration.listen.host, port: port
                 ) { [weak self] frame, peer in
                     await self?.answerJoin(frame, from: peer)
                 }
@@ -225,13 +225,13 @@ extension Agent {
         let name = deviceName
         let request = LinkMessage.joinRequest(version: LinkMessage.version, name: name, certificate: certificate, proof: invitation.proof(certificate: certificate, name: name))
         let deadline: Duration = invitation.kind == .interactive ? .seconds(600) : .seconds(30)
-        joining = Task { [identity, eventLoopGroup] in
+        joining = Task { [identity, network] in
             let answer: Frame
             do {
                 answer = try await withDeadline(deadline) {
-                    try await LinkClient.exchange(
+                    try await network.exchange(
                         request.frame, host: invitation.host, port: invitation.port, identity: identity!,
-                        accepting: { invitation.matches(fingerprint: $0) }, eventLoopGroup: eventLoopGroup)
+                        accepting: { invitation.matches(fingerprint: $0) })
                 }
             } catch {
                 return self.joinEnded(.failure(LocalError(.failed, "cannot reach the inviting device at \(invitation.host):\(invitation.port), or it is not the device that made the code: \(error)")))
@@ -342,9 +342,7 @@ extension Agent {
     /// stranger's replayed beacon must not be able to replace), then closes it.
     func send(_ message: LinkMessage, to device: NearbyDevice, pins: Set<String>) async {
         do {
-            let link = try await PeerConnection.open(
-                host: device.address, port: Int(device.linkPort), identity: identity, pins: { pins }, deadline: .seconds(5),
-                eventLoopGroup: eventLoopGroup)
+            let link = try await network.open(host: device.address, port: Int(device.linkPort), identity: identity, pins: { pins }, deadline: .seconds(5))
             guard link.device == device.sender else {
                 link.close()
                 logger.warning("the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'")

@@ -34,12 +34,13 @@ public actor Agent {
     let store: StateStore
     let registry: AppRegistry
     let eventLoopGroup: any EventLoopGroup
+    let network: any AgentNetwork
 
     var identity: DeviceIdentity!
     var account: AccountState?
     let pins = LockedValue<Set<String>>([])
     var apps: [InstalledApp] = []
-    var listener: LinkListener?
+    var listener: (any LinkListening)?
     var discovery: Discovery?
     var discoveryTask: Task<Void, Never>?
     var localServer: LocalAPIServer?
@@ -47,7 +48,7 @@ public actor Agent {
     /// The apps' current activities, least recent first; the last one is offered.
     var currentOrder: [(session: UUID, activity: UUID)] = []
     var offered: LocalActivity?
-    var links: [UUID: PeerConnection] = [:]
+    var links: [UUID: any PeerLinking] = [:]
     var watchers: [UUID: LocalPeer] = [:]
     var knownNearby: [UUID: BeaconActivity] = [:]
     var pendingSaves: [UInt64: (session: UUID, continuation: CheckedContinuation<Result<LocalRecord, LocalError>, Never>)] = [:]
@@ -58,7 +59,7 @@ public actor Agent {
     var lastCatchUp: [UUID: ContinuousClock.Instant] = [:]
     var accountChanging = false
     var accountWaiters: [CheckedContinuation<Void, Never>] = []
-    var pairingListener: LinkListener?
+    var pairingListener: (any LinkListening)?
     var openingPairingListener = false
     /// Held (flock) while the agent runs, so that a second agent on the same state refuses to start.
     var lockFile: Int32 = -1
@@ -110,9 +111,15 @@ public actor Agent {
     /// actor alone changes it).
     var activities: [UUID: [UUID: LocalActivity]] = [:]
 
-    public init(configuration: AgentConfiguration, logger: Logger? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws(AgentError) {
+    /// - Parameter network: how it reaches other devices: sockets (TLS, UDP), or an
+    ///   `InMemoryNetwork` shared by agents in one process. The agent's logic is the same.
+    public init(
+        configuration: AgentConfiguration, logger: Logger? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        network: (any AgentNetwork)? = nil
+    ) throws(AgentError) {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
+        self.network = network ?? SocketNetwork(eventLoopGroup: eventLoopGroup)
         do {
             store = try StateStore(directory: configuration.stateDirectory)
         } catch {
@@ -160,9 +167,9 @@ public actor Agent {
         reloadApps()
 
         do {
-            listener = try await LinkListener(
+            listener = try await network.listen(
                 identity: identity, accepting: { [pins] in pins.value.contains($0) }, host: configuration.listen.host,
-                port: configuration.listen.port, eventLoopGroup: eventLoopGroup
+                port: configuration.listen.port
             ) { [weak self] frame, peer in
                 await self?.answer(frame, from: peer)
             }
@@ -255,7 +262,7 @@ public actor Agent {
         let made = Discovery(
             device: identity.id, keys: keys, retiredKeys: account.retiredKeys, accountRevision: account.revision,
             linkPort: UInt16(clamping: linkPort), configuration: discoveryConfiguration,
-            eventLoopGroup: eventLoopGroup, logger: logger)
+            eventLoopGroup: eventLoopGroup, logger: logger, bus: network.beaconBus.map { ($0, configuration.listen.host) })
         do {
             try await made.start()
         } catch {

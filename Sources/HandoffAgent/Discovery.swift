@@ -107,6 +107,9 @@ public actor Discovery {
     private let configuration: DiscoveryConfiguration
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
+    /// Where beacons go instead of UDP (an in-memory network), and the address this device
+    /// posts them from.
+    private let bus: (bus: BeaconBus, address: String)?
 
     private var channels: [any Channel] = []
     private var unicastChannel: (any Channel)?
@@ -131,8 +134,10 @@ public actor Discovery {
     public init(
         device: UUID, keys: [BeaconKey], retiredKeys: [BeaconKey] = [], accountRevision: UInt64 = 0, linkPort: UInt16,
         configuration: DiscoveryConfiguration,
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger = Logger(label: "handoff.discovery")
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger = Logger(label: "handoff.discovery"),
+        bus: (bus: BeaconBus, address: String)? = nil
     ) {
+        self.bus = bus
         precondition(!keys.isEmpty, "discovery needs the account's beacon key")
         self.device = device
         self.keys = keys
@@ -152,10 +157,13 @@ public actor Discovery {
         let group = try SocketAddress(ipAddress: configuration.group, port: configuration.port)
         groupAddress = group
         let (datagrams, sink) = AsyncStream<(bytes: [UInt8], from: String)>.makeStream(bufferingPolicy: .bufferingNewest(1024))
-        for name in configuration.interfaces {
+        if let bus {
+            bus.bus.subscribe(device) { bytes, from in sink.yield((bytes, from)) }
+        }
+        for name in configuration.interfaces where bus == nil {
             channels.append(try await openChannel(on: name, group: group, sink: sink))
         }
-        if let listen = configuration.unicastListen {
+        if let listen = configuration.unicastListen, bus == nil {
             unicastChannel = try await DatagramBootstrap(group: eventLoopGroup)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -188,6 +196,7 @@ public actor Discovery {
 
     /// Stops announcing and listening.
     public func stop() async {
+        bus?.bus.unsubscribe(device)
         for task in tasks { task.cancel() }
         tasks = []
         for channel in channels { try? await channel.close() }
@@ -234,10 +243,14 @@ public actor Discovery {
     // MARK: Sending
 
     private func send() async throws {
-        guard let groupAddress, !channels.isEmpty || unicastChannel != nil else { return }
+        guard let groupAddress, !channels.isEmpty || unicastChannel != nil || bus != nil else { return }
         sequence += 1
         let content = BeaconContent(sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision)
         let beacon = try Beacon.seal(content, with: keys[0])
+        if let bus {
+            bus.bus.post(beacon, from: bus.address, by: device)
+            return
+        }
         for channel in channels {
             let buffer = channel.allocator.buffer(bytes: beacon)
             try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: groupAddress, data: buffer))

@@ -148,6 +148,11 @@ public final class PeerConnection: Sendable {
     /// failure (its code passed through), or 4608 when the link ends or the deadline passes.
     public func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure> {
         let answer = await request(deadline: deadline) { .fetch(request: $0, activityID: activityID) }
+        return Self.result(of: answer, for: activityID, host: host, port: port, deadline: deadline)
+    }
+
+    /// What a fetch's answer means for the app, whatever carried it.
+    static func result(of answer: Answer, for activityID: UUID, host: String, port: Int, deadline: Duration) -> Result<WireActivityRecord, FetchFailure> {
         switch answer {
         case .answered(.fetched(_, let record)):
             guard record.id == activityID else {

@@ -75,8 +75,11 @@ final class AgentHarness: Sendable {
     let discoveryPort: Int
     private let devices = Mutex<[TestDevice]>([])
     private let processes = Mutex<[Process]>([])
+    /// The network the agents share in memory, or nil for real sockets.
+    let network: InMemoryNetwork?
 
-    init() throws {
+    init(inMemory: Bool = false) throws {
+        network = inMemory ? InMemoryNetwork() : nil
         // Socket paths are limited to about 100 bytes: keep the folder short.
         root = URL(fileURLWithPath: "/tmp/ho-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -96,7 +99,7 @@ final class AgentHarness: Sendable {
         adjust(&configuration)
         var logger = Logger(label: "handoffd")
         logger.logLevel = .error
-        let agent = try Agent(configuration: configuration, logger: logger)
+        let agent = try Agent(configuration: configuration, logger: logger, network: network)
         try await agent.start()
         let device = TestDevice(name: name, agent: agent, socket: configuration.socketPath, state: configuration.stateDirectory)
         devices.withLock { $0.append(device) }

@@ -5,8 +5,8 @@ import Testing
 @testable import HandoffAgent
 
 /// Runs `body` with a harness and stops every agent afterwards, whatever happens.
-func withHarness(_ body: (AgentHarness) async throws -> Void) async throws {
-    let harness = try AgentHarness()
+func withHarness(inMemory: Bool = false, _ body: (AgentHarness) async throws -> Void) async throws {
+    let harness = try AgentHarness(inMemory: inMemory)
     do {
         try await body(harness)
     } catch {
@@ -23,12 +23,19 @@ func mapActivity(title: String = "Viewing the store map") -> LocalActivity {
     LocalActivity(id: UUID(), activityType: mapViewing, title: title, bundleIdentifier: "com.example.handoff.MapViewer", teamIdentifier: "EXAMPLETEAM")
 }
 
-/// Real agents in this process, talking over loopback; real app processes.
+/// The two networks an agent runs over: real sockets (TLS, UDP on loopback), and the
+/// in-memory one that runs the same logic with no sockets between the agents.
+enum Network: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sockets, memory
+    var testDescription: String { rawValue }
+}
+
+/// Real agents in this process, talking over loopback (or in memory); real app processes.
 @Suite("Agents", .serialized)
 struct AgentTests {
-    @Test("A token invitation puts the new device in the account, and both list both")
-    func pairWithToken() async throws {
-        try await withHarness { harness in
+    @Test("A token invitation puts the new device in the account, and both list both", arguments: Network.allCases)
+    func pairWithToken(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
@@ -38,9 +45,9 @@ struct AgentTests {
         }
     }
 
-    @Test("A wrong, reused or expired code adds nobody")
-    func badCodes() async throws {
-        try await withHarness { harness in
+    @Test("A wrong, reused or expired code adds nobody", arguments: Network.allCases)
+    func badCodes(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta")
             let c = try await harness.start("gamma")
@@ -79,9 +86,9 @@ struct AgentTests {
         }
     }
 
-    @Test("An interactive join shows one verification number on both devices and waits for the person to confirm")
-    func interactiveJoin() async throws {
-        try await withHarness { harness in
+    @Test("An interactive join shows one verification number on both devices and waits for the person to confirm", arguments: Network.allCases)
+    func interactiveJoin(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta")
             let c = try await harness.start("gamma")
@@ -107,9 +114,9 @@ struct AgentTests {
         }
     }
 
-    @Test("An activity made current in MapViewer on one device is continued in MapViewer started on the other")
-    func continueInRealApps() async throws {
-        try await withHarness { harness in
+    @Test("An activity made current in MapViewer on one device is continued in MapViewer started on the other", arguments: Network.allCases)
+    func continueInRealApps(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
@@ -156,9 +163,9 @@ struct AgentTests {
         }
     }
 
-    @Test("An origin app that does not save in time fails the continuation with 4610, told to the receiving app")
-    func originTooSlow() async throws {
-        try await withHarness { harness in
+    @Test("An origin app that does not save in time fails the continuation with 4610, told to the receiving app", arguments: Network.allCases)
+    func originTooSlow(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha") { $0.saveDeadline = .milliseconds(300) }
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
@@ -173,9 +180,9 @@ struct AgentTests {
         }
     }
 
-    @Test("A userInfo over the limit fails with 4611; an origin app that quits mid-save fails with 4608")
-    func tooLargeAndQuit() async throws {
-        try await withHarness { harness in
+    @Test("A userInfo over the limit fails with 4611; an origin app that quits mid-save fails with 4608", arguments: Network.allCases)
+    func tooLargeAndQuit(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha") { $0.maximumPayload = 100 }
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
@@ -196,9 +203,9 @@ struct AgentTests {
         }
     }
 
-    @Test("The origin app hears its activity was continued")
-    func wasContinued() async throws {
-        try await withHarness { harness in
+    @Test("The origin app hears its activity was continued", arguments: Network.allCases)
+    func wasContinued(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
@@ -212,9 +219,9 @@ struct AgentTests {
         }
     }
 
-    @Test("A device whose agent has stopped fails the continuation with 4609")
-    func unreachable() async throws {
-        try await withHarness { harness in
+    @Test("A device whose agent has stopped fails the continuation with 4609", arguments: Network.allCases)
+    func unreachable(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
@@ -296,9 +303,9 @@ struct AgentTests {
         }
     }
 
-    @Test("The origin's agent going away during the fetch fails the continuation with 4608")
-    func originVanishes() async throws {
-        try await withHarness { harness in
+    @Test("The origin's agent going away during the fetch fails the continuation with 4608", arguments: Network.allCases)
+    func originVanishes(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha") { $0.saveDeadline = .seconds(10) }
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
@@ -381,9 +388,9 @@ struct AgentTests {
         }
     }
 
-    @Test("A member that was away during a removal is told when it is heard again, and follows the new beacon key")
-    func catchUpAfterRemoval() async throws {
-        try await withHarness { harness in
+    @Test("A member that was away during a removal is told when it is heard again, and follows the new beacon key", arguments: Network.allCases)
+    func catchUpAfterRemoval(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta")
             let c = try await harness.start("gamma")
@@ -402,9 +409,9 @@ struct AgentTests {
         }
     }
 
-    @Test("A member that was away while a device joined learns of it, and can continue the new device's activity")
-    func catchUpAfterJoin() async throws {
-        try await withHarness { harness in
+    @Test("A member that was away while a device joined learns of it, and can continue the new device's activity", arguments: Network.allCases)
+    func catchUpAfterJoin(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta")
             try await harness.pair([a, b])

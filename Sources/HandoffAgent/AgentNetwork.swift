@@ -1,0 +1,259 @@
+import Foundation
+import HandoffWire
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A link to another device, as the agent uses it: `PeerConnection` over TLS, or a link of an
+/// `InMemoryNetwork`.
+public protocol PeerLinking: AnyObject, Sendable {
+    /// The device that answered `hello`.
+    var device: UUID { get }
+    var host: String { get }
+    var port: Int { get }
+    var isOpen: Bool { get }
+    func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure>
+    func send(_ message: LinkMessage)
+    func close()
+}
+
+/// A listener for other devices' links.
+public protocol LinkListening: Sendable {
+    var port: Int { get }
+    func close() async
+}
+
+extension PeerConnection: PeerLinking {}
+extension LinkListener: LinkListening {}
+
+/// How an agent reaches the account's other devices: the links between them and the bus its
+/// beacons travel on. The agent's logic is the same over any of them.
+public protocol AgentNetwork: Sendable {
+    /// Listens for links, accepting the certificates `accepts` approves (asked again before
+    /// each frame) and answering each frame with `answer`.
+    func listen(
+        identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String, port: Int,
+        answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
+    ) async throws -> any LinkListening
+
+    /// Opens a link and exchanges `hello`; every failure is 4609, as `PeerConnection.open`.
+    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking
+
+    /// One frame and its answer on a link of its own (joining an account), accepting the
+    /// server whose certificate `accepts` approves.
+    func exchange(_ frame: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool) async throws -> Frame
+
+    /// Where beacons go instead of UDP, or nil for UDP multicast and unicast.
+    var beaconBus: BeaconBus? { get }
+}
+
+/// The real network: TLS 1.3 over TCP, beacons over UDP.
+public struct SocketNetwork: AgentNetwork {
+    public let eventLoopGroup: any EventLoopGroup
+
+    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        self.eventLoopGroup = eventLoopGroup
+    }
+
+    public func listen(
+        identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String, port: Int,
+        answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
+    ) async throws -> any LinkListening {
+        try await LinkListener(identity: identity, accepting: accepts, host: host, port: port, eventLoopGroup: eventLoopGroup, answer: answer)
+    }
+
+    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking {
+        try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, eventLoopGroup: eventLoopGroup)
+    }
+
+    public func exchange(_ frame: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool) async throws -> Frame {
+        try await LinkClient.exchange(frame, host: host, port: port, identity: identity, accepting: accepts, eventLoopGroup: eventLoopGroup)
+    }
+
+    public var beaconBus: BeaconBus? { nil }
+}
+
+/// Carries sealed beacons between the devices of an in-memory network, as multicast would:
+/// every beacon posted reaches every other device on the bus, with the sender's address.
+public final class BeaconBus: Sendable {
+    private let listeners = Mutex<[UUID: @Sendable ([UInt8], String) -> Void]>([:])
+
+    public init() {}
+
+    func subscribe(_ id: UUID, _ receive: @escaping @Sendable ([UInt8], String) -> Void) {
+        listeners.withLock { $0[id] = receive }
+    }
+
+    func unsubscribe(_ id: UUID) {
+        listeners.withLock { $0[id] = nil }
+    }
+
+    func post(_ bytes: [UInt8], from address: String, by sender: UUID) {
+        let receivers = listeners.withLock { $0.filter { $0.key != sender }.map(\.value) }
+        for receive in receivers { receive(bytes, address) }
+    }
+}
+
+/// Devices in one process with no sockets: links are calls into the other agent's answer,
+/// with the same pinning as TLS (each side accepts only the certificates it pins, asked again
+/// before every frame), and beacons go over a `BeaconBus`, sealed as on the wire. For running
+/// several agents' own logic in one test process.
+public final class InMemoryNetwork: AgentNetwork {
+    public let beaconBus: BeaconBus? = BeaconBus()
+    private let listeners = Mutex<[String: Listener]>([:])
+    private let nextPort = Mutex(40_000)
+    /// Addresses that refuse every link, as a firewall or a dead device would.
+    private let unreachable = Mutex<Set<String>>([])
+
+    public init() {}
+
+    struct Listener: Sendable {
+        let identity: DeviceIdentity
+        let accepts: @Sendable (String) -> Bool
+        let answer: @Sendable (Frame, LinkPeer) async -> Frame?
+    }
+
+    final class Registration: LinkListening {
+        let port: Int
+        let key: String
+        let network: InMemoryNetwork
+
+        init(port: Int, key: String, network: InMemoryNetwork) {
+            self.port = port
+            self.key = key
+            self.network = network
+        }
+
+        func close() async {
+            _ = network.listeners.withLock { $0.removeValue(forKey: key) }
+        }
+    }
+
+    /// Makes `host` unreachable (true) or reachable again.
+    public func setUnreachable(_ host: String, _ cut: Bool) {
+        unreachable.withLock { set in
+            if cut { set.insert(host) } else { set.remove(host) }
+        }
+    }
+
+    public func listen(
+        identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String, port: Int,
+        answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
+    ) async throws -> any LinkListening {
+        let chosen = port != 0 ? port : nextPort.withLock { next in
+            defer { next += 1 }
+            return next
+        }
+        let key = "\(host):\(chosen)"
+        try listeners.withLock { listeners in
+            guard listeners[key] == nil else { throw AgentError("\(key) is already taken on the in-memory network") }
+            listeners[key] = Listener(identity: identity, accepts: accepts, answer: answer)
+        }
+        return Registration(port: chosen, key: key, network: self)
+    }
+
+    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking {
+        let key = "\(host):\(port)"
+        let unavailable = { (why: String) in FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(key) \(why)") }
+        guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
+            throw unavailable("cannot be reached")
+        }
+        let me = LinkPeer(fingerprint: identity.fingerprint, certificate: identity.certificateDER)
+        // What TLS with pinning decides, both ways.
+        guard listener.accepts(me.fingerprint), pins().contains(listener.identity.fingerprint) else {
+            throw unavailable("refused the link or is not a member of this account")
+        }
+        guard case .hello(let version, let device)? = try? LinkMessage(frame: await listener.answer(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame, me) ?? Frame(kind: 0, payload: [])) else {
+            throw unavailable("did not say hello")
+        }
+        guard version == LinkMessage.version else {
+            throw FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(key) speaks link protocol version \(version)")
+        }
+        return InMemoryLink(device: device, host: host, port: port, me: me, network: self, key: key)
+    }
+
+    public func exchange(_ frame: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool) async throws -> Frame {
+        let key = "\(host):\(port)"
+        let me = LinkPeer(fingerprint: identity.fingerprint, certificate: identity.certificateDER)
+        guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
+            throw LinkError.ended(answers: 0, reason: "nothing listens at \(key)")
+        }
+        guard listener.accepts(me.fingerprint), accepts(listener.identity.fingerprint) else {
+            throw LinkError.ended(answers: 0, reason: "the link was refused")
+        }
+        guard let answer = await listener.answer(frame, me) else { throw LinkError.ended(answers: 0, reason: "closed by the peer") }
+        return answer
+    }
+
+    /// The listener at `key`, if it is there, reachable, and still accepts `peer`.
+    fileprivate func listener(_ key: String, host: String, for peer: LinkPeer) -> Listener? {
+        guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }), listener.accepts(peer.fingerprint) else {
+            return nil
+        }
+        return listener
+    }
+}
+
+/// A link of an `InMemoryNetwork`: each request is a call into the other agent's answer.
+final class InMemoryLink: PeerLinking {
+    let device: UUID
+    let host: String
+    let port: Int
+    private let me: LinkPeer
+    private let network: InMemoryNetwork
+    private let key: String
+    private let closed = LockedValue(false)
+    private let nextRequest = LockedValue<UInt64>(1)
+
+    init(device: UUID, host: String, port: Int, me: LinkPeer, network: InMemoryNetwork, key: String) {
+        self.device = device
+        self.host = host
+        self.port = port
+        self.me = me
+        self.network = network
+        self.key = key
+    }
+
+    var isOpen: Bool { !closed.value && network.listener(key, host: host, for: me) != nil }
+
+    func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure> {
+        guard !closed.value, let listener = network.listener(key, host: host, for: me) else {
+            return PeerConnection.result(of: .ended("the link had ended"), for: activityID, host: host, port: port, deadline: deadline)
+        }
+        let request = nextRequest.withIncrement()
+        let frame = LinkMessage.fetch(request: request, activityID: activityID).frame
+        let me = self.me
+        let answer: PeerConnection.Answer
+        do {
+            let reply = try await withDeadline(deadline) { await listener.answer(frame, me) }
+            answer = reply.flatMap { try? LinkMessage(frame: $0) }.map(PeerConnection.Answer.answered) ?? .ended("no answer")
+        } catch {
+            answer = .timedOut
+        }
+        // The device went away while it was answering.
+        if case .answered = answer, network.listener(key, host: host, for: me) == nil {
+            return PeerConnection.result(of: .ended("went away"), for: activityID, host: host, port: port, deadline: deadline)
+        }
+        return PeerConnection.result(of: answer, for: activityID, host: host, port: port, deadline: deadline)
+    }
+
+    func send(_ message: LinkMessage) {
+        guard !closed.value, let listener = network.listener(key, host: host, for: me) else { return }
+        let me = self.me
+        Task { _ = await listener.answer(message.frame, me) }
+    }
+
+    func close() { closed.value = true }
+}
+
+extension LockedValue where Value == UInt64 {
+    /// The value, then one more.
+    func withIncrement() -> UInt64 {
+        var taken: UInt64 = 0
+        update { value in
+            taken = value
+            value += 1
+        }
+        return taken
+    }
+}
