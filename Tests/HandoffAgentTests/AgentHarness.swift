@@ -68,6 +68,18 @@ struct TestDevice: Sendable {
     }
 }
 
+extension TestDevice {
+    /// A raw app on this device offers `activity`, answering saves as `behaviour` says;
+    /// returns once `viewer` lists it.
+    func offer(_ activity: LocalActivity, answering behaviour: RawApp.SaveBehaviour, seenBy viewer: TestDevice) async throws -> RawApp {
+        let app = try await RawApp(socket: socket, behaviour: behaviour)
+        try app.client.send(.becameCurrent(activity))
+        let listed = await waitUntil { (try? await viewer.nearby().first?.activity.id) == activity.id }
+        try #require(listed, "\(viewer.name) never listed \(name)'s activity")
+        return app
+    }
+}
+
 /// Several agents on loopback, each in its own folder, with multicast on `lo` only and a
 /// discovery port of their own so that tests running at once never mix.
 final class AgentHarness: Sendable {
