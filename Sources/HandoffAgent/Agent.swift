@@ -342,7 +342,31 @@ public actor Agent {
 
     /// Which installed app the process behind `peer` is: the one whose installed executable
     /// it runs. A process claiming an app it does not run is refused.
+    /// Connects a client in this process: it speaks the local API with no socket, and every
+    /// message the agent sends it goes to `onMessage`, in order. Its first message must be
+    /// `hello`, as on the socket.
+    public func connectInProcess(onMessage: @escaping @Sendable (LocalMessage) -> Void) -> InProcessClient {
+        let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(LocalAPIServer.queueLimit))
+        let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream(bufferingPolicy: .bufferingOldest(LocalAPIServer.queueLimit))
+        let peer = LocalPeer(pid: getpid(), uid: getuid(), outbox: outbox, inProcess: true) { inbox.finish() }
+        Task {
+            for await message in outgoing { onMessage(message) }
+        }
+        Task { [weak self] in
+            await self?.serve(peer, incoming)
+            outbox.finish()
+        }
+        return InProcessClient(inbox: inbox, outbox: outbox)
+    }
+
     func verify(_ peer: LocalPeer, claimed: String?) -> Result<InstalledApp?, LocalError> {
+        if peer.isInProcess {
+            guard let claimed, !claimed.isEmpty else { return .success(nil) }
+            guard let app = apps.first(where: { $0.manifest.bundleIdentifier == claimed }) else {
+                return .failure(LocalError(.notFound, "no app '\(claimed)' is installed on this device"))
+            }
+            return .success(app)
+        }
         let running = peer.executable.map { $0.resolvingSymlinksInPath().standardizedFileURL.path }
         let match = apps.first { app in app.executable.resolvingSymlinksInPath().standardizedFileURL.path == running }
         if let claimed, !claimed.isEmpty, match?.manifest.bundleIdentifier != claimed {

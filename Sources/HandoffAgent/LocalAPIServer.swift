@@ -19,12 +19,17 @@ public final class LocalPeer: Sendable {
     private let outbox: AsyncStream<LocalMessage>.Continuation
     private let hangUp: @Sendable () -> Void
 
-    init(pid: Int32, uid: UInt32, outbox: AsyncStream<LocalMessage>.Continuation, hangUp: @escaping @Sendable () -> Void) {
+    /// A client in the agent's own process (no socket): it is taken to be the installed app
+    /// it names in `hello`, as there is no other executable to check.
+    public let isInProcess: Bool
+
+    init(pid: Int32, uid: UInt32, outbox: AsyncStream<LocalMessage>.Continuation, inProcess: Bool = false, hangUp: @escaping @Sendable () -> Void) {
         self.pid = pid
         self.uid = uid
         self.outbox = outbox
         self.hangUp = hangUp
-        executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")).map { URL(fileURLWithPath: $0) }
+        self.isInProcess = inProcess
+        executable = inProcess ? nil : (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")).map { URL(fileURLWithPath: $0) }
     }
 
     /// Queues a message to the client, in order. A client that leaves `LocalAPIServer.queueLimit`
@@ -216,5 +221,28 @@ public final class LocalAPIServer: Sendable {
         serving.cancel()
         try? await server.channel.close()
         unlink(path)
+    }
+}
+
+/// A client of an agent in the same process, with no socket between them: the same
+/// `LocalMessage`s, handed over directly. For running apps and agents in one test process.
+public final class InProcessClient: Sendable {
+    private let inbox: AsyncStream<Result<LocalMessage, LocalError>>.Continuation
+    private let outbox: AsyncStream<LocalMessage>.Continuation
+
+    init(inbox: AsyncStream<Result<LocalMessage, LocalError>>.Continuation, outbox: AsyncStream<LocalMessage>.Continuation) {
+        self.inbox = inbox
+        self.outbox = outbox
+    }
+
+    /// Sends a message to the agent, in order.
+    public func send(_ message: LocalMessage) {
+        inbox.yield(.success(message))
+    }
+
+    /// Ends the session, as closing a socket would.
+    public func close() {
+        inbox.finish()
+        outbox.finish()
     }
 }

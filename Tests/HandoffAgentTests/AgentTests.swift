@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HandoffLocalAPI
 import Testing
 
@@ -567,5 +568,60 @@ struct AgentTests {
             }
             await agent.stop()
         }
+    }
+
+    @Test("Apps in this process reach their agents with no socket at all, and a continuation goes from one to the other over the in-memory network")
+    func inProcessApps() async throws {
+        try await withHarness(inMemory: true) { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let agentA = try #require(a.agent)
+            let agentB = try #require(b.agent)
+
+            let activity = mapActivity(title: "In process")
+            let heardByOrigin = Heard()
+            let originBox = ClientBox()
+            let origin = await agentA.connectInProcess { message in
+                heardByOrigin.append(message)
+                if case .save(let request, _) = message {
+                    originBox.client?.send(.saved(request: request, LocalRecord(activity: activity, userInfo: Data([0x48, 1, 0x0C, 0]))))
+                }
+            }
+            originBox.client = origin
+            origin.send(.call(request: 1, .hello(version: 1, role: .app, bundleIdentifier: nil)))
+            origin.send(.becameCurrent(activity))
+
+            let heardByReceiver = Heard()
+            let receiver = await agentB.connectInProcess { heardByReceiver.append($0) }
+            receiver.send(.call(request: 1, .hello(version: 1, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")))
+            #expect(await waitUntil { heardByReceiver.messages.contains { if case .reply(1, let reply) = $0 { reply.app?.bundleIdentifier == "com.example.handoff.MapViewer" } else { false } } })
+
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })
+            let continued = try #require(try await b.call(.continue(activity: activity.id)).continued)
+            #expect(continued.app == "com.example.handoff.MapViewer")
+            #expect(await waitUntil { heardByReceiver.messages.contains { if case .deliver(_, let record, _) = $0 { record.activity.title == "In process" } else { false } } })
+            #expect(heardByReceiver.messages.contains { if case .willContinue = $0 { true } else { false } })
+            #expect(await waitUntil { heardByOrigin.messages.contains(.wasContinued(activity: activity.id)) })
+            origin.close()
+            receiver.close()
+        }
+    }
+}
+
+/// Messages a test's client has heard.
+final class Heard: Sendable {
+    private let storage = Mutex<[LocalMessage]>([])
+    func append(_ message: LocalMessage) { storage.withLock { $0.append(message) } }
+    var messages: [LocalMessage] { storage.withLock { $0 } }
+}
+
+/// An in-process client, for its own message handler to answer with.
+final class ClientBox: Sendable {
+    private let storage = Mutex<InProcessClient?>(nil)
+    var client: InProcessClient? {
+        get { storage.withLock { $0 } }
+        set { storage.withLock { $0 = newValue } }
     }
 }
