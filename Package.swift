@@ -92,7 +92,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffLocalAPI", "handoff-state-torture", "MapViewer", "handoffd", "handoff",
+                "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "MapViewer", "handoffd", "handoff",
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["local_api_client.py"],

@@ -3,37 +3,34 @@ import HandoffLocalAPI
 import Logging
 import Synchronization
 
-/// The link from an app to `handoffd` over the local socket (`docs/local-api.md`).
-///
-/// It connects in the background and keeps trying every second while no agent runs, so the
-/// app works locally meanwhile and joins in as soon as an agent starts. Each time it
-/// connects, the app's current activity is announced again: an agent that restarted learns
-/// it without the app doing anything.
-package final class SocketAgentConnection: AgentConnection {
-    package let path: String
-    private let bundleIdentifier: String?
-    private let logger: Logger
+/// Where an app's messages to its agent go: the socket client, or a client in the agent's
+/// own process.
+package protocol LocalAPILink: Sendable {
+    func send(_ message: LocalMessage) throws(LocalError)
+    var isClosed: Bool { get }
+}
+
+extension LocalClient: LocalAPILink {}
+
+/// The app's side of the local API, whatever carries it: the app's events go out as
+/// messages, and the agent's messages become calls on the app's `ActivityCenter`, in order.
+/// `SocketAgentConnection` and the in-process connection of `HandoffAgent` share it.
+package final class AppSideOfLocalAPI: Sendable {
     private let state = Mutex(State())
     private let inbox: AsyncStream<LocalMessage>.Continuation
 
     private struct State {
-        var client: LocalClient?
         weak var center: ActivityCenter?
-        var started = false
-        var stopped = false
-        var toldNoAgent = false
+        var link: (any LocalAPILink)?
     }
 
-    package init(path: String = LocalSocket.defaultPath(), bundleIdentifier: String?, logger: Logger) {
-        self.path = path
-        self.bundleIdentifier = bundleIdentifier
-        self.logger = logger
+    package init() {
         let (stream, continuation) = AsyncStream<LocalMessage>.makeStream()
         inbox = continuation
         // Continuation messages are handed to the app one at a time, in the agent's order.
         Task { [weak self] in
             for await message in stream {
-                guard let center = self?.state.withLock({ $0.center }) else { continue }
+                guard let center = self?.center else { continue }
                 await Self.handle(message, center: center)
             }
         }
@@ -41,99 +38,44 @@ package final class SocketAgentConnection: AgentConnection {
 
     deinit {
         inbox.finish()
-        state.withLock { $0.stopped = true }
     }
 
-    /// Whether a connection to the agent is up now.
-    package var isConnected: Bool {
-        state.withLock { $0.client.map { !$0.isClosed } ?? false }
+    package var center: ActivityCenter? {
+        get { state.withLock { $0.center } }
+        set { state.withLock { $0.center = newValue } }
     }
 
-    package func attach(_ center: ActivityCenter) {
-        let start = state.withLock { state in
-            state.center = center
-            defer { state.started = true }
-            return !state.started
-        }
-        guard start else { return }
-        let thread = Thread { [self] in maintain() }
-        thread.name = "handoff-agent-connection"
-        thread.start()
+    /// The link messages go out on now (nil while there is none).
+    package var link: (any LocalAPILink)? {
+        get { state.withLock { $0.link } }
+        set { state.withLock { $0.link = newValue } }
     }
 
-    /// Connects, and reconnects after the agent goes away, until the center is released.
-    private func maintain() {
-        while true {
-            let (center, stopped) = state.withLock { ($0.center, $0.stopped) }
-            guard let center, !stopped else {
-                state.withLock { $0.client?.close() }
-                return
-            }
-            if let client = state.withLock({ $0.client }), !client.isClosed {
-                Thread.sleep(forTimeInterval: 0.25)
-                continue
-            }
-            do throws(LocalError) {
-                let client = try LocalClient(
-                    path: path, role: .app, bundleIdentifier: bundleIdentifier,
-                    onMessage: { [weak self] message in self?.received(message) },
-                    onClose: { [logger] reason in logger.info("the Handoff agent connection ended: \(reason)") })
-                let wasTold = state.withLock { state in
-                    state.client = client
-                    defer { state.toldNoAgent = false }
-                    return state.toldNoAgent
-                }
-                let app = client.hello.app.map { "as '\($0.bundleIdentifier)'" } ?? "as an app that is not installed (it can offer activities but not receive them)"
-                if wasTold {
-                    logger.notice("connected to the Handoff agent at \(path) \(app)")
-                } else {
-                    logger.info("connected to the Handoff agent at \(path) \(app)")
-                }
-                center.reannounce()
-            } catch {
-                let tell = state.withLock { state in
-                    defer { state.toldNoAgent = true }
-                    return !state.toldNoAgent
-                }
-                if tell {
-                    logger.notice("\(error.message); activities stay on this device until an agent is running")
-                }
-                Thread.sleep(forTimeInterval: 1)
-            }
-        }
-    }
-
-    package func send(_ event: AppEvent) async {
-        guard let client = state.withLock({ $0.client }), !client.isClosed else {
-            // Not connected: when the agent comes, the current activity is announced again.
-            return
-        }
+    /// Sends one of the app's events, if a link is up; when one comes, the current activity
+    /// is announced again (`ActivityCenter.reannounce`), so nothing is lost meanwhile.
+    package func send(_ event: AppEvent) {
+        guard let link, !link.isClosed else { return }
         let message: LocalMessage
         switch event {
         case .becameCurrent(let announcement): message = .becameCurrent(announcement.local)
         case .resigned(let id): message = .resigned(activity: id)
         case .invalidated(let id): message = .invalidated(activity: id)
         }
-        try? client.send(message)
+        try? link.send(message)
     }
 
-    package func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
-        throw .connectionUnavailable("continuation streams between devices are not available yet in this release of handoffd")
-    }
-
-    private func received(_ message: LocalMessage) {
+    /// A message from the agent.
+    package func received(_ message: LocalMessage) {
         switch message {
         case .save(let request, let activityID):
-            guard let (center, client) = state.withLock({ state in state.center.flatMap { center in state.client.map { (center, $0) } } }) else {
-                return
-            }
+            guard let center, let link else { return }
             // Saves run beside continuations: a slow delivery never delays an answer to another device.
             Task {
                 switch await center.save(activityID: activityID) {
                 case .success(let record):
-                    try? client.send(.saved(request: request, record.local))
+                    try? link.send(.saved(request: request, record.local))
                 case .failure(let failure):
-                    try? client.send(.saveFailed(request: request, LocalError(.continuation, code: failure.code, failure.message)))
+                    try? link.send(.saveFailed(request: request, LocalError(.continuation, code: failure.code, failure.message)))
                 }
             }
         default:
@@ -159,6 +101,105 @@ package final class SocketAgentConnection: AgentConnection {
         default:
             break
         }
+    }
+}
+
+/// The link from an app to `handoffd` over the local socket (`docs/local-api.md`).
+///
+/// It connects in the background and keeps trying every second while no agent runs, so the
+/// app works locally meanwhile and joins in as soon as an agent starts. Each time it
+/// connects, the app's current activity is announced again: an agent that restarted learns
+/// it without the app doing anything.
+package final class SocketAgentConnection: AgentConnection {
+    package let path: String
+    private let bundleIdentifier: String?
+    private let logger: Logger
+    private let side = AppSideOfLocalAPI()
+    private let state = Mutex(State())
+
+    private struct State {
+        var client: LocalClient?
+        var started = false
+        var stopped = false
+        var toldNoAgent = false
+    }
+
+    package init(path: String = LocalSocket.defaultPath(), bundleIdentifier: String?, logger: Logger) {
+        self.path = path
+        self.bundleIdentifier = bundleIdentifier
+        self.logger = logger
+    }
+
+    deinit {
+        state.withLock { $0.stopped = true }
+    }
+
+    /// Whether a connection to the agent is up now.
+    package var isConnected: Bool {
+        state.withLock { $0.client.map { !$0.isClosed } ?? false }
+    }
+
+    package func attach(_ center: ActivityCenter) {
+        side.center = center
+        let start = state.withLock { state in
+            defer { state.started = true }
+            return !state.started
+        }
+        guard start else { return }
+        let thread = Thread { [self] in maintain() }
+        thread.name = "handoff-agent-connection"
+        thread.start()
+    }
+
+    /// Connects, and reconnects after the agent goes away, until the center is released.
+    private func maintain() {
+        while true {
+            let stopped = state.withLock { $0.stopped }
+            guard let center = side.center, !stopped else {
+                state.withLock { $0.client?.close() }
+                return
+            }
+            if let client = state.withLock({ $0.client }), !client.isClosed {
+                Thread.sleep(forTimeInterval: 0.25)
+                continue
+            }
+            do throws(LocalError) {
+                let client = try LocalClient(
+                    path: path, role: .app, bundleIdentifier: bundleIdentifier,
+                    onMessage: { [side] message in side.received(message) },
+                    onClose: { [logger] reason in logger.info("the Handoff agent connection ended: \(reason)") })
+                let wasTold = state.withLock { state in
+                    state.client = client
+                    defer { state.toldNoAgent = false }
+                    return state.toldNoAgent
+                }
+                side.link = client
+                let app = client.hello.app.map { "as '\($0.bundleIdentifier)'" } ?? "as an app that is not installed (it can offer activities but not receive them)"
+                if wasTold {
+                    logger.notice("connected to the Handoff agent at \(path) \(app)")
+                } else {
+                    logger.info("connected to the Handoff agent at \(path) \(app)")
+                }
+                center.reannounce()
+            } catch {
+                let tell = state.withLock { state in
+                    defer { state.toldNoAgent = true }
+                    return !state.toldNoAgent
+                }
+                if tell {
+                    logger.notice("\(error.message); activities stay on this device until an agent is running")
+                }
+                Thread.sleep(forTimeInterval: 1)
+            }
+        }
+    }
+
+    package func send(_ event: AppEvent) async {
+        side.send(event)
+    }
+
+    package func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
+        throw .connectionUnavailable("continuation streams between devices are not available yet in this release of handoffd")
     }
 }
 

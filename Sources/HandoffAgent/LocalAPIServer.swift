@@ -229,6 +229,10 @@ public final class LocalAPIServer: Sendable {
 public final class InProcessClient: Sendable {
     private let inbox: AsyncStream<Result<LocalMessage, LocalError>>.Continuation
     private let outbox: AsyncStream<LocalMessage>.Continuation
+    private let closed = LockedValue(false)
+
+    /// Whether the session has ended.
+    public var isClosed: Bool { closed.value }
 
     init(inbox: AsyncStream<Result<LocalMessage, LocalError>>.Continuation, outbox: AsyncStream<LocalMessage>.Continuation) {
         self.inbox = inbox
@@ -242,6 +246,7 @@ public final class InProcessClient: Sendable {
 
     /// Ends the session, as closing a socket would.
     public func close() {
+        closed.value = true
         inbox.finish()
         outbox.finish()
     }

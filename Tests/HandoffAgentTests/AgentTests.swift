@@ -1,6 +1,9 @@
 import Foundation
 import Synchronization
+import Handoff
+import HandoffApp
 import HandoffLocalAPI
+import MapViewerKit
 import Testing
 
 @testable import HandoffAgent
@@ -608,6 +611,32 @@ struct AgentTests {
             receiver.close()
         }
     }
+
+    @Test("The MapViewer sample's own code, as apps in this process on two agents over the in-memory network: the map continues from one to the other")
+    func sampleAppsInProcess() async throws {
+        try await withHarness(inMemory: true) { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let agentA = try #require(a.agent)
+            let agentB = try #require(b.agent)
+
+            let laptop = await MainActor.run { InProcessMapViewer(agent: agentA, bundleIdentifier: nil) }
+            let desktop = await MainActor.run { InProcessMapViewer(agent: agentB, bundleIdentifier: "com.example.handoff.MapViewer") }
+            await MainActor.run {
+                laptop.perform { laptop.controller.show(MapRegion(latitude: 48.8584, longitude: 2.2945, latitudeSpan: 0.01, longitudeSpan: 0.01)) }
+            }
+            try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == mapViewing })
+            let offer = try #require(try await b.nearby().first)
+            let continued = try #require(try await b.call(.continue(activity: offer.activity.id)).continued)
+            #expect(continued.app == "com.example.handoff.MapViewer")
+            let restored = await waitUntil { await MainActor.run { desktop.controller.region.latitude == 48.8584 } }
+            let shown = await MainActor.run { desktop.controller.region.description }
+            #expect(restored, "desktop's map shows \(shown)")
+            #expect(await MainActor.run { desktop.delegate.events.contains("continue \(mapViewing)") })
+        }
+    }
 }
 
 /// Messages a test's client has heard.
@@ -623,5 +652,30 @@ final class ClientBox: Sendable {
     var client: InProcessClient? {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
+    }
+}
+
+/// The MapViewer sample's controller and delegate, as an app in this process connected to an
+/// agent in this process.
+@MainActor
+final class InProcessMapViewer {
+    let controller: MapViewController
+    let delegate: MapViewerAppDelegate
+    let application: Application
+    let center: ActivityCenter
+
+    init(agent: Agent, bundleIdentifier: String?) {
+        center = ActivityCenter(
+            connection: InProcessAgentConnection(agent: agent, bundleIdentifier: bundleIdentifier), bundleIdentifier: bundleIdentifier,
+            teamIdentifier: "EXAMPLETEAM", deviceName: "test")
+        controller = ActivityCenter.$current.withValue(center) {
+            MapViewController(region: MapRegion(latitude: 0, longitude: 0, latitudeSpan: 1, longitudeSpan: 1), favorites: FavoritesStore(file: nil))
+        }
+        delegate = MapViewerAppDelegate(mapViewController: controller)
+        application = Application(center: center, manifest: nil, syncedContainers: [], delegate: delegate)
+    }
+
+    func perform(_ body: @MainActor () -> Void) {
+        application.perform(body)
     }
 }
