@@ -142,43 +142,26 @@ extension Agent {
         guard let app = apps.first(where: { $0.manifest.bundleIdentifier == bundleIdentifier }) else {
             return .failure(LocalError(.notFound, "the app '\(bundleIdentifier)' is not installed"))
         }
-        let process = Process()
-        process.executableURL = app.executable
-        process.currentDirectoryURL = app.directory
-        var environment = ProcessInfo.processInfo.environment
-        environment["HANDOFF_SOCKET"] = configuration.socketPath
-        environment["HANDOFF_BUNDLE_IDENTIFIER"] = bundleIdentifier
-        // The continuation the app is started for; it arrives as `willContinue` once the app connects.
-        environment["HANDOFF_CONTINUATION"] = continuation.uuidString
-        // The app's own folder for its data, as an app container is on Apple platforms.
         let data = configuration.stateDirectory.appendingPathComponent("data/\(bundleIdentifier)", isDirectory: true)
         try? FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        environment["HANDOFF_APP_DATA"] = data.path
-        process.environment = environment
         // What the app prints goes to its log beside the agent's state, not to the agent's terminal.
         let logs = configuration.stateDirectory.appendingPathComponent("logs", isDirectory: true)
         try? FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let logFile = logs.appendingPathComponent("\(bundleIdentifier).log")
-        if !FileManager.default.fileExists(atPath: logFile.path) {
-            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil, attributes: [.posixPermissions: 0o600])
-        }
-        if let handle = try? FileHandle(forWritingTo: logFile) {
-            handle.seekToEndOfFile()
-            process.standardOutput = handle
-            process.standardError = handle
-        }
-        process.standardInput = FileHandle.nullDevice
+        let launched: any LaunchedApp
         do {
-            try process.run()
+            launched = try await launcher.launch(
+                AppLaunch(
+                    app: app, continuation: continuation, socketPath: configuration.socketPath, dataDirectory: data,
+                    logFile: logs.appendingPathComponent("\(bundleIdentifier).log")))
         } catch {
-            return .failure(LocalError(.failed, "could not start '\(bundleIdentifier)' (\(app.executable.path)): \(error.localizedDescription)"))
+            return .failure(LocalError(.failed, error.message))
         }
-        logger.info("started '\(bundleIdentifier)' for a continuation", metadata: ["pid": "\(process.processIdentifier)"])
+        logger.info("started '\(bundleIdentifier)' for a continuation")
         let deadline = ContinuousClock.now + configuration.launchDeadline
         while ContinuousClock.now < deadline {
             if let running = newestSession(of: bundleIdentifier) { return .success(running) }
-            if !process.isRunning {
-                return .failure(LocalError(.failed, "'\(bundleIdentifier)' exited with status \(process.terminationStatus) before it connected to the agent"))
+            if let ended = launched.ended {
+                return .failure(LocalError(.failed, "'\(bundleIdentifier)' ended before it connected to the agent: \(ended)"))
             }
             try? await Task.sleep(for: .milliseconds(10))
         }

@@ -35,6 +35,7 @@ public actor Agent {
     let registry: AppRegistry
     let eventLoopGroup: any EventLoopGroup
     let network: any AgentNetwork
+    let launcher: any AppLauncher
 
     var identity: DeviceIdentity!
     var account: AccountState?
@@ -111,15 +112,19 @@ public actor Agent {
     /// actor alone changes it).
     var activities: [UUID: [UUID: LocalActivity]] = [:]
 
-    /// - Parameter network: how it reaches other devices: sockets (TLS, UDP), or an
-    ///   `InMemoryNetwork` shared by agents in one process. The agent's logic is the same.
+    /// - Parameters:
+    ///   - network: how it reaches other devices: sockets (TLS, UDP), or an `InMemoryNetwork`
+    ///     shared by agents in one process. The agent's logic is the same.
+    ///   - launcher: how it starts an installed app that is not running: a process, or (in a
+    ///     test process) however the test runs its apps.
     public init(
         configuration: AgentConfiguration, logger: Logger? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        network: (any AgentNetwork)? = nil
+        network: (any AgentNetwork)? = nil, launcher: any AppLauncher = ProcessLauncher()
     ) throws(AgentError) {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
         self.network = network ?? SocketNetwork(eventLoopGroup: eventLoopGroup)
+        self.launcher = launcher
         do {
             store = try StateStore(directory: configuration.stateDirectory)
         } catch {

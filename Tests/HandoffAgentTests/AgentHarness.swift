@@ -106,12 +106,12 @@ final class AgentHarness: Sendable {
     }
 
     /// Starts an agent named `name`, with `adjust` applied to its configuration.
-    func start(_ name: String, _ adjust: (inout AgentConfiguration) -> Void = { _ in }) async throws -> TestDevice {
+    func start(_ name: String, launcher: (any AppLauncher)? = nil, _ adjust: (inout AgentConfiguration) -> Void = { _ in }) async throws -> TestDevice {
         var configuration = configuration(name)
         adjust(&configuration)
         var logger = Logger(label: "handoffd")
         logger.logLevel = .error
-        let agent = try Agent(configuration: configuration, logger: logger, network: network)
+        let agent = try Agent(configuration: configuration, logger: logger, network: network, launcher: launcher ?? ProcessLauncher())
         try await agent.start()
         let device = TestDevice(name: name, agent: agent, socket: configuration.socketPath, state: configuration.stateDirectory)
         devices.withLock { $0.append(device) }

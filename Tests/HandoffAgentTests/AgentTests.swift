@@ -637,6 +637,33 @@ struct AgentTests {
             #expect(await MainActor.run { desktop.delegate.events.contains("continue \(mapViewing)") })
         }
     }
+
+    @Test("With a launcher of its own, a test process starts the app in process when a continuation arrives for it")
+    func inProcessLauncher() async throws {
+        try await withHarness(inMemory: true) { harness in try await launchesInProcess(harness) }
+    }
+
+    func launchesInProcess(_ harness: AgentHarness) async throws {
+        let launcher = InProcessMapViewerLauncher()
+        let a = try await harness.start("alpha")
+        let b = try await harness.start("beta", launcher: launcher)
+        launcher.serve(b)
+        try await harness.pair([a, b])
+        try await harness.installMapViewer(on: b)
+        let agentA = try #require(a.agent)
+
+        let laptop = await MainActor.run { InProcessMapViewer(agent: agentA, bundleIdentifier: nil) }
+        await MainActor.run {
+            laptop.perform { laptop.controller.show(MapRegion(latitude: 51.5007, longitude: -0.1246, latitudeSpan: 0.01, longitudeSpan: 0.01)) }
+        }
+        try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == mapViewing })
+        #expect(launcher.startedCount == 0)
+        let offer = try #require(try await b.call(.nearby).activities?.first)
+        try await b.call(.continue(activity: offer.activity.id))
+        #expect(launcher.startedCount == 1)
+        let restored = await waitUntil { await launcher.firstLatitude() == 51.5007 }
+        #expect(restored)
+    }
 }
 
 /// Messages a test's client has heard.
@@ -677,5 +704,46 @@ final class InProcessMapViewer {
 
     func perform(_ body: @MainActor () -> Void) {
         application.perform(body)
+    }
+}
+
+/// Starts MapViewer in this process, as an app of agent `agent`, when a continuation needs it.
+final class InProcessMapViewerLauncher: AppLauncher {
+    private let agentBox = Mutex<Agent?>(nil)
+    private let startedBox = Mutex<[InProcessMapViewer]>([])
+
+    var agent: Agent? {
+        get { agentBox.withLock { $0 } }
+        set { agentBox.withLock { $0 = newValue } }
+    }
+
+    var startedCount: Int { startedBox.withLock { $0.count } }
+
+    /// The latitude the first started app's map shows.
+    func firstLatitude() async -> Double? {
+        guard let first = startedBox.withLock({ $0.first }) else { return nil }
+        return await MainActor.run { first.controller.region.latitude }
+    }
+
+    /// Starts the apps as apps of `device`'s agent.
+    func serve(_ device: TestDevice) {
+        agent = device.agent
+    }
+
+    struct Running: LaunchedApp {
+        var ended: String? { nil }
+    }
+
+    func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp {
+        guard let agent else { throw AgentError("the launcher has no agent") }
+        let bundle = launch.app.manifest.bundleIdentifier
+        let viewer = await makeViewer(agent: agent, bundle: bundle)
+        startedBox.withLock { $0.append(viewer) }
+        return Running()
+    }
+
+    @MainActor
+    private func makeViewer(agent: Agent, bundle: String) -> InProcessMapViewer {
+        InProcessMapViewer(agent: agent, bundleIdentifier: bundle)
     }
 }

@@ -1,0 +1,65 @@
+import Foundation
+
+/// What the agent tells an app it starts.
+public struct AppLaunch: Sendable {
+    public var app: InstalledApp
+    /// The continuation the app is started for; it arrives as `willContinue` once the app connects.
+    public var continuation: UUID
+    /// The agent's socket.
+    public var socketPath: String
+    /// The app's own folder for its data, as an app container is on Apple platforms.
+    public var dataDirectory: URL
+    /// Where what it prints goes.
+    public var logFile: URL
+}
+
+/// A started app, as far as the agent follows it: until it connects, or ends first.
+public protocol LaunchedApp: Sendable {
+    /// Nil while it runs; why it ended otherwise.
+    var ended: String? { get }
+}
+
+/// Starts an installed app when a continuation arrives for it and it is not running. The
+/// agent starts a process; a test process running apps in process starts them its own way.
+public protocol AppLauncher: Sendable {
+    func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp
+}
+
+/// Starts the app's executable as a process, with `HANDOFF_SOCKET`, `HANDOFF_BUNDLE_IDENTIFIER`,
+/// `HANDOFF_CONTINUATION` and `HANDOFF_APP_DATA` set and its output in its log file.
+public struct ProcessLauncher: AppLauncher {
+    public init() {}
+
+    final class Launched: LaunchedApp {
+        let process: Process
+        init(_ process: Process) { self.process = process }
+        var ended: String? { process.isRunning ? nil : "it exited with status \(process.terminationStatus)" }
+    }
+
+    public func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp {
+        let process = Process()
+        process.executableURL = launch.app.executable
+        process.currentDirectoryURL = launch.app.directory
+        var environment = ProcessInfo.processInfo.environment
+        environment["HANDOFF_SOCKET"] = launch.socketPath
+        environment["HANDOFF_BUNDLE_IDENTIFIER"] = launch.app.manifest.bundleIdentifier
+        environment["HANDOFF_CONTINUATION"] = launch.continuation.uuidString
+        environment["HANDOFF_APP_DATA"] = launch.dataDirectory.path
+        process.environment = environment
+        if !FileManager.default.fileExists(atPath: launch.logFile.path) {
+            _ = FileManager.default.createFile(atPath: launch.logFile.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        if let handle = try? FileHandle(forWritingTo: launch.logFile) {
+            handle.seekToEndOfFile()
+            process.standardOutput = handle
+            process.standardError = handle
+        }
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw AgentError("could not start '\(launch.app.manifest.bundleIdentifier)' (\(launch.app.executable.path)): \(error.localizedDescription)")
+        }
+        return Launched(process)
+    }
+}
