@@ -55,7 +55,11 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .target(name: "HandoffTesting", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
+        .target(
+            name: "HandoffTesting",
+            dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         .target(name: "MapViewerKit", dependencies: ["Handoff", "HandoffApp"], path: "Examples/MapViewerKit", swiftSettings: strict),
         .executableTarget(
             name: "handoffd",

@@ -165,6 +165,11 @@ package final class ActivityCenter: @unchecked Sendable {
         locked { live[id]?.activity }
     }
 
+    /// Whether the activity with this id is one of this app's, alive.
+    package func hasActivity(_ id: UUID) -> Bool {
+        liveActivity(id) != nil
+    }
+
     // MARK: From the agent
 
     /// Saves an activity for a continuation: asks the app to bring it up to date, then encodes it.

@@ -22,6 +22,10 @@ package final class AppSideOfLocalAPI: Sendable {
     private struct State {
         weak var center: ActivityCenter?
         var link: (any LocalAPILink)?
+        /// Messages queued for the app, and how many of them it has handled.
+        var queued: UInt64 = 0
+        var handled: UInt64 = 0
+        var drainWaiters: [(upTo: UInt64, waiter: CheckedContinuation<Void, Never>)] = []
     }
 
     package init() {
@@ -30,9 +34,35 @@ package final class AppSideOfLocalAPI: Sendable {
         // Continuation messages are handed to the app one at a time, in the agent's order.
         Task { [weak self] in
             for await message in stream {
-                guard let center = self?.center else { continue }
-                await Self.handle(message, center: center)
+                if let center = self?.center {
+                    await Self.handle(message, center: center)
+                }
+                self?.handledOne()
             }
+        }
+    }
+
+    private func handledOne() {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.handled += 1
+            let handled = state.handled
+            let ready = state.drainWaiters.filter { $0.upTo <= handled }.map(\.waiter)
+            state.drainWaiters.removeAll { $0.upTo <= handled }
+            return ready
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    /// Returns once the app has handled every message received so far (a delivery has
+    /// reached its delegate, a failure its `didFail`).
+    package func drained() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                if state.handled >= state.queued { return true }
+                state.drainWaiters.append((state.queued, waiter))
+                return false
+            }
+            if done { waiter.resume() }
         }
     }
 
@@ -79,6 +109,7 @@ package final class AppSideOfLocalAPI: Sendable {
                 }
             }
         default:
+            state.withLock { $0.queued += 1 }
             inbox.yield(message)
         }
     }

@@ -34,15 +34,26 @@ extension Agent {
         logger[metadataKey: "from"] = "\(origin)"
         logger[metadataKey: "type"] = "\(offer.activityType)"
 
-        let route = self.route(offer, webpageURL: offer.hasWebpageURL ? URL(string: "https://example.invalid/") : nil)
+        var route = await routeContinuation(offer, webpageURL: nil)
+        var prefetched: WireActivityRecord?
+        if case .app = route {
+        } else if offer.hasWebpageURL || offer.activityType == NSUserActivityTypeBrowsingWeb {
+            // Whether a browser or an app the site approves takes it depends on the page: fetch it first.
+            switch await fetch(offer.id, from: device) {
+            case .failure(let failure):
+                logger.notice("the continuation failed: \(failure)")
+                return .failure(LocalError(.continuation, code: failure.code, failure.message))
+            case .success(let record):
+                prefetched = record
+                route = await routeContinuation(offer, webpageURL: record.webpageURL.flatMap(URL.init(string:)))
+            }
+        }
         switch route {
         case .nowhere(let reason):
             return .failure(LocalError(.notFound, "nothing on this device can continue it: \(reason)"))
         case .webBrowser:
-            let fetched = await fetch(offer.id, from: device)
-            guard case .success(let record) = fetched, let page = record.webpageURL else {
-                let failure = (try? fetched.get()).map { _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the activity arrived without its web page") } ?? fetched.failureValue!
-                return .failure(LocalError(.continuation, code: failure.code, failure.message))
+            guard let page = prefetched?.webpageURL else {
+                return .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity arrived without its web page"))
             }
             // The page comes from another device: only an http or https URL with a host is opened.
             guard let url = URL(string: page), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
@@ -52,7 +63,7 @@ extension Agent {
             }
             link(to: device)?.send(.continued(activityID: offer.id))
             do {
-                try openWebPage(page)
+                try await launcher.openWebPage(url, browserCommand: configuration.browserCommand)
             } catch {
                 return .failure(LocalError(.failed, error.message))
             }
@@ -60,46 +71,108 @@ extension Agent {
             return LocalReply(continued: LocalContinued(continuation: UUID(), device: origin, activity: announced, app: nil, webpageURL: page, seconds: (ContinuousClock.now - started).seconds))
         case .app(let manifest, let reason):
             logger.info("continuing in '\(manifest.bundleIdentifier)': \(reason)")
-            let continuation = UUID()
-            let session: Session
-            switch await runningSession(of: manifest.bundleIdentifier, continuation: continuation) {
-            case .success(let found): session = found
-            case .failure(let error): return .failure(error)
-            }
-            session.peer.send(.willContinue(continuation: continuation, activityType: offer.activityType))
-            switch await fetch(offer.id, from: device) {
-            case .failure(let failure):
-                let error = LocalError(.continuation, code: failure.code, failure.message)
-                session.peer.send(.fail(continuation: continuation, activityType: offer.activityType, error: error))
-                logger.notice("the continuation failed: \(failure)")
-                return .failure(error)
-            case .success(let wire):
-                var record = LocalRecord(wire)
-                if let bytes = record.userInfo {
-                    do {
-                        _ = try UserInfoCoding.decodeUserInfo(bytes)
-                    } catch {
-                        let error = LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity from '\(origin)' could not be read: \(error)")
-                        session.peer.send(.fail(continuation: continuation, activityType: offer.activityType, error: error))
-                        logger.error("the continuation failed: \(error.message)")
-                        return .failure(error)
-                    }
-                }
-                // The type the app was told in willContinue is the one it gets.
-                record.activity.activityType = offer.activityType
-                session.peer.send(.deliver(continuation: continuation, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
-                link(to: device)?.send(.continued(activityID: offer.id))
-                let seconds = (ContinuousClock.now - started).seconds
-                logger.notice("continued", metadata: ["app": "\(manifest.bundleIdentifier)", "ms": "\(Int(seconds * 1000))"])
-                return LocalReply(continued: LocalContinued(continuation: continuation, device: origin, activity: record.activity, app: manifest.bundleIdentifier, webpageURL: nil, seconds: seconds))
-            }
+            return await continueInApp(manifest.bundleIdentifier, offer, from: device, prefetched: prefetched, started: started, logger: logger)
         }
     }
 
+    /// Gives the activity to the app: `willContinue`, the fetch, then exactly one `deliver` or
+    /// `fail`. A newer continuation on this device ends this one with 3072.
+    func continueInApp(
+        _ bundleIdentifier: String, _ offer: BeaconActivity, from device: NearbyDevice, prefetched: WireActivityRecord?,
+        started: ContinuousClock.Instant, logger: Logger
+    ) async -> LocalReply {
+        let origin = memberName(device.sender)
+        let continuation = UUID()
+        let session: Session
+        switch await runningSession(of: bundleIdentifier, continuation: continuation) {
+        case .success(let found): session = found
+        case .failure(let error): return .failure(error)
+        }
+        if let previous = activeContinuation {
+            let superseded = LocalError(.continuation, code: Self.cancelled, "a newer continuation of '\(offer.activityType)' replaced this one")
+            previous.session.peer.send(.fail(continuation: previous.id, activityType: previous.activityType, error: superseded))
+            previous.fetch.settle(nil)
+        }
+        // The fetch, unless a newer continuation or the app's end comes first (nil).
+        let race = FirstOutcome<Result<WireActivityRecord, FetchFailure>?>()
+        activeContinuation = (continuation, session, offer.activityType, race)
+        session.peer.send(.willContinue(continuation: continuation, activityType: offer.activityType))
+        if let prefetched {
+            race.settle(.success(prefetched))
+        } else {
+            Task { race.settle(await self.fetch(offer.id, from: device)) }
+        }
+        let outcome = await race.value()
+        let stillActive = activeContinuation?.id == continuation
+        if stillActive { activeContinuation = nil }
+        guard sessions[session.id] != nil else {
+            logger.notice("the continuation ended: the app quit before the activity arrived")
+            return .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "'\(bundleIdentifier)' quit before the activity arrived"))
+        }
+        guard stillActive, let fetched = outcome else {
+            // A newer continuation replaced this one; the app was told then.
+            return .failure(LocalError(.continuation, code: Self.cancelled, "a newer continuation replaced this one"))
+        }
+        let fail = { (error: LocalError) -> LocalReply in
+            session.peer.send(.fail(continuation: continuation, activityType: offer.activityType, error: error))
+            logger.notice("the continuation failed: \(error.message)")
+            return .failure(error)
+        }
+        switch fetched {
+        case .failure(let failure):
+            return fail(LocalError(.continuation, code: failure.code, failure.message))
+        case .success(let wire):
+            var record = LocalRecord(wire)
+            if let bytes = record.userInfo {
+                // This device's limit holds whatever the other device allows.
+                guard bytes.count <= configuration.maximumPayload else {
+                    return fail(LocalError(
+                        .continuation, code: FetchFailure.userInfoTooLarge,
+                        "the activity's userInfo is \(bytes.count) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
+                }
+                do {
+                    _ = try UserInfoCoding.decodeUserInfo(bytes)
+                } catch {
+                    return fail(LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity from '\(origin)' could not be read: \(error)"))
+                }
+            }
+            // The type the app was told in willContinue is the one it gets.
+            record.activity.activityType = offer.activityType
+            session.peer.send(.deliver(continuation: continuation, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
+            link(to: device)?.send(.continued(activityID: offer.id))
+            let seconds = (ContinuousClock.now - started).seconds
+            logger.notice("continued", metadata: ["app": "\(bundleIdentifier)", "ms": "\(Int(seconds * 1000))"])
+            return LocalReply(continued: LocalContinued(continuation: continuation, device: origin, activity: record.activity, app: bundleIdentifier, webpageURL: nil, seconds: seconds))
+        }
+    }
+
+    /// Foundation's code for a cancelled operation, which a superseded continuation ends with.
+    static let cancelled = 3072
+
+    /// Where a continuation goes: with the page known, an app the page's site approves may take it.
+    func routeContinuation(_ offer: BeaconActivity, webpageURL: URL?) async -> ActivityRoute {
+        var approved: Set<String> = []
+        if let host = webpageURL?.host?.lowercased() {
+            let candidates = Set(apps.compactMap { app -> String? in
+                guard !app.manifest.associatedDomains.isEmpty, let team = app.manifest.teamIdentifier else { return nil }
+                return "\(team).\(app.manifest.bundleIdentifier)"
+            })
+            if !candidates.isEmpty {
+                approved = await siteAssociations.approved(candidates, forHost: host)
+            }
+        }
+        let approvedHost = webpageURL?.host?.lowercased()
+        return ActivityRouter.route(
+            IncomingActivity(teamIdentifier: offer.teamIdentifier, activityType: offer.activityType, webpageURL: webpageURL),
+            installed: apps.map(\.manifest), defaultBrowser: defaultBrowser,
+            siteApproves: { host, app in host.lowercased() == approvedHost && approved.contains(app) })
+    }
+
+    /// Where an offer would go, as listings show it (the page itself is not known yet).
     func route(_ offer: BeaconActivity, webpageURL: URL?) -> ActivityRoute {
         ActivityRouter.route(
             IncomingActivity(teamIdentifier: offer.teamIdentifier, activityType: offer.activityType, webpageURL: webpageURL),
-            installed: apps.map(\.manifest))
+            installed: apps.map(\.manifest), defaultBrowser: defaultBrowser)
     }
 
     func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<WireActivityRecord, FetchFailure> {
@@ -170,18 +243,6 @@ extension Agent {
 
     func newestSession(of bundleIdentifier: String) -> Session? {
         sessions.values.filter { $0.app?.manifest.bundleIdentifier == bundleIdentifier }.max { $0.connected < $1.connected }
-    }
-
-    func openWebPage(_ page: String) throws(AgentError) {
-        guard let command = configuration.browserCommand.first else { throw AgentError("no browser command is configured") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [command] + configuration.browserCommand.dropFirst() + [page]
-        do {
-            try process.run()
-        } catch {
-            throw AgentError("could not run the browser command '\(command)': \(error.localizedDescription)")
-        }
     }
 
     // MARK: What is nearby

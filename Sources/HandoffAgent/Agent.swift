@@ -36,11 +36,18 @@ public actor Agent {
     let eventLoopGroup: any EventLoopGroup
     let network: any AgentNetwork
     let launcher: any AppLauncher
+    let siteAssociations: any SiteAssociations
 
     var identity: DeviceIdentity!
     var account: AccountState?
     let pins = LockedValue<Set<String>>([])
     var apps: [InstalledApp] = []
+    /// Apps installed for this run only, running in the agent's process.
+    var inProcessApps: [InstalledApp] = []
+    /// The browser app that receives web activities itself, if any.
+    var defaultBrowser: String?
+    /// The continuation under way on this device: a newer one ends it with 3072.
+    var activeContinuation: (id: UUID, session: Session, activityType: String, fetch: FirstOutcome<Result<WireActivityRecord, FetchFailure>?>)?
     var listener: (any LinkListening)?
     var discovery: Discovery?
     var discoveryTask: Task<Void, Never>?
@@ -115,16 +122,20 @@ public actor Agent {
     /// - Parameters:
     ///   - network: how it reaches other devices: sockets (TLS, UDP), or an `InMemoryNetwork`
     ///     shared by agents in one process. The agent's logic is the same.
-    ///   - launcher: how it starts an installed app that is not running: a process, or (in a
-    ///     test process) however the test runs its apps.
+    ///   - launcher: how it starts an installed app that is not running, and opens a web
+    ///     page: a process, or (in a test process) however the test runs its apps.
+    ///   - siteAssociations: which apps web sites approve for web-to-app continuation.
     public init(
         configuration: AgentConfiguration, logger: Logger? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        network: (any AgentNetwork)? = nil, launcher: any AppLauncher = ProcessLauncher()
+        network: (any AgentNetwork)? = nil, launcher: any AppLauncher = ProcessLauncher(),
+        siteAssociations: any SiteAssociations = NoSiteAssociations()
     ) throws(AgentError) {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
         self.network = network ?? SocketNetwork(eventLoopGroup: eventLoopGroup)
         self.launcher = launcher
+        self.siteAssociations = siteAssociations
+        defaultBrowser = configuration.defaultBrowser
         do {
             store = try StateStore(directory: configuration.stateDirectory)
         } catch {
@@ -183,12 +194,14 @@ public actor Agent {
         }
         do throws(AgentError) {
             try await startDiscovery()
-            do {
-                localServer = try await LocalAPIServer(path: configuration.socketPath, eventLoopGroup: eventLoopGroup, logger: logger) { [weak self] peer, messages in
-                    await self?.serve(peer, messages)
+            if configuration.servesLocalSocket {
+                do {
+                    localServer = try await LocalAPIServer(path: configuration.socketPath, eventLoopGroup: eventLoopGroup, logger: logger) { [weak self] peer, messages in
+                        await self?.serve(peer, messages)
+                    }
+                } catch {
+                    throw AgentError(error.message)
                 }
-            } catch {
-                throw AgentError(error.message)
             }
         } catch {
             await stop()
@@ -247,8 +260,26 @@ public actor Agent {
 
     func reloadApps() {
         let (loaded, problems) = registry.load()
-        apps = loaded
+        let inProcess = Set(inProcessApps.map(\.manifest.bundleIdentifier))
+        apps = (loaded.filter { !inProcess.contains($0.manifest.bundleIdentifier) } + inProcessApps)
+            .sorted { $0.manifest.bundleIdentifier < $1.manifest.bundleIdentifier }
         for problem in problems { logger.warning("an installed app cannot be used: \(problem)") }
+    }
+
+    /// Installs an app that runs in this process, for this run only: an in-process client
+    /// (`connectInProcess`) naming its bundle identifier is it, and the launcher starts it
+    /// when a continuation needs it. Installing a bundle again replaces its manifest.
+    package func installInProcess(_ manifest: AppManifest) {
+        let folder = configuration.stateDirectory.appendingPathComponent("in-process/\(manifest.bundleIdentifier)", isDirectory: true)
+        inProcessApps.removeAll { $0.manifest.bundleIdentifier == manifest.bundleIdentifier }
+        inProcessApps.append(InstalledApp(manifest: manifest, directory: folder, executable: folder.appendingPathComponent("(in process)"), runsInProcess: true))
+        reloadApps()
+    }
+
+    /// Chooses the browser app that receives web activities itself (nil: pages open with the
+    /// browser command).
+    package func setDefaultBrowser(_ bundleIdentifier: String?) {
+        defaultBrowser = bundleIdentifier
     }
 
     func startDiscovery() async throws(AgentError) {
@@ -345,25 +376,29 @@ public actor Agent {
         logger.debug("local client disconnected")
     }
 
-    /// Which installed app the process behind `peer` is: the one whose installed executable
-    /// it runs. A process claiming an app it does not run is refused.
     /// Connects a client in this process: it speaks the local API with no socket, and every
     /// message the agent sends it goes to `onMessage`, in order. Its first message must be
     /// `hello`, as on the socket.
     public func connectInProcess(onMessage: @escaping @Sendable (LocalMessage) -> Void) -> InProcessClient {
         let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(LocalAPIServer.queueLimit))
-        let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream(bufferingPolicy: .bufferingOldest(LocalAPIServer.queueLimit))
-        let peer = LocalPeer(pid: getpid(), uid: getuid(), outbox: outbox, inProcess: true) { inbox.finish() }
-        Task {
-            for await message in outgoing { onMessage(message) }
-        }
+        let closed = LockedValue(false)
+        // Messages reach the client as the agent sends them, so that what the agent sent
+        // before a reply has reached the client when the reply does.
+        let peer = LocalPeer(inProcessDelivering: { message in
+            if !closed.value { onMessage(message) }
+        }, hangUp: {
+            closed.value = true
+            inbox.finish()
+        })
         Task { [weak self] in
             await self?.serve(peer, incoming)
-            outbox.finish()
+            closed.value = true
         }
-        return InProcessClient(inbox: inbox, outbox: outbox)
+        return InProcessClient(inbox: inbox, closed: closed)
     }
 
+    /// Which installed app the process behind `peer` is: the one whose installed executable
+    /// it runs. A process claiming an app it does not run is refused.
     func verify(_ peer: LocalPeer, claimed: String?) -> Result<InstalledApp?, LocalError> {
         if peer.isInProcess {
             guard let claimed, !claimed.isEmpty else { return .success(nil) }
@@ -373,7 +408,7 @@ public actor Agent {
             return .success(app)
         }
         let running = peer.executable.map { $0.resolvingSymlinksInPath().standardizedFileURL.path }
-        let match = apps.first { app in app.executable.resolvingSymlinksInPath().standardizedFileURL.path == running }
+        let match = apps.first { app in !app.runsInProcess && app.executable.resolvingSymlinksInPath().standardizedFileURL.path == running }
         if let claimed, !claimed.isEmpty, match?.manifest.bundleIdentifier != claimed {
             if let installed = apps.first(where: { $0.manifest.bundleIdentifier == claimed }) {
                 return .failure(LocalError(.notAllowed, "process \(peer.pid) (\(running ?? "unknown executable")) claims to be '\(claimed)', but that app's executable is \(installed.executable.path); start the installed app, or install this build with 'handoff apps install'"))
@@ -432,6 +467,10 @@ public actor Agent {
 
     func ended(_ session: Session) {
         sessions[session.id] = nil
+        if let active = activeContinuation, active.session.id == session.id {
+            activeContinuation = nil
+            active.fetch.settle(nil)
+        }
         activities[session.id] = nil
         watchers[session.id] = nil
         currentOrder.removeAll { $0.session == session.id }
@@ -662,7 +701,7 @@ public actor Agent {
             let size = record.userInfo?.count ?? 0
             if size > configuration.maximumPayload {
                 logger.warning("an activity's userInfo is over the limit", metadata: ["app": "\(appName)", "bytes": "\(size)"])
-                return .failure(FetchFailure(code: FetchFailure.userInfoTooLarge, message: "the activity's userInfo is \(size) bytes, over the limit of \(configuration.maximumPayload); move bulk data to continuation streams"))
+                return .failure(FetchFailure(code: FetchFailure.userInfoTooLarge, message: "the activity's userInfo is \(size) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
             }
             // Bytes from a client in another language are checked here, so that the origin
             // logs the mistake and the continuing side is told, rather than the app there.

@@ -31,12 +31,19 @@ public struct AgentConfiguration: Sendable {
     public var maximumPayload: Int
     /// The command that opens a web page (the URL is its last argument).
     public var browserCommand: [String]
+    /// The installed browser app that receives web activities itself, rather than the page
+    /// opening with `browserCommand` (it must list `NSUserActivityTypeBrowsingWeb`).
+    public var defaultBrowser: String?
+    /// Whether apps and the CLI reach this agent on `socketPath`; an agent whose clients all
+    /// run in its own process (`Agent.connectInProcess`) needs no socket.
+    public var servesLocalSocket: Bool
 
     public init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "0.0.0.0", port: 47_170),
         interfaces: [String]? = nil, staticPeers: [HostPort] = [], discoveryPort: Int = 47_168, refreshInterval: Duration = .seconds(15),
         expiry: Duration = .seconds(45), saveDeadline: Duration = .seconds(5), fetchDeadline: Duration = .seconds(10),
-        launchDeadline: Duration = .seconds(10), maximumPayload: Int = 64 * 1024, browserCommand: [String] = ["xdg-open"]
+        launchDeadline: Duration = .seconds(10), maximumPayload: Int = 64 * 1024, browserCommand: [String] = ["xdg-open"],
+        defaultBrowser: String? = nil, servesLocalSocket: Bool = true
     ) {
         self.stateDirectory = stateDirectory
         self.socketPath = socketPath
@@ -52,6 +59,8 @@ public struct AgentConfiguration: Sendable {
         self.launchDeadline = launchDeadline
         self.maximumPayload = maximumPayload
         self.browserCommand = browserCommand
+        self.defaultBrowser = defaultBrowser
+        self.servesLocalSocket = servesLocalSocket
     }
 
     /// `$XDG_STATE_HOME/handoff`, or `~/.local/state/handoff`.
@@ -127,7 +136,7 @@ public struct ConfigurationFile: Sendable, Hashable {
 
     public static let keys: Set<String> = [
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
-        "maximum-payload", "browser",
+        "maximum-payload", "browser", "default-browser",
     ]
     public static let repeatable: Set<String> = ["interface", "peer"]
 
@@ -218,6 +227,7 @@ public struct AgentSettings: Sendable {
     public var fetchDeadline: String?
     public var maximumPayload: String?
     public var browser: String?
+    public var defaultBrowser: String?
 
     public init() {}
 }
@@ -299,6 +309,12 @@ extension AgentConfiguration {
             let words = browser.value.split(separator: " ").map(String.init)
             guard !words.isEmpty else { throw ConfigurationError("\(browser.origin): the browser command is empty") }
             configuration.browserCommand = words
+        }
+        if let browser = pick(flags.defaultBrowser, "default-browser") {
+            guard browser.value.range(of: #"^[A-Za-z0-9][A-Za-z0-9.\-_]*$"#, options: .regularExpression) != nil else {
+                throw ConfigurationError("\(browser.origin): '\(browser.value)' is not a bundle identifier (letters, digits, '.', '-' and '_')")
+            }
+            configuration.defaultBrowser = browser.value
         }
         return configuration
     }

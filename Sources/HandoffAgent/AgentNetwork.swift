@@ -104,6 +104,8 @@ public final class InMemoryNetwork: AgentNetwork {
     private let nextPort = Mutex(40_000)
     /// Addresses that refuse every link, as a firewall or a dead device would.
     private let unreachable = Mutex<Set<String>>([])
+    /// Calls under way to each address, ended when it becomes unreachable.
+    private let callsUnderWay = Mutex<[UUID: (host: String, end: @Sendable () -> Void)]>([:])
 
     public init() {}
 
@@ -129,11 +131,44 @@ public final class InMemoryNetwork: AgentNetwork {
         }
     }
 
-    /// Makes `host` unreachable (true) or reachable again.
+    /// Makes `host` unreachable (true) or reachable again. Calls under way to it end at once,
+    /// as when a device vanishes in the middle of an answer.
     public func setUnreachable(_ host: String, _ cut: Bool) {
         unreachable.withLock { set in
             if cut { set.insert(host) } else { set.remove(host) }
         }
+        guard cut else { return }
+        let ended = callsUnderWay.withLock { calls in
+            let ending = calls.filter { $0.value.host == host }
+            for id in ending.keys { calls[id] = nil }
+            return ending.values.map(\.end)
+        }
+        for end in ended { end() }
+    }
+
+    /// Runs `call` to `host`, unless the host becomes unreachable or `deadline` passes first:
+    /// whichever comes first decides, and the call is not waited for after that.
+    fileprivate func call(
+        to host: String, deadline: Duration, _ call: @escaping @Sendable () async -> Frame?
+    ) async -> PeerConnection.Answer {
+        let id = UUID()
+        let outcome = FirstOutcome<PeerConnection.Answer>()
+        let answering = Task {
+            let reply = await call()
+            outcome.settle(reply.flatMap { try? LinkMessage(frame: $0) }.map(PeerConnection.Answer.answered) ?? .ended("no answer"))
+        }
+        let timer = Task {
+            try? await Task.sleep(for: deadline)
+            outcome.settle(.timedOut)
+        }
+        callsUnderWay.withLock { $0[id] = (host, { outcome.settle(.ended("went away")) }) }
+        if unreachable.withLock({ $0.contains(host) }) { outcome.settle(.ended("went away")) }
+        let answer = await outcome.value()
+        callsUnderWay.withLock { $0[id] = nil }
+        timer.cancel()
+        // A call still under way finishes on its own; its answer is ignored.
+        _ = answering
+        return answer
     }
 
     public func listen(
@@ -223,13 +258,7 @@ final class InMemoryLink: PeerLinking {
         let request = nextRequest.withIncrement()
         let frame = LinkMessage.fetch(request: request, activityID: activityID).frame
         let me = self.me
-        let answer: PeerConnection.Answer
-        do {
-            let reply = try await withDeadline(deadline) { await listener.answer(frame, me) }
-            answer = reply.flatMap { try? LinkMessage(frame: $0) }.map(PeerConnection.Answer.answered) ?? .ended("no answer")
-        } catch {
-            answer = .timedOut
-        }
+        let answer = await network.call(to: host, deadline: deadline) { await listener.answer(frame, me) }
         // The device went away while it was answering.
         if case .answered = answer, network.listener(key, host: host, for: me) == nil {
             return PeerConnection.result(of: .ended("went away"), for: activityID, host: host, port: port, deadline: deadline)
@@ -255,5 +284,46 @@ extension LockedValue where Value == UInt64 {
             value += 1
         }
         return taken
+    }
+}
+
+/// The first of several racing outcomes, awaited by one task; later ones are ignored.
+final class FirstOutcome<Value: Sendable>: Sendable {
+    private enum State {
+        case empty
+        case waiting(CheckedContinuation<Value, Never>)
+        case settled(Value)
+    }
+
+    private let state = Mutex<State>(.empty)
+
+    init() {}
+
+    /// Sets the outcome if none was set yet.
+    func settle(_ value: Value) {
+        let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
+            switch state {
+            case .settled:
+                return nil
+            case .empty:
+                state = .settled(value)
+                return nil
+            case .waiting(let continuation):
+                state = .settled(value)
+                return continuation
+            }
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func value() async -> Value {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Value? in
+                if case .settled(let value) = state { return value }
+                state = .waiting(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
     }
 }

@@ -19,10 +19,30 @@ public protocol LaunchedApp: Sendable {
     var ended: String? { get }
 }
 
-/// Starts an installed app when a continuation arrives for it and it is not running. The
-/// agent starts a process; a test process running apps in process starts them its own way.
+/// Starts an installed app when a continuation arrives for it and it is not running, and
+/// opens web pages no app takes. The agent starts processes; a test process running apps in
+/// process starts them its own way.
 public protocol AppLauncher: Sendable {
     func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp
+
+    /// Opens an http or https page in the person's browser.
+    func openWebPage(_ url: URL, browserCommand: [String]) async throws(AgentError)
+}
+
+extension AppLauncher {
+    /// Runs the browser command (through `env`, so a name on `PATH` works) with the page as
+    /// its last argument.
+    public func openWebPage(_ url: URL, browserCommand: [String]) async throws(AgentError) {
+        guard let command = browserCommand.first else { throw AgentError("no browser command is configured") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [command] + browserCommand.dropFirst() + [url.absoluteString]
+        do {
+            try process.run()
+        } catch {
+            throw AgentError("could not run the browser command '\(command)': \(error.localizedDescription)")
+        }
+    }
 }
 
 /// Starts the app's executable as a process, with `HANDOFF_SOCKET`, `HANDOFF_BUNDLE_IDENTIFIER`,

@@ -8,6 +8,9 @@ public struct InstalledApp: Sendable, Hashable {
     /// The executable the agent starts, and the only one it delivers this app's
     /// continuations to.
     public var executable: URL
+    /// An app that runs in the agent's own process (`Agent.installInProcess`): only an
+    /// in-process client may be it, never a process on the socket.
+    public var runsInProcess = false
 }
 
 /// Why an app could not be installed or found.

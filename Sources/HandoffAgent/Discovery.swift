@@ -123,6 +123,7 @@ public actor Discovery {
     private var tasks: [Task<Void, Never>] = []
     /// When this device last answered a newcomer's beacon with one of its own.
     private var lastGreeting = ContinuousClock.now - .seconds(60)
+    private var greetingScheduled = false
     public private(set) var statistics = DiscoveryStatistics()
 
     /// - Parameters:
@@ -316,11 +317,27 @@ public actor Discovery {
 
     /// A device heard for the first time (it started, or joined) learns of this one at once
     /// rather than at the next refresh: one beacon, at most once a second.
+    /// Answers a newcomer at once, or (at most one a second) as soon as the last answer is a
+    /// second old, so that a newcomer right after another is not left for the next refresh.
     private func greet() {
         let now = ContinuousClock.now
-        guard now - lastGreeting >= .seconds(1) else { return }
-        lastGreeting = now
-        tasks.append(Task { [weak self] in try? await self?.send() })
+        let next = lastGreeting + .seconds(1)
+        if now >= next {
+            lastGreeting = now
+            tasks.append(Task { [weak self] in try? await self?.send() })
+        } else if !greetingScheduled {
+            greetingScheduled = true
+            tasks.append(Task { [weak self] in
+                try? await Task.sleep(until: next)
+                await self?.greetScheduled()
+            })
+        }
+    }
+
+    private func greetScheduled() async {
+        greetingScheduled = false
+        lastGreeting = ContinuousClock.now
+        try? await send()
     }
 
     private func expire() {

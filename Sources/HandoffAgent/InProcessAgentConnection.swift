@@ -1,6 +1,7 @@
 import Foundation
 import Handoff
 import HandoffLocalAPI
+import Synchronization
 
 extension InProcessClient: LocalAPILink {}
 
@@ -9,26 +10,87 @@ extension InProcessClient: LocalAPILink {}
 /// does over the socket (`SocketAgentConnection`, whose message handling it shares). For
 /// several devices, each an agent, in one test process.
 package final class InProcessAgentConnection: AgentConnection {
+    /// Opens continuation streams to the originating app; until the agents carry streams
+    /// between devices, whoever runs the devices in process supplies this.
+    package typealias StreamOpener = @Sendable (ContinuationContext) async throws(ContinuationFailure) -> StreamPair
+
     private let agent: Agent
     private let bundleIdentifier: String?
     private let side = AppSideOfLocalAPI()
+    private let streamOpener: StreamOpener?
+    private let state = Mutex(State())
+
+    private struct State {
+        var client: InProcessClient?
+        var closed = false
+        var holdsSaves = false
+        var connectWaiters: [CheckedContinuation<Void, Never>] = []
+    }
 
     /// - Parameter bundleIdentifier: the installed app this one is; nil for an app that can
     ///   only offer activities.
-    package init(agent: Agent, bundleIdentifier: String?) {
+    package init(agent: Agent, bundleIdentifier: String?, streamOpener: StreamOpener? = nil) {
         self.agent = agent
         self.bundleIdentifier = bundleIdentifier
+        self.streamOpener = streamOpener
     }
 
     package func attach(_ center: ActivityCenter) {
         side.center = center
-        Task { [side, agent, bundleIdentifier] in
-            let client = await agent.connectInProcess { side.received($0) }
+        Task { [self] in
+            let client = await agent.connectInProcess { [weak self] message in
+                // An app that hangs in its save never answers.
+                if case .save = message, self?.holdsSaves == true { return }
+                self?.side.received(message)
+            }
             client.send(.call(request: 1, .hello(version: LocalMessage.version, role: .app, bundleIdentifier: bundleIdentifier)))
-            side.link = client
-            // What the app did before the link was up is announced now.
-            side.center?.reannounce()
+            let (closed, waiters) = state.withLock { state in
+                state.client = client
+                defer { state.connectWaiters = [] }
+                return (state.closed, state.connectWaiters)
+            }
+            if closed {
+                client.close()
+            } else {
+                side.link = client
+                // What the app did before the link was up is announced now.
+                side.center?.reannounce()
+            }
+            for waiter in waiters { waiter.resume() }
         }
+    }
+
+    /// Returns once the link to the agent is up (or was closed first).
+    package func connected() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.client != nil || state.closed { return true }
+                state.connectWaiters.append(waiter)
+                return false
+            }
+            if ready { waiter.resume() }
+        }
+    }
+
+    /// Ends the link, as an app that quits or crashes ends its socket: the agent withdraws
+    /// its activities, and nothing more reaches it.
+    package func close() {
+        let client = state.withLock { state in
+            state.closed = true
+            return state.client
+        }
+        client?.close()
+    }
+
+    /// Whether the app leaves save requests unanswered, as an app stuck in its save would.
+    package var holdsSaves: Bool {
+        get { state.withLock { $0.holdsSaves } }
+        set { state.withLock { $0.holdsSaves = newValue } }
+    }
+
+    /// Returns once the app has handled every message the agent sent it so far.
+    package func drained() async {
+        await side.drained()
     }
 
     package func send(_ event: AppEvent) async {
@@ -36,6 +98,9 @@ package final class InProcessAgentConnection: AgentConnection {
     }
 
     package func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
-        throw .connectionUnavailable("continuation streams between devices are not available yet in this release of handoffd")
+        guard let streamOpener else {
+            throw .connectionUnavailable("continuation streams between devices are not available yet in this release of handoffd")
+        }
+        return try await streamOpener(continuation)
     }
 }

@@ -16,7 +16,9 @@ public final class LocalPeer: Sendable {
     public let uid: UInt32
     /// The executable of the process, resolved when it connected; nil when unreadable.
     public let executable: URL?
-    private let outbox: AsyncStream<LocalMessage>.Continuation
+    private let outbox: AsyncStream<LocalMessage>.Continuation?
+    /// For a client in the agent's process: messages are handed to it at once, in order.
+    private let deliver: (@Sendable (LocalMessage) -> Void)?
     private let hangUp: @Sendable () -> Void
 
     /// A client in the agent's own process (no socket): it is taken to be the installed app
@@ -27,23 +29,40 @@ public final class LocalPeer: Sendable {
         self.pid = pid
         self.uid = uid
         self.outbox = outbox
+        self.deliver = nil
         self.hangUp = hangUp
         self.isInProcess = inProcess
         executable = inProcess ? nil : (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")).map { URL(fileURLWithPath: $0) }
     }
 
+    /// A client in the agent's own process, which `deliver` hands every message to as it is sent.
+    init(inProcessDelivering deliver: @escaping @Sendable (LocalMessage) -> Void, hangUp: @escaping @Sendable () -> Void) {
+        pid = getpid()
+        uid = getuid()
+        outbox = nil
+        self.deliver = deliver
+        self.hangUp = hangUp
+        isInProcess = true
+        executable = nil
+    }
+
     /// Queues a message to the client, in order. A client that leaves `LocalAPIServer.queueLimit`
     /// messages unread is disconnected rather than let the agent's memory grow.
     public func send(_ message: LocalMessage) {
-        if case .dropped = outbox.yield(message) {
-            outbox.finish()
+        if let deliver {
+            deliver(message)
+            return
+        }
+        if case .dropped = outbox?.yield(message) {
+            outbox?.finish()
             hangUp()
         }
     }
 
     /// Ends the connection once what was queued has been written.
     public func close() {
-        outbox.finish()
+        outbox?.finish()
+        if deliver != nil { hangUp() }
     }
 }
 
@@ -228,15 +247,14 @@ public final class LocalAPIServer: Sendable {
 /// `LocalMessage`s, handed over directly. For running apps and agents in one test process.
 public final class InProcessClient: Sendable {
     private let inbox: AsyncStream<Result<LocalMessage, LocalError>>.Continuation
-    private let outbox: AsyncStream<LocalMessage>.Continuation
-    private let closed = LockedValue(false)
+    private let closed: LockedValue<Bool>
 
     /// Whether the session has ended.
     public var isClosed: Bool { closed.value }
 
-    init(inbox: AsyncStream<Result<LocalMessage, LocalError>>.Continuation, outbox: AsyncStream<LocalMessage>.Continuation) {
+    init(inbox: AsyncStream<Result<LocalMessage, LocalError>>.Continuation, closed: LockedValue<Bool>) {
         self.inbox = inbox
-        self.outbox = outbox
+        self.closed = closed
     }
 
     /// Sends a message to the agent, in order.
@@ -248,6 +266,5 @@ public final class InProcessClient: Sendable {
     public func close() {
         closed.value = true
         inbox.finish()
-        outbox.finish()
     }
 }

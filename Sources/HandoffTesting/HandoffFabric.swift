@@ -1,10 +1,11 @@
 import Foundation
 import Handoff
+import HandoffAgent
 import HandoffApp
 import Synchronization
 
-/// Several simulated devices in one process, with no network: the semantics of Handoff's agent,
-/// for an app developer's tests and ours.
+/// Several devices in one process, each a real Handoff agent (`HandoffAgent.Agent`) on an
+/// in-memory network: for an app developer's tests and ours.
 ///
 /// ```swift
 /// let fabric = HandoffFabric()
@@ -15,8 +16,11 @@ import Synchronization
 /// let offer = try await phone.nearbyActivity(ofType: "com.example.shapes.create")
 /// let outcome = await phone.continueActivity(offer)
 /// ```
-/// Devices added with the same account see each other's current activities; a device of
-/// another account sees nothing of them.
+/// Devices added with the same account pair into it as real devices do (an invitation and a
+/// join), see each other's current activities through sealed beacons, and continue them over
+/// pinned links with the agent's own continuation logic; a device of another account sees
+/// nothing of them. Apps run in the test's process, each with its own `ActivityCenter`
+/// speaking the local API to its device's agent.
 public final class HandoffFabric: Sendable {
     /// Limits and deadlines, the same knobs the real agent has.
     public struct Configuration: Sendable {
@@ -35,25 +39,42 @@ public final class HandoffFabric: Sendable {
     }
 
     public let configuration: Configuration
+    /// The network the devices' agents share.
+    let network = InMemoryNetwork()
+    /// The agents' state folders, removed when the fabric goes.
+    let root: URL
     private let devices = Mutex<[String: SimulatedDevice]>([:])
+    /// The most recently added device of each account, which the next one joins after.
+    private let lastOfAccount = Mutex<[String: SimulatedDevice]>([:])
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-fabric-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        FabricFolders.add(root.path)
     }
 
-    /// Adds a device to the fabric. Device names are unique; adding a name twice returns the
-    /// device that has it.
+    deinit {
+        // The agents stop (their timers and links with them) and their folders go.
+        let devices = devices.withLock { Array($0.values) }
+        let root = root
+        Task {
+            for device in devices { await device.shutDown() }
+            try? FileManager.default.removeItem(at: root)
+            FabricFolders.remove(root.path)
+        }
+    }
+
+    /// Adds a device to the fabric: its agent starts, and it joins the account (the first
+    /// device of an account makes it). Device names are unique; adding a name twice returns
+    /// the device that has it.
     @discardableResult
     public func addDevice(_ name: String, account: String = "default") -> SimulatedDevice {
         devices.withLock { devices in
             if let existing = devices[name] { return existing }
-            let device = SimulatedDevice(name: name, account: account, fabric: self)
-            let peers = devices.values.filter { $0.account == account }
+            let joinsAfter = lastOfAccount.withLock { $0[account] }
+            let device = SimulatedDevice(name: name, account: account, number: devices.count + 1, fabric: self, joinsAfter: joinsAfter)
             devices[name] = device
-            // The others tell the newcomer what they offer, as their next beacon would.
-            Task {
-                for peer in peers { await peer.introduce(to: device) }
-            }
+            lastOfAccount.withLock { $0[account] = device }
             return device
         }
     }
@@ -62,19 +83,14 @@ public final class HandoffFabric: Sendable {
     public func device(named name: String) -> SimulatedDevice? {
         devices.withLock { $0[name] }
     }
-
-    /// The other devices of the same account as `device`.
-    func peers(of device: SimulatedDevice) -> [SimulatedDevice] {
-        devices.withLock { devices in
-            devices.values.filter { $0 !== device && $0.account == device.account }
-        }
-    }
 }
 
 /// An activity another device of the account offers.
 public struct NearbyActivity: Sendable, Hashable {
     /// The device offering it.
     public var device: String
+    /// What its beacon says of it: id, type, title, team, and whether it has a web page or
+    /// supports streams.
     public var announcement: ActivityAnnouncement
 
     public var activityType: String { announcement.activityType }
@@ -95,8 +111,34 @@ public enum ContinuationOutcome: Sendable, Hashable {
 
 /// A failure a test injects into a device.
 public enum InjectedFault: Sendable, Hashable {
-    /// The device cannot be reached: fetches and streams to it fail with 4609.
+    /// The device cannot be reached: new fetches and streams to it fail with 4609, and a fetch
+    /// under way ends with 4608, as when a device vanishes in the middle of an answer.
     case unreachable
     /// The app with this bundle identifier never finishes saving: fetches end with 4610.
     case appStallsOnSave(bundleIdentifier: String)
+}
+
+/// The fabrics' state folders still on disk: those of fabrics alive when the process exits
+/// are removed then.
+enum FabricFolders {
+    private static let folders = Mutex<(paths: Set<String>, registered: Bool)>(([], false))
+
+    static func add(_ path: String) {
+        let register = folders.withLock { folders in
+            folders.paths.insert(path)
+            defer { folders.registered = true }
+            return !folders.registered
+        }
+        if register {
+            atexit {
+                for path in FabricFolders.folders.withLock({ $0.paths }) {
+                    try? FileManager.default.removeItem(atPath: path)
+                }
+            }
+        }
+    }
+
+    static func remove(_ path: String) {
+        _ = folders.withLock { $0.paths.remove(path) }
+    }
 }

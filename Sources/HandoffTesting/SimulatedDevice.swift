@@ -1,48 +1,43 @@
 import Foundation
 import Handoff
+import HandoffAgent
 import HandoffApp
+import HandoffLocalAPI
+import Logging
 import Synchronization
 
-/// One device of a `HandoffFabric`: it runs apps, tells the other devices of its account
-/// about its current activity, lists theirs, and continues them as the real agent does.
+/// One device of a `HandoffFabric`: a real agent with its own identity, account membership
+/// and state, and the apps it runs. Its apps' activities reach the account's other devices
+/// through the agent's beacons; `continueActivity` asks the agent, which routes, starts the
+/// app if needed, fetches from the other device and delivers, as `handoff continue` does.
 public actor SimulatedDevice {
     public nonisolated let name: String
     public nonisolated let account: String
+    /// Where this device's agent is on the fabric's network.
+    nonisolated let host: String
     private weak var fabric: HandoffFabric?
     private let configuration: HandoffFabric.Configuration
+    private let network: InMemoryNetwork
+    private let sites = FixedSiteAssociations()
+    private nonisolated let launcher: FabricLauncher
+    private var agent: Agent?
+    private var control: InProcessControlClient?
+    /// Opens once the agent runs and is in its account.
+    private nonisolated let started = Gate()
 
     private struct AppSlot {
         var manifest: AppManifest
         var makeDelegate: @MainActor @Sendable () -> (any ApplicationDelegate)?
         var application: Application?
         var center: ActivityCenter?
-        var mailbox: AppMailbox?
-        /// Identifies the running instance, so that a dead instance's events are ignored.
-        var launch: UUID?
-    }
-
-    private struct ActiveContinuation {
-        var id: UUID
-        var activityType: String
-        var mailbox: AppMailbox
-        var result: OneShot<Result<ActivityRecord, ContinuationFailure>>
+        var connection: InProcessAgentConnection?
     }
 
     private var apps: [String: AppSlot] = [:]
     private var launches: [String: Task<Application, Never>] = [:]
-    /// Each app's current activity, as its app announced it.
-    private var currentByApp: [String: ActivityAnnouncement] = [:]
-    /// Which app an activity belongs to, until it is invalidated.
-    private var owners: [UUID: String] = [:]
-    /// Apps in the order they last made an activity current, most recent last.
-    private var recency: [String] = []
-    /// The activity this device offers: the most recent app's current one.
-    public private(set) var advertisedActivity: ActivityAnnouncement?
-    /// What the other devices of the account offer, by device name.
-    private var heard: [String: ActivityAnnouncement] = [:]
+    /// What the account's other devices offer, by device id, as the agent reports it.
+    private var heard: [UUID: LocalNearbyActivity] = [:]
     private var faults: Set<InjectedFault> = []
-    private var fetchesInFlight: [UUID: OneShot<Result<ActivityRecord, ContinuationFailure>>] = [:]
-    private var active: ActiveContinuation?
     private var changeWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Pages this device opened in its browser, in order.
@@ -51,36 +46,108 @@ public actor SimulatedDevice {
     public private(set) var defaultBrowser: String?
     /// Synced folders on this device, given to the apps it launches.
     public private(set) var syncedContainers: [SyncedContainer] = []
+    /// Web sites' approvals of apps (host → `TEAMID.bundle.id`), as their association files
+    /// would say; the agent asks these instead of fetching the sites.
+    public private(set) var siteApprovals: [String: Set<String>] = [:]
 
-    private nonisolated let inbox: AsyncStream<PeerMessage>.Continuation
-
-    private enum PeerMessage: Sendable {
-        case offers(device: String, ActivityAnnouncement)
-        case withdraws(device: String, UUID)
-    }
-
-    init(name: String, account: String, fabric: HandoffFabric) {
+    init(name: String, account: String, number: Int, fabric: HandoffFabric, joinsAfter: SimulatedDevice?) {
         self.name = name
         self.account = account
+        host = "device-\(number).fabric"
         self.fabric = fabric
-        self.configuration = fabric.configuration
-        let (stream, inbox) = AsyncStream<PeerMessage>.makeStream()
-        self.inbox = inbox
-        Task { [weak self] in
-            for await message in stream {
-                guard let self else { return }
-                await self.hear(message)
-            }
+        configuration = fabric.configuration
+        network = fabric.network
+        launcher = FabricLauncher()
+        let folder = fabric.root.appendingPathComponent("device-\(number)", isDirectory: true)
+        Task { [started] in
+            await self.prepare(in: folder, joinsAfter: joinsAfter)
+            started.open()
         }
     }
 
-    deinit { inbox.finish() }
+    // MARK: The agent
+
+    /// Starts the agent and puts it in the account: the first device makes the account, the
+    /// others join it with an invitation from the device added before them.
+    private func prepare(in folder: URL, joinsAfter previous: SimulatedDevice?) async {
+        launcher.device.withLock { $0 = WeakDevice(device: self) }
+        var logger = Logger(label: "handoff.fabric")
+        logger.logLevel = .error
+        let agentConfiguration = AgentConfiguration(
+            stateDirectory: folder, socketPath: folder.appendingPathComponent("agent.sock").path, name: name,
+            listen: HostPort(host: host, port: 0), interfaces: [], refreshInterval: .seconds(5), expiry: .seconds(30),
+            saveDeadline: configuration.saveDeadline, fetchDeadline: configuration.saveDeadline + .seconds(5),
+            launchDeadline: configuration.waitLimit, maximumPayload: configuration.payloadLimit, servesLocalSocket: false)
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let agent = try Agent(configuration: agentConfiguration, logger: logger, network: network, launcher: launcher, siteAssociations: sites)
+            try await agent.start()
+            self.agent = agent
+        } catch {
+            fatalError("HandoffFabric could not start the agent of '\(name)': \(error)")
+        }
+        let control = await InProcessControlClient.connect(to: agent!)
+        self.control = control
+        if let previous {
+            let invitation = await previous.invite()
+            try? checked(await control.call(.join(code: invitation)), "join the account '\(account)'")
+            try? checked(await control.call(.awaitJoinResult), "join the account '\(account)'")
+        } else {
+            try? checked(await control.call(.createAccount(name: account)), "make the account '\(account)'")
+        }
+        let watching = await control.call(.watch)
+        for activity in watching.activities ?? [] { heard[activity.device] = activity }
+        Task { [weak self] in
+            for await event in control.events { await self?.hear(event) }
+        }
+        changed()
+    }
+
+    /// An invitation code for the next device of the account (a one-time token, as scripts use).
+    private func invite() async -> String {
+        await ready()
+        let reply = await control!.call(.invite(token: true, host: nil, lifetime: 60))
+        guard let code = reply.invitation?.code else {
+            fatalError("HandoffFabric: '\(name)' could not invite a device: \(reply.error?.message ?? "no invitation")")
+        }
+        return code
+    }
+
+    private func checked(_ reply: LocalReply, _ what: String) throws {
+        if let error = reply.error {
+            fatalError("HandoffFabric: '\(name)' could not \(what): \(error.message)")
+        }
+    }
+
+    /// Waits until the agent runs and is in its account.
+    private func ready() async {
+        await started.wait()
+    }
+
+    /// Stops the agent; the fabric does it when it goes.
+    func shutDown() async {
+        await ready()
+        control?.close()
+        for slot in apps.values { slot.connection?.close() }
+        await agent?.stop()
+    }
+
+    private func hear(_ event: LocalEvent) {
+        switch event.change {
+        case .appeared, .changed:
+            heard[event.device] = event.activity
+        case .gone:
+            heard[event.device] = nil
+        }
+        changed()
+    }
 
     // MARK: Apps
 
     /// Installs an app; the device launches it when a continuation needs it, making its
     /// delegate with `makeDelegate`.
-    public func install(_ manifest: AppManifest, delegate makeDelegate: @escaping @MainActor @Sendable () -> (any ApplicationDelegate)? = { nil }) {
+    public func install(_ manifest: AppManifest, delegate makeDelegate: @escaping @MainActor @Sendable () -> (any ApplicationDelegate)? = { nil }) async {
+        await ready()
         if var slot = apps[manifest.bundleIdentifier] {
             // Reinstalling changes what the next launch gets; a running instance keeps running.
             slot.manifest = manifest
@@ -89,6 +156,7 @@ public actor SimulatedDevice {
         } else {
             apps[manifest.bundleIdentifier] = AppSlot(manifest: manifest, makeDelegate: makeDelegate)
         }
+        await agent?.installInProcess(manifest)
     }
 
     /// Installs and launches an app whose delegate `makeDelegate` makes, and returns it. Run the
@@ -103,7 +171,7 @@ public actor SimulatedDevice {
         if let launching = launches[manifest.bundleIdentifier] {
             return await launching.value
         }
-        install(manifest, delegate: makeDelegate)
+        await install(manifest, delegate: makeDelegate)
         return await start(manifest.bundleIdentifier)
     }
 
@@ -112,46 +180,45 @@ public actor SimulatedDevice {
         apps[bundleIdentifier]?.application
     }
 
-    /// Ends an app as a crash would: its activities vanish from the other devices, and the
-    /// next continuation that needs it launches it again.
+    /// Ends an app as a crash would: its link to the agent closes, its activities vanish from
+    /// the other devices, and the next continuation that needs it launches it again.
     public func terminate(_ bundleIdentifier: String) {
         guard var slot = apps[bundleIdentifier] else { return }
+        slot.connection?.close()
         slot.application = nil
         slot.center = nil
-        slot.mailbox = nil
-        slot.launch = nil
+        slot.connection = nil
         apps[bundleIdentifier] = slot
-        for (id, owner) in owners where owner == bundleIdentifier { owners[id] = nil }
-        currentByApp[bundleIdentifier] = nil
-        refreshAdvertisement()
-        if let active, active.mailbox.center.bundleIdentifier == bundleIdentifier {
-            active.result.resolve(.failure(.handoffFailed("the app '\(bundleIdentifier)' on '\(name)' ended")))
-        }
     }
-
-    /// Web sites' approvals of apps (host → `TEAMID.bundle.id`), as their association files
-    /// would say; the agent fetches these from the sites, the fabric takes them from the test.
-    public private(set) var siteApprovals: [String: Set<String>] = [:]
 
     /// Records that the site at `host` approves the app for web-to-app continuation.
     public func approve(_ applicationIdentifier: String, forSite host: String) {
         siteApprovals[host.lowercased(), default: []].insert(applicationIdentifier)
+        sites.approve(applicationIdentifier, forSite: host)
     }
 
     /// Chooses the browser app that receives web activities itself.
-    public func setDefaultBrowser(_ bundleIdentifier: String?) { defaultBrowser = bundleIdentifier }
+    public func setDefaultBrowser(_ bundleIdentifier: String?) async {
+        await ready()
+        defaultBrowser = bundleIdentifier
+        await agent?.setDefaultBrowser(bundleIdentifier)
+    }
 
     /// Sets the synced folders that apps launched from now on see.
     public func setSyncedContainers(_ containers: [SyncedContainer]) { syncedContainers = containers }
 
-    private func start(_ bundleIdentifier: String) async -> Application {
+    /// Starts an installed app, or returns the running (or starting) one.
+    fileprivate func start(_ bundleIdentifier: String) async -> Application {
+        await ready()
         if let running = apps[bundleIdentifier]?.application { return running }
         if let launching = launches[bundleIdentifier] { return await launching.value }
-        guard let slot = apps[bundleIdentifier] else { preconditionFailure("'\(bundleIdentifier)' is not installed on '\(name)'") }
-        let launchID = UUID()
-        let center = ActivityCenter(
-            connection: DeviceConnection(device: self, bundleIdentifier: bundleIdentifier, launch: launchID),
-            bundleIdentifier: bundleIdentifier, teamIdentifier: slot.manifest.teamIdentifier, deviceName: name)
+        guard let slot = apps[bundleIdentifier], let agent else { preconditionFailure("'\(bundleIdentifier)' is not installed on '\(name)'") }
+        let connection = InProcessAgentConnection(agent: agent, bundleIdentifier: bundleIdentifier) { [weak self] context throws(ContinuationFailure) in
+            guard let self else { throw .connectionUnavailable("the device is gone") }
+            return try await self.openStreams(context)
+        }
+        connection.holdsSaves = faults.contains(.appStallsOnSave(bundleIdentifier: bundleIdentifier))
+        let center = ActivityCenter(connection: connection, bundleIdentifier: bundleIdentifier, teamIdentifier: slot.manifest.teamIdentifier, deviceName: name)
         let manifest = slot.manifest
         let containers = syncedContainers
         let makeDelegate = slot.makeDelegate
@@ -161,12 +228,17 @@ public actor SimulatedDevice {
         }
         launches[bundleIdentifier] = launch
         apps[bundleIdentifier]?.center = center
-        apps[bundleIdentifier]?.mailbox = AppMailbox(center: center)
-        apps[bundleIdentifier]?.launch = launchID
+        apps[bundleIdentifier]?.connection = connection
         let application = await launch.value
+        await connection.connected()
         launches[bundleIdentifier] = nil
         apps[bundleIdentifier]?.application = application
         return application
+    }
+
+    fileprivate func opened(_ url: URL) {
+        openedWebpages.append(url)
+        changed()
     }
 
     // MARK: Faults
@@ -174,77 +246,30 @@ public actor SimulatedDevice {
     /// Injects a failure; `clear(_:)` removes it.
     public func inject(_ fault: InjectedFault) {
         faults.insert(fault)
-        if fault == .unreachable {
-            for (_, fetch) in fetchesInFlight {
-                fetch.resolve(.failure(.connectionUnavailable("the connection to '\(name)' was lost during the fetch")))
-            }
+        switch fault {
+        case .unreachable:
+            network.setUnreachable(host, true)
+        case .appStallsOnSave(let bundleIdentifier):
+            apps[bundleIdentifier]?.connection?.holdsSaves = true
         }
     }
 
-    public func clear(_ fault: InjectedFault) { faults.remove(fault) }
-
-    // MARK: What apps tell the device
-
-    fileprivate func appEvent(_ event: AppEvent, from bundleIdentifier: String, launch: UUID) {
-        // Events of an app instance that has since ended (or been replaced) are stale.
-        guard apps[bundleIdentifier]?.launch == launch else { return }
-        switch event {
-        case .becameCurrent(let announcement):
-            owners[announcement.id] = bundleIdentifier
-            currentByApp[bundleIdentifier] = announcement
-            recency.removeAll { $0 == bundleIdentifier }
-            recency.append(bundleIdentifier)
-        case .resigned(let id):
-            if currentByApp[bundleIdentifier]?.id == id { currentByApp[bundleIdentifier] = nil }
-        case .invalidated(let id):
-            owners[id] = nil
-            if currentByApp[bundleIdentifier]?.id == id { currentByApp[bundleIdentifier] = nil }
+    public func clear(_ fault: InjectedFault) {
+        faults.remove(fault)
+        switch fault {
+        case .unreachable:
+            network.setUnreachable(host, false)
+        case .appStallsOnSave(let bundleIdentifier):
+            apps[bundleIdentifier]?.connection?.holdsSaves = false
         }
-        refreshAdvertisement()
-        changed()
-    }
-
-    /// The device offers the current activity of the app that most recently made one current,
-    /// as the frontmost app's; when that one resigns, the next most recent app's is offered.
-    private func refreshAdvertisement() {
-        let latest = recency.last { currentByApp[$0] != nil }.flatMap { currentByApp[$0] }
-        guard latest != advertisedActivity else { return }
-        let previous = advertisedActivity
-        advertisedActivity = latest
-        for peer in fabric?.peers(of: self) ?? [] {
-            if let latest {
-                peer.inbox.yield(.offers(device: name, latest))
-            } else if let previous {
-                peer.inbox.yield(.withdraws(device: name, previous.id))
-            }
-        }
-        changed()
-    }
-
-    /// Tells a device that just joined what this one offers.
-    func introduce(to newcomer: SimulatedDevice) {
-        if let advertisedActivity {
-            newcomer.inbox.yield(.offers(device: name, advertisedActivity))
-        }
-    }
-
-    private func hear(_ message: PeerMessage) {
-        switch message {
-        case .offers(let device, let announcement):
-            heard[device] = announcement
-        case .withdraws(let device, let id):
-            if heard[device]?.id == id { heard[device] = nil }
-        }
-        changed()
     }
 
     // MARK: Nearby activities
 
-    /// The activities the account's other devices offer now; expired ones are left out.
+    /// The activities the account's other devices offer now, as this device's agent lists them.
     public var nearbyActivities: [NearbyActivity] {
-        let now = Date()
-        return heard.filter { !$0.value.isExpired(at: now) }
-            .map { NearbyActivity(device: $0.key, announcement: $0.value) }
+        heard.values
+            .map { NearbyActivity(device: $0.deviceName, announcement: ActivityAnnouncement($0.activity)) }
             .sorted { $0.device < $1.device }
     }
 
@@ -265,6 +290,7 @@ public actor SimulatedDevice {
     /// Waits until `find` returns a value, re-checking whenever this device's state changes,
     /// and returns that value.
     public func waitFor<Found: Sendable>(_ what: String, _ find: @Sendable (isolated SimulatedDevice) -> Found?) async throws -> Found {
+        await ready()
         let deadline = ContinuousClock.now + configuration.waitLimit
         let timer = Task { [weak self] in
             try? await Task.sleep(until: deadline)
@@ -286,151 +312,45 @@ public actor SimulatedDevice {
 
     // MARK: Continuing
 
-    /// Continues an activity another device offers, as a person choosing it here would: picks
-    /// the app (or the browser), launches it, fetches the activity from its device and
-    /// delivers it. The app hears exactly one `continue` or `didFail`.
+    /// Continues an activity another device offers, as a person choosing it here would: the
+    /// agent picks the app (or the browser), launches it, fetches the activity from its
+    /// device and delivers it. The app hears exactly one `continue` or `didFail`, and has
+    /// handled it when this returns.
     public func continueActivity(_ nearby: NearbyActivity) async -> ContinuationOutcome {
-        let announcement = nearby.announcement
-        guard let origin = fabric?.device(named: nearby.device) else {
-            return .failed(.connectionUnavailable("device '\(nearby.device)' is not in this fabric"))
+        await ready()
+        guard let control else { return .failed(.handoffFailed("the agent of '\(name)' is not running")) }
+        let reply = await control.call(.continue(activity: nearby.announcement.id))
+        // What the agent told the apps has reached their delegates.
+        for slot in apps.values {
+            await slot.connection?.drained()
         }
-        guard !announcement.isExpired() else {
-            return .notContinued(reason: "the activity '\(announcement.activityType)' from '\(nearby.device)' has expired")
-        }
-        let installed = apps.values.map(\.manifest).sorted { $0.bundleIdentifier < $1.bundleIdentifier }
-        var incoming = IncomingActivity(
-            teamIdentifier: announcement.teamIdentifier, activityType: announcement.activityType,
-            originBundleIdentifier: announcement.bundleIdentifier)
-        let approvals = siteApprovals
-        let approves = { (host: String, app: String) in approvals[host.lowercased()]?.contains(app) ?? false }
-        var route = ActivityRouter.route(incoming, installed: installed, defaultBrowser: defaultBrowser, siteApproves: approves)
-        var prefetched: ActivityRecord?
-        if case .app = route {
-        } else if announcement.hasWebpageURL || announcement.activityType == NSUserActivityTypeBrowsingWeb {
-            // Routing to a browser or a web-approved app needs the page: fetch it first.
-            switch await origin.fetch(announcement.id, deadline: configuration.saveDeadline) {
-            case .success(let record):
-                prefetched = record
-                incoming.webpageURL = record.webpageURL
-                route = ActivityRouter.route(incoming, installed: installed, defaultBrowser: defaultBrowser, siteApproves: approves)
-            case .failure(let failure):
-                return .failed(failure)
+        changed()
+        if let error = reply.error {
+            switch error.kind {
+            case .continuation:
+                let code = CocoaError.Code(rawValue: error.code ?? CocoaError.Code.userActivityHandoffFailed.rawValue)
+                return .failed(ContinuationFailure(code: code, message: error.message))
+            case .notFound:
+                return .notContinued(reason: error.message)
+            default:
+                return .failed(.handoffFailed(error.message))
             }
         }
-        switch route {
-        case .nowhere(let reason):
-            return .notContinued(reason: reason)
-        case .webBrowser(let url, _):
-            openedWebpages.append(url)
-            changed()
-            await origin.activityWasContinued(announcement.id)
+        if let app = reply.continued?.app {
+            return .continued(bundleIdentifier: app)
+        }
+        if let page = reply.continued?.webpageURL, let url = URL(string: page) {
             return .openedInBrowser(url)
-        case .app(let manifest, _):
-            return await continueInApp(manifest.bundleIdentifier, announcement, from: origin, prefetched: prefetched)
         }
+        return .failed(.handoffFailed("the agent's answer names neither an app nor a page"))
     }
 
-    private func continueInApp(
-        _ bundleIdentifier: String, _ announcement: ActivityAnnouncement, from origin: SimulatedDevice, prefetched: ActivityRecord?
-    ) async -> ContinuationOutcome {
-        _ = await start(bundleIdentifier)
-        guard let mailbox = apps[bundleIdentifier]?.mailbox else {
-            return .failed(.handoffFailed("the app '\(bundleIdentifier)' could not be started on '\(name)'"))
-        }
-        let id = UUID()
-        let type = announcement.activityType
-        let result = OneShot<Result<ActivityRecord, ContinuationFailure>>()
-        let previous = active
-        active = ActiveContinuation(id: id, activityType: type, mailbox: mailbox, result: result)
-        if let previous {
-            let superseded = ContinuationFailure.cancelled("a newer continuation of '\(type)' replaced this one")
-            previous.result.resolve(.failure(superseded))
-            previous.mailbox.post(.fail(previous.id, activityType: previous.activityType, superseded, delivered: nil))
-        }
-        mailbox.post(.willContinue(id, activityType: type))
-        if let prefetched {
-            result.resolve(.success(prefetched))
-        } else {
-            let deadline = configuration.saveDeadline
-            Task { result.resolve(await origin.fetch(announcement.id, deadline: deadline)) }
-        }
-        let fetched = await result.value()
-        guard active?.id == id else {
-            // Superseded or ended elsewhere: the app was already told.
-            if case .failure(let failure) = fetched { return .failed(failure) }
-            return .failed(.cancelled("a newer continuation replaced this one"))
-        }
-        active = nil
-        var outcome: Result<ActivityRecord, ContinuationFailure> = fetched
-        if case .success(let record) = fetched, record.payloadSize > configuration.payloadLimit {
-            outcome = .failure(.userInfoTooLarge(
-                "the activity's userInfo is \(record.payloadSize) bytes, over the limit of \(configuration.payloadLimit) bytes; move bulk data to continuation streams"))
-        }
-        switch outcome {
-        case .failure(let failure):
-            let delivered = OneShot<Void>()
-            mailbox.post(.fail(id, activityType: type, failure, delivered: delivered))
-            await delivered.value()
-            changed()
-            return .failed(failure)
-        case .success(let record):
-            let context = ContinuationContext(continuationID: id, originActivityID: announcement.id, originDevice: origin.name)
-            let delivered = OneShot<Void>()
-            mailbox.post(.deliver(id, record, context, delivered: delivered))
-            await delivered.value()
-            await origin.activityWasContinued(announcement.id)
-            changed()
-            return .continued(bundleIdentifier: bundleIdentifier)
-        }
-    }
+    // MARK: Streams
 
-    // MARK: As the originating device
-
-    /// Asks the owning app to save the activity and returns it, within `deadline`.
-    func fetch(_ activityID: UUID, deadline: Duration) async -> Result<ActivityRecord, ContinuationFailure> {
-        if faults.contains(.unreachable) {
-            return .failure(.connectionUnavailable("device '\(name)' cannot be reached"))
-        }
-        guard let bundleIdentifier = owners[activityID], let center = apps[bundleIdentifier]?.center,
-            currentByApp[bundleIdentifier]?.id == activityID
-        else {
-            return .failure(.handoffFailed("device '\(name)' no longer offers this activity"))
-        }
-        let result = OneShot<Result<ActivityRecord, ContinuationFailure>>()
-        let fetchID = UUID()
-        fetchesInFlight[fetchID] = result
-        if !faults.contains(.appStallsOnSave(bundleIdentifier: bundleIdentifier)) {
-            Task { result.resolve(await center.save(activityID: activityID)) }
-        }
-        let name = self.name
-        let timer = Task {
-            try await Task.sleep(for: deadline)
-            result.resolve(.failure(.remoteAppTimedOut("the app '\(bundleIdentifier)' on '\(name)' did not save the activity within \(deadline)")))
-        }
-        let value = await result.value()
-        timer.cancel()
-        fetchesInFlight[fetchID] = nil
-        return value
-    }
-
-    func activityWasContinued(_ activityID: UUID) async {
-        guard !faults.contains(.unreachable), let owner = owners[activityID], let center = apps[owner]?.center else { return }
-        await center.wasContinued(activityID: activityID)
-    }
-
-    func acceptStreams(_ activityID: UUID, pair: StreamPair) async throws(ContinuationFailure) {
-        guard !faults.contains(.unreachable) else {
-            throw .connectionUnavailable("device '\(name)' cannot be reached")
-        }
-        guard let owner = owners[activityID], let center = apps[owner]?.center else {
-            throw .handoffFailed("the originating activity is gone from '\(name)'")
-        }
-        guard await center.receiveStreams(activityID: activityID, pair: pair) else {
-            throw .handoffFailed("the originating app on '\(name)' has no delegate to take the streams")
-        }
-    }
-
-    fileprivate func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
+    /// Opens a stream pair to the app that offered the activity on the origin device.
+    /// Until the agents carry streams between devices, the fabric connects the two apps
+    /// itself, refusing as an unreachable device would.
+    private func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
         guard let origin = fabric?.device(named: continuation.originDevice) else {
             throw .connectionUnavailable("device '\(continuation.originDevice)' is not in this fabric")
         }
@@ -444,6 +364,22 @@ public actor SimulatedDevice {
         }
         return mine
     }
+
+    private func acceptStreams(_ activityID: UUID, pair: StreamPair) async throws(ContinuationFailure) {
+        guard !faults.contains(.unreachable) else {
+            pair.input.close()
+            pair.output.close()
+            throw .connectionUnavailable("device '\(name)' cannot be reached")
+        }
+        guard let center = apps.values.compactMap(\.center).first(where: { $0.hasActivity(activityID) }) else {
+            pair.input.close()
+            pair.output.close()
+            throw .handoffFailed("the originating activity is gone from '\(name)'")
+        }
+        guard await center.receiveStreams(activityID: activityID, pair: pair) else {
+            throw .handoffFailed("the originating app on '\(name)' has no delegate to take the streams")
+        }
+    }
 }
 
 /// A wait in a fabric test that did not see what it waited for.
@@ -453,95 +389,51 @@ public struct FabricTimeout: Error, CustomStringConvertible {
     public var description: String { "waited \(limit) for \(what), in vain" }
 }
 
-/// What the device tells one app about continuations, delivered in the order the device
-/// decided it, whatever the interleaving of concurrent continuations.
-final class AppMailbox: Sendable {
-    enum Letter: Sendable {
-        case willContinue(UUID, activityType: String)
-        case deliver(UUID, ActivityRecord, ContinuationContext, delivered: OneShot<Void>)
-        case fail(UUID, activityType: String, ContinuationFailure, delivered: OneShot<Void>?)
-    }
+/// Closed until `open`; then every wait returns.
+final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
-    let center: ActivityCenter
-    private let letters: AsyncStream<Letter>.Continuation
-
-    init(center: ActivityCenter) {
-        self.center = center
-        let (stream, letters) = AsyncStream<Letter>.makeStream()
-        self.letters = letters
-        Task {
-            for await letter in stream {
-                switch letter {
-                case .willContinue(let id, let type):
-                    await center.willContinue(id, activityType: type)
-                case .deliver(let id, let record, let context, let delivered):
-                    await center.deliver(id, record: record, continuation: context)
-                    delivered.resolve(())
-                case .fail(let id, let type, let failure, let delivered):
-                    await center.fail(id, activityType: type, failure: failure)
-                    delivered?.resolve(())
-                }
-            }
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
         }
+        for waiter in waiters { waiter.resume() }
     }
 
-    deinit { letters.finish() }
-
-    func post(_ letter: Letter) { letters.yield(letter) }
-}
-
-/// An app's link to its simulated device.
-private struct DeviceConnection: AgentConnection {
-    let device: SimulatedDevice
-    let bundleIdentifier: String
-    let launch: UUID
-
-    func send(_ event: AppEvent) async {
-        await device.appEvent(event, from: bundleIdentifier, launch: launch)
-    }
-
-    func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
-        try await device.openStreams(continuation)
+    func wait() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let open = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(waiter)
+                return false
+            }
+            if open { waiter.resume() }
+        }
     }
 }
 
-/// A value set once, by whoever comes first, and awaited by one task.
-final class OneShot<Value: Sendable>: Sendable {
-    private enum State {
-        case empty
-        case waiting(CheckedContinuation<Value, Never>)
-        case done(Value)
+struct WeakDevice: Sendable {
+    weak var device: SimulatedDevice?
+}
+
+/// How a simulated device's agent starts apps: in the test's process, with the delegate
+/// the test gave; and where its web pages go: to the device's list of opened pages.
+final class FabricLauncher: AppLauncher {
+    let device = Mutex(WeakDevice())
+
+    struct Started: LaunchedApp {
+        var ended: String? { nil }
     }
 
-    private let state = Mutex<State>(.empty)
-
-    /// Sets the value if none was set; returns whether this call set it.
-    @discardableResult
-    func resolve(_ value: Value) -> Bool {
-        let (set, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Value, Never>?) in
-            switch state {
-            case .done:
-                return (false, nil)
-            case .empty:
-                state = .done(value)
-                return (true, nil)
-            case .waiting(let continuation):
-                state = .done(value)
-                return (true, continuation)
-            }
-        }
-        waiter?.resume(returning: value)
-        return set
+    func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp {
+        guard let device = device.withLock({ $0.device }) else { throw AgentError("the simulated device is gone") }
+        _ = await device.start(launch.app.manifest.bundleIdentifier)
+        return Started()
     }
 
-    func value() async -> Value {
-        await withCheckedContinuation { continuation in
-            let ready: Value? = state.withLock { state in
-                if case .done(let value) = state { return value }
-                state = .waiting(continuation)
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
-        }
+    func openWebPage(_ url: URL, browserCommand: [String]) async throws(AgentError) {
+        await device.withLock { $0.device }?.opened(url)
     }
 }

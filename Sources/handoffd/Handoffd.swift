@@ -52,6 +52,9 @@ struct Handoffd: AsyncParsableCommand {
     @Option(help: "The command that opens web pages (default xdg-open).")
     var browser: String?
 
+    @Option(name: .customLong("default-browser"), help: "The bundle identifier of an installed browser app that receives web activities itself.")
+    var defaultBrowser: String?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning or error.")
     var logLevel: String = "info"
 
@@ -99,6 +102,7 @@ struct Handoffd: AsyncParsableCommand {
         flags.fetchDeadline = fetchDeadline
         flags.maximumPayload = maximumPayload
         flags.browser = browser
+        flags.defaultBrowser = defaultBrowser
         let fileURL = config.map { URL(fileURLWithPath: $0) } ?? AgentConfiguration.defaultConfigFile()
         var file: ConfigurationFile?
         // A named file must exist; the default one is optional.

@@ -450,7 +450,7 @@ struct AgentTests {
             let activity = LocalActivity(id: UUID(), activityType: "com.example.news.reading", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
             _ = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity, webpageURL: "file:///etc/passwd")), seenBy: b)
             let reply = try await b.attempt(.continue(activity: activity.id))
-            #expect(reply.error?.message.contains("not an http or https URL") == true, "\(String(describing: reply.error))")
+            #expect(reply.error?.message.contains("'file:///etc/passwd' is not an http or https page") == true, "\(String(describing: reply.error))")
             #expect(!FileManager.default.fileExists(atPath: opened.path))
         }
     }

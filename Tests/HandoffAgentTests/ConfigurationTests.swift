@@ -31,6 +31,7 @@ struct ConfigurationTests {
                 peer = [fd00::2]:47170
                 save-deadline = 250ms
                 maximum-payload = 4096
+                default-browser = org.example.browser
                 """, name: "handoffd.conf")
         var flags = AgentSettings()
         flags.name = "desk"
@@ -41,6 +42,7 @@ struct ConfigurationTests {
         #expect(configuration.staticPeers == [HostPort(host: "fd00::2", port: 47_170)])
         #expect(configuration.saveDeadline == .milliseconds(250))
         #expect(configuration.maximumPayload == 4096)
+        #expect(configuration.defaultBrowser == "org.example.browser")
 
         flags.interfaces = ["none"]
         #expect(try AgentConfiguration.resolve(flags: flags, file: file, environment: environment).interfaces == [])
@@ -80,6 +82,9 @@ struct ConfigurationTests {
         flags = AgentSettings()
         flags.maximumPayload = "9999999"
         #expect(message(flags, nil).hasPrefix("--maximum-payload:"))
+        flags = AgentSettings()
+        flags.defaultBrowser = "org/example browser"
+        #expect(message(flags, nil).hasPrefix("--default-browser: 'org/example browser' is not a bundle identifier"))
     }
 
     @Test("Host and port: names, IPv4, bracketed IPv6")

@@ -114,7 +114,7 @@ struct SeedPortTests {
         #expect(await desktop.continueActivity(offer) == .continued(bundleIdentifier: "com.example.handoff.MapViewer"))
         #expect(desktopMap.editingStore == bundledStores[1])
         #expect(desktopMap.favorites.favorites.contains(bundledStores[1].identifier))
-        #expect(laptopMap.editingStore == nil)
+        #expect(await eventually { laptopMap.editingStore == nil })
     }
 
     @Test("Favorites persist outside Handoff")

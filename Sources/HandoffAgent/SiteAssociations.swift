@@ -1,0 +1,36 @@
+import Foundation
+import Synchronization
+
+/// Which apps web sites approve for web-to-app continuation: a page on a site continues in
+/// an app only when the site's association file lists the app, and the app lists the site
+/// among its associated domains (`activitycontinuation:`).
+public protocol SiteAssociations: Sendable {
+    /// The application identifiers (`TEAMID.bundle.id`) among `candidates` that the site at
+    /// `host` approves.
+    func approved(_ candidates: Set<String>, forHost host: String) async -> Set<String>
+}
+
+/// Approves no app: every web page opens in the browser. What the agent does until it
+/// fetches sites' association files.
+public struct NoSiteAssociations: SiteAssociations {
+    public init() {}
+
+    public func approved(_ candidates: Set<String>, forHost host: String) async -> Set<String> { [] }
+}
+
+/// Approvals given in code rather than fetched from the sites, as a test states what a
+/// site's association file would say.
+public final class FixedSiteAssociations: SiteAssociations {
+    private let approvals = Mutex<[String: Set<String>]>([:])
+
+    public init() {}
+
+    /// Records that the site at `host` approves the app `applicationIdentifier`.
+    public func approve(_ applicationIdentifier: String, forSite host: String) {
+        _ = approvals.withLock { $0[host.lowercased(), default: []].insert(applicationIdentifier) }
+    }
+
+    public func approved(_ candidates: Set<String>, forHost host: String) async -> Set<String> {
+        approvals.withLock { $0[host.lowercased()] ?? [] }.intersection(candidates)
+    }
+}
