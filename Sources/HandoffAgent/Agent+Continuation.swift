@@ -14,6 +14,9 @@ extension Agent {
 
     func continueActivity(_ wanted: UUID?, logger: Logger) async -> LocalReply {
         let started = ContinuousClock.now
+        // The newest continuation asked for wins over any still starting or fetching.
+        continuationTickets += 1
+        let ticket = continuationTickets
         let nearby = await discovery?.nearby ?? []
         let candidates = nearby.filter { $0.activity != nil }
         let chosen: NearbyDevice?
@@ -34,7 +37,7 @@ extension Agent {
         logger[metadataKey: "from"] = "\(origin)"
         logger[metadataKey: "type"] = "\(offer.activityType)"
 
-        var route = await routeContinuation(offer, webpageURL: nil)
+        var route = await routeContinuation(offer, webpageURL: nil, originBundleIdentifier: nil)
         var prefetched: WireActivityRecord?
         if case .app = route {
         } else if offer.hasWebpageURL || offer.activityType == NSUserActivityTypeBrowsingWeb {
@@ -45,7 +48,8 @@ extension Agent {
                 return .failure(LocalError(.continuation, code: failure.code, failure.message))
             case .success(let record):
                 prefetched = record
-                route = await routeContinuation(offer, webpageURL: record.webpageURL.flatMap(URL.init(string:)))
+                route = await routeContinuation(
+                    offer, webpageURL: record.webpageURL.flatMap(URL.init(string:)), originBundleIdentifier: record.bundleIdentifier)
             }
         }
         switch route {
@@ -71,15 +75,21 @@ extension Agent {
             return LocalReply(continued: LocalContinued(continuation: UUID(), device: origin, activity: announced, app: nil, webpageURL: page, seconds: (ContinuousClock.now - started).seconds))
         case .app(let manifest, let reason):
             logger.info("continuing in '\(manifest.bundleIdentifier)': \(reason)")
-            return await continueInApp(manifest.bundleIdentifier, offer, from: device, prefetched: prefetched, started: started, logger: logger)
+            // A web page continued in an app the site approves carries its URL and nothing of the
+            // browser's state; the default browser gets the whole activity.
+            if offer.activityType == NSUserActivityTypeBrowsingWeb, manifest.bundleIdentifier != defaultBrowser {
+                prefetched?.userInfo = nil
+            }
+            return await continueInApp(manifest.bundleIdentifier, offer, from: device, prefetched: prefetched, ticket: ticket, started: started, logger: logger)
         }
     }
 
     /// Gives the activity to the app: `willContinue`, the fetch, then exactly one `deliver` or
-    /// `fail`. A newer continuation on this device ends this one with 3072.
+    /// `fail`. A newer continuation on this device ends this one with 3072: before the app
+    /// hears of it if the newer one came while the app was starting, with a `fail` after.
     func continueInApp(
         _ bundleIdentifier: String, _ offer: BeaconActivity, from device: NearbyDevice, prefetched: WireActivityRecord?,
-        started: ContinuousClock.Instant, logger: Logger
+        ticket: UInt64, started: ContinuousClock.Instant, logger: Logger
     ) async -> LocalReply {
         let origin = memberName(device.sender)
         let continuation = UUID()
@@ -87,6 +97,9 @@ extension Agent {
         switch await runningSession(of: bundleIdentifier, continuation: continuation) {
         case .success(let found): session = found
         case .failure(let error): return .failure(error)
+        }
+        guard ticket == continuationTickets else {
+            return .failure(LocalError(.continuation, code: Self.cancelled, "a newer continuation replaced this one"))
         }
         if let previous = activeContinuation {
             let superseded = LocalError(.continuation, code: Self.cancelled, "a newer continuation of '\(offer.activityType)' replaced this one")
@@ -150,7 +163,7 @@ extension Agent {
     static let cancelled = 3072
 
     /// Where a continuation goes: with the page known, an app the page's site approves may take it.
-    func routeContinuation(_ offer: BeaconActivity, webpageURL: URL?) async -> ActivityRoute {
+    func routeContinuation(_ offer: BeaconActivity, webpageURL: URL?, originBundleIdentifier: String?) async -> ActivityRoute {
         var approved: Set<String> = []
         if let host = webpageURL?.host?.lowercased() {
             let candidates = Set(apps.compactMap { app -> String? in
@@ -163,7 +176,9 @@ extension Agent {
         }
         let approvedHost = webpageURL?.host?.lowercased()
         return ActivityRouter.route(
-            IncomingActivity(teamIdentifier: offer.teamIdentifier, activityType: offer.activityType, webpageURL: webpageURL),
+            IncomingActivity(
+                teamIdentifier: offer.teamIdentifier, activityType: offer.activityType, webpageURL: webpageURL,
+                originBundleIdentifier: originBundleIdentifier),
             installed: apps.map(\.manifest), defaultBrowser: defaultBrowser,
             siteApproves: { host, app in host.lowercased() == approvedHost && approved.contains(app) })
     }
@@ -210,8 +225,18 @@ extension Agent {
     }
 
     /// A connected process of the app, the most recent; else the app is started and waited for.
+    /// Continuations that arrive while it starts wait for the same start.
     func runningSession(of bundleIdentifier: String, continuation: UUID) async -> Result<Session, LocalError> {
         if let running = newestSession(of: bundleIdentifier) { return .success(running) }
+        if let starting = appsStarting[bundleIdentifier] { return await starting.value }
+        let start = Task { await self.startApp(bundleIdentifier, continuation: continuation) }
+        appsStarting[bundleIdentifier] = start
+        let result = await start.value
+        appsStarting[bundleIdentifier] = nil
+        return result
+    }
+
+    func startApp(_ bundleIdentifier: String, continuation: UUID) async -> Result<Session, LocalError> {
         guard let app = apps.first(where: { $0.manifest.bundleIdentifier == bundleIdentifier }) else {
             return .failure(LocalError(.notFound, "the app '\(bundleIdentifier)' is not installed"))
         }

@@ -46,6 +46,10 @@ public actor Agent {
     var inProcessApps: [InstalledApp] = []
     /// The browser app that receives web activities itself, if any.
     var defaultBrowser: String?
+    /// How many continuations were asked for; the newest one wins.
+    var continuationTickets: UInt64 = 0
+    /// Apps being started for a continuation, by bundle identifier.
+    var appsStarting: [String: Task<Result<Session, LocalError>, Never>] = [:]
     /// The continuation under way on this device: a newer one ends it with 3072.
     var activeContinuation: (id: UUID, session: Session, activityType: String, fetch: FirstOutcome<Result<WireActivityRecord, FetchFailure>?>)?
     var listener: (any LinkListening)?
@@ -217,6 +221,8 @@ public actor Agent {
 
     /// Stops everything: apps are disconnected, links closed, the socket file removed.
     public func stop() async {
+        // Apps and clients, on the socket or in this process, are disconnected.
+        for session in sessions.values { session.peer.close() }
         discoveryTask?.cancel()
         await discovery?.stop()
         discovery = nil
@@ -377,9 +383,12 @@ public actor Agent {
     }
 
     /// Connects a client in this process: it speaks the local API with no socket, and every
-    /// message the agent sends it goes to `onMessage`, in order. Its first message must be
-    /// `hello`, as on the socket.
-    public func connectInProcess(onMessage: @escaping @Sendable (LocalMessage) -> Void) -> InProcessClient {
+    /// message the agent sends it goes to `onMessage`, in order; `onClose` is called when the
+    /// session ends (the client closed, or the agent hung up or stopped). Its first message
+    /// must be `hello`, as on the socket.
+    public func connectInProcess(
+        onMessage: @escaping @Sendable (LocalMessage) -> Void, onClose: (@Sendable () -> Void)? = nil
+    ) -> InProcessClient {
         let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(LocalAPIServer.queueLimit))
         let closed = LockedValue(false)
         // Messages reach the client as the agent sends them, so that what the agent sent
@@ -393,6 +402,7 @@ public actor Agent {
         Task { [weak self] in
             await self?.serve(peer, incoming)
             closed.value = true
+            onClose?()
         }
         return InProcessClient(inbox: inbox, closed: closed)
     }

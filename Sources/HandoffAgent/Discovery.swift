@@ -124,6 +124,7 @@ public actor Discovery {
     /// When this device last answered a newcomer's beacon with one of its own.
     private var lastGreeting = ContinuousClock.now - .seconds(60)
     private var greetingScheduled = false
+    private var stopped = false
     public private(set) var statistics = DiscoveryStatistics()
 
     /// - Parameters:
@@ -197,6 +198,7 @@ public actor Discovery {
 
     /// Stops announcing and listening.
     public func stop() async {
+        stopped = true
         bus?.bus.unsubscribe(device)
         for task in tasks { task.cancel() }
         tasks = []
@@ -244,7 +246,8 @@ public actor Discovery {
     // MARK: Sending
 
     private func send() async throws {
-        guard let groupAddress, !channels.isEmpty || unicastChannel != nil || bus != nil else { return }
+        // A cancelled timer's sleep returns at once: a stopped discovery sends nothing more.
+        guard !stopped, let groupAddress, !channels.isEmpty || unicastChannel != nil || bus != nil else { return }
         sequence += 1
         let content = BeaconContent(sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision)
         let beacon = try Beacon.seal(content, with: keys[0])
@@ -316,9 +319,8 @@ public actor Discovery {
     }
 
     /// A device heard for the first time (it started, or joined) learns of this one at once
-    /// rather than at the next refresh: one beacon, at most once a second.
-    /// Answers a newcomer at once, or (at most one a second) as soon as the last answer is a
-    /// second old, so that a newcomer right after another is not left for the next refresh.
+    /// rather than at the next refresh: one beacon now, or, within a second of the last
+    /// greeting, one as soon as that is a second old.
     private func greet() {
         let now = ContinuousClock.now
         let next = lastGreeting + .seconds(1)

@@ -27,9 +27,9 @@ package final class InProcessControlClient: Sendable {
     package static func connect(to agent: Agent) async -> InProcessControlClient {
         let (events, sink) = AsyncStream<LocalEvent>.makeStream()
         let box = Mutex<InProcessControlClient?>(nil)
-        let client = await agent.connectInProcess { message in
-            box.withLock { $0 }?.received(message)
-        }
+        let client = await agent.connectInProcess(
+            onMessage: { message in box.withLock { $0 }?.received(message) },
+            onClose: { box.withLock { $0 }?.close() })
         let control = InProcessControlClient(client: client, events: events, sink: sink)
         box.withLock { $0 = control }
         _ = await control.call(.hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil), request: 1)

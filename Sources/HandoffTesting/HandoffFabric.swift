@@ -44,8 +44,8 @@ public final class HandoffFabric: Sendable {
     /// The agents' state folders, removed when the fabric goes.
     let root: URL
     private let devices = Mutex<[String: SimulatedDevice]>([:])
-    /// The most recently added device of each account, which the next one joins after.
-    private let lastOfAccount = Mutex<[String: SimulatedDevice]>([:])
+    /// The devices of each account, in the order they were added.
+    private let accounts = Mutex<[String: [SimulatedDevice]]>([:])
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -71,10 +71,10 @@ public final class HandoffFabric: Sendable {
     public func addDevice(_ name: String, account: String = "default") -> SimulatedDevice {
         devices.withLock { devices in
             if let existing = devices[name] { return existing }
-            let joinsAfter = lastOfAccount.withLock { $0[account] }
-            let device = SimulatedDevice(name: name, account: account, number: devices.count + 1, fabric: self, joinsAfter: joinsAfter)
+            let members = accounts.withLock { $0[account] ?? [] }
+            let device = SimulatedDevice(name: name, account: account, number: devices.count + 1, fabric: self, members: members)
             devices[name] = device
-            lastOfAccount.withLock { $0[account] = device }
+            accounts.withLock { $0[account, default: []].append(device) }
             return device
         }
     }

@@ -50,7 +50,7 @@ public actor SimulatedDevice {
     /// would say; the agent asks these instead of fetching the sites.
     public private(set) var siteApprovals: [String: Set<String>] = [:]
 
-    init(name: String, account: String, number: Int, fabric: HandoffFabric, joinsAfter: SimulatedDevice?) {
+    init(name: String, account: String, number: Int, fabric: HandoffFabric, members: [SimulatedDevice]) {
         self.name = name
         self.account = account
         host = "device-\(number).fabric"
@@ -60,7 +60,7 @@ public actor SimulatedDevice {
         launcher = FabricLauncher()
         let folder = fabric.root.appendingPathComponent("device-\(number)", isDirectory: true)
         Task { [started] in
-            await self.prepare(in: folder, joinsAfter: joinsAfter)
+            await self.prepare(in: folder, members: members)
             started.open()
         }
     }
@@ -68,8 +68,9 @@ public actor SimulatedDevice {
     // MARK: The agent
 
     /// Starts the agent and puts it in the account: the first device makes the account, the
-    /// others join it with an invitation from the device added before them.
-    private func prepare(in folder: URL, joinsAfter previous: SimulatedDevice?) async {
+    /// others join it with an invitation from the device added before them. The device is
+    /// ready once every member lists it (it is pinned, and known by name, everywhere).
+    private func prepare(in folder: URL, members: [SimulatedDevice]) async {
         launcher.device.withLock { $0 = WeakDevice(device: self) }
         var logger = Logger(label: "handoff.fabric")
         logger.logLevel = .error
@@ -88,10 +89,13 @@ public actor SimulatedDevice {
         }
         let control = await InProcessControlClient.connect(to: agent!)
         self.control = control
-        if let previous {
+        if let previous = members.last {
             let invitation = await previous.invite()
             try? checked(await control.call(.join(code: invitation)), "join the account '\(account)'")
             try? checked(await control.call(.awaitJoinResult), "join the account '\(account)'")
+            for member in members {
+                await member.waitForMember(named: name, limit: configuration.waitLimit)
+            }
         } else {
             try? checked(await control.call(.createAccount(name: account)), "make the account '\(account)'")
         }
@@ -111,6 +115,17 @@ public actor SimulatedDevice {
             fatalError("HandoffFabric: '\(name)' could not invite a device: \(reply.error?.message ?? "no invitation")")
         }
         return code
+    }
+
+    /// Waits until this device's agent lists the device `name` among the account's members.
+    private func waitForMember(named name: String, limit: Duration) async {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            let members = await control?.call(.devices).devices ?? []
+            if members.contains(where: { $0.name == name }) { return }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        fatalError("HandoffFabric: '\(self.name)' never learned that '\(name)' joined the account '\(account)'")
     }
 
     private func checked(_ reply: LocalReply, _ what: String) throws {
@@ -181,14 +196,21 @@ public actor SimulatedDevice {
     }
 
     /// Ends an app as a crash would: its link to the agent closes, its activities vanish from
-    /// the other devices, and the next continuation that needs it launches it again.
-    public func terminate(_ bundleIdentifier: String) {
+    /// the other devices, and the next continuation that needs it launches it again. Returns
+    /// once the agent has seen it end.
+    public func terminate(_ bundleIdentifier: String) async {
         guard var slot = apps[bundleIdentifier] else { return }
         slot.connection?.close()
         slot.application = nil
         slot.center = nil
         slot.connection = nil
         apps[bundleIdentifier] = slot
+        let deadline = ContinuousClock.now + configuration.waitLimit
+        while ContinuousClock.now < deadline {
+            let running = await control?.call(.apps).apps?.first { $0.bundleIdentifier == bundleIdentifier }?.running ?? 0
+            if running == 0 { return }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
     }
 
     /// Records that the site at `host` approves the app for web-to-app continuation.
@@ -232,7 +254,10 @@ public actor SimulatedDevice {
         let application = await launch.value
         await connection.connected()
         launches[bundleIdentifier] = nil
-        apps[bundleIdentifier]?.application = application
+        // Unless it was terminated meanwhile.
+        if apps[bundleIdentifier]?.connection === connection {
+            apps[bundleIdentifier]?.application = application
+        }
         return application
     }
 

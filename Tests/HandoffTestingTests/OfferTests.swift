@@ -61,6 +61,7 @@ struct OfferTests {
         let browser = await laptop.launch(AppManifest(bundleIdentifier: "org.example.browser", teamIdentifier: "BROWSER", activityTypes: [NSUserActivityTypeBrowsingWeb]))
         let page = browser.perform { UserActivity(activityType: NSUserActivityTypeBrowsingWeb) }
         page.webpageURL = URL(string: "https://shop.example.com/item/7")
+        page.userInfo = ["open-tabs": 12]
         page.becomeCurrent()
 
         let shopDelegate = RecordingAppDelegate()
@@ -76,6 +77,7 @@ struct OfferTests {
         let received = try #require(shopDelegate.continued.first)
         #expect(received.activityType == NSUserActivityTypeBrowsingWeb)
         #expect(received.webpageURL == URL(string: "https://shop.example.com/item/7"))
+        // Nothing of the browser's state reaches an app of another team.
         #expect(received.userInfo == nil || received.userInfo?.isEmpty == true)
     }
 }
