@@ -6,7 +6,9 @@
 # (default 200). Prints a Markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# handoffd is built as it should be installed: the Swift runtime and Foundation linked in, so
-# the process maps only what it uses (see docs/agent.md, Installing).
-swift build -c release --static-swift-stdlib --product AgentBenchmark >&2
-exec "$(swift build -c release --static-swift-stdlib --show-bin-path)/AgentBenchmark"
+# handoffd is built as it should be installed (docs/agent.md, Installing): the Swift runtime
+# and Foundation linked in, so the process maps only what it uses, linked by lld with packed
+# relative relocations and no exported symbols, so that starting touches little of the file.
+flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
+swift build "${flags[@]}" --product AgentBenchmark >&2
+exec "$(swift build "${flags[@]}" --show-bin-path)/AgentBenchmark"

@@ -46,6 +46,11 @@ public actor Agent {
     var inProcessApps: [InstalledApp] = []
     /// The browser app that receives web activities itself, if any.
     var defaultBrowser: String?
+    /// When the agent last did something for an app, a client or another device.
+    var lastBusy = ContinuousClock.now
+    /// Whether memory was given back since then.
+    var releasedSinceBusy = false
+    var idleTask: Task<Void, Never>?
     /// How many continuations were asked for; the newest one wins.
     var continuationTickets: UInt64 = 0
     /// Apps being started for a continuation, by bundle identifier.
@@ -211,6 +216,14 @@ public actor Agent {
             await stop()
             throw error
         }
+        if let delay = configuration.idleRelease {
+            idleTask = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: min(delay, .seconds(5)))
+                    await self?.releaseIfIdle(after: delay)
+                }
+            }
+        }
         logger.notice(
             "handoffd is running",
             metadata: [
@@ -221,6 +234,7 @@ public actor Agent {
 
     /// Stops everything: apps are disconnected, links closed, the socket file removed.
     public func stop() async {
+        idleTask?.cancel()
         // Apps and clients, on the socket or in this process, are disconnected.
         for session in sessions.values { session.peer.close() }
         discoveryTask?.cancel()
@@ -431,6 +445,7 @@ public actor Agent {
     }
 
     func handle(_ message: LocalMessage, from session: Session, logger: Logger) async {
+        busy()
         switch message {
         case .call(let request, let call):
             await handle(call, request: request, from: session, logger: logger)
@@ -631,6 +646,21 @@ public actor Agent {
         return await body()
     }
 
+    // MARK: Idle memory
+
+    func busy() {
+        lastBusy = ContinuousClock.now
+        releasedSinceBusy = false
+    }
+
+    /// Once per idle spell: gives back free heap and code pages (`IdleMemory`).
+    func releaseIfIdle(after delay: Duration) {
+        guard !releasedSinceBusy, ContinuousClock.now - lastBusy >= delay else { return }
+        releasedSinceBusy = true
+        let released = IdleMemory.release()
+        logger.debug("idle: gave back memory", metadata: ["residentKB": "\(released.residentBefore) → \(released.residentAfter)"])
+    }
+
     // MARK: Offering this device's activity
 
     func offerChanged() async {
@@ -668,6 +698,7 @@ public actor Agent {
 
     /// Answers a frame from another device's link.
     func answer(_ frame: Frame, from peer: LinkPeer) async -> Frame? {
+        busy()
         guard let message = try? LinkMessage(frame: frame) else { return nil }
         switch message {
         case .accountUpdate(let changes):

@@ -37,13 +37,17 @@ public struct AgentConfiguration: Sendable {
     /// Whether apps and the CLI reach this agent on `socketPath`; an agent whose clients all
     /// run in its own process (`Agent.connectInProcess`) needs no socket.
     public var servesLocalSocket: Bool
+    /// After this long with nothing to do, the agent gives back free heap and its mappings of
+    /// code it is not running (`handoffd` does after 15 s); nil never. For an agent that is
+    /// the whole process: one sharing a process with other code leaves this nil.
+    public var idleRelease: Duration?
 
     public init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "0.0.0.0", port: 47_170),
         interfaces: [String]? = nil, staticPeers: [HostPort] = [], discoveryPort: Int = 47_168, refreshInterval: Duration = .seconds(15),
         expiry: Duration = .seconds(45), saveDeadline: Duration = .seconds(5), fetchDeadline: Duration = .seconds(10),
         launchDeadline: Duration = .seconds(10), maximumPayload: Int = 64 * 1024, browserCommand: [String] = ["xdg-open"],
-        defaultBrowser: String? = nil, servesLocalSocket: Bool = true
+        defaultBrowser: String? = nil, servesLocalSocket: Bool = true, idleRelease: Duration? = nil
     ) {
         self.stateDirectory = stateDirectory
         self.socketPath = socketPath
@@ -61,6 +65,7 @@ public struct AgentConfiguration: Sendable {
         self.browserCommand = browserCommand
         self.defaultBrowser = defaultBrowser
         self.servesLocalSocket = servesLocalSocket
+        self.idleRelease = idleRelease
     }
 
     /// `$XDG_STATE_HOME/handoff`, or `~/.local/state/handoff`.
@@ -136,7 +141,7 @@ public struct ConfigurationFile: Sendable, Hashable {
 
     public static let keys: Set<String> = [
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
-        "maximum-payload", "browser", "default-browser",
+        "maximum-payload", "browser", "default-browser", "idle-release",
     ]
     public static let repeatable: Set<String> = ["interface", "peer"]
 
@@ -228,6 +233,7 @@ public struct AgentSettings: Sendable {
     public var maximumPayload: String?
     public var browser: String?
     public var defaultBrowser: String?
+    public var idleRelease: String?
 
     public init() {}
 }
@@ -315,6 +321,16 @@ extension AgentConfiguration {
                 throw ConfigurationError("\(browser.origin): '\(browser.value)' is not a bundle identifier (letters, digits, '.', '-' and '_')")
             }
             configuration.defaultBrowser = browser.value
+        }
+        configuration.idleRelease = .seconds(15)
+        if let release = pick(flags.idleRelease, "idle-release") {
+            if release.value == "off" {
+                configuration.idleRelease = nil
+            } else {
+                let delay = try checked(release.origin) { () throws(ConfigurationError) in try Duration(parsing: release.value) }
+                guard delay >= .seconds(1) else { throw ConfigurationError("\(release.origin): give at least 1s, or 'off'") }
+                configuration.idleRelease = delay
+            }
         }
         return configuration
     }

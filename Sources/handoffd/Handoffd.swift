@@ -55,6 +55,9 @@ struct Handoffd: AsyncParsableCommand {
     @Option(name: .customLong("default-browser"), help: "The bundle identifier of an installed browser app that receives web activities itself.")
     var defaultBrowser: String?
 
+    @Option(name: .customLong("idle-release"), help: "After this long idle, give back free memory and unused code pages, such as 15s (the default), or off.")
+    var idleRelease: String?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning or error.")
     var logLevel: String = "info"
 
@@ -103,6 +106,7 @@ struct Handoffd: AsyncParsableCommand {
         flags.maximumPayload = maximumPayload
         flags.browser = browser
         flags.defaultBrowser = defaultBrowser
+        flags.idleRelease = idleRelease
         let fileURL = config.map { URL(fileURLWithPath: $0) } ?? AgentConfiguration.defaultConfigFile()
         var file: ConfigurationFile?
         // A named file must exist; the default one is optional.

@@ -43,6 +43,12 @@ struct ConfigurationTests {
         #expect(configuration.saveDeadline == .milliseconds(250))
         #expect(configuration.maximumPayload == 4096)
         #expect(configuration.defaultBrowser == "org.example.browser")
+        #expect(configuration.idleRelease == .seconds(15))
+        flags.idleRelease = "off"
+        #expect(try AgentConfiguration.resolve(flags: flags, file: file, environment: environment).idleRelease == nil)
+        flags.idleRelease = "2m"
+        #expect(try AgentConfiguration.resolve(flags: flags, file: file, environment: environment).idleRelease == .seconds(120))
+        flags.idleRelease = nil
 
         flags.interfaces = ["none"]
         #expect(try AgentConfiguration.resolve(flags: flags, file: file, environment: environment).interfaces == [])
@@ -85,6 +91,11 @@ struct ConfigurationTests {
         flags = AgentSettings()
         flags.defaultBrowser = "org/example browser"
         #expect(message(flags, nil).hasPrefix("--default-browser: 'org/example browser' is not a bundle identifier"))
+        flags = AgentSettings()
+        flags.idleRelease = "200ms"
+        #expect(message(flags, nil).hasPrefix("--idle-release: give at least 1s, or 'off'"))
+        flags.idleRelease = "later"
+        #expect(message(flags, nil).hasPrefix("--idle-release: 'later' is not a duration"))
     }
 
     @Test("Host and port: names, IPv4, bracketed IPv6")

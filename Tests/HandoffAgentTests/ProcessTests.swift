@@ -80,6 +80,44 @@ struct ProcessTests {
         #expect(after.errors.contains("no Handoff agent is running at \(socket)"))
     }
 
+    @Test("An idle handoffd gives back memory and code pages, then works on as before")
+    func idleRelease() async throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let socket = folder.appendingPathComponent("agent.sock").path
+        let log = folder.appendingPathComponent("handoffd.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let binary = try #require(builtExecutable("handoffd"))
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = [
+            "--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none",
+            "--idle-release", "1s", "--log-level", "debug",
+        ]
+        process.standardError = try FileHandle(forWritingTo: log)
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        #expect(await waitUntil { (try? run("handoff", ["status", "--socket", socket]).status) == 0 })
+        #expect(try run("handoff", ["account", "create", "--name", "home", "--socket", socket]).status == 0)
+        // The agent reports what it gave back once it has been idle for a second.
+        var line: Substring?
+        _ = await waitUntil(15) {
+            line = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").first { $0.contains("idle: gave back memory") }
+            return line != nil
+        }
+        let released = try #require(line, "handoffd never reported giving back memory")
+        let numbers = released.split(separator: "=").last?.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) } ?? []
+        try #require(numbers.count >= 2, "\(released)")
+        #expect(numbers[1] < numbers[0], "resident memory did not shrink: \(released)")
+        // The code comes back as it runs: the agent still answers, and does a new thing.
+        #expect(try run("handoff", ["status", "--socket", socket]).status == 0)
+        let invitation = try run("handoff", ["device", "invite", "--token", "--socket", socket])
+        #expect(invitation.status == 0, "\(invitation.errors)")
+    }
+
     @Test("handoff refuses bad arguments before asking the agent")
     func badArguments() throws {
         let result = try run("handoff", ["continue", "not-an-id", "--socket", "/tmp/none.sock"])
