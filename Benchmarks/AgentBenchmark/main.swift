@@ -297,14 +297,7 @@ func orchestrate() async throws {
 
     // The origin app on A: it answers every save with a fresh 3 KB userInfo.
     let counter = LockedCounter()
-    let originBox = OriginBox()
-    let origin = try LocalClient(path: a.socket, role: .app) { message in
-        guard case .save(let request, let id) = message, let client = originBox.client else { return }
-        let userInfo = try? UserInfoCoding.encode(typicalUserInfo(iteration: counter.next()))
-        let record = LocalRecord(activity: LocalActivity(id: id, activityType: activityType, title: "Benchmark", teamIdentifier: team), userInfo: userInfo)
-        try? client.send(.saved(request: request, record))
-    }
-    originBox.client = origin
+    let origin = try originApp(socket: a.socket, counter: counter)
     let payload = try UserInfoCoding.encode(typicalUserInfo(iteration: 0)).count
 
     // Discovery latency: becameCurrent on A until B's watcher hears it.
@@ -378,13 +371,7 @@ func orchestrate() async throws {
 
     // What giving memory back costs: the first continuation afterwards, both agents having
     // given back their code pages.
-    let returning = try LocalClient(path: a.socket, role: .app) { message in
-        guard case .save(let request, let id) = message, let client = originBox.client else { return }
-        let userInfo = try? UserInfoCoding.encode(typicalUserInfo(iteration: counter.next()))
-        let record = LocalRecord(activity: LocalActivity(id: id, activityType: activityType, title: "Benchmark", teamIdentifier: team), userInfo: userInfo)
-        try? client.send(.saved(request: request, record))
-    }
-    originBox.client = returning
+    let returning = try originApp(socket: a.socket, counter: counter)
     let lastActivity = UUID()
     try returning.send(.becameCurrent(LocalActivity(id: lastActivity, activityType: activityType, title: "Benchmark", teamIdentifier: team)))
     await waitFor("B to list the activity again") { (await call(b, .nearby).activities ?? []).contains { $0.activity.id == lastActivity } }
@@ -414,6 +401,19 @@ func orchestrate() async throws {
         | idle agent, resident memory, 22 s after (given back at 15 s idle) | \(String(format: "%.1f", Double(released.rssKB) / 1024)) MB | | < 25 MB |
         | idle agent, CPU over 10 s | \(String(format: "%.2f", cpuPercent)) % of a core | | < 1 % |
         """)
+}
+
+/// The origin app: it answers every save with a fresh 3 KB userInfo, numbered by `counter`.
+func originApp(socket: String, counter: LockedCounter) throws -> LocalClient {
+    let box = OriginBox()
+    let client = try LocalClient(path: socket, role: .app) { message in
+        guard case .save(let request, let id) = message, let client = box.client else { return }
+        let userInfo = try? UserInfoCoding.encode(typicalUserInfo(iteration: counter.next()))
+        let record = LocalRecord(activity: LocalActivity(id: id, activityType: activityType, title: "Benchmark", teamIdentifier: team), userInfo: userInfo)
+        try? client.send(.saved(request: request, record))
+    }
+    box.client = client
+    return client
 }
 
 /// The origin's client, for its own message handler to answer with.
