@@ -370,7 +370,7 @@ extension Agent {
         let counters = await discovery?.statistics
         return LocalStatus(
             version: handoffVersion, device: thisDevice, account: account?.name, members: account?.members.count ?? 0, nearby: nearby.count,
-            linkPort: linkPort, interfaces: configuration.interfaces ?? Self.multicastInterfaces(),
+            linkPort: linkPort, interfaces: await discovery?.interfaces.filter { $0.ipv4 != nil || $0.ipv6 }.map(\.name) ?? configuration.interfaces ?? Self.multicastInterfaces(),
             staticPeers: configuration.staticPeers.map(\.description), apps: apps.count, currentActivity: offered,
             discovery: counters.map {
                 LocalDiscoveryCounters(datagrams: $0.datagrams, unopened: $0.unopened, replayed: $0.replayed, outsideWindow: $0.outsideWindow, accepted: $0.accepted)

@@ -33,12 +33,12 @@ extension Agent {
             let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
             do {
                 pairingListener = try await network.listen(
-                    identity: identity, accepting: { _ in true }, host: configuration.listen.host, port: port
+                    identity: identity, accepting: { _ in true }, host: listenHost, port: port
                 ) { [weak self] frame, peer in
                     await self?.answerJoin(frame, from: peer)
                 }
             } catch {
-                return .failure(LocalError(.failed, "cannot listen for joining devices on \(configuration.listen.host):\(port): \(error)"))
+                return .failure(LocalError(.failed, "cannot listen for joining devices on \(listenHost):\(port): \(error)"))
             }
         }
         let invitation = Invitation.make(kind, host: address, port: pairingListener!.port, fingerprint: identity.fingerprint)
@@ -55,18 +55,28 @@ extension Agent {
                 id: id, code: invitation.code, kind: kind == .token ? "token" : "interactive", expires: expires, host: address, port: invitation.port))
     }
 
+    /// Where a joining device reaches this one: the listen address if it is one, else the
+    /// first interface's IPv4 address, else an IPv6 address (a global one, or a link-local one
+    /// with its interface: the joiner must reach it on an interface of the same name).
     func invitationAddress() -> String? {
         let listen = configuration.listen.host
         if listen != "0.0.0.0" && listen != "::" { return listen }
-        let interfaces = configuration.interfaces ?? Self.multicastInterfaces()
+        let interfaces = configuration.interfaces ?? Self.multicastInterfaces(includingIPv6: true)
         let devices = (try? System.enumerateDevices()) ?? []
         for name in interfaces {
-            if let device = devices.first(where: { $0.name == name }), case .v4? = device.address, let ip = device.address?.ipAddress {
+            if let device = devices.first(where: { $0.name == name && $0.address?.protocol == .inet }), let ip = device.address?.ipAddress {
                 return ip
             }
         }
+        guard listenHost == "::" else { return nil }
+        for name in interfaces {
+            let v6 = devices.filter { $0.name == name && $0.address?.protocol == .inet6 }.compactMap { $0.address?.ipAddress }
+            if let global = v6.first(where: { !$0.lowercased().hasPrefix("fe80:") && $0 != "::1" }) { return global }
+            if let local = v6.first(where: { $0.lowercased().hasPrefix("fe80:") }) { return "\(local)%\(name)" }
+        }
         return nil
     }
+
 
     func expire(_ id: UUID) {
         guard let pending = invitations.removeValue(forKey: id) else { return }

@@ -193,7 +193,7 @@ public actor Agent {
 
         do {
             listener = try await network.listen(
-                identity: identity, accepting: { [pins] in pins.value.contains($0) }, host: configuration.listen.host,
+                identity: identity, accepting: { [pins] in pins.value.contains($0) }, host: listenHost,
                 port: configuration.listen.port
             ) { [weak self] frame, peer in
                 await self?.answer(frame, from: peer)
@@ -310,10 +310,13 @@ public actor Agent {
         } catch {
             throw AgentError("\(error)")
         }
-        let interfaces = configuration.interfaces ?? Self.multicastInterfaces()
         let discoveryConfiguration = DiscoveryConfiguration(
-            port: configuration.discoveryPort, interfaces: interfaces, refreshInterval: configuration.refreshInterval,
-            expiry: configuration.expiry, unicastListen: (configuration.listen.host, linkPort),
+            port: configuration.discoveryPort, interfaces: configuration.interfaces ?? [],
+            allMulticastInterfaces: configuration.interfaces == nil,
+            // Beacons go out over the families links are taken on: their source is where a link is opened.
+            ipv4: !listenHost.contains(":") || listenHost == "::", ipv6: listenHost.contains(":"),
+            refreshInterval: configuration.refreshInterval,
+            expiry: configuration.expiry, unicastListen: (listenHost, linkPort),
             staticPeers: configuration.staticPeers.map { ($0.host, $0.port) })
         let made = Discovery(
             device: identity.id, keys: keys, retiredKeys: account.retiredKeys, accountRevision: account.revision,
@@ -335,14 +338,27 @@ public actor Agent {
         try? await made.announce(offered.map(Self.beaconActivity))
     }
 
-    /// Every interface that is up, multicast-capable and has an IPv4 address, loopback excepted.
-    static func multicastInterfaces() -> [String] {
+    /// Where links listen: the configured host, except that `::` means `0.0.0.0` on a host
+    /// without IPv6.
+    var listenHost: String {
+        let host = configuration.listen.host
+        guard host == "::" else { return host }
+        let inet6 = (try? String(contentsOfFile: "/proc/net/if_inet6", encoding: .utf8)) ?? ""
+        return inet6.isEmpty ? "0.0.0.0" : host
+    }
+
+    /// Every interface that is multicast-capable and has an IPv4 address (or, with
+    /// `includingIPv6`, any address), loopback excepted.
+    static func multicastInterfaces(includingIPv6: Bool = false) -> [String] {
         let devices = (try? System.enumerateDevices()) ?? []
         var names: [String] = []
-        for device in devices where device.multicastSupported {
-            guard case .v4(let address)? = device.address, !names.contains(device.name) else { continue }
-            if address.host.starts(with: "127.") { continue }
-            names.append(device.name)
+        for device in devices where device.multicastSupported && !names.contains(device.name) {
+            guard InterfaceFlags(name: device.name)?.isLoopback != true else { continue }
+            switch device.address {
+            case .v4(let address)? where !address.host.starts(with: "127."): names.append(device.name)
+            case .v6? where includingIPv6: names.append(device.name)
+            default: continue
+            }
         }
         return names
     }

@@ -11,6 +11,7 @@ public struct AgentConfiguration: Sendable {
     /// (the host name on first start).
     public var name: String?
     /// Where links (TCP) and beacons from static peers (UDP) are taken, on one port number.
+    /// `::` (the default) takes IPv6 and IPv4; on a host without IPv6 it means `0.0.0.0`.
     public var listen: HostPort
     /// The interfaces beacons are multicast on; nil chooses every interface that is up and
     /// multicast-capable, loopback excepted; empty sends no multicast.
@@ -43,7 +44,7 @@ public struct AgentConfiguration: Sendable {
     public var idleRelease: Duration?
 
     public init(
-        stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "0.0.0.0", port: 47_170),
+        stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "::", port: 47_170),
         interfaces: [String]? = nil, staticPeers: [HostPort] = [], discoveryPort: Int = 47_168, refreshInterval: Duration = .seconds(15),
         expiry: Duration = .seconds(45), saveDeadline: Duration = .seconds(5), fetchDeadline: Duration = .seconds(10),
         launchDeadline: Duration = .seconds(10), maximumPayload: Int = 64 * 1024, browserCommand: [String] = ["xdg-open"],

@@ -8,10 +8,22 @@ import NIOPosix
 public struct DiscoveryConfiguration: Sendable {
     /// The IPv4 multicast group (administratively scoped, so it stays on the local network).
     public var group: String
+    /// The IPv6 multicast group (link-local scope: it never leaves the link).
+    public var groupV6: String
     public var port: Int
     /// The interfaces to announce and listen on, by name. There is no default: the agent
     /// chooses them, and tests name `lo`, so nothing ever floods a network by accident.
     public var interfaces: [String]
+    /// Instead of `interfaces`: every interface that is up and multicast-capable, loopback
+    /// excepted, as they come and go.
+    public var allMulticastInterfaces: Bool
+    /// How often interfaces are looked at again: one that comes up, changes its address or
+    /// goes away is followed within this time, without a restart.
+    public var interfaceScan: Duration
+    /// Whether beacons go out over IPv4 and over IPv6: over the families the link listener
+    /// takes, since other devices open links to the address a beacon came from.
+    public var ipv4: Bool
+    public var ipv6: Bool
     /// How often an unchanged announcement is repeated. A change is announced at once.
     public var refreshInterval: Duration
     /// How long a device stays listed without a beacon from it.
@@ -26,13 +38,19 @@ public struct DiscoveryConfiguration: Sendable {
     public var staticPeers: [(host: String, port: Int)]
 
     public init(
-        group: String = "239.255.71.68", port: Int = 47_168, interfaces: [String],
+        group: String = "239.255.71.68", groupV6: String = "ff02::4846", port: Int = 47_168, interfaces: [String],
+        allMulticastInterfaces: Bool = false, interfaceScan: Duration = .seconds(2), ipv4: Bool = true, ipv6: Bool = true,
         refreshInterval: Duration = .seconds(15), expiry: Duration = .seconds(45), replayWindow: TimeInterval = 30,
         unicastListen: (host: String, port: Int)? = nil, staticPeers: [(host: String, port: Int)] = []
     ) {
         self.group = group
+        self.groupV6 = groupV6
         self.port = port
         self.interfaces = interfaces
+        self.allMulticastInterfaces = allMulticastInterfaces
+        self.interfaceScan = interfaceScan
+        self.ipv4 = ipv4
+        self.ipv6 = ipv6
         self.refreshInterval = refreshInterval
         self.expiry = expiry
         self.replayWindow = replayWindow
@@ -73,11 +91,25 @@ public enum DiscoveryEvent: Sendable, Hashable {
 /// What discovery has received, for diagnosis (and for tests of the security promises).
 public struct DiscoveryStatistics: Sendable, Hashable {
     public var datagrams = 0
+    /// The same datagram again within two seconds: a beacon heard over IPv4 and IPv6, or on
+    /// two interfaces of one network.
+    public var duplicates = 0
     /// Datagrams that did not open with the account's keys: another account, noise, forgeries.
     public var unopened = 0
     public var replayed = 0
     public var outsideWindow = 0
     public var accepted = 0
+}
+
+/// An interface as discovery uses it now.
+public struct DiscoveryInterface: Sendable, Hashable {
+    public var name: String
+    /// Whether it exists and is up.
+    public var isUp: Bool
+    /// The IPv4 address beacons go out from, if it has one.
+    public var ipv4: String?
+    /// Whether beacons go out over IPv6 (to the link-local group) on it.
+    public var ipv6: Bool
 }
 
 /// Why discovery could not start.
@@ -111,10 +143,23 @@ public actor Discovery {
     /// posts them from.
     private let bus: (bus: BeaconBus, address: String)?
 
-    private var channels: [any Channel] = []
-    private var unicastChannel: (any Channel)?
+    /// One multicast socket per interface and address family.
+    private var paths: [MulticastPath: any Channel] = [:]
+    /// Paths that failed to open, so that each failure is logged once.
+    private var failedPaths: Set<MulticastPath> = []
+    private var datagramSink: AsyncStream<Datagram>.Continuation?
+    /// The sockets static peers' beacons arrive on and this device's go out from: IPv4 and,
+    /// where it can, IPv6.
+    private var unicastChannels: [any Channel] = []
     private var staticPeerAddresses: [SocketAddress] = []
+    /// Static peers whose name did not resolve, so that it is logged once.
+    private var unresolvedPeers: Set<String> = []
     private var groupAddress: SocketAddress?
+    private var groupAddressV6: SocketAddress?
+    /// The interfaces in use, as last looked at.
+    public private(set) var interfaces: [DiscoveryInterface] = []
+    /// The last datagrams received, to tell a copy (another family or interface) from a replay.
+    private var recentDatagrams: [(digest: [UInt8], via: String, at: ContinuousClock.Instant)] = []
     private var sequence: UInt64
     private var current: BeaconActivity?
     private var replayGuard: BeaconReplayGuard
@@ -154,39 +199,46 @@ public actor Discovery {
         self.sequence = UInt64(Date().timeIntervalSince1970 * 1000) << 10
     }
 
-    /// Joins the group on every configured interface and starts listening and refreshing.
+    /// Joins the groups on the chosen interfaces and starts listening and refreshing.
+    /// Interfaces that are not there (yet) are used once they appear.
     public func start() async throws {
         let group = try SocketAddress(ipAddress: configuration.group, port: configuration.port)
         groupAddress = group
-        let (datagrams, sink) = AsyncStream<(bytes: [UInt8], from: String)>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        groupAddressV6 = configuration.ipv6 ? try? SocketAddress(ipAddress: configuration.groupV6, port: configuration.port) : nil
+        let (datagrams, sink) = AsyncStream<Datagram>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        datagramSink = sink
         if let bus {
-            bus.bus.subscribe(device) { bytes, from in sink.yield((bytes, from)) }
-        }
-        for name in configuration.interfaces where bus == nil {
-            channels.append(try await openChannel(on: name, group: group, sink: sink))
+            bus.bus.subscribe(device) { bytes, from in sink.yield(Datagram(bytes: bytes, from: from, via: "bus")) }
+        } else {
+            await followInterfaces(announce: false)
+            for name in configuration.interfaces where !interfaces.contains(where: { $0.name == name && ($0.ipv4 != nil || $0.ipv6) }) {
+                logger.warning("interface '\(name)' is not up or has no address; beacons go out on it once it is ('ip -brief address' lists them)")
+            }
         }
         if let listen = configuration.unicastListen, bus == nil {
-            unicastChannel = try await DatagramBootstrap(group: eventLoopGroup)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink))
-                    }
-                }
-                .bind(host: listen.host, port: listen.port)
-                .get()
+            unicastChannels = try await openUnicast(host: listen.host, port: listen.port, sink: sink)
         }
-        staticPeerAddresses = try configuration.staticPeers.map { try SocketAddress.makeAddressResolvingHost($0.host, port: $0.port) }
+        await resolveStaticPeers()
         tasks.append(Task { [weak self] in
             for await datagram in datagrams {
-                await self?.receive(datagram.bytes, from: datagram.from)
+                await self?.receive(datagram.bytes, from: datagram.from, via: datagram.via)
             }
         })
         tasks.append(Task { [weak self, refresh = configuration.refreshInterval] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: refresh)
+                await self?.resolveStaticPeers()
                 try? await self?.send()
             }
         })
+        if bus == nil {
+            tasks.append(Task { [weak self, scan = configuration.interfaceScan] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: scan)
+                    await self?.followInterfaces(announce: true)
+                }
+            })
+        }
         tasks.append(Task { [weak self, expiry = configuration.expiry] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: expiry / 4)
@@ -202,10 +254,10 @@ public actor Discovery {
         bus?.bus.unsubscribe(device)
         for task in tasks { task.cancel() }
         tasks = []
-        for channel in channels { try? await channel.close() }
-        channels = []
-        try? await unicastChannel?.close()
-        unicastChannel = nil
+        for channel in paths.values { try? await channel.close() }
+        paths = [:]
+        for channel in unicastChannels { try? await channel.close() }
+        unicastChannels = []
         for subscriber in subscribers.values { subscriber.finish() }
         subscribers = [:]
     }
@@ -247,7 +299,7 @@ public actor Discovery {
 
     private func send() async throws {
         // A cancelled timer's sleep returns at once: a stopped discovery sends nothing more.
-        guard !stopped, let groupAddress, !channels.isEmpty || unicastChannel != nil || bus != nil else { return }
+        guard !stopped, !paths.isEmpty || !unicastChannels.isEmpty || bus != nil else { return }
         sequence += 1
         let content = BeaconContent(sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision)
         let beacon = try Beacon.seal(content, with: keys[0])
@@ -255,23 +307,58 @@ public actor Discovery {
             bus.bus.post(beacon, from: bus.address, by: device)
             return
         }
-        for channel in channels {
+        // One interface going down does not keep the beacon from the others.
+        for (path, channel) in paths {
+            guard let group = path.family == .v4 ? groupAddress : groupAddressV6 else { continue }
             let buffer = channel.allocator.buffer(bytes: beacon)
-            try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: groupAddress, data: buffer))
+            try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: group, data: buffer))
         }
-        // Static peers get the very same beacon by unicast, from the unicast socket.
-        if let unicastChannel {
-            for peer in staticPeerAddresses {
-                let buffer = unicastChannel.allocator.buffer(bytes: beacon)
-                try? await unicastChannel.writeAndFlush(AddressedEnvelope(remoteAddress: peer, data: buffer))
+        // Static peers get the very same beacon by unicast, from the unicast socket of their family.
+        for peer in staticPeerAddresses {
+            guard let channel = unicastChannels.first(where: { $0.localAddress?.protocol == peer.protocol }) else { continue }
+            let buffer = channel.allocator.buffer(bytes: beacon)
+            try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: peer, data: buffer))
+        }
+    }
+
+    /// Resolves the static peers' names again (a peer's address may have changed, or its VPN
+    /// come up), off the actor; a name that does not resolve keeps its last address.
+    private func resolveStaticPeers() async {
+        guard bus == nil, !configuration.staticPeers.isEmpty else { return }
+        var resolved: [SocketAddress] = []
+        for (index, peer) in configuration.staticPeers.enumerated() {
+            let name = "\(peer.host):\(peer.port)"
+            do {
+                let address = try await NIOThreadPool.singleton.runIfActive {
+                    try SocketAddress.makeAddressResolvingHost(peer.host, port: peer.port)
+                }
+                resolved.append(address)
+                if unresolvedPeers.remove(name) != nil { logger.notice("static peer \(name) resolves again") }
+            } catch {
+                if unresolvedPeers.insert(name).inserted {
+                    logger.warning("static peer \(name) does not resolve: \(error); trying again at every refresh")
+                }
+                if index < staticPeerAddresses.count { resolved.append(staticPeerAddresses[index]) }
             }
         }
+        staticPeerAddresses = resolved
     }
 
     // MARK: Receiving
 
-    private func receive(_ bytes: [UInt8], from address: String) {
+    private func receive(_ bytes: [UInt8], from address: String, via: String) {
         statistics.datagrams += 1
+        // The same beacon over IPv4 and IPv6 (or on two interfaces of one network) counts
+        // once; the same bytes again on the same socket are a replay, for the replay guard.
+        let now = ContinuousClock.now
+        let digest = Array(bytes.prefix(16))
+        recentDatagrams.removeAll { now - $0.at > .seconds(2) }
+        if recentDatagrams.contains(where: { $0.digest == digest && $0.via != via }) {
+            statistics.duplicates += 1
+            return
+        }
+        if recentDatagrams.count >= 256 { recentDatagrams.removeFirst() }
+        recentDatagrams.append((digest, via, now))
         guard let content = Beacon.open(bytes, with: keys) else {
             statistics.unopened += 1
             if !retiredKeys.isEmpty, let old = Beacon.open(bytes, with: retiredKeys), old.sender != device {
@@ -352,51 +439,205 @@ public actor Discovery {
 
     // MARK: Sockets
 
-    private func openChannel(
-        on name: String, group: SocketAddress, sink: AsyncStream<(bytes: [UInt8], from: String)>.Continuation
-    ) async throws -> any Channel {
-        guard var interface = try System.enumerateDevices().first(where: { $0.name == name && $0.address?.protocol == .inet }),
-            case .v4(let local) = interface.address
-        else {
-            throw DiscoveryError.noSuchInterface(name)
+    /// Looks at the interfaces again: opens sockets on those that came up or changed address,
+    /// closes those on interfaces that went down or away, and announces at once on a change.
+    private func followInterfaces(announce: Bool) async {
+        guard !stopped, let sink = datagramSink else { return }
+        let devices = (try? System.enumerateDevices()) ?? []
+        let names: [String]
+        if configuration.allMulticastInterfaces {
+            names = Array(Set(devices.filter { $0.multicastSupported }.map(\.name)))
+                .filter { !(InterfaceFlags(name: $0)?.isLoopback ?? true) }.sorted()
+        } else {
+            names = configuration.interfaces
         }
+        var wanted: [MulticastPath: NIONetworkDevice] = [:]
+        var report: [DiscoveryInterface] = []
+        for name in names {
+            let flags = InterfaceFlags(name: name)
+            let up = flags?.isUp ?? devices.contains { $0.name == name }
+            var state = DiscoveryInterface(name: name, isUp: up, ipv4: nil, ipv6: false)
+            if up {
+                if configuration.ipv4, let v4 = devices.first(where: { $0.name == name && $0.address?.protocol == .inet }), let ip = v4.address?.ipAddress {
+                    wanted[MulticastPath(interface: name, family: .v4, address: ip)] = v4
+                    state.ipv4 = ip
+                }
+                if groupAddressV6 != nil, let v6 = devices.first(where: { $0.name == name && $0.address?.protocol == .inet6 }) {
+                    wanted[MulticastPath(interface: name, family: .v6, address: String(v6.interfaceIndex))] = v6
+                }
+            }
+            report.append(state)
+        }
+        var changed = false
+        for (path, channel) in paths where wanted[path] == nil {
+            paths[path] = nil
+            try? await channel.close()
+            logger.info("stopped announcing on \(path)")
+            changed = true
+        }
+        failedPaths = failedPaths.filter { wanted[$0] != nil }
+        for (path, device) in wanted.sorted(by: { "\($0.key)" < "\($1.key)" }) where paths[path] == nil && !failedPaths.contains(path) {
+            do {
+                paths[path] = try await openChannel(path, device: device, sink: sink)
+                if announce { logger.info("announcing on \(path)") }
+                changed = true
+            } catch {
+                failedPaths.insert(path)
+                // Loopback carries IPv6 multicast only on some kernels; it is not worth a warning.
+                if path.family == .v6 && path.interface == "lo" {
+                    logger.debug("no IPv6 multicast on \(path): \(error)")
+                } else {
+                    logger.warning("cannot announce on \(path): \(error)")
+                }
+            }
+        }
+        for index in report.indices {
+            report[index].ipv6 = paths.keys.contains { $0.interface == report[index].name && $0.family == .v6 }
+            if !paths.keys.contains(where: { $0.interface == report[index].name && $0.family == .v4 }) { report[index].ipv4 = nil }
+        }
+        interfaces = report
+        if changed && announce {
+            try? await send()
+        }
+    }
+
+    private func openChannel(
+        _ path: MulticastPath, device: NIONetworkDevice, sink: AsyncStream<Datagram>.Continuation
+    ) async throws -> any Channel {
+        var device = device
         // Loopback does not advertise multicast, but carries it; the tests run on it.
-        interface.multicastSupported = true
-        let channel = try await DatagramBootstrap(group: eventLoopGroup)
+        device.multicastSupported = true
+        let v6 = path.family == .v6
+        let scope = v6 ? path.interface : nil
+        var bootstrap = DatagramBootstrap(group: eventLoopGroup)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink))
+                    try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: scope, via: "\(path)"))
                 }
             }
-            .bind(host: configuration.group, port: configuration.port)
-            .get()
-        guard let multicast = channel as? any MulticastChannel, let options = channel as? any SocketOptionProvider else {
-            try? await channel.close()
-            throw DiscoveryError.notMulticast(name)
+        if v6 {
+            bootstrap = bootstrap.channelOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(IPV6_V6ONLY)), value: 1)
         }
-        try await multicast.joinGroup(group, device: interface).get()
-        // Send only through this interface, one hop, and let other sockets on this host hear it.
-        try await options.setIPMulticastIF(local.address.sin_addr).get()
-        try await options.setIPMulticastTTL(1).get()
-        try await options.setIPMulticastLoop(1).get()
+        let channel = try await bootstrap.bind(host: v6 ? "::" : configuration.group, port: configuration.port).get()
+        guard let multicast = channel as? any MulticastChannel, let options = channel as? any SocketOptionProvider,
+            let group = v6 ? groupAddressV6 : groupAddress
+        else {
+            try? await channel.close()
+            throw DiscoveryError.notMulticast(path.interface)
+        }
+        do {
+            // Only what arrives for this socket's own memberships, not every group on the host.
+            try await options.unsafeSetSocketOption(
+                level: NIOBSDSocket.OptionLevel(rawValue: v6 ? CInt(IPPROTO_IPV6) : CInt(IPPROTO_IP)),
+                name: NIOBSDSocket.Option(rawValue: v6 ? 29 : 49), value: CInt(0)
+            ).get()
+            try await multicast.joinGroup(group, device: device).get()
+            // Send only through this interface, one hop, and let other sockets on this host hear it.
+            if v6 {
+                try await options.setIPv6MulticastIF(CUnsignedInt(device.interfaceIndex)).get()
+                try await options.setIPv6MulticastHops(1).get()
+                try await options.setIPv6MulticastLoop(1).get()
+            } else {
+                guard case .v4(let local)? = device.address else { throw DiscoveryError.noSuchInterface(path.interface) }
+                try await options.setIPMulticastIF(local.address.sin_addr).get()
+                try await options.setIPMulticastTTL(1).get()
+                try await options.setIPMulticastLoop(1).get()
+            }
+        } catch {
+            try? await channel.close()
+            throw error
+        }
         return channel
     }
+
+    /// The unicast sockets, on the listen address: for `0.0.0.0` or `::`, one for each family
+    /// (IPv6 only where the host has it).
+    private func openUnicast(host: String, port: Int, sink: AsyncStream<Datagram>.Continuation) async throws -> [any Channel] {
+        func open(_ host: String, v6Only: Bool) async throws -> any Channel {
+            var bootstrap = DatagramBootstrap(group: eventLoopGroup)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: nil, via: "unicast \(host)"))
+                    }
+                }
+            if v6Only {
+                bootstrap = bootstrap.channelOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(IPV6_V6ONLY)), value: 1)
+            }
+            return try await bootstrap.bind(host: host, port: port).get()
+        }
+        guard host == "0.0.0.0" || host == "::" else { return [try await open(host, v6Only: false)] }
+        var channels = [try await open("0.0.0.0", v6Only: false)]
+        if let v6 = try? await open("::", v6Only: true) { channels.append(v6) }
+        return channels
+    }
+}
+
+/// One multicast socket: an interface, a family, and the address (IPv4) or index (IPv6)
+/// it was opened with, so that a change of either opens a new one.
+struct MulticastPath: Hashable, Sendable, CustomStringConvertible {
+    enum Family: Sendable { case v4, v6 }
+    var interface: String
+    var family: Family
+    var address: String
+
+    var description: String { family == .v4 ? "\(interface) (IPv4 \(address))" : "\(interface) (IPv6)" }
+}
+
+/// An interface's flags, from `/sys/class/net/NAME/flags`; nil where there is no such file.
+struct InterfaceFlags {
+    var isUp: Bool
+    var isLoopback: Bool
+
+    init?(name: String) {
+        guard !name.contains("/"), let text = try? String(contentsOfFile: "/sys/class/net/\(name)/flags", encoding: .utf8),
+            let flags = UInt(text.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "0x", with: ""), radix: 16)
+        else { return nil }
+        isUp = flags & 0x1 != 0
+        isLoopback = flags & 0x8 != 0
+    }
+}
+
+/// A datagram as a socket received it: its bytes, the sender's address, and which socket.
+struct Datagram: Sendable {
+    var bytes: [UInt8]
+    var from: String
+    var via: String
 }
 
 /// Hands each received datagram to the discovery actor; opens nothing itself.
 private final class BeaconReceiver: ChannelInboundHandler, Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
-    let sink: AsyncStream<(bytes: [UInt8], from: String)>.Continuation
+    let sink: AsyncStream<Datagram>.Continuation
+    /// The interface an IPv6 multicast socket is on: a link-local sender is only reachable
+    /// with it (`fe80::1%eth0`).
+    let interface: String?
+    /// Which socket this is.
+    let via: String
 
-    init(sink: AsyncStream<(bytes: [UInt8], from: String)>.Continuation) { self.sink = sink }
+    init(sink: AsyncStream<Datagram>.Continuation, interface: String?, via: String) {
+        self.sink = sink
+        self.interface = interface
+        self.via = via
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)
         // A beacon has one size; anything else is dropped before it costs more.
         guard envelope.data.readableBytes == Beacon.size else { return }
-        sink.yield((Array(envelope.data.readableBytesView), envelope.remoteAddress.ipAddress ?? "?"))
+        sink.yield(Datagram(bytes: Array(envelope.data.readableBytesView), from: Self.describe(envelope.remoteAddress, interface: interface), via: via))
+    }
+
+    /// The sender's address as a link can be opened to it: a link-local IPv6 address keeps
+    /// its scope.
+    static func describe(_ address: SocketAddress, interface: String?) -> String {
+        guard let ip = address.ipAddress else { return "?" }
+        guard case .v6(let v6) = address, ip.lowercased().hasPrefix("fe80:") else { return ip }
+        if let interface { return "\(ip)%\(interface)" }
+        var name = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
+        guard v6.address.sin6_scope_id != 0, if_indextoname(v6.address.sin6_scope_id, &name) != nil else { return ip }
+        return "\(ip)%\(String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))"
     }
 }
 

@@ -11,7 +11,7 @@ struct Handoffd: AsyncParsableCommand {
         abstract: "The Handoff agent: one per user session. Apps and the 'handoff' command talk to it over a local socket.",
         discussion: """
             Every option can also be set in the configuration file, one 'key = value' per line with the \
-            option's long name as the key (for example 'listen = 0.0.0.0:47170'); options given here win. \
+            option's long name as the key (for example 'listen = [::]:47170'); options given here win. \
             The file is $XDG_CONFIG_HOME/handoff/handoffd.conf unless --config names another.
             """,
         version: handoffVersion)
@@ -28,7 +28,7 @@ struct Handoffd: AsyncParsableCommand {
     @Option(help: "This device's name, as the account's other devices show it.")
     var name: String?
 
-    @Option(help: ArgumentHelp("Where links and static peers' beacons arrive (default 0.0.0.0:47170).", valueName: "HOST:PORT"))
+    @Option(help: ArgumentHelp("Where links and static peers' beacons arrive (default [::]:47170, IPv6 and IPv4).", valueName: "HOST:PORT"))
     var listen: String?
 
     @Option(name: .customLong("interface"), help: ArgumentHelp("An interface to announce on; repeat for several; 'none' for no multicast (default: every multicast interface but loopback).", valueName: "IFACE"))

@@ -12,7 +12,7 @@ struct ConfigurationTests {
         let configuration = try AgentConfiguration.resolve(flags: AgentSettings(), file: nil, environment: environment)
         #expect(configuration.stateDirectory.path == "/home/ada/.local/state/handoff")
         #expect(configuration.socketPath == "/run/user/1000/handoff/agent.sock")
-        #expect(configuration.listen == HostPort(host: "0.0.0.0", port: 47_170))
+        #expect(configuration.listen == HostPort(host: "::", port: 47_170))
         #expect(configuration.interfaces == nil)
         let xdg = try AgentConfiguration.resolve(flags: AgentSettings(), file: nil, environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"])
         #expect(xdg.stateDirectory.path == "/s/handoff")

@@ -44,9 +44,12 @@ final class Segment: Sendable {
     let prefix: String
     let hosts = ["a", "b", "c"]
     let harness: AgentHarness
+    /// Whether the hosts have IPv4 addresses; without, the segment is IPv6 only (link-local).
+    let ipv4: Bool
     private let agents = Mutex<[String: Process]>([:])
 
-    init() throws {
+    init(ipv4: Bool = true) throws {
+        self.ipv4 = ipv4
         harness = try AgentHarness()
         prefix = "ho\(getpid() % 10_000)\(Int.random(in: 10...99))"
         let bridge = "\(prefix)br"
@@ -56,8 +59,12 @@ final class Segment: Sendable {
         for (index, host) in hosts.enumerated() {
             let namespace = "\(prefix)\(host)"
             try shell(["ip", "netns", "add", namespace])
+            // Link-local IPv6 addresses usable at once, without duplicate detection's delay.
+            try shell(["ip", "netns", "exec", namespace, "sysctl", "-q", "-w", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"])
             try shell(["ip", "-n", namespace, "link", "add", "eth0", "type", "veth", "peer", "name", "p\(host)", "netns", bridge])
-            try shell(["ip", "-n", namespace, "addr", "add", "10.77.0.\(index + 1)/24", "dev", "eth0"])
+            if ipv4 {
+                try shell(["ip", "-n", namespace, "addr", "add", "10.77.0.\(index + 1)/24", "dev", "eth0"])
+            }
             try shell(["ip", "-n", namespace, "link", "set", "eth0", "up"])
             try shell(["ip", "-n", namespace, "link", "set", "lo", "up"])
             try shell(["ip", "-n", bridge, "link", "set", "p\(host)", "master", "br0", "up"])
@@ -66,8 +73,9 @@ final class Segment: Sendable {
 
     func address(_ host: String) -> String { "10.77.0.\(hosts.firstIndex(of: host)! + 1)" }
 
-    /// Starts (or restarts) `handoffd` inside host `host`'s namespace.
-    func start(_ host: String, name: String) async throws -> TestDevice {
+    /// Starts (or restarts) `handoffd` inside host `host`'s namespace, its links on the host's
+    /// address, or on `listen` (nil: the default, `[::]`).
+    func start(_ host: String, name: String, listen: String?? = .none) async throws -> TestDevice {
         let binary = try #require(builtExecutable("handoffd"))
         let state = harness.root.appendingPathComponent(host, isDirectory: true)
         let socket = harness.root.appendingPathComponent("\(host).sock").path
@@ -75,8 +83,13 @@ final class Segment: Sendable {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "ip", "netns", "exec", "\(prefix)\(host)", binary.path, "--name", name, "--state-dir", state.path, "--socket", socket,
-            "--listen", "\(address(host)):47170", "--interface", "eth0", "--log-level", "error",
+            "--interface", "eth0", "--log-level", "error",
         ]
+        switch listen {
+        case .none: process.arguments! += ["--listen", "\(address(host)):47170"]
+        case .some(.some(let address)): process.arguments! += ["--listen", address]
+        case .some(.none): break
+        }
         try process.run()
         agents.withLock { $0[host] = process }
         let device = TestDevice(name: name, agent: nil, socket: socket, state: state)
@@ -212,5 +225,73 @@ struct NamespaceTests {
         let status = try #require(try await restarted.call(.status).status)
         #expect(status.account == "home")
         #expect(status.members == 1 || status.members == 2, "the account has \(status.members) members")
+    }
+}
+
+extension NamespaceTests {
+    @Test("Real networks: an address change is followed without a restart and learned by the peer from its next beacon; an interface that goes down and up carries beacons again; an IPv6-only link carries discovery, pairing and links")
+    func realNetworks() async throws {
+        let segment = try Segment()
+        do {
+            try await followsInterfaces(segment)
+        } catch {
+            await segment.tearDown()
+            throw error
+        }
+        await segment.tearDown()
+        let ipv6Only = try Segment(ipv4: false)
+        do {
+            try await overIPv6(ipv6Only)
+        } catch {
+            await ipv6Only.tearDown()
+            throw error
+        }
+        await ipv6Only.tearDown()
+    }
+
+    /// A raw app on `device` offers a MapViewer-like activity; returns once `viewer` lists it.
+    func offer(on device: TestDevice, seenBy viewer: TestDevice, title: String) async throws -> (RawApp, LocalActivity) {
+        let activity = LocalActivity(id: UUID(), activityType: mapViewing, title: title, teamIdentifier: "EXAMPLETEAM")
+        let app = try await device.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: viewer)
+        return (app, activity)
+    }
+
+    func followsInterfaces(_ segment: Segment) async throws {
+        // IPv4 only, so that nothing but the IPv4 path can carry the beacons.
+        let a = try await segment.start("a", name: "alpha", listen: "0.0.0.0:47170")
+        let b = try await segment.start("b", name: "beta", listen: "0.0.0.0:47170")
+        try await segment.harness.pair([a, b])
+        try await segment.harness.installMapViewer(on: b)
+        _ = try await offer(on: a, seenBy: b, title: "before")
+
+        // A's address changes: its beacons go out from the new one, and B links there.
+        try segment.run(in: "a", ["ip", "addr", "del", "10.77.0.1/24", "dev", "eth0"])
+        try segment.run(in: "a", ["ip", "addr", "add", "10.77.0.21/24", "dev", "eth0"])
+        let (app, moved) = try await offer(on: a, seenBy: b, title: "after the move")
+        let alpha = try await b.call(.devices).devices?.first { $0.name == "alpha" }
+        #expect(alpha?.address == "10.77.0.21", "beta knows alpha at \(String(describing: alpha?.address))")
+        let continued = try #require(try await b.call(.continue(activity: moved.id)).continued)
+        #expect(continued.app == "com.example.handoff.MapViewer")
+        app.client.close()
+
+        // A's interface goes down and comes up: its beacons flow again with no restart.
+        try segment.run(in: "a", ["ip", "link", "set", "eth0", "down"])
+        try await Task.sleep(for: .seconds(3))
+        try segment.run(in: "a", ["ip", "link", "set", "eth0", "up"])
+        _ = try await offer(on: a, seenBy: b, title: "after the outage")
+    }
+
+    func overIPv6(_ segment: Segment) async throws {
+        let a = try await segment.start("a", name: "alpha", listen: .some(nil))
+        let b = try await segment.start("b", name: "beta", listen: .some(nil))
+        // The invitation carries A's link-local address with its interface.
+        try await segment.harness.pair([a, b])
+        try await segment.harness.installMapViewer(on: b)
+        let (app, activity) = try await offer(on: a, seenBy: b, title: "over IPv6")
+        let alpha = try await b.call(.devices).devices?.first { $0.name == "alpha" }
+        #expect(alpha?.address?.hasPrefix("fe80:") == true && alpha?.address?.hasSuffix("%eth0") == true, "\(String(describing: alpha?.address))")
+        let continued = try #require(try await b.call(.continue(activity: activity.id)).continued)
+        #expect(continued.app == "com.example.handoff.MapViewer")
+        app.client.close()
     }
 }
