@@ -112,6 +112,18 @@ final class Segment: Sendable {
         try shell(["ip", "netns", "exec", "\(prefix)\(host)"] + arguments, input: input)
     }
 
+    /// Runs `body` on a new segment, and tears it down however `body` ends.
+    static func with(ipv4: Bool = true, _ body: (Segment) async throws -> Void) async throws {
+        let segment = try Segment(ipv4: ipv4)
+        do {
+            try await body(segment)
+        } catch {
+            await segment.tearDown()
+            throw error
+        }
+        await segment.tearDown()
+    }
+
     func tearDown() async {
         for process in agents.withLock({ Array($0.values) }) where process.isRunning {
             process.terminate()
@@ -150,14 +162,7 @@ let beaconTool = """
 struct NamespaceTests {
     @Test("A and B in one account, C in another: A's activity continues on B; C sees nothing and is refused; a replayed beacon changes nothing; a removed device loses access; a crash mid-write leaves state that loads")
     func threeHosts() async throws {
-        let segment = try Segment()
-        do {
-            try await scenario(segment)
-        } catch {
-            await segment.tearDown()
-            throw error
-        }
-        await segment.tearDown()
+        try await Segment.with { try await scenario($0) }
     }
 
     func scenario(_ segment: Segment) async throws {
@@ -231,22 +236,8 @@ struct NamespaceTests {
 extension NamespaceTests {
     @Test("Real networks: an address change is followed without a restart and learned by the peer from its next beacon; an interface that goes down and up carries beacons again; an IPv6-only link carries discovery, pairing and links")
     func realNetworks() async throws {
-        let segment = try Segment()
-        do {
-            try await followsInterfaces(segment)
-        } catch {
-            await segment.tearDown()
-            throw error
-        }
-        await segment.tearDown()
-        let ipv6Only = try Segment(ipv4: false)
-        do {
-            try await overIPv6(ipv6Only)
-        } catch {
-            await ipv6Only.tearDown()
-            throw error
-        }
-        await ipv6Only.tearDown()
+        try await Segment.with { try await followsInterfaces($0) }
+        try await Segment.with(ipv4: false) { try await overIPv6($0) }
     }
 
     /// A raw app on `device` offers a MapViewer-like activity; returns once `viewer` lists it.
