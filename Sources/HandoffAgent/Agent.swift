@@ -585,6 +585,8 @@ public actor Agent {
             reply = await removeDevice(named: name)
         case .probe(let host, let port):
             reply = LocalReply(probe: await probe(host: host, port: port))
+        case .doctor:
+            reply = LocalReply(checks: await doctor())
         case .watch:
             watchers[session.id] = session.peer
             reply = LocalReply(activities: await nearbyActivities())

@@ -158,6 +158,15 @@ public actor Discovery {
     private var groupAddressV6: SocketAddress?
     /// The interfaces in use, as last looked at.
     public private(set) var interfaces: [DiscoveryInterface] = []
+    /// This device's own beacons heard back (multicast loops back to the sender's host), by
+    /// the interface they came back on: proof that beacons leave and arrive there.
+    public private(set) var ownBeaconsHeard: [String: Int] = [:]
+    /// Addresses whose beacons did not open with the account's keys, with how many and when
+    /// last (at most 32 addresses): devices of another account, or noise.
+    public private(set) var unopenedFrom: [String: (count: Int, last: Date)] = [:]
+    /// How far each device's clock is from this one's (positive: it is behind), from its
+    /// last beacon, opened whether or not its time was within the window.
+    public private(set) var clockOffsets: [UUID: TimeInterval] = [:]
     /// The last datagrams received, to tell a copy (another family or interface) from a replay.
     private var recentDatagrams: [(digest: [UInt8], via: String, at: ContinuousClock.Instant)] = []
     private var sequence: UInt64
@@ -221,7 +230,7 @@ public actor Discovery {
         await resolveStaticPeers()
         tasks.append(Task { [weak self] in
             for await datagram in datagrams {
-                await self?.receive(datagram.bytes, from: datagram.from, via: datagram.via)
+                await self?.receive(datagram.bytes, from: datagram.from, via: datagram.via, interface: datagram.interface)
             }
         })
         tasks.append(Task { [weak self, refresh = configuration.refreshInterval] in
@@ -260,6 +269,11 @@ public actor Discovery {
         unicastChannels = []
         for subscriber in subscribers.values { subscriber.finish() }
         subscribers = [:]
+    }
+
+    /// Sends a beacon now, with what is current (for `doctor`'s loop test).
+    public func announceNow() async {
+        try? await send()
     }
 
     /// Announces a new current activity (or none) at once.
@@ -346,7 +360,7 @@ public actor Discovery {
 
     // MARK: Receiving
 
-    private func receive(_ bytes: [UInt8], from address: String, via: String) {
+    private func receive(_ bytes: [UInt8], from address: String, via: String, interface: String?) {
         statistics.datagrams += 1
         // The same beacon over IPv4 and IPv6 (or on two interfaces of one network) counts
         // once; the same bytes again on the same socket are a replay, for the replay guard.
@@ -361,12 +375,22 @@ public actor Discovery {
         recentDatagrams.append((digest, via, now))
         guard let content = Beacon.open(bytes, with: keys) else {
             statistics.unopened += 1
+            if unopenedFrom[address] == nil && unopenedFrom.count >= 32, let oldest = unopenedFrom.min(by: { $0.value.last < $1.value.last }) {
+                unopenedFrom[oldest.key] = nil
+            }
+            unopenedFrom[address] = ((unopenedFrom[address]?.count ?? 0) + 1, Date())
             if !retiredKeys.isEmpty, let old = Beacon.open(bytes, with: retiredKeys), old.sender != device {
                 reportStale(old, from: address)
             }
             return
         }
-        guard content.sender != device else { return }
+        guard content.sender != device else {
+            if let interface { ownBeaconsHeard[interface, default: 0] += 1 }
+            return
+        }
+        if clockOffsets[content.sender] != nil || clockOffsets.count < 256 {
+            clockOffsets[content.sender] = Date().timeIntervalSince(content.timestamp)
+        }
         switch replayGuard.admit(content) {
         case .accepted:
             statistics.accepted += 1
@@ -513,7 +537,7 @@ public actor Discovery {
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: scope, via: "\(path)"))
+                    try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface))
                 }
             }
         if v6 {
@@ -558,7 +582,7 @@ public actor Discovery {
             var bootstrap = DatagramBootstrap(group: eventLoopGroup)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: nil, via: "unicast \(host)"))
+                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil))
                     }
                 }
             if v6Only {
@@ -603,6 +627,8 @@ struct Datagram: Sendable {
     var bytes: [UInt8]
     var from: String
     var via: String
+    /// The interface of the multicast socket it came on; nil for unicast.
+    var interface: String? = nil
 }
 
 /// Hands each received datagram to the discovery actor; opens nothing itself.
@@ -615,18 +641,21 @@ private final class BeaconReceiver: ChannelInboundHandler, Sendable {
     let interface: String?
     /// Which socket this is.
     let via: String
+    /// The interface of a multicast socket.
+    let multicastOn: String?
 
-    init(sink: AsyncStream<Datagram>.Continuation, interface: String?, via: String) {
+    init(sink: AsyncStream<Datagram>.Continuation, interface: String?, via: String, multicastOn: String?) {
         self.sink = sink
         self.interface = interface
         self.via = via
+        self.multicastOn = multicastOn
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)
         // A beacon has one size; anything else is dropped before it costs more.
         guard envelope.data.readableBytes == Beacon.size else { return }
-        sink.yield(Datagram(bytes: Array(envelope.data.readableBytesView), from: Self.describe(envelope.remoteAddress, interface: interface), via: via))
+        sink.yield(Datagram(bytes: Array(envelope.data.readableBytesView), from: Self.describe(envelope.remoteAddress, interface: interface), via: via, interface: multicastOn))
     }
 
     /// The sender's address as a link can be opened to it: a link-local IPv6 address keeps

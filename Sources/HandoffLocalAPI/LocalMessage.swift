@@ -30,12 +30,14 @@ public struct LocalReply: Codable, Sendable, Hashable {
     /// The number to compare on both screens while joining interactively.
     public var verification: String?
     public var probe: LocalProbe?
+    /// What `doctor` found, in the order it looked.
+    public var checks: [LocalCheck]?
 
     public init(
         error: LocalError? = nil, version: Int? = nil, device: LocalDevice? = nil, app: LocalApp? = nil, status: LocalStatus? = nil,
         devices: [LocalDevice]? = nil, activities: [LocalNearbyActivity]? = nil, apps: [LocalApp]? = nil,
         continued: LocalContinued? = nil, account: String? = nil, invitation: LocalInvitation? = nil,
-        joinRequest: LocalJoinRequest? = nil, verification: String? = nil, probe: LocalProbe? = nil
+        joinRequest: LocalJoinRequest? = nil, verification: String? = nil, probe: LocalProbe? = nil, checks: [LocalCheck]? = nil
     ) {
         self.ok = error == nil
         self.error = error
@@ -52,6 +54,7 @@ public struct LocalReply: Codable, Sendable, Hashable {
         self.joinRequest = joinRequest
         self.verification = verification
         self.probe = probe
+        self.checks = checks
     }
 
     public static func failure(_ error: LocalError) -> LocalReply { LocalReply(error: error) }
@@ -98,6 +101,8 @@ public enum LocalCall: Sendable, Hashable {
     /// Tries a link to `host:port` with this device's identity: is something there, and is it
     /// a device of this account that accepts this one?
     case probe(host: String, port: Int)
+    /// Looks at what discovery and links need, in order, and says what it found (`checks`).
+    case doctor
 }
 
 /// One message of the local API. Each is a JSON object with a `type` key, carried in a frame
@@ -248,6 +253,7 @@ extension LocalMessage: Codable {
         case "awaitJoinResult": self = .call(request: try request(), .awaitJoinResult)
         case "removeDevice": self = .call(request: try request(), .removeDevice(name: try c.decode(String.self, forKey: .name)))
         case "probe": self = .call(request: try request(), .probe(host: try c.decode(String.self, forKey: .host), port: try c.decode(Int.self, forKey: .port)))
+        case "doctor": self = .call(request: try request(), .doctor)
         case "becameCurrent": self = .becameCurrent(try c.decode(LocalActivity.self, forKey: .activity))
         case "resigned": self = .resigned(activity: try c.decode(UUID.self, forKey: .activity))
         case "invalidated": self = .invalidated(activity: try c.decode(UUID.self, forKey: .activity))
@@ -324,6 +330,8 @@ extension LocalMessage: Codable {
                 try c.encode("probe", forKey: .type)
                 try c.encode(host, forKey: .host)
                 try c.encode(port, forKey: .port)
+            case .doctor:
+                try c.encode("doctor", forKey: .type)
             }
         case .becameCurrent(let activity):
             try c.encode("becameCurrent", forKey: .type)

@@ -364,3 +364,34 @@ public struct LocalJoinRequest: Codable, Sendable, Hashable {
         self.fingerprint = fingerprint
     }
 }
+
+/// One finding of `doctor`: what was looked at, how it is, and what to do about it.
+public struct LocalCheck: Codable, Sendable, Hashable {
+    public enum Status: String, Codable, Sendable, Hashable {
+        /// As it should be.
+        case ok
+        /// Works, but something may keep devices from seeing each other.
+        case warning
+        /// Keeps devices from seeing or reaching each other.
+        case problem
+    }
+
+    /// What was looked at: `agent`, `account`, `interface`, `loop`, `peer`, `other-accounts`,
+    /// `clock` or `static-peer`.
+    public var area: String
+    /// Which one (an interface's name, a device's name, an address), when there are several.
+    public var subject: String?
+    public var status: Status
+    /// What was found, in plain words.
+    public var finding: String
+    /// What to do, when something is to be done.
+    public var advice: String?
+
+    public init(area: String, subject: String? = nil, status: Status, finding: String, advice: String? = nil) {
+        self.area = area
+        self.subject = subject
+        self.status = status
+        self.finding = finding
+        self.advice = advice
+    }
+}

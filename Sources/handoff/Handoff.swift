@@ -12,6 +12,8 @@ enum Exit {
     static let continuationFailed: Int32 = 5
     static let notAllowed: Int32 = 6
     static let account: Int32 = 7
+    /// `doctor` found something that keeps devices apart.
+    static let problemsFound: Int32 = 8
 }
 
 @main
@@ -22,7 +24,7 @@ struct HandoffCommand: AsyncParsableCommand {
         version: handoffCLIVersion,
         subcommands: [
             Status.self, Devices.self, List.self, Continue.self, Watch.self, Publish.self, Apps.self, AccountCommand.self,
-            DeviceCommand.self, Join.self, Probe.self,
+            DeviceCommand.self, Join.self, Probe.self, Doctor.self,
         ])
 }
 

@@ -455,6 +455,39 @@ struct AgentTests {
         }
     }
 
+    @Test("doctor: all well between two members; then another account's beacons, a member that stopped, and a static peer where nothing listens, each named with what to do")
+    func doctor() async throws {
+        try await withHarness { harness in
+            let closedPort = Int.random(in: 20_000..<40_000)
+            let a = try await harness.start("alpha") { $0.staticPeers = [HostPort(host: "127.0.0.1", port: closedPort)] }
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            func checks(_ area: String) async throws -> [LocalCheck] {
+                try await a.call(.doctor).checks?.filter { $0.area == area } ?? []
+            }
+            #expect(try await checks("account").first?.status == .ok)
+            let interface = try #require(try await checks("interface").first)
+            #expect(interface.status == .ok && interface.finding.contains("came back"), "\(interface)")
+            #expect(try await checks("peer").first?.status == .ok)
+            #expect(try await checks("other-accounts").first?.status == .ok)
+            #expect(try await checks("clock").first?.status == .ok)
+            let staticPeer = try #require(try await checks("static-peer").first)
+            #expect(staticPeer.status == .problem && staticPeer.finding.contains("refuses the connection"), "\(staticPeer)")
+
+            // A device of another account on the same network is named as such.
+            let stranger = try await harness.start("stranger")
+            try await stranger.call(.createAccount(name: "elsewhere"))
+            #expect(await waitUntil { (try? await checks("other-accounts").first?.status) == .warning })
+            #expect(try await checks("other-accounts").first?.finding.contains("another Handoff account") == true)
+
+            // Beta's agent stops: it is still listed until it expires, but its port refuses.
+            await b.agent?.stop()
+            let peer = try #require(try await checks("peer").first)
+            #expect(peer.status == .problem && peer.subject == "beta" && peer.finding.contains("refuses the connection"), "\(peer)")
+            #expect(peer.advice?.contains("start handoffd there") == true)
+        }
+    }
+
     @Test("The agent refuses a socket folder other users may write in")
     func unsafeSocketFolder() async throws {
         let folder = "/tmp/ho-open-\(UUID().uuidString.prefix(6))"

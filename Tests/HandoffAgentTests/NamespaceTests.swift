@@ -5,6 +5,9 @@ import Testing
 
 @testable import HandoffAgent
 
+/// Whether nftables' `nft` is there, for a namespace's firewall.
+let hasNft = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"].contains { FileManager.default.isExecutableFile(atPath: $0) }
+
 /// Whether this process may make network namespaces (root, with iproute2's `ip`).
 let canMakeNamespaces: Bool = {
     guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") || FileManager.default.isExecutableFile(atPath: "/sbin/ip") || FileManager.default.isExecutableFile(atPath: "/usr/bin/ip") else {
@@ -75,7 +78,7 @@ final class Segment: Sendable {
 
     /// Starts (or restarts) `handoffd` inside host `host`'s namespace, its links on the host's
     /// address, or on `listen` (nil: the default, `[::]`).
-    func start(_ host: String, name: String, listen: String?? = .none) async throws -> TestDevice {
+    func start(_ host: String, name: String, listen: String?? = .none, arguments extra: [String] = []) async throws -> TestDevice {
         let binary = try #require(builtExecutable("handoffd"))
         let state = harness.root.appendingPathComponent(host, isDirectory: true)
         let socket = harness.root.appendingPathComponent("\(host).sock").path
@@ -90,6 +93,7 @@ final class Segment: Sendable {
         case .some(.some(let address)): process.arguments! += ["--listen", address]
         case .some(.none): break
         }
+        process.arguments! += extra
         try process.run()
         agents.withLock { $0[host] = process }
         let device = TestDevice(name: name, agent: nil, socket: socket, state: state)
@@ -284,5 +288,56 @@ extension NamespaceTests {
         let continued = try #require(try await b.call(.continue(activity: activity.id)).continued)
         #expect(continued.app == "com.example.handoff.MapViewer")
         app.client.close()
+    }
+}
+
+extension NamespaceTests {
+    @Test(
+        "A firewall: where it drops the discovery port, static peers still carry the beacons and doctor names the firewall; a dropped link port is told apart from a device that is down",
+        .enabled(if: hasNft, "needs nftables' nft for the namespace's firewall; skipped"))
+    func firewall() async throws {
+        try await Segment.with { try await firewalled($0) }
+    }
+
+    func firewalled(_ segment: Segment) async throws {
+        // B's firewall drops the multicast beacons' port, nothing else.
+        try segment.run(in: "b", ["nft", "-f", "-"], input: Data("""
+            table inet handoff-test {
+                chain input { type filter hook input priority 0; udp dport 47168 drop; }
+            }
+            """.utf8))
+        let a = try await segment.start("a", name: "alpha", arguments: ["--peer", "\(segment.address("b")):47170"])
+        let b = try await segment.start("b", name: "beta", arguments: ["--peer", "\(segment.address("a")):47170"])
+        try await segment.harness.pair([a, b])
+        try await segment.harness.installMapViewer(on: b)
+        let (app, activity) = try await offer(on: a, seenBy: b, title: "through the firewall")
+        let continued = try #require(try await b.call(.continue(activity: activity.id)).continued)
+        #expect(continued.app == "com.example.handoff.MapViewer")
+        app.client.close()
+
+        let onB = try #require(try await b.call(.doctor).checks)
+        let interface = try #require(onB.first { $0.area == "interface" && $0.subject == "eth0" })
+        #expect(interface.status == .problem && interface.finding.contains("firewall"), "\(interface)")
+        #expect(interface.advice?.contains("--peer") == true)
+        #expect(onB.first { $0.area == "peer" }?.status == .ok)
+        #expect(onB.first { $0.area == "static-peer" }?.status == .ok)
+        let onA = try #require(try await a.call(.doctor).checks)
+        #expect(onA.first { $0.area == "interface" }?.status == .ok, "\(onA)")
+
+        // A's firewall drops its link port: B is told that nothing answers at all.
+        try segment.run(in: "a", ["nft", "-f", "-"], input: Data("""
+            table inet handoff-test {
+                chain input { type filter hook input priority 0; tcp dport 47170 drop; }
+            }
+            """.utf8))
+        let dropped = try #require(try await b.call(.doctor).checks?.first { $0.area == "peer" })
+        #expect(dropped.status == .problem && dropped.finding.contains("firewall"), "\(dropped)")
+        #expect(dropped.advice?.contains("TCP port 47170") == true)
+
+        // No firewall, but A's agent is down: the port refuses.
+        try segment.run(in: "a", ["nft", "flush", "ruleset"])
+        segment.crash("a")
+        let down = try #require(try await b.call(.doctor).checks?.first { $0.area == "peer" })
+        #expect(down.status == .problem && down.finding.contains("refuses the connection"), "\(down)")
     }
 }

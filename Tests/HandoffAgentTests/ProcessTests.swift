@@ -1,4 +1,5 @@
 import Foundation
+import HandoffLocalAPI
 import Testing
 
 /// Runs a built executable to its end and returns its status and what it printed.
@@ -117,6 +118,19 @@ struct ProcessTests {
         #expect(try run("handoff", ["status", "--socket", socket]).status == 0)
         let invitation = try run("handoff", ["device", "invite", "--token", "--socket", socket])
         #expect(invitation.status == 0, "\(invitation.errors)")
+    }
+
+    @Test("handoff doctor with no agent says so, with what to do, and exits with 3; with --json too")
+    func doctorWithoutAgent() throws {
+        let socket = folder.appendingPathComponent("none.sock").path
+        let text = try run("handoff", ["doctor", "--socket", socket])
+        #expect(text.status == 3)
+        #expect(text.output.contains("PROBLEM  agent: no Handoff agent is running at \(socket)"), "\(text.output)")
+        #expect(text.output.contains("systemctl --user start handoffd"))
+        let json = try run("handoff", ["doctor", "--json", "--socket", socket])
+        #expect(json.status == 3)
+        let checks = try JSONDecoder().decode([LocalCheck].self, from: Data(json.output.utf8))
+        #expect(checks.first?.area == "agent" && checks.first?.status == .problem)
     }
 
     @Test("handoff refuses bad arguments before asking the agent")

@@ -1,0 +1,248 @@
+import Foundation
+import HandoffLocalAPI
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `handoff doctor`: why a device is not seen, or cannot be reached, in plain words.
+extension Agent {
+    /// Looks, in order, at the account, each interface, whether beacons leave and come back,
+    /// the other members (heard? answering on their link port?), beacons of other accounts,
+    /// the clocks, and the static peers.
+    func doctor() async -> [LocalCheck] {
+        var checks: [LocalCheck] = []
+        guard let account else {
+            checks.append(LocalCheck(
+                area: "account", status: .problem, finding: "this device is in no account, so it announces nothing and hears no one",
+                advice: "make one with 'handoff account create --name NAME', or join one with 'handoff join CODE' (from 'handoff device invite' on a device of the account)"))
+            return checks
+        }
+        let nearby = await discovery?.nearby ?? []
+        let others = account.members.filter { $0.id != identity.id }
+        let heard = others.filter { member in nearby.contains { $0.sender == member.id } }
+        if others.isEmpty {
+            checks.append(LocalCheck(
+                area: "account", subject: account.name, status: .warning, finding: "this device is the only one in the account '\(account.name)'",
+                advice: "add another with 'handoff device invite' here and 'handoff join CODE' there"))
+        } else {
+            checks.append(LocalCheck(
+                area: "account", subject: account.name, status: heard.isEmpty ? .warning : .ok,
+                finding: "the account '\(account.name)' has \(account.members.count) devices; \(heard.count) of the \(others.count) others heard nearby"))
+        }
+        checks += await interfaceChecks()
+        for member in others {
+            checks.append(await peerCheck(member.name, heard: nearby.first { $0.sender == member.id }))
+        }
+        checks += await foreignChecks()
+        checks += await clockChecks()
+        for peer in configuration.staticPeers {
+            checks.append(await staticPeerCheck(peer))
+        }
+        return checks
+    }
+
+    /// Each interface: up, with an address, and whether a beacon sent now comes back on it.
+    func interfaceChecks() async -> [LocalCheck] {
+        guard let discovery, network.beaconBus == nil else { return [] }
+        let interfaces = await discovery.interfaces
+        if interfaces.isEmpty {
+            let peers = configuration.staticPeers.isEmpty
+            return [LocalCheck(
+                area: "interface", status: peers ? .problem : .ok,
+                finding: peers ? "beacons go out on no interface and to no static peer" : "no multicast interface: beacons go to the static peers only",
+                advice: peers ? "name an interface with --interface, or static peers with --peer" : nil)]
+        }
+        // The loop test: multicast comes back to the sending host; a beacon that does not was
+        // dropped on its way out or in.
+        let before = await discovery.ownBeaconsHeard
+        await discovery.announceNow()
+        var after = before
+        let deadline = ContinuousClock.now + .milliseconds(800)
+        while ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+            after = await discovery.ownBeaconsHeard
+            let sending = interfaces.filter { $0.ipv4 != nil || $0.ipv6 }
+            if sending.allSatisfy({ (after[$0.name] ?? 0) > (before[$0.name] ?? 0) }) { break }
+        }
+        var checks: [LocalCheck] = []
+        for interface in interfaces {
+            guard interface.isUp else {
+                checks.append(LocalCheck(
+                    area: "interface", subject: interface.name, status: .problem, finding: "'\(interface.name)' is down or not there",
+                    advice: "bring it up ('ip link set \(interface.name) up'), or leave it out of --interface; it is used as soon as it is up"))
+                continue
+            }
+            var families: [String] = []
+            if let ipv4 = interface.ipv4 { families.append("IPv4 \(ipv4)") }
+            if interface.ipv6 { families.append("IPv6") }
+            guard !families.isEmpty else {
+                checks.append(LocalCheck(
+                    area: "interface", subject: interface.name, status: .problem, finding: "'\(interface.name)' is up but has no address beacons can go out from",
+                    advice: "give it an address (DHCP, or 'ip address add'), or check 'ip -brief address'"))
+                continue
+            }
+            let cameBack = (after[interface.name] ?? 0) > (before[interface.name] ?? 0)
+            if cameBack {
+                checks.append(LocalCheck(
+                    area: "interface", subject: interface.name, status: .ok,
+                    finding: "'\(interface.name)' is up (\(families.joined(separator: ", "))); a beacon sent now came back"))
+            } else {
+                checks.append(LocalCheck(
+                    area: "interface", subject: interface.name, status: .problem,
+                    finding: "'\(interface.name)' is up (\(families.joined(separator: ", "))), but a beacon sent now did not come back: something drops UDP port \(configuration.discoveryPort) here, most likely a firewall",
+                    advice: "allow UDP port \(configuration.discoveryPort) in ('nft list ruleset' or 'iptables -L' shows the rules), or use static peers (--peer), whose beacons arrive on the link port \(linkPort)"))
+            }
+        }
+        return checks
+    }
+
+    /// A member: heard or not, and if heard, whether its link port answers.
+    func peerCheck(_ name: String, heard: NearbyDevice?) async -> LocalCheck {
+        guard let heard else {
+            return LocalCheck(
+                area: "peer", subject: name, status: .warning, finding: "'\(name)' is not heard: it is off or asleep, its handoffd is not running, it is on another network, or its beacons do not get here",
+                advice: "run 'handoff doctor' on '\(name)' too; across networks or a VPN, name each other with --peer HOST:PORT")
+        }
+        let target = "\(heard.address):\(heard.linkPort)"
+        switch await reachability(host: heard.address, port: Int(heard.linkPort)) {
+        case .member(let device) where device == name:
+            return LocalCheck(area: "peer", subject: name, status: .ok, finding: "'\(name)' is heard, and answers at \(target)")
+        case .member(let device):
+            return LocalCheck(
+                area: "peer", subject: name, status: .warning, finding: "'\(name)' is heard from \(heard.address), but '\(device)' answers at \(target)",
+                advice: "two devices share an address; check the network's address plan")
+        case let other:
+            return LocalCheck(area: "peer", subject: name, status: .problem, finding: "'\(name)' is heard, but \(other.finding(target))", advice: other.advice(linkPort: Int(heard.linkPort)))
+        }
+    }
+
+    func staticPeerCheck(_ peer: HostPort) async -> LocalCheck {
+        switch await reachability(host: peer.host, port: peer.port) {
+        case .member(let device):
+            return LocalCheck(area: "static-peer", subject: peer.description, status: .ok, finding: "'\(device)' answers at \(peer) and accepts this device")
+        case let other:
+            return LocalCheck(
+                area: "static-peer", subject: peer.description, status: .problem, finding: other.finding(peer.description),
+                advice: other.advice(linkPort: peer.port))
+        }
+    }
+
+    /// Beacons that do not open with the account's keys, in the last 10 minutes.
+    func foreignChecks() async -> [LocalCheck] {
+        let recent = (await discovery?.unopenedFrom ?? [:]).filter { $0.value.last.timeIntervalSinceNow > -600 }
+        guard !recent.isEmpty else {
+            return [LocalCheck(area: "other-accounts", status: .ok, finding: "no beacons of another account heard")]
+        }
+        let addresses = recent.keys.sorted()
+        return [LocalCheck(
+            area: "other-accounts", status: .warning,
+            finding: "beacons from \(addresses.joined(separator: ", ")) do not open with this account's keys: the device there is in another Handoff account (same network, different account)",
+            advice: "if it is yours, put it in this account: 'handoff device invite' here, then 'handoff join CODE' there")]
+    }
+
+    /// How far the others' clocks are from this one: beacons more than 30 s off are refused.
+    func clockChecks() async -> [LocalCheck] {
+        let offsets = await discovery?.clockOffsets ?? [:]
+        guard let worst = offsets.max(by: { abs($0.value) < abs($1.value) }) else { return [] }
+        let name = memberName(worst.key)
+        let seconds = abs(worst.value)
+        let described = String(format: "%.1f", seconds)
+        if seconds > 30 {
+            return [LocalCheck(
+                area: "clock", subject: name, status: .problem, finding: "the clock of '\(name)' is \(described) s off this one's: its beacons are refused as too old or from the future",
+                advice: "turn on time synchronisation on both ('timedatectl set-ntp true')")]
+        }
+        if seconds > 5 {
+            return [LocalCheck(
+                area: "clock", subject: name, status: .warning, finding: "the clock of '\(name)' is \(described) s off this one's; beacons are refused past 30 s",
+                advice: "turn on time synchronisation ('timedatectl set-ntp true')")]
+        }
+        return [LocalCheck(area: "clock", status: .ok, finding: "the others' clocks are within \(described) s of this one's")]
+    }
+
+    /// Whether a link can be opened to `host:port`: first plain TCP, to tell a firewall that
+    /// drops the port from a device that is down, then a link, to tell a member from a stranger.
+    func reachability(host: String, port: Int) async -> Reachability {
+        if network.beaconBus == nil {
+            let tcp = await Self.connect(host: host, port: port, timeout: .seconds(2), group: eventLoopGroup)
+            if tcp != .open { return tcp }
+        }
+        do {
+            let link = try await network.open(host: host, port: port, identity: identity, pins: { [pins] in pins.value }, deadline: .seconds(3))
+            link.close()
+            return .member(memberName(link.device))
+        } catch {
+            return error.code == FetchFailure.connectionUnavailable && error.message.contains("cannot be reached") ? .refused : .stranger
+        }
+    }
+
+    /// A plain TCP connection to `host:port`, closed at once.
+    static func connect(host: String, port: Int, timeout: Duration, group: any EventLoopGroup) async -> Reachability {
+        do {
+            let channel = try await ClientBootstrap(group: group)
+                .connectTimeout(.milliseconds(Int64(timeout.seconds * 1000)))
+                .connect(host: host, port: port).get()
+            try? await channel.close()
+            return .open
+        } catch let error as NIOConnectionError {
+            if error.dnsAAAAError != nil && error.dnsAError != nil && error.connectionErrors.isEmpty {
+                return .unresolved
+            }
+            let errnos = error.connectionErrors.compactMap { ($0.error as? IOError)?.errnoCode }
+            if errnos.contains(ECONNREFUSED) { return .refused }
+            if errnos.contains(EHOSTUNREACH) || errnos.contains(ENETUNREACH) { return .unreachable }
+            return .timedOut
+        } catch let error as ChannelError {
+            if case .connectTimeout = error { return .timedOut }
+            return .unreachable
+        } catch let error as IOError {
+            if error.errnoCode == ECONNREFUSED { return .refused }
+            return .unreachable
+        } catch {
+            return .unreachable
+        }
+    }
+}
+
+/// What answers at a device's link port.
+enum Reachability: Equatable, Sendable {
+    /// TCP connects (before the link is tried).
+    case open
+    /// A member of this account, by name.
+    case member(String)
+    /// Something answers, but it is not a member, or does not accept this device.
+    case stranger
+    /// The connection was refused: the host is there, nothing listens on the port.
+    case refused
+    /// No answer at all within the time: a firewall on the way drops the port, or the host is gone.
+    case timedOut
+    /// No route to the host.
+    case unreachable
+    /// The name does not resolve.
+    case unresolved
+
+    func finding(_ target: String) -> String {
+        switch self {
+        case .open, .member: return "\(target) answers"
+        case .stranger: return "something answers at \(target), but it is not a device of this account, or it does not accept this one"
+        case .refused: return "\(target) refuses the connection: the host is there, but nothing listens on that port (handoffd not running, or on another port)"
+        case .timedOut: return "nothing answers at \(target) at all: a firewall on the way drops the port, or the host is off"
+        case .unreachable: return "there is no route to \(target)"
+        case .unresolved: return "the name in \(target) does not resolve"
+        }
+    }
+
+    func advice(linkPort: Int) -> String? {
+        switch self {
+        case .open, .member: return nil
+        case .stranger: return "check that both are in the same account ('handoff devices' on each); a device removed from the account is refused"
+        case .refused: return "start handoffd there, and check its --listen"
+        case .timedOut: return "allow TCP port \(linkPort) in on that host's firewall (and UDP \(linkPort) for static peers' beacons)"
+        case .unreachable: return "check the network between the two (routes, VPN)"
+        case .unresolved: return "check the name, or give the address"
+        }
+    }
+}
