@@ -315,7 +315,7 @@ public actor Agent {
             allMulticastInterfaces: configuration.interfaces == nil,
             // Beacons go out over the families links are taken on: their source is where a link is opened.
             ipv4: !listenHost.contains(":") || listenHost == "::", ipv6: listenHost.contains(":"),
-            refreshInterval: configuration.refreshInterval,
+            refreshInterval: configuration.refreshInterval, idleRefreshInterval: configuration.idleRefreshInterval,
             expiry: configuration.expiry, unicastListen: (listenHost, linkPort),
             staticPeers: configuration.staticPeers.map { ($0.host, $0.port) })
         let made = Discovery(

@@ -20,7 +20,10 @@ public struct AgentConfiguration: Sendable {
     public var staticPeers: [HostPort]
     /// The multicast group's port.
     public var discoveryPort: Int
+    /// How often the beacon is repeated while an activity is offered, and without one.
     public var refreshInterval: Duration
+    public var idleRefreshInterval: Duration
+    /// How long a device stays listed without a beacon (longer for one that refreshes less often).
     public var expiry: Duration
     /// How long an app has to save its activity for a continuation (then 4610).
     public var saveDeadline: Duration
@@ -48,7 +51,8 @@ public struct AgentConfiguration: Sendable {
         interfaces: [String]? = nil, staticPeers: [HostPort] = [], discoveryPort: Int = 47_168, refreshInterval: Duration = .seconds(15),
         expiry: Duration = .seconds(45), saveDeadline: Duration = .seconds(5), fetchDeadline: Duration = .seconds(10),
         launchDeadline: Duration = .seconds(10), maximumPayload: Int = 64 * 1024, browserCommand: [String] = ["xdg-open"],
-        defaultBrowser: String? = nil, servesLocalSocket: Bool = true, idleRelease: Duration? = nil
+        defaultBrowser: String? = nil, servesLocalSocket: Bool = true, idleRelease: Duration? = nil,
+        idleRefreshInterval: Duration = .seconds(60)
     ) {
         self.stateDirectory = stateDirectory
         self.socketPath = socketPath
@@ -67,6 +71,7 @@ public struct AgentConfiguration: Sendable {
         self.defaultBrowser = defaultBrowser
         self.servesLocalSocket = servesLocalSocket
         self.idleRelease = idleRelease
+        self.idleRefreshInterval = idleRefreshInterval
     }
 
     /// `$XDG_STATE_HOME/handoff`, or `~/.local/state/handoff`.

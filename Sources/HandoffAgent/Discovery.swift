@@ -26,6 +26,9 @@ public struct DiscoveryConfiguration: Sendable {
     public var ipv6: Bool
     /// How often an unchanged announcement is repeated. A change is announced at once.
     public var refreshInterval: Duration
+    /// How often a device with no current activity repeats its beacon: rarely, since there is
+    /// nothing to offer, only presence.
+    public var idleRefreshInterval: Duration
     /// How long a device stays listed without a beacon from it.
     public var expiry: Duration
     /// How far a beacon's time may be from this device's clock.
@@ -40,7 +43,8 @@ public struct DiscoveryConfiguration: Sendable {
     public init(
         group: String = "239.255.71.68", groupV6: String = "ff02::4846", port: Int = 47_168, interfaces: [String],
         allMulticastInterfaces: Bool = false, interfaceScan: Duration = .seconds(2), ipv4: Bool = true, ipv6: Bool = true,
-        refreshInterval: Duration = .seconds(15), expiry: Duration = .seconds(45), replayWindow: TimeInterval = 30,
+        refreshInterval: Duration = .seconds(15), idleRefreshInterval: Duration = .seconds(60), expiry: Duration = .seconds(45),
+        replayWindow: TimeInterval = 30,
         unicastListen: (host: String, port: Int)? = nil, staticPeers: [(host: String, port: Int)] = []
     ) {
         self.group = group
@@ -52,6 +56,7 @@ public struct DiscoveryConfiguration: Sendable {
         self.ipv4 = ipv4
         self.ipv6 = ipv6
         self.refreshInterval = refreshInterval
+        self.idleRefreshInterval = idleRefreshInterval
         self.expiry = expiry
         self.replayWindow = replayWindow
         self.unicastListen = unicastListen
@@ -69,6 +74,8 @@ public struct NearbyDevice: Sendable, Hashable {
     public var lastHeard: Date
     /// The account's revision as that device knows it.
     public var accountRevision: UInt64 = 0
+    /// How often it says it repeats its beacon (nil: it did not say).
+    public var refreshSeconds: UInt16?
 }
 
 /// A device heard with a beacon key the account has retired: a member that missed a change
@@ -168,7 +175,7 @@ public actor Discovery {
     /// last beacon, opened whether or not its time was within the window.
     public private(set) var clockOffsets: [UUID: TimeInterval] = [:]
     /// The last datagrams received, to tell a copy (another family or interface) from a replay.
-    private var recentDatagrams: [(digest: [UInt8], via: String, at: ContinuousClock.Instant)] = []
+    private var recentDatagrams: [(digest: [UInt8], via: String, at: ContinuousClock.Instant, sender: UUID?)] = []
     private var sequence: UInt64
     private var current: BeaconActivity?
     private var replayGuard: BeaconReplayGuard
@@ -179,6 +186,14 @@ public actor Discovery {
     private var lastGreeting = ContinuousClock.now - .seconds(60)
     private var greetingScheduled = false
     private var stopped = false
+    /// The next refresh, restarted by every beacon sent.
+    private var refreshTask: Task<Void, Never>?
+    /// Whether the next beacon asks the others to answer at once (after a start, or an
+    /// interface coming up).
+    private var askForAnswers = true
+    /// When each device was last heard over IPv4, and over IPv6 on which interfaces: a
+    /// refresh goes over IPv6 only where some device is heard over nothing else.
+    private var familiesHeard: [UUID: (v4: Date?, v6: [String: Date])] = [:]
     public private(set) var statistics = DiscoveryStatistics()
 
     /// - Parameters:
@@ -233,13 +248,6 @@ public actor Discovery {
                 await self?.receive(datagram.bytes, from: datagram.from, via: datagram.via, interface: datagram.interface)
             }
         })
-        tasks.append(Task { [weak self, refresh = configuration.refreshInterval] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: refresh)
-                await self?.resolveStaticPeers()
-                try? await self?.send()
-            }
-        })
         if bus == nil {
             tasks.append(Task { [weak self, scan = configuration.interfaceScan] in
                 while !Task.isCancelled {
@@ -263,6 +271,8 @@ public actor Discovery {
         bus?.bus.unsubscribe(device)
         for task in tasks { task.cancel() }
         tasks = []
+        refreshTask?.cancel()
+        refreshTask = nil
         for channel in paths.values { try? await channel.close() }
         paths = [:]
         for channel in unicastChannels { try? await channel.close() }
@@ -311,19 +321,33 @@ public actor Discovery {
 
     // MARK: Sending
 
-    private func send() async throws {
+    /// How often the beacon is repeated now: often while an activity is offered, rarely without.
+    private var currentRefresh: Duration {
+        current == nil ? configuration.idleRefreshInterval : configuration.refreshInterval
+    }
+
+    /// Sends a beacon on every path and to every static peer. A refresh (`refresh: true`)
+    /// skips IPv6 on an interface whose devices are all heard over IPv4 as well.
+    private func send(refresh: Bool = false) async throws {
         // A cancelled timer's sleep returns at once: a stopped discovery sends nothing more.
         guard !stopped, !paths.isEmpty || !unicastChannels.isEmpty || bus != nil else { return }
         sequence += 1
-        let content = BeaconContent(sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision)
+        let interval = currentRefresh
+        let content = BeaconContent(
+            sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision,
+            refreshSeconds: UInt16(clamping: Int(interval.seconds.rounded(.up))), asksForAnswers: askForAnswers)
+        askForAnswers = false
         let beacon = try Beacon.seal(content, with: keys[0])
+        scheduleRefresh(after: interval)
         if let bus {
             bus.bus.post(beacon, from: bus.address, by: device)
             return
         }
+        let v4Interfaces = Set(paths.keys.filter { $0.family == .v4 }.map(\.interface))
         // One interface going down does not keep the beacon from the others.
         for (path, channel) in paths {
             guard let group = path.family == .v4 ? groupAddress : groupAddressV6 else { continue }
+            if refresh, path.family == .v6, v4Interfaces.contains(path.interface), !needsIPv6(on: path.interface) { continue }
             let buffer = channel.allocator.buffer(bytes: beacon)
             try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: group, data: buffer))
         }
@@ -332,6 +356,40 @@ public actor Discovery {
             guard let channel = unicastChannels.first(where: { $0.localAddress?.protocol == peer.protocol }) else { continue }
             let buffer = channel.allocator.buffer(bytes: beacon)
             try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: peer, data: buffer))
+        }
+    }
+
+    /// The next refresh, `interval` from now give or take a tenth (so that devices started
+    /// together do not stay in step, and the timing does not mark a device).
+    private func scheduleRefresh(after interval: Duration) {
+        refreshTask?.cancel()
+        let jittered = interval * Double.random(in: 0.9...1.0)
+        refreshTask = Task { [weak self] in
+            try? await Task.sleep(for: jittered)
+            guard !Task.isCancelled else { return }
+            await self?.refresh()
+        }
+    }
+
+    private func refresh() async {
+        await resolveStaticPeers()
+        try? await send(refresh: true)
+    }
+
+    /// Whether some device is heard over IPv6 on `interface` and not over IPv4 lately.
+    private func needsIPv6(on interface: String) -> Bool {
+        let recent = Date().addingTimeInterval(-configuration.expiry.seconds)
+        return familiesHeard.values.contains { heard in
+            (heard.v6[interface].map { $0 > recent } ?? false) && !(heard.v4.map { $0 > recent } ?? false)
+        }
+    }
+
+    private func noteFamily(of sender: UUID, from address: String, interface: String?) {
+        guard let interface else { return }
+        if address.contains(":") {
+            familiesHeard[sender, default: (nil, [:])].v6[interface] = Date()
+        } else {
+            familiesHeard[sender, default: (nil, [:])].v4 = Date()
         }
     }
 
@@ -367,12 +425,13 @@ public actor Discovery {
         let now = ContinuousClock.now
         let digest = Array(bytes.prefix(16))
         recentDatagrams.removeAll { now - $0.at > .seconds(2) }
-        if recentDatagrams.contains(where: { $0.digest == digest && $0.via != via }) {
+        if let first = recentDatagrams.first(where: { $0.digest == digest && $0.via != via }) {
             statistics.duplicates += 1
+            if let sender = first.sender { noteFamily(of: sender, from: address, interface: interface) }
             return
         }
         if recentDatagrams.count >= 256 { recentDatagrams.removeFirst() }
-        recentDatagrams.append((digest, via, now))
+        recentDatagrams.append((digest, via, now, nil))
         guard let content = Beacon.open(bytes, with: keys) else {
             statistics.unopened += 1
             if unopenedFrom[address] == nil && unopenedFrom.count >= 32, let oldest = unopenedFrom.min(by: { $0.value.last < $1.value.last }) {
@@ -394,6 +453,8 @@ public actor Discovery {
         switch replayGuard.admit(content) {
         case .accepted:
             statistics.accepted += 1
+            if let last = recentDatagrams.indices.last, recentDatagrams[last].digest == digest { recentDatagrams[last].sender = content.sender }
+            noteFamily(of: content.sender, from: address, interface: interface)
         case .replayed:
             statistics.replayed += 1
             return
@@ -404,10 +465,12 @@ public actor Discovery {
         }
         let heard = NearbyDevice(
             sender: content.sender, address: address, linkPort: content.linkPort, activity: content.activity, lastHeard: Date(),
-            accountRevision: content.accountRevision)
+            accountRevision: content.accountRevision, refreshSeconds: content.refreshSeconds)
         let previous = devices[content.sender]
         devices[content.sender] = heard
-        if previous == nil {
+        // A newcomer, or a device that asks (it just started, or its interface came back),
+        // hears this one at once.
+        if previous == nil || content.asksForAnswers {
             greet()
         }
         if previous?.activity != heard.activity || previous?.address != heard.address || previous?.linkPort != heard.linkPort
@@ -453,10 +516,15 @@ public actor Discovery {
         try? await send()
     }
 
+    /// Drops devices not heard for the expiry, or for three of their own refresh intervals
+    /// when those are longer.
     private func expire() {
-        let limit = Date().addingTimeInterval(-configuration.expiry.seconds)
-        for (sender, entry) in devices where entry.lastHeard < limit {
+        let now = Date()
+        for (sender, entry) in devices {
+            let keep = max(configuration.expiry.seconds, 3 * Double(entry.refreshSeconds ?? 0))
+            guard now.timeIntervalSince(entry.lastHeard) > keep else { continue }
             devices[sender] = nil
+            familiesHeard[sender] = nil
             publish(.gone(sender))
         }
     }
@@ -521,6 +589,7 @@ public actor Discovery {
         }
         interfaces = report
         if changed && announce {
+            askForAnswers = true
             try? await send()
         }
     }

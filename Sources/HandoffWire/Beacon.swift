@@ -48,8 +48,17 @@ public struct BeaconContent: Sendable, Hashable {
     /// The revision of the account as the sender knows it: a member that is behind is sent
     /// the changes it missed.
     public var accountRevision: UInt64
+    /// How often, in seconds, the sender repeats its beacon while nothing changes; a receiver
+    /// keeps it listed for three of these. Nil from a version 1 beacon.
+    public var refreshSeconds: UInt16?
+    /// Set by a device that just started or whose interface just came (back): devices that
+    /// hear it answer with a beacon at once instead of at their next refresh.
+    public var asksForAnswers: Bool
 
-    public init(sender: UUID, sequence: UInt64, timestamp: Date, linkPort: UInt16, activity: BeaconActivity?, accountRevision: UInt64 = 0) {
+    public init(
+        sender: UUID, sequence: UInt64, timestamp: Date, linkPort: UInt16, activity: BeaconActivity?, accountRevision: UInt64 = 0,
+        refreshSeconds: UInt16? = nil, asksForAnswers: Bool = false
+    ) {
         self.sender = sender
         self.sequence = sequence
         // The wire keeps milliseconds; keep the value in step so that a round trip is equal.
@@ -57,6 +66,8 @@ public struct BeaconContent: Sendable, Hashable {
         self.linkPort = linkPort
         self.activity = activity
         self.accountRevision = accountRevision
+        self.refreshSeconds = refreshSeconds
+        self.asksForAnswers = asksForAnswers
     }
 }
 
@@ -107,7 +118,8 @@ public enum Beacon {
     static let nonceSize = 12
     static let tagSize = 16
     static let plaintextSize = size - nonceSize - tagSize
-    static let version: UInt8 = 1
+    /// Version 2 adds the refresh interval and the request for answers; version 1 is still read.
+    static let version: UInt8 = 2
     /// Binds the ciphertext to its purpose, so no other sealed message of ours opens as a beacon.
     static let context = Array("handoff beacon v1".utf8)
 
@@ -156,6 +168,10 @@ public enum Beacon {
         out.append(UInt8(content.linkPort >> 8))
         out.append(UInt8(content.linkPort & 0xFF))
         append(content.accountRevision, to: &out)
+        let refresh = content.refreshSeconds ?? 0
+        out.append(UInt8(refresh >> 8))
+        out.append(UInt8(refresh & 0xFF))
+        out.append(content.asksForAnswers ? 1 : 0)
         if let activity = content.activity {
             let type = Array(activity.activityType.utf8)
             guard type.count <= maximumActivityTypeBytes else {
@@ -188,10 +204,18 @@ public enum Beacon {
 
     static func decode(_ bytes: [UInt8]) -> BeaconContent? {
         var reader = ByteReader(bytes)
-        guard reader.byte() == version, let kind = reader.byte().flatMap(Kind.init(rawValue:)),
+        guard let format = reader.byte(), format == 1 || format == version, let kind = reader.byte().flatMap(Kind.init(rawValue:)),
             let sequence = reader.uint64(), let milliseconds = reader.uint64(), let sender = reader.uuid(),
             let portHigh = reader.byte(), let portLow = reader.byte(), let revision = reader.uint64()
         else { return nil }
+        var refreshSeconds: UInt16?
+        var asksForAnswers = false
+        if format >= 2 {
+            guard let high = reader.byte(), let low = reader.byte(), let options = reader.byte(), options & ~1 == 0 else { return nil }
+            let refresh = UInt16(high) << 8 | UInt16(low)
+            refreshSeconds = refresh == 0 ? nil : refresh
+            asksForAnswers = options & 1 != 0
+        }
         var activity: BeaconActivity?
         if kind == .activity {
             guard let flags = reader.byte(), flags & ~0x0F == 0, let id = reader.uuid(),
@@ -206,7 +230,8 @@ public enum Beacon {
         return BeaconContent(
             sender: sender, sequence: sequence,
             timestamp: Date(timeIntervalSince1970: Double(Int64(bitPattern: milliseconds)) / 1000),
-            linkPort: UInt16(portHigh) << 8 | UInt16(portLow), activity: activity, accountRevision: revision)
+            linkPort: UInt16(portHigh) << 8 | UInt16(portLow), activity: activity, accountRevision: revision,
+            refreshSeconds: refreshSeconds, asksForAnswers: asksForAnswers)
     }
 
     /// The UTF-8 of `text`, shortened at a character boundary with "…" to fit `limit` bytes.

@@ -218,6 +218,8 @@ struct Watch: AsyncParsableCommand {
                 print("offered  \(offer.deviceName): \(offer.activity.title ?? offer.activity.activityType)  [\(offer.handler ?? "no app here")]  \(offer.activity.id.uuidString.lowercased())")
             }
         }
+        // What is offered already reaches a pipe at once, not at the first change.
+        fflush(nil)
         for await event in events {
             if json {
                 printJSON(event)

@@ -11,12 +11,12 @@ import Testing
 struct DiscoveryTests {
     let port = Int.random(in: 40_000..<60_000)
 
-    func configuration(expiry: Duration = .seconds(45)) -> DiscoveryConfiguration {
-        DiscoveryConfiguration(port: port, interfaces: ["lo"], refreshInterval: .seconds(30), expiry: expiry)
+    func configuration(expiry: Duration = .seconds(45), refresh: Duration = .seconds(30)) -> DiscoveryConfiguration {
+        DiscoveryConfiguration(port: port, interfaces: ["lo"], refreshInterval: refresh, idleRefreshInterval: refresh, expiry: expiry)
     }
 
-    func agent(_ key: BeaconKey, expiry: Duration = .seconds(45)) async throws -> Discovery {
-        let discovery = Discovery(device: UUID(), keys: [key], linkPort: 50_000, configuration: configuration(expiry: expiry))
+    func agent(_ key: BeaconKey, expiry: Duration = .seconds(45), refresh: Duration = .seconds(30), device: UUID = UUID()) async throws -> Discovery {
+        let discovery = Discovery(device: device, keys: [key], linkPort: 50_000, configuration: configuration(expiry: expiry, refresh: refresh))
         try await discovery.start()
         return discovery
     }
@@ -91,7 +91,7 @@ struct DiscoveryTests {
     @Test("A device that falls silent is gone after the expiry")
     func expiry() async throws {
         let key = BeaconKey.generate()
-        let a = try await agent(key), b = try await agent(key, expiry: .milliseconds(400))
+        let a = try await agent(key, refresh: .milliseconds(100)), b = try await agent(key, expiry: .milliseconds(400))
         let events = await b.changes()
         try await a.announce(notes)
         _ = await next(events) { if case .heard = $0 { true } else { false } }
@@ -117,6 +117,38 @@ struct DiscoveryTests {
         #expect(after.accepted == 1)
         #expect(await b.nearby.map(\.sender) == [sender])
         await b.stop()
+    }
+
+    @Test("A device that says it refreshes rarely stays listed for three of its intervals, not just the expiry")
+    func rareRefresh() async throws {
+        let key = BeaconKey.generate()
+        let a = try await agent(key, refresh: .seconds(1)), b = try await agent(key, expiry: .milliseconds(300))
+        let events = await b.changes()
+        try await a.announce(notes)
+        _ = await next(events) { if case .heard = $0 { true } else { false } }
+        await a.stop()
+        try await Task.sleep(for: .milliseconds(1_200))
+        #expect(await b.nearby.map(\.sender) == [a.device], "gone before three of its 1 s intervals")
+        let gone = await next(events) { $0 == .gone(a.device) }
+        #expect(gone != nil)
+        await b.stop()
+    }
+
+    @Test("A device whose interface comes back asks, and the others answer at once rather than at their next refresh")
+    func asksForAnswers() async throws {
+        let key = BeaconKey.generate()
+        let a = try await agent(key), b = try await agent(key)
+        try await b.announce(notes)
+        let events = await a.changes()
+        _ = await next(events) { if case .heard(let device) = $0 { device.sender == b.device } else { false } }
+        // A starts again as the same device (as after its interface came back): B knows it, so
+        // only A's request makes B answer before its 30 s refresh.
+        await a.stop()
+        try await Task.sleep(for: .milliseconds(1_100))
+        let again = try await agent(key, device: a.device)
+        let answered = await waitUntil(5) { await again.nearby.contains { $0.activity == notes } }
+        #expect(answered, "B did not answer A's request")
+        await again.stop(); await b.stop()
     }
 
     @Test("An interface that is not there is reported as down, and discovery starts anyway (it is used once it appears)")

@@ -115,11 +115,31 @@ struct BeaconTests {
         plaintext[plaintext.count - 1] = 1
         #expect(Beacon.decode(plaintext) == nil)
         plaintext = try Beacon.encode(content())
-        plaintext[0] = 2
+        plaintext[0] = 3
+        #expect(Beacon.decode(plaintext) == nil)
+        // Options the version does not know.
+        plaintext = try Beacon.encode(content())
+        plaintext[46] = 2
         #expect(Beacon.decode(plaintext) == nil)
         plaintext = try Beacon.encode(content())
         plaintext[1] = 7
         #expect(Beacon.decode(plaintext) == nil)
+    }
+
+    @Test("Version 2 carries the refresh interval and the request for answers; a version 1 beacon still opens")
+    func versions() throws {
+        let editing = self.editing
+        var withOptions = content(activity: editing)
+        withOptions.refreshSeconds = 60
+        withOptions.asksForAnswers = true
+        #expect(Beacon.decode(try Beacon.encode(withOptions)) == withOptions)
+        // A version 1 sealed part: the same fields without the three bytes of version 2.
+        var old = try Beacon.encode(content(activity: editing))
+        old.removeSubrange(44..<47)
+        old.append(contentsOf: [0, 0, 0])
+        old[0] = 1
+        let opened = try #require(Beacon.decode(old))
+        #expect(opened.activity == editing && opened.refreshSeconds == nil && !opened.asksForAnswers)
     }
 
     @Test("A key of the wrong length is refused")
