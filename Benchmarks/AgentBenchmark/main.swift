@@ -456,6 +456,14 @@ case "tls-server"?:
 case "tls-client"?:
     let arguments = CommandLine.arguments
     try await runTLSClient(folder: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!)
+case "mcast-recv"?:
+    let arguments = CommandLine.arguments
+    runMulticastReceiver(group: arguments[2], port: Int(arguments[3])!, local: arguments[4], count: Int(arguments[5])!)
+case "mcast-send"?:
+    let arguments = CommandLine.arguments
+    runMulticastSender(group: arguments[2], port: Int(arguments[3])!, local: arguments[4], count: Int(arguments[5])!)
+case "discovery"?:
+    try await discoveryBenchmark()
 default:
     try await orchestrate()
 }

@@ -52,7 +52,7 @@ public struct AgentConfiguration: Sendable {
         expiry: Duration = .seconds(45), saveDeadline: Duration = .seconds(5), fetchDeadline: Duration = .seconds(10),
         launchDeadline: Duration = .seconds(10), maximumPayload: Int = 64 * 1024, browserCommand: [String] = ["xdg-open"],
         defaultBrowser: String? = nil, servesLocalSocket: Bool = true, idleRelease: Duration? = nil,
-        idleRefreshInterval: Duration = .seconds(60)
+        idleRefreshInterval: Duration = .seconds(90)
     ) {
         self.stateDirectory = stateDirectory
         self.socketPath = socketPath

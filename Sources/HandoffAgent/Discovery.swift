@@ -43,7 +43,7 @@ public struct DiscoveryConfiguration: Sendable {
     public init(
         group: String = "239.255.71.68", groupV6: String = "ff02::4846", port: Int = 47_168, interfaces: [String],
         allMulticastInterfaces: Bool = false, interfaceScan: Duration = .seconds(2), ipv4: Bool = true, ipv6: Bool = true,
-        refreshInterval: Duration = .seconds(15), idleRefreshInterval: Duration = .seconds(60), expiry: Duration = .seconds(45),
+        refreshInterval: Duration = .seconds(15), idleRefreshInterval: Duration = .seconds(90), expiry: Duration = .seconds(45),
         replayWindow: TimeInterval = 30,
         unicastListen: (host: String, port: Int)? = nil, staticPeers: [(host: String, port: Int)] = []
     ) {
@@ -188,6 +188,12 @@ public actor Discovery {
     private var stopped = false
     /// The next refresh, restarted by every beacon sent.
     private var refreshTask: Task<Void, Never>?
+    /// News of interfaces from the kernel, when it can be had.
+    private var interfaceWatcher: InterfaceWatcher?
+    private var rescanScheduled = false
+    /// One look at the interfaces at a time; a request meanwhile makes one more after it.
+    private var scanning = false
+    private var scanAgain = false
     /// Whether the next beacon asks the others to answer at once (after a start, or an
     /// interface coming up).
     private var askForAnswers = true
@@ -249,7 +255,13 @@ public actor Discovery {
             }
         })
         if bus == nil {
-            tasks.append(Task { [weak self, scan = configuration.interfaceScan] in
+            // The kernel tells of changes at once; the look every few seconds is what is left
+            // where it cannot (and a safety net where it can).
+            interfaceWatcher = InterfaceWatcher.start { [weak self] in
+                Task { await self?.interfacesChanged() }
+            }
+            let scan = interfaceWatcher == nil ? configuration.interfaceScan : configuration.interfaceScan * 5
+            tasks.append(Task { [weak self] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: scan)
                     await self?.followInterfaces(announce: true)
@@ -273,6 +285,8 @@ public actor Discovery {
         tasks = []
         refreshTask?.cancel()
         refreshTask = nil
+        interfaceWatcher?.stop()
+        interfaceWatcher = nil
         for channel in paths.values { try? await channel.close() }
         paths = [:]
         for channel in unicastChannels { try? await channel.close() }
@@ -335,7 +349,7 @@ public actor Discovery {
         let interval = currentRefresh
         let content = BeaconContent(
             sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision,
-            refreshSeconds: UInt16(clamping: Int(interval.seconds.rounded(.up))), asksForAnswers: askForAnswers)
+            refreshSeconds: UInt16(clamping: Int((interval.seconds * 1.05).rounded(.up))), asksForAnswers: askForAnswers)
         askForAnswers = false
         let beacon = try Beacon.seal(content, with: keys[0])
         scheduleRefresh(after: interval)
@@ -359,11 +373,11 @@ public actor Discovery {
         }
     }
 
-    /// The next refresh, `interval` from now give or take a tenth (so that devices started
+    /// The next refresh, `interval` from now give or take a twentieth (so that devices started
     /// together do not stay in step, and the timing does not mark a device).
     private func scheduleRefresh(after interval: Duration) {
         refreshTask?.cancel()
-        let jittered = interval * Double.random(in: 0.9...1.0)
+        let jittered = interval * Double.random(in: 0.95...1.05)
         refreshTask = Task { [weak self] in
             try? await Task.sleep(for: jittered)
             guard !Task.isCancelled else { return }
@@ -531,9 +545,32 @@ public actor Discovery {
 
     // MARK: Sockets
 
+    /// The kernel said an interface or address changed: look again shortly (news comes in
+    /// bursts: a link coming up, then its addresses).
+    private func interfacesChanged() async {
+        guard !rescanScheduled else { return }
+        rescanScheduled = true
+        try? await Task.sleep(for: .milliseconds(50))
+        rescanScheduled = false
+        await followInterfaces(announce: true)
+    }
+
     /// Looks at the interfaces again: opens sockets on those that came up or changed address,
     /// closes those on interfaces that went down or away, and announces at once on a change.
     private func followInterfaces(announce: Bool) async {
+        guard !scanning else {
+            scanAgain = true
+            return
+        }
+        scanning = true
+        defer { scanning = false }
+        repeat {
+            scanAgain = false
+            await lookAtInterfaces(announce: announce)
+        } while scanAgain
+    }
+
+    private func lookAtInterfaces(announce: Bool) async {
         guard !stopped, let sink = datagramSink else { return }
         let devices = (try? System.enumerateDevices()) ?? []
         let names: [String]
