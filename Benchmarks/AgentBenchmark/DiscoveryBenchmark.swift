@@ -124,12 +124,7 @@ func discoveryBenchmark() async throws {
             "--interface", "eth0", "--log-level", "error",
         ])))
     }
-    await waitFor("the agents to start") { FileManager.default.fileExists(atPath: a.socket) && FileManager.default.fileExists(atPath: b.socket) }
-    _ = await call(a, .createAccount(name: "bench"))
-    let code = await call(a, .invite(token: true, host: a.address, lifetime: 60)).invitation!.code
-    _ = await call(b, .join(code: code))
-    _ = await call(b, .awaitJoinResult)
-    await waitFor("the devices to hear each other") { (await call(b, .devices).devices ?? []).contains { $0.isNearby && !$0.isThisDevice } }
+    await pair(a, b)
 
     let origin = try LocalClient(path: a.socket, role: .app)
     let heard = HeardActivities()

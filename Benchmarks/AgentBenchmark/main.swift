@@ -206,6 +206,16 @@ func waitFor(_ what: String, seconds: Double = 20, _ condition: () async -> Bool
     fail("timed out waiting for \(what)")
 }
 
+/// Waits for both agents, puts them in one account with a token, and waits until they hear each other.
+func pair(_ a: Host, _ b: Host) async {
+    await waitFor("the agents to start") { FileManager.default.fileExists(atPath: a.socket) && FileManager.default.fileExists(atPath: b.socket) }
+    _ = await call(a, .createAccount(name: "bench"))
+    let code = await call(a, .invite(token: true, host: a.address, lifetime: 60)).invitation!.code
+    _ = await call(b, .join(code: code))
+    _ = await call(b, .awaitJoinResult)
+    await waitFor("the devices to hear each other") { (await call(b, .devices).devices ?? []).contains { $0.isNearby && !$0.isThisDevice } }
+}
+
 /// Resident memory (kB) and CPU time (clock ticks) of a process, from /proc.
 func usage(_ pid: Int32) -> (rssKB: Int, ticks: Int) {
     let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
@@ -270,12 +280,7 @@ func orchestrate() async throws {
             "--log-level", "error",
         ])))
     }
-    await waitFor("the agents to start") { FileManager.default.fileExists(atPath: a.socket) && FileManager.default.fileExists(atPath: b.socket) }
-    _ = await call(a, .createAccount(name: "bench"))
-    let code = await call(a, .invite(token: true, host: a.address, lifetime: 60)).invitation!.code
-    _ = await call(b, .join(code: code))
-    _ = await call(b, .awaitJoinResult)
-    await waitFor("the devices to hear each other") { (await call(b, .devices).devices ?? []).contains { $0.isNearby && !$0.isThisDevice } }
+    await pair(a, b)
 
     // The receiving app: this very program, installed on B.
     let app = "\(root)/Receiver.app"
