@@ -142,6 +142,16 @@ struct BeaconTests {
         #expect(opened.activity == editing && opened.refreshSeconds == nil && !opened.asksForAnswers)
     }
 
+    @Test("No byte of a sealed beacon is the same in every beacon: nothing in clear marks a sender, a version or a key")
+    func nothingInClear() throws {
+        let key = BeaconKey.generate()
+        let beacons = try (0..<64).map { _ in try Beacon.seal(content(activity: nil), with: key) }
+        for position in 0..<Beacon.size {
+            let values = Set(beacons.map { $0[position] })
+            #expect(values.count > 1, "byte \(position) is \(values.first!) in all 64 beacons")
+        }
+    }
+
     @Test("A key of the wrong length is refused")
     func badKey() throws {
         #expect(throws: BeaconError.badKey(length: 16)) { try BeaconKey(rawRepresentation: [UInt8](repeating: 1, count: 16)) }
