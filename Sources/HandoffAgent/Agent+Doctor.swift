@@ -146,7 +146,14 @@ extension Agent {
     /// How far the others' clocks are from this one: beacons more than 30 s off are refused.
     func clockChecks() async -> [LocalCheck] {
         let offsets = await discovery?.clockOffsets ?? [:]
-        guard let worst = offsets.max(by: { abs($0.value) < abs($1.value) }) else { return [] }
+        let refused = await discovery?.statistics.outsideWindow ?? 0
+        guard let worst = offsets.max(by: { abs($0.value) < abs($1.value) }) else {
+            guard refused > 0 else { return [] }
+            return [LocalCheck(
+                area: "clock", status: .problem,
+                finding: "\(refused) beacons of this account were refused as more than 30 s from this device's clock: a device's clock is off (or old beacons are being sent again)",
+                advice: "turn on time synchronisation on every device ('timedatectl set-ntp true')")]
+        }
         let name = memberName(worst.key)
         let seconds = abs(worst.value)
         let described = String(format: "%.1f", seconds)
@@ -175,7 +182,11 @@ extension Agent {
             link.close()
             return .member(memberName(link.device))
         } catch {
-            return error.code == FetchFailure.connectionUnavailable && error.message.contains("cannot be reached") ? .refused : .stranger
+            if error.message.contains("cannot be reached") { return .refused }
+            // The port takes connections, but the link did not come up: a handshake refused
+            // (not a member, or removed), or something that is not handoffd there.
+            if error.message.contains("did not answer") || error.message.contains("timed out") { return .silent }
+            return .stranger
         }
     }
 
@@ -215,6 +226,8 @@ enum Reachability: Equatable, Sendable {
     case member(String)
     /// Something answers, but it is not a member, or does not accept this device.
     case stranger
+    /// The port takes connections, but nothing speaks Handoff's link there in time.
+    case silent
     /// The connection was refused: the host is there, nothing listens on the port.
     case refused
     /// No answer at all within the time: a firewall on the way drops the port, or the host is gone.
@@ -228,6 +241,7 @@ enum Reachability: Equatable, Sendable {
         switch self {
         case .open, .member: return "\(target) answers"
         case .stranger: return "something answers at \(target), but it is not a device of this account, or it does not accept this one"
+        case .silent: return "\(target) takes connections, but no Handoff link comes up there in time: another program may have the port, or the device is overloaded"
         case .refused: return "\(target) refuses the connection: the host is there, but nothing listens on that port (handoffd not running, or on another port)"
         case .timedOut: return "nothing answers at \(target) at all: a firewall on the way drops the port, or the host is off"
         case .unreachable: return "there is no route to \(target)"
@@ -239,6 +253,7 @@ enum Reachability: Equatable, Sendable {
         switch self {
         case .open, .member: return nil
         case .stranger: return "check that both are in the same account ('handoff devices' on each); a device removed from the account is refused"
+        case .silent: return "check what listens on port \(linkPort) there ('ss -ltnp')"
         case .refused: return "start handoffd there, and check its --listen"
         case .timedOut: return "allow TCP port \(linkPort) in on that host's firewall (and UDP \(linkPort) for static peers' beacons)"
         case .unreachable: return "check the network between the two (routes, VPN)"

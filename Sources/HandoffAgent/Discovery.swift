@@ -153,12 +153,14 @@ public actor Discovery {
     /// One multicast socket per interface and address family.
     private var paths: [MulticastPath: any Channel] = [:]
     /// Paths that failed to open, so that each failure is logged once.
-    private var failedPaths: Set<MulticastPath> = []
+    private var failedPaths: [MulticastPath: ContinuousClock.Instant] = [:]
     private var datagramSink: AsyncStream<Datagram>.Continuation?
     /// The sockets static peers' beacons arrive on and this device's go out from: IPv4 and,
     /// where it can, IPv6.
     private var unicastChannels: [any Channel] = []
-    private var staticPeerAddresses: [SocketAddress] = []
+    /// The static peers' last addresses, by `host:port` as configured.
+    private var staticPeerAddresses: [String: SocketAddress] = [:]
+    private var resolvingPeers = false
     /// Static peers whose name did not resolve, so that it is logged once.
     private var unresolvedPeers: Set<String> = []
     private var groupAddress: SocketAddress?
@@ -174,6 +176,8 @@ public actor Discovery {
     /// How far each device's clock is from this one's (positive: it is behind), from its
     /// last beacon, opened whether or not its time was within the window.
     public private(set) var clockOffsets: [UUID: TimeInterval] = [:]
+    /// The beacons this device sent last, to know its own when they come back.
+    private var sentBeacons: [[UInt8]] = []
     /// The last datagrams received, to tell a copy (another family or interface) from a replay.
     private var recentDatagrams: [(digest: [UInt8], via: String, at: ContinuousClock.Instant, sender: UUID?)] = []
     private var sequence: UInt64
@@ -249,6 +253,14 @@ public actor Discovery {
             unicastChannels = try await openUnicast(host: listen.host, port: listen.port, sink: sink)
         }
         await resolveStaticPeers()
+        // Stopped while starting: close what was opened, start nothing more.
+        guard !stopped else {
+            for channel in paths.values { try? await channel.close() }
+            paths = [:]
+            for channel in unicastChannels { try? await channel.close() }
+            unicastChannels = []
+            return
+        }
         tasks.append(Task { [weak self] in
             for await datagram in datagrams {
                 await self?.receive(datagram.bytes, from: datagram.from, via: datagram.via, interface: datagram.interface)
@@ -352,6 +364,8 @@ public actor Discovery {
             refreshSeconds: UInt16(clamping: Int((interval.seconds * 1.05).rounded(.up))), asksForAnswers: askForAnswers)
         askForAnswers = false
         let beacon = try Beacon.seal(content, with: keys[0])
+        if sentBeacons.count >= 8 { sentBeacons.removeFirst() }
+        sentBeacons.append(beacon)
         scheduleRefresh(after: interval)
         if let bus {
             bus.bus.post(beacon, from: bus.address, by: device)
@@ -366,7 +380,7 @@ public actor Discovery {
             try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: group, data: buffer))
         }
         // Static peers get the very same beacon by unicast, from the unicast socket of their family.
-        for peer in staticPeerAddresses {
+        for peer in staticPeerAddresses.values {
             guard let channel = unicastChannels.first(where: { $0.localAddress?.protocol == peer.protocol }) else { continue }
             let buffer = channel.allocator.buffer(bytes: beacon)
             try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: peer, data: buffer))
@@ -385,8 +399,10 @@ public actor Discovery {
         }
     }
 
+    /// A refresh goes out at once with the static peers' addresses as they are; their names
+    /// are resolved again beside it, so that a slow name server never delays a beacon.
     private func refresh() async {
-        await resolveStaticPeers()
+        Task { [weak self] in await self?.resolveStaticPeers() }
         try? await send(refresh: true)
     }
 
@@ -410,34 +426,39 @@ public actor Discovery {
     /// Resolves the static peers' names again (a peer's address may have changed, or its VPN
     /// come up), off the actor; a name that does not resolve keeps its last address.
     private func resolveStaticPeers() async {
-        guard bus == nil, !configuration.staticPeers.isEmpty else { return }
-        var resolved: [SocketAddress] = []
-        for (index, peer) in configuration.staticPeers.enumerated() {
+        guard bus == nil, !configuration.staticPeers.isEmpty, !resolvingPeers else { return }
+        resolvingPeers = true
+        defer { resolvingPeers = false }
+        for peer in configuration.staticPeers {
             let name = "\(peer.host):\(peer.port)"
             do {
                 let address = try await NIOThreadPool.singleton.runIfActive {
                     try SocketAddress.makeAddressResolvingHost(peer.host, port: peer.port)
                 }
-                resolved.append(address)
+                staticPeerAddresses[name] = address
                 if unresolvedPeers.remove(name) != nil { logger.notice("static peer \(name) resolves again") }
             } catch {
                 if unresolvedPeers.insert(name).inserted {
                     logger.warning("static peer \(name) does not resolve: \(error); trying again at every refresh")
                 }
-                if index < staticPeerAddresses.count { resolved.append(staticPeerAddresses[index]) }
             }
         }
-        staticPeerAddresses = resolved
     }
 
     // MARK: Receiving
 
     private func receive(_ bytes: [UInt8], from address: String, via: String, interface: String?) {
+        // This device's own beacon, come back (multicast loops back to the sending host): proof
+        // that beacons leave and arrive on that interface, for `doctor`. Nothing more to do.
+        if sentBeacons.contains(bytes) {
+            if let interface { ownBeaconsHeard[interface, default: 0] += 1 }
+            return
+        }
         statistics.datagrams += 1
         // The same beacon over IPv4 and IPv6 (or on two interfaces of one network) counts
         // once; the same bytes again on the same socket are a replay, for the replay guard.
         let now = ContinuousClock.now
-        let digest = Array(bytes.prefix(16))
+        let digest = bytes
         recentDatagrams.removeAll { now - $0.at > .seconds(2) }
         if let first = recentDatagrams.first(where: { $0.digest == digest && $0.via != via }) {
             statistics.duplicates += 1
@@ -457,16 +478,14 @@ public actor Discovery {
             }
             return
         }
-        guard content.sender != device else {
-            if let interface { ownBeaconsHeard[interface, default: 0] += 1 }
-            return
-        }
-        if clockOffsets[content.sender] != nil || clockOffsets.count < 256 {
-            clockOffsets[content.sender] = Date().timeIntervalSince(content.timestamp)
-        }
+        guard content.sender != device else { return }
         switch replayGuard.admit(content) {
         case .accepted:
             statistics.accepted += 1
+            // From accepted beacons only: a replayed old one says nothing of a clock.
+            if clockOffsets[content.sender] != nil || clockOffsets.count < 256 {
+                clockOffsets[content.sender] = Date().timeIntervalSince(content.timestamp)
+            }
             if let last = recentDatagrams.indices.last, recentDatagrams[last].digest == digest { recentDatagrams[last].sender = content.sender }
             noteFamily(of: content.sender, from: address, interface: interface)
         case .replayed:
@@ -604,16 +623,30 @@ public actor Discovery {
             logger.info("stopped announcing on \(path)")
             changed = true
         }
-        failedPaths = failedPaths.filter { wanted[$0] != nil }
-        for (path, device) in wanted.sorted(by: { "\($0.key)" < "\($1.key)" }) where paths[path] == nil && !failedPaths.contains(path) {
+        // A path that failed is tried again after 30 s (its failure logged the first time).
+        failedPaths = failedPaths.filter { wanted[$0.key] != nil }
+        let retryAfter = ContinuousClock.now - .seconds(30)
+        let toOpen = wanted.filter { entry in
+            guard paths[entry.key] == nil else { return false }
+            guard let failed = failedPaths[entry.key] else { return true }
+            return failed < retryAfter
+        }
+        for (path, device) in toOpen.sorted(by: { $0.key.description < $1.key.description }) {
             do {
-                paths[path] = try await openChannel(path, device: device, sink: sink)
+                let channel = try await openChannel(path, device: device, sink: sink)
+                // Stopped, or opened meanwhile: this one is not wanted.
+                guard !stopped, paths[path] == nil else {
+                    try? await channel.close()
+                    continue
+                }
+                paths[path] = channel
                 if announce { logger.info("announcing on \(path)") }
                 changed = true
             } catch {
-                failedPaths.insert(path)
+                let again = failedPaths[path] != nil
+                failedPaths[path] = ContinuousClock.now
                 // Loopback carries IPv6 multicast only on some kernels; it is not worth a warning.
-                if path.family == .v6 && path.interface == "lo" {
+                if again || (path.family == .v6 && path.interface == "lo") {
                     logger.debug("no IPv6 multicast on \(path): \(error)")
                 } else {
                     logger.warning("cannot announce on \(path): \(error)")
@@ -639,11 +672,15 @@ public actor Discovery {
         device.multicastSupported = true
         let v6 = path.family == .v6
         let scope = v6 ? path.interface : nil
+        let index = device.interfaceIndex
         var bootstrap = DatagramBootstrap(group: eventLoopGroup)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            // Which interface each datagram arrived on: IPv6 sockets hear every interface's.
+            .channelOption(.receivePacketInfo, value: true)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface))
+                    try channel.pipeline.syncOperations.addHandler(
+                        BeaconReceiver(sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index))
                 }
             }
         if v6 {
@@ -688,7 +725,7 @@ public actor Discovery {
             var bootstrap = DatagramBootstrap(group: eventLoopGroup)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil))
+                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil, interfaceIndex: nil))
                     }
                 }
             if v6Only {
@@ -747,20 +784,23 @@ private final class BeaconReceiver: ChannelInboundHandler, Sendable {
     let interface: String?
     /// Which socket this is.
     let via: String
-    /// The interface of a multicast socket.
+    /// The interface of a multicast socket, and its index: what arrives on another is not its.
     let multicastOn: String?
+    let interfaceIndex: Int?
 
-    init(sink: AsyncStream<Datagram>.Continuation, interface: String?, via: String, multicastOn: String?) {
+    init(sink: AsyncStream<Datagram>.Continuation, interface: String?, via: String, multicastOn: String?, interfaceIndex: Int?) {
         self.sink = sink
         self.interface = interface
         self.via = via
         self.multicastOn = multicastOn
+        self.interfaceIndex = interfaceIndex
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)
         // A beacon has one size; anything else is dropped before it costs more.
         guard envelope.data.readableBytes == Beacon.size else { return }
+        if let interfaceIndex, let arrived = envelope.metadata?.packetInfo?.interfaceIndex, arrived != interfaceIndex { return }
         sink.yield(Datagram(bytes: Array(envelope.data.readableBytesView), from: Self.describe(envelope.remoteAddress, interface: interface), via: via, interface: multicastOn))
     }
 

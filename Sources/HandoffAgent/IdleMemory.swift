@@ -45,19 +45,36 @@ enum IdleMemory {
         (status("TracerPid:") ?? 0) != 0
     }
 
-    /// The executable and libraries' code: mappings that are readable, executable, private and
-    /// backed by a file. Code is never written (no text relocations in position-independent
-    /// code), so what is dropped comes back from the file as it was.
+    /// The executable and libraries' code: mappings that are readable, executable, private,
+    /// backed by a file, and with no page written privately (`/proc/self/smaps`: no dirty
+    /// private or anonymous pages, as text relocations, hot patches or probes would leave).
+    /// What is dropped from those comes back from the file as it was.
     private static func codeMappings() -> [Range<UInt>] {
-        guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8) else { return [] }
+        // Read to the end: `String(contentsOfFile:)` stops after the first page of a /proc file.
+        guard let data = FileHandle(forReadingAtPath: "/proc/self/smaps")?.readDataToEndOfFile() else { return [] }
+        let smaps = String(decoding: data, as: UTF8.self)
         var ranges: [Range<UInt>] = []
-        for line in maps.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count >= 6, fields[1] == "r-xp", fields[5].hasPrefix("/") else { continue }
-            let bounds = fields[0].split(separator: "-")
-            guard bounds.count == 2, let low = UInt(bounds[0], radix: 16), let high = UInt(bounds[1], radix: 16), low < high else { continue }
-            ranges.append(low..<high)
+        var candidate: Range<UInt>?
+        var clean = true
+        func close() {
+            if let range = candidate, clean { ranges.append(range) }
+            candidate = nil
         }
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard let first = fields.first else { continue }
+            if first.contains("-"), fields.count >= 5, !first.hasSuffix(":") {
+                close()
+                clean = true
+                guard fields.count >= 6, fields[1] == "r-xp", fields[5].hasPrefix("/") else { continue }
+                let bounds = first.split(separator: "-")
+                guard bounds.count == 2, let low = UInt(bounds[0], radix: 16), let high = UInt(bounds[1], radix: 16), low < high else { continue }
+                candidate = low..<high
+            } else if candidate != nil, first == "Private_Dirty:" || first == "Anonymous:" {
+                if fields.count >= 2, fields[1] != "0" { clean = false }
+            }
+        }
+        close()
         return ranges
     }
 

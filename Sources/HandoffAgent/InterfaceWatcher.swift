@@ -37,8 +37,12 @@ final class InterfaceWatcher: Sendable {
         #if os(Linux)
         let descriptor = socket(netlinkFamily, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), routeProtocol)
         guard descriptor >= 0 else { return nil }
-        var address = NetlinkAddress()
-        let bound = withUnsafePointer(to: &address) {
+        // `struct sockaddr_nl` in storage big enough for any address, passed as a `sockaddr`.
+        var storage = sockaddr_storage()
+        withUnsafeMutableBytes(of: &storage) { bytes in
+            withUnsafeBytes(of: NetlinkAddress()) { bytes.copyMemory(from: $0) }
+        }
+        let bound = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<NetlinkAddress>.size)) }
         }
         guard bound == 0 else {
@@ -61,9 +65,18 @@ final class InterfaceWatcher: Sendable {
             var waiting = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             // Wakes every second to see whether it was stopped.
             guard poll(&waiting, 1, 1000) > 0 else { continue }
-            // Whatever the messages say, interfaces are looked at again: read them all, then tell once.
+            // Whatever the messages say, interfaces are looked at again: read them all, then tell
+            // once. An overrun (news lost) is news too.
             var received = false
-            while recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 { received = true }
+            while true {
+                let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                if count > 0 {
+                    received = true
+                } else {
+                    if count < 0 && errno == ENOBUFS { received = true }
+                    break
+                }
+            }
             if received { changed() }
         }
         close(descriptor)
