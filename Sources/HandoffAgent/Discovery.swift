@@ -554,7 +554,8 @@ public actor Discovery {
     private func expire() {
         let now = Date()
         for (sender, entry) in devices {
-            let keep = max(configuration.expiry.seconds, 3 * Double(entry.refreshSeconds ?? 0))
+            // A device's own interval counts up to 5 minutes: no member stays listed for hours.
+            let keep = max(configuration.expiry.seconds, 3 * min(Double(entry.refreshSeconds ?? 0), 300))
             guard now.timeIntervalSince(entry.lastHeard) > keep else { continue }
             devices[sender] = nil
             familiesHeard[sender] = nil
