@@ -122,13 +122,14 @@ struct DiscoveryTests {
     @Test("A device that says it refreshes rarely stays listed for three of its intervals, not just the expiry")
     func rareRefresh() async throws {
         let key = BeaconKey.generate()
-        let a = try await agent(key, refresh: .seconds(1)), b = try await agent(key, expiry: .milliseconds(300))
+        let a = try await agent(key, refresh: .seconds(2)), b = try await agent(key, expiry: .milliseconds(300))
         let events = await b.changes()
         try await a.announce(notes)
         _ = await next(events) { if case .heard = $0 { true } else { false } }
         await a.stop()
-        try await Task.sleep(for: .milliseconds(1_200))
-        #expect(await b.nearby.map(\.sender) == [a.device], "gone before three of its 1 s intervals")
+        // Well past B's own expiry, well before three of A's 2 s intervals.
+        try await Task.sleep(for: .seconds(1))
+        #expect(await b.nearby.map(\.sender) == [a.device], "gone before three of its 2 s intervals")
         let gone = await next(events) { $0 == .gone(a.device) }
         #expect(gone != nil)
         await b.stop()
