@@ -33,6 +33,7 @@ extension Agent {
                 finding: "the account '\(account.name)' has \(account.members.count) devices; \(heard.count) of the \(others.count) others heard nearby"))
         }
         checks += await interfaceChecks()
+        checks += await serviceDiscoveryChecks(nearby: nearby)
         for member in others {
             checks.append(await peerCheck(member.name, heard: nearby.first { $0.sender == member.id }))
         }
@@ -40,6 +41,25 @@ extension Agent {
         checks += await clockChecks()
         for peer in configuration.staticPeers {
             checks.append(await staticPeerCheck(peer))
+        }
+        return checks
+    }
+
+    /// DNS-SD: whether this device's service is published, and each Handoff service found.
+    func serviceDiscoveryChecks(nearby: [NearbyDevice]) async -> [LocalCheck] {
+        guard let discovery, let state = await discovery.serviceDiscoveryState else { return [] }
+        var checks = [LocalCheck(
+            area: "dns-sd", subject: state.instance, status: state.announced ? .ok : .warning,
+            finding: state.announced
+                ? "this device publishes _handoff._tcp as '\(state.instance)', a random name that changes at least every \(Int(configuration.nameRotation.seconds / 60)) minutes"
+                : "this device is still probing for its DNS-SD name '\(state.instance)'",
+            advice: state.statistics.conflicts > 3 ? "\(state.statistics.conflicts) name conflicts so far: another host on the network answers for every name" : nil)]
+        for service in state.services {
+            let member = nearby.first { device in service.addresses.contains(device.address) }
+            checks.append(LocalCheck(
+                area: "dns-sd-service", subject: service.instance, status: .ok,
+                finding: "'\(service.instance)' on \(service.interface) at \(service.addresses.joined(separator: ", ")) port \(service.port)"
+                    + (member == nil ? ": no beacon of this account comes from there (another account's device, or one whose beacons do not arrive; it gets beacons by unicast)" : ": a device of this account")))
         }
         return checks
     }

@@ -317,7 +317,8 @@ public actor Agent {
             ipv4: !listenHost.contains(":") || listenHost == "::", ipv6: listenHost.contains(":"),
             refreshInterval: configuration.refreshInterval, idleRefreshInterval: configuration.idleRefreshInterval,
             expiry: configuration.expiry, unicastListen: (listenHost, linkPort),
-            staticPeers: configuration.staticPeers.map { ($0.host, $0.port) })
+            staticPeers: configuration.staticPeers.map { ($0.host, $0.port) },
+            serviceDiscoveryPort: configuration.serviceDiscoveryPort, nameRotation: configuration.nameRotation)
         let made = Discovery(
             device: identity.id, keys: keys, retiredKeys: account.retiredKeys, accountRevision: account.revision,
             linkPort: UInt16(clamping: linkPort), configuration: discoveryConfiguration,

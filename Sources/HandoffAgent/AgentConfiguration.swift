@@ -20,6 +20,10 @@ public struct AgentConfiguration: Sendable {
     public var staticPeers: [HostPort]
     /// The multicast group's port.
     public var discoveryPort: Int
+    /// The port DNS-SD's multicast DNS runs on (5353, shared with avahi); nil for no DNS-SD.
+    public var serviceDiscoveryPort: Int?
+    /// The longest time one set of DNS-SD names is used before new random ones replace it.
+    public var nameRotation: Duration
     /// How often the beacon is repeated while an activity is offered, and without one.
     public var refreshInterval: Duration
     public var idleRefreshInterval: Duration
@@ -52,8 +56,10 @@ public struct AgentConfiguration: Sendable {
         expiry: Duration = .seconds(45), saveDeadline: Duration = .seconds(5), fetchDeadline: Duration = .seconds(10),
         launchDeadline: Duration = .seconds(10), maximumPayload: Int = 64 * 1024, browserCommand: [String] = ["xdg-open"],
         defaultBrowser: String? = nil, servesLocalSocket: Bool = true, idleRelease: Duration? = nil,
-        idleRefreshInterval: Duration = .seconds(90)
+        idleRefreshInterval: Duration = .seconds(90), serviceDiscoveryPort: Int? = 5353, nameRotation: Duration = .seconds(15 * 60)
     ) {
+        self.serviceDiscoveryPort = serviceDiscoveryPort
+        self.nameRotation = nameRotation
         self.stateDirectory = stateDirectory
         self.socketPath = socketPath
         self.name = name
@@ -206,9 +212,9 @@ public struct ConfigurationFile: Sendable, Hashable {
 }
 
 extension Duration {
-    /// Reads `250ms`, `5s`, `2m` or a plain number of seconds.
+    /// Reads `250ms`, `5s`, `2m`, `1h` or a plain number of seconds.
     public init(parsing text: String) throws(ConfigurationError) {
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
             if let number = Double(text.dropLast(suffix.count)), number >= 0, number.isFinite {
                 self = .milliseconds(Int64((number * scale * 1000).rounded()))
@@ -234,6 +240,8 @@ public struct AgentSettings: Sendable {
     public var interfaces: [String] = []
     public var peers: [String] = []
     public var discoveryPort: String?
+    public var dnsSD: String?
+    public var nameRotation: String?
     public var saveDeadline: String?
     public var fetchDeadline: String?
     public var maximumPayload: String?
@@ -303,6 +311,23 @@ extension AgentConfiguration {
                 throw ConfigurationError("\(port.origin): '\(port.value)' is not a port from 1 to 65535")
             }
             configuration.discoveryPort = number
+        }
+        if let dnsSD = pick(flags.dnsSD, "dns-sd") {
+            if dnsSD.value == "off" {
+                configuration.serviceDiscoveryPort = nil
+            } else {
+                guard let number = Int(dnsSD.value), (1...65_535).contains(number) else {
+                    throw ConfigurationError("\(dnsSD.origin): '\(dnsSD.value)' is not a port from 1 to 65535, or 'off'")
+                }
+                configuration.serviceDiscoveryPort = number
+            }
+        }
+        if let rotation = pick(flags.nameRotation, "name-rotation") {
+            let period = try checked(rotation.origin) { () throws(ConfigurationError) in try Duration(parsing: rotation.value) }
+            guard period >= .seconds(5), period <= .seconds(3600) else {
+                throw ConfigurationError("\(rotation.origin): give from 5s to 1h (names seen for longer let a bystander follow a device)")
+            }
+            configuration.nameRotation = period
         }
         if let deadline = pick(flags.saveDeadline, "save-deadline") {
             configuration.saveDeadline = try checked(deadline.origin) { () throws(ConfigurationError) in try Duration(parsing: deadline.value) }

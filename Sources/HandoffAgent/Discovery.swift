@@ -39,14 +39,21 @@ public struct DiscoveryConfiguration: Sendable {
     /// Devices that get this device's beacons by unicast, for networks without multicast and
     /// for VPNs: their `unicastListen` addresses.
     public var staticPeers: [(host: String, port: Int)]
+    /// The mDNS port DNS-SD runs on (5353); nil for no DNS-SD.
+    public var serviceDiscoveryPort: Int?
+    /// The longest time one set of DNS-SD names is used before new random ones replace it.
+    public var nameRotation: Duration
 
     public init(
         group: String = "239.255.71.68", groupV6: String = "ff02::4846", port: Int = 47_168, interfaces: [String],
         allMulticastInterfaces: Bool = false, interfaceScan: Duration = .seconds(2), ipv4: Bool = true, ipv6: Bool = true,
         refreshInterval: Duration = .seconds(15), idleRefreshInterval: Duration = .seconds(90), expiry: Duration = .seconds(45),
         replayWindow: TimeInterval = 30,
-        unicastListen: (host: String, port: Int)? = nil, staticPeers: [(host: String, port: Int)] = []
+        unicastListen: (host: String, port: Int)? = nil, staticPeers: [(host: String, port: Int)] = [],
+        serviceDiscoveryPort: Int? = nil, nameRotation: Duration = .seconds(15 * 60)
     ) {
+        self.serviceDiscoveryPort = serviceDiscoveryPort
+        self.nameRotation = nameRotation
         self.group = group
         self.groupV6 = groupV6
         self.port = port
@@ -198,6 +205,11 @@ public actor Discovery {
     /// One look at the interfaces at a time; a request meanwhile makes one more after it.
     private var scanning = false
     private var scanAgain = false
+    /// DNS-SD, where it runs: publishes this device's service, finds the others'.
+    private var serviceDiscovery: ServiceDiscovery?
+    /// Services DNS-SD found whose address no beacon came from: beacons go to them by unicast
+    /// too, for networks that carry mDNS but not our multicast group.
+    private var serviceTargets: [DNSSDService] = []
     /// Whether the next beacon asks the others to answer at once (after a start, or an
     /// interface coming up).
     private var askForAnswers = true
@@ -252,6 +264,19 @@ public actor Discovery {
         if let listen = configuration.unicastListen, bus == nil {
             unicastChannels = try await openUnicast(host: listen.host, port: listen.port, sink: sink)
         }
+        if let port = configuration.serviceDiscoveryPort, bus == nil {
+            let made = ServiceDiscovery(
+                linkPort: linkPort,
+                configuration: .init(port: port, rotation: configuration.nameRotation, ipv4: configuration.ipv4, ipv6: configuration.ipv6),
+                eventLoopGroup: eventLoopGroup, logger: logger)
+            await made.start()
+            serviceDiscovery = made
+            let found = await made.changes()
+            tasks.append(Task { [weak self] in
+                for await services in found { await self?.serviceDiscoveryFound(services) }
+            })
+            await made.follow(ServiceDiscovery.links(named: interfaces.filter(\.isUp).map(\.name), ipv4: configuration.ipv4, ipv6: configuration.ipv6))
+        }
         await resolveStaticPeers()
         // Stopped while starting: close what was opened, start nothing more.
         guard !stopped else {
@@ -299,6 +324,8 @@ public actor Discovery {
         refreshTask = nil
         interfaceWatcher?.stop()
         interfaceWatcher = nil
+        await serviceDiscovery?.stop()
+        serviceDiscovery = nil
         for channel in paths.values { try? await channel.close() }
         paths = [:]
         for channel in unicastChannels { try? await channel.close() }
@@ -379,8 +406,9 @@ public actor Discovery {
             let buffer = channel.allocator.buffer(bytes: beacon)
             try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: group, data: buffer))
         }
-        // Static peers get the very same beacon by unicast, from the unicast socket of their family.
-        for peer in staticPeerAddresses.values {
+        // Static peers, and services DNS-SD found that no beacon came from, get the very same
+        // beacon by unicast, from the unicast socket of their family.
+        for peer in Array(staticPeerAddresses.values) + serviceTargetAddresses() {
             guard let channel = unicastChannels.first(where: { $0.localAddress?.protocol == peer.protocol }) else { continue }
             let buffer = channel.allocator.buffer(bytes: beacon)
             try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: peer, data: buffer))
@@ -404,6 +432,28 @@ public actor Discovery {
     private func refresh() async {
         Task { [weak self] in await self?.resolveStaticPeers() }
         try? await send(refresh: true)
+    }
+
+    /// Where DNS-SD found a Handoff service no account device's beacon came from: the first
+    /// address of each, at most 16.
+    private func serviceTargetAddresses() -> [SocketAddress] {
+        let heardFrom = Set(devices.values.map(\.address))
+        return serviceTargets.prefix(16).compactMap { service in
+            guard !service.addresses.contains(where: heardFrom.contains), let address = service.addresses.first else { return nil }
+            return try? SocketAddress.makeAddressResolvingHost(address, port: Int(service.port))
+        }
+    }
+
+    private func serviceDiscoveryFound(_ services: [DNSSDService]) {
+        serviceTargets = services
+    }
+
+    /// The DNS-SD services found, the names in use, and what DNS-SD saw (nil: it does not run).
+    public var serviceDiscoveryState: (services: [DNSSDService], instance: String, announced: Bool, statistics: ServiceDiscoveryStatistics)? {
+        get async {
+            guard let serviceDiscovery else { return nil }
+            return (await serviceDiscovery.services, await serviceDiscovery.currentNames.instance, await serviceDiscovery.isAnnounced, await serviceDiscovery.statistics)
+        }
     }
 
     /// Whether some device is heard over IPv6 on `interface` and not over IPv4 lately.
@@ -659,6 +709,7 @@ public actor Discovery {
             if !paths.keys.contains(where: { $0.interface == report[index].name && $0.family == .v4 }) { report[index].ipv4 = nil }
         }
         interfaces = report
+        await serviceDiscovery?.follow(ServiceDiscovery.links(named: report.filter(\.isUp).map(\.name), ipv4: configuration.ipv4, ipv6: configuration.ipv6))
         if changed && announce {
             askForAnswers = true
             try? await send()

@@ -18,11 +18,22 @@ public struct DNSName: Sendable, Hashable, CustomStringConvertible {
     public var description: String { labels.joined(separator: ".") + "." }
 
     public static func == (lhs: DNSName, rhs: DNSName) -> Bool {
-        lhs.labels.count == rhs.labels.count && zip(lhs.labels, rhs.labels).allSatisfy { $0.lowercased() == $1.lowercased() }
+        lhs.labels.count == rhs.labels.count && zip(lhs.labels, rhs.labels).allSatisfy { foldCase($0) == foldCase($1) }
     }
 
     public func hash(into hasher: inout Hasher) {
-        for label in labels { hasher.combine(label.lowercased()) }
+        for label in labels { hasher.combine(Self.foldCase(label)) }
+    }
+
+    /// A label with ASCII letters in lower case and every other byte as it is: DNS folds
+    /// only ASCII (RFC 4343), so `É` and `é` stay two names.
+    static func foldCase(_ label: String) -> String {
+        String(decoding: label.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+    }
+
+    /// Whether this name is `parent` with labels in front of it.
+    public func isBelow(_ parent: DNSName) -> Bool {
+        labels.count > parent.labels.count && DNSName(labels: Array(labels.suffix(parent.labels.count))) == parent
     }
 
     /// The name with `prefix` labels in front: `DNSName("_tcp.local").prepending("_handoff")`.
@@ -76,6 +87,19 @@ public enum DNSRecordData: Sendable, Hashable {
         case .nsec: DNSType.nsec
         case .other(let type, _): type
         }
+    }
+}
+
+extension DNSRecordData {
+    /// The data as DNS writes it with no compression and names in lower case (RFC 4034, 6.2):
+    /// what probes compare to break a tie (RFC 6762, 8.2).
+    public var canonicalBytes: [UInt8] {
+        var writer = DNSWriter()
+        writer.compresses = false
+        writer.lowercasesNames = true
+        writer.record(DNSRecord(name: DNSName(labels: []), ttl: 0, data: self))
+        // Past the root name (1), type (2), class (2), TTL (4) and length (2).
+        return Array(writer.bytes.dropFirst(11))
     }
 }
 
@@ -183,6 +207,8 @@ struct DNSWriter {
     var bytes: [UInt8] = []
     /// Where each name suffix already written starts, for compression pointers.
     private var offsets: [DNSName: Int] = [:]
+    var compresses = true
+    var lowercasesNames = false
 
     mutating func u16(_ value: UInt16) {
         bytes.append(UInt8(value >> 8))
@@ -198,17 +224,22 @@ struct DNSWriter {
         var labels = name.labels[...]
         while !labels.isEmpty {
             let suffix = DNSName(labels: Array(labels))
-            if let offset = offsets[suffix] {
+            if compresses, let offset = offsets[suffix] {
                 u16(0xC000 | UInt16(offset))
                 return
             }
             if bytes.count < 0x3FFF { offsets[suffix] = bytes.count }
-            let label = Array(labels.first!.utf8.prefix(63))
+            let label = Array(folded(labels.first!).utf8.prefix(63))
             bytes.append(UInt8(label.count))
             bytes.append(contentsOf: label)
             labels = labels.dropFirst()
         }
         bytes.append(0)
+    }
+
+    /// A label as written: in ASCII lower case for canonical bytes, as it is otherwise.
+    private func folded(_ label: String) -> String {
+        lowercasesNames ? DNSName.foldCase(label) : label
     }
 
     mutating func record(_ record: DNSRecord) {
@@ -230,7 +261,7 @@ struct DNSWriter {
             // Written whole, as unicast DNS (RFC 2782) and NSEC (RFC 4034) readers expect; this
             // reader takes them compressed too (RFC 6762, 18.14).
             for label in target.labels {
-                let bytesOfLabel = Array(label.utf8.prefix(63))
+                let bytesOfLabel = Array(folded(label).utf8.prefix(63))
                 bytes.append(UInt8(bytesOfLabel.count))
                 bytes.append(contentsOf: bytesOfLabel)
             }
@@ -245,7 +276,7 @@ struct DNSWriter {
         case .nsec(let next, let types):
             // Written whole, like the SRV target.
             for label in next.labels {
-                let bytesOfLabel = Array(label.utf8.prefix(63))
+                let bytesOfLabel = Array(folded(label).utf8.prefix(63))
                 bytes.append(UInt8(bytesOfLabel.count))
                 bytes.append(contentsOf: bytesOfLabel)
             }

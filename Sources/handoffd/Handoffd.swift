@@ -40,6 +40,12 @@ struct Handoffd: AsyncParsableCommand {
     @Option(name: .customLong("discovery-port"), help: "The UDP port of the multicast group (default 47168).")
     var discoveryPort: String?
 
+    @Option(name: .customLong("dns-sd"), help: ArgumentHelp("The mDNS port DNS-SD publishes and browses _handoff._tcp on, shared with avahi (default 5353); 'off' for none.", valueName: "PORT|off"))
+    var dnsSD: String?
+
+    @Option(name: .customLong("name-rotation"), help: ArgumentHelp("The longest time one set of random DNS-SD names is used, such as 15m (default; from 5s to 1h).", valueName: "DURATION"))
+    var nameRotation: String?
+
     @Option(name: .customLong("save-deadline"), help: "How long an app has to save an activity, such as 5s.")
     var saveDeadline: String?
 
@@ -101,6 +107,8 @@ struct Handoffd: AsyncParsableCommand {
         flags.interfaces = interfaces
         flags.peers = peers
         flags.discoveryPort = discoveryPort
+        flags.dnsSD = dnsSD
+        flags.nameRotation = nameRotation
         flags.saveDeadline = saveDeadline
         flags.fetchDeadline = fetchDeadline
         flags.maximumPayload = maximumPayload

@@ -1,0 +1,499 @@
+import Foundation
+import HandoffWire
+import Logging
+import NIOCore
+import NIOPosix
+
+/// What DNS-SD has seen and done, for diagnosis.
+public struct ServiceDiscoveryStatistics: Sendable, Hashable {
+    public var messages = 0
+    /// Datagrams that are not DNS messages we read.
+    public var malformed = 0
+    /// Our own messages heard back (multicast loops back to this host).
+    public var own = 0
+    public var answered = 0
+    /// Messages not looked at because the budget for the second was spent (a flood).
+    public var overBudget = 0
+    public var conflicts = 0
+    /// Times the names changed: on schedule, on interface changes, after conflicts.
+    public var rotations = 0
+}
+
+/// DNS-SD over multicast DNS, our own on NIO: publishes this device's `_handoff._tcp`
+/// service under random names that rotate, and browses for the others'. It shares port
+/// 5353 with whatever else answers mDNS on the host (avahi): every socket is opened with
+/// address reuse, joins the group on one interface only, and sends with TTL 255 as the RFC
+/// asks.
+///
+/// Discovery tells it which interfaces to use (`follow`); what it finds, it offers as places
+/// to send beacons by unicast where multicast beacons do not arrive.
+actor ServiceDiscovery {
+    struct Configuration: Sendable {
+        var port: Int = 5353
+        /// The longest time one set of names is used; each period is a random 2/3 to all of it.
+        var rotation: Duration = .seconds(15 * 60)
+        var ipv4 = true
+        var ipv6 = true
+        /// The most messages looked at per second on each socket; the rest are counted and dropped.
+        var budgetPerSecond = 200
+    }
+
+    /// An interface as DNS-SD uses it: its devices (for joining and sending) and its addresses.
+    struct Link: Sendable, Equatable {
+        var name: String
+        var v4: NIONetworkDevice?
+        var v6: NIONetworkDevice?
+        var addresses: [[UInt8]]
+        /// IPv4 networks on it (address and mask), to tell an on-link sender.
+        var networks: [(address: UInt32, mask: UInt32)]
+
+        static func == (lhs: Link, rhs: Link) -> Bool {
+            lhs.name == rhs.name && lhs.addresses == rhs.addresses && (lhs.v4 == nil) == (rhs.v4 == nil) && (lhs.v6 == nil) == (rhs.v6 == nil)
+                && lhs.v6?.interfaceIndex == rhs.v6?.interfaceIndex
+        }
+    }
+
+    private let configuration: Configuration
+    private let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+    private var responder: DNSSDResponder
+    private var links: [String: Link] = [:]
+    private var sockets: [MulticastPath: any Channel] = [:]
+    private var caches: [String: DNSSDCache] = [:]
+    /// Instance names this device used, so that its own records heard back are never a service.
+    private var ownInstances: Set<DNSName> = []
+    /// The last messages sent, to know our own when they come back.
+    private var sent: [[UInt8]] = []
+    private var budget: [MulticastPath: (second: ContinuousClock.Instant, count: Int)] = [:]
+    private var sink: AsyncStream<(bytes: [UInt8], from: SocketAddress, path: MulticastPath)>.Continuation?
+    private var tasks: [Task<Void, Never>] = []
+    private var publishing: Task<Void, Never>?
+    private var rotationTask: Task<Void, Never>?
+    private var browsing: Task<Void, Never>?
+    private var stopped = false
+    private var subscribers: [UUID: AsyncStream<[DNSSDService]>.Continuation] = [:]
+    private var lastServices: [DNSSDService] = []
+    public private(set) var statistics = ServiceDiscoveryStatistics()
+
+    static let groupV4 = "224.0.0.251"
+    static let groupV6 = "ff02::fb"
+
+    init(linkPort: UInt16, configuration: Configuration = Configuration(), eventLoopGroup: any EventLoopGroup, logger: Logger) {
+        self.configuration = configuration
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        responder = DNSSDResponder(port: linkPort)
+    }
+
+    /// The services other hosts publish, on every interface.
+    var services: [DNSSDService] { lastServices }
+
+    /// The names in use now (for tests of rotation, and for `doctor`).
+    var currentNames: (instance: String, host: String) { (responder.instance, responder.host) }
+
+    var isAnnounced: Bool { responder.phase == .announced }
+
+    /// The service list whenever it changes, until stopped.
+    func changes() -> AsyncStream<[DNSSDService]> {
+        let (stream, continuation) = AsyncStream<[DNSSDService]>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        subscribers[id] = continuation
+        continuation.onTermination = { [weak self] _ in Task { await self?.unsubscribe(id) } }
+        return stream
+    }
+
+    private func unsubscribe(_ id: UUID) { subscribers[id] = nil }
+
+    func start() {
+        let (datagrams, sink) = AsyncStream<(bytes: [UInt8], from: SocketAddress, path: MulticastPath)>.makeStream(bufferingPolicy: .bufferingNewest(256))
+        self.sink = sink
+        tasks.append(Task { [weak self] in
+            for await datagram in datagrams { await self?.receive(datagram.bytes, from: datagram.from, path: datagram.path) }
+        })
+        tasks.append(Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                await self?.tick()
+            }
+        })
+        scheduleRotation()
+    }
+
+    /// Says goodbye on every interface, then closes everything.
+    func stop() async {
+        guard !stopped else { return }
+        if responder.phase == .announced {
+            for (path, channel) in sockets { await send(responder.goodbye(on: path.interface), on: channel, path: path) }
+        }
+        stopped = true
+        responder.stop()
+        for task in tasks + [publishing, rotationTask, browsing].compactMap({ $0 }) { task.cancel() }
+        tasks = []
+        for channel in sockets.values { try? await channel.close() }
+        sockets = [:]
+        sink?.finish()
+        for subscriber in subscribers.values { subscriber.finish() }
+        subscribers = [:]
+    }
+
+    /// Uses these interfaces from now on. Any change (one more or less, an address) closes
+    /// and opens sockets as needed, and the names rotate: a device that moves to another
+    /// network carries nothing from the last one.
+    func follow(_ wanted: [Link]) async {
+        guard !stopped, let sink else { return }
+        let next = Dictionary(wanted.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        guard next != links else { return }
+        // Goodbye from the old names, where they were announced and the interface still is.
+        if responder.phase == .announced {
+            for (path, channel) in sockets where next[path.interface] != nil {
+                await send(responder.goodbye(on: path.interface), on: channel, path: path)
+            }
+        }
+        links = next
+        var wantedPaths: [MulticastPath: NIONetworkDevice] = [:]
+        for link in wanted {
+            if configuration.ipv4, let v4 = link.v4, let ip = v4.address?.ipAddress {
+                wantedPaths[MulticastPath(interface: link.name, family: .v4, address: ip)] = v4
+            }
+            if configuration.ipv6, let v6 = link.v6 {
+                wantedPaths[MulticastPath(interface: link.name, family: .v6, address: String(v6.interfaceIndex))] = v6
+            }
+        }
+        for (path, channel) in sockets where wantedPaths[path] == nil {
+            sockets[path] = nil
+            try? await channel.close()
+        }
+        for (path, device) in wantedPaths where sockets[path] == nil {
+            do {
+                let channel = try await open(path, device: device, sink: sink)
+                guard !stopped else {
+                    try? await channel.close()
+                    return
+                }
+                sockets[path] = channel
+            } catch {
+                logger.debug("no mDNS on \(path): \(error)")
+            }
+        }
+        caches = caches.filter { next[$0.key] != nil }
+        responder.addresses = next.mapValues(\.addresses)
+        rotate(reason: "the interfaces changed")
+        browse()
+    }
+
+    // MARK: Publishing
+
+    private func scheduleRotation() {
+        rotationTask?.cancel()
+        let period = configuration.rotation * Double.random(in: 0.67...1.0)
+        rotationTask = Task { [weak self] in
+            try? await Task.sleep(for: period)
+            guard !Task.isCancelled else { return }
+            await self?.rotateOnSchedule()
+        }
+    }
+
+    private func rotateOnSchedule() async {
+        guard !stopped else { return }
+        if responder.phase == .announced {
+            for (path, channel) in sockets { await send(responder.goodbye(on: path.interface), on: channel, path: path) }
+        }
+        rotate(reason: "on schedule")
+    }
+
+    /// New names, probed and then announced; the schedule starts again.
+    private func rotate(reason: String) {
+        ownInstances.insert(responder.instanceName)
+        responder.renew()
+        ownInstances.insert(responder.instanceName)
+        if ownInstances.count > 64 { ownInstances = [responder.instanceName] }
+        statistics.rotations += 1
+        logger.debug("DNS-SD names renewed (\(reason))")
+        scheduleRotation()
+        publishing?.cancel()
+        publishing = Task { [weak self] in await self?.probeAndAnnounce() }
+    }
+
+    /// Three probes 250 ms apart after a random wait of up to 250 ms, then two announcements a
+    /// second apart (RFC 6762, 8). A conflict on the way starts again with new names.
+    private func probeAndAnnounce() async {
+        var attempts = 0
+        while !Task.isCancelled, !stopped {
+            try? await Task.sleep(for: .milliseconds(Int.random(in: 0...250)))
+            for _ in 0..<3 {
+                guard !Task.isCancelled, !responder.conflicted else { break }
+                for (path, channel) in sockets { await send(responder.probe(on: path.interface), on: channel, path: path) }
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+            guard !Task.isCancelled else { return }
+            guard responder.conflicted else { break }
+            statistics.conflicts += 1
+            attempts += 1
+            logger.notice("another host answers for this device's DNS-SD name; choosing another")
+            ownInstances.insert(responder.instanceName)
+            responder.renew()
+            ownInstances.insert(responder.instanceName)
+            // Fifteen conflicts in a row: someone answers every name. Wait as RFC 6762, 8.1 says.
+            if attempts >= 15 { try? await Task.sleep(for: .seconds(5)) }
+        }
+        guard !Task.isCancelled, !stopped else { return }
+        responder.probingSucceeded()
+        for round in 0..<2 {
+            if round == 1 { try? await Task.sleep(for: .seconds(1)) }
+            guard !Task.isCancelled, responder.phase == .announced else { return }
+            for (path, channel) in sockets {
+                await send(responder.announcement(on: path.interface, now: .now), on: channel, path: path)
+            }
+        }
+    }
+
+    // MARK: Browsing
+
+    /// Asks for `_handoff._tcp` at once, then after 1, 2, 4... seconds up to an hour
+    /// (RFC 6762, 5.2); announcements from new services arrive between.
+    private func browse() {
+        browsing?.cancel()
+        browsing = Task { [weak self] in
+            var wait = Duration.seconds(1)
+            try? await Task.sleep(for: .milliseconds(Int.random(in: 20...120)))
+            while !Task.isCancelled {
+                await self?.query()
+                try? await Task.sleep(for: wait)
+                wait = min(wait * 2, .seconds(3600))
+            }
+        }
+    }
+
+    private func query(extra: [String: [DNSQuestion]] = [:]) async {
+        let now = ContinuousClock.now
+        for (path, channel) in sockets {
+            let cache = caches[path.interface] ?? DNSSDCache()
+            var questions = [DNSQuestion(name: DNSSDResponder.serviceType, type: DNSType.ptr)] + cache.missingQuestions(now: now)
+            questions += extra[path.interface] ?? []
+            let known = cache.knownAnswers(name: DNSSDResponder.serviceType, type: DNSType.ptr, now: now)
+            await send(DNSMessage(isResponse: false, questions: questions, answers: known), on: channel, path: path)
+        }
+    }
+
+    /// Once a second: expired records go, records in use are refreshed before they expire,
+    /// half-resolved services are asked about.
+    private func tick() async {
+        guard !stopped else { return }
+        let now = ContinuousClock.now
+        var questions: [String: [DNSQuestion]] = [:]
+        for name in caches.keys {
+            caches[name]?.expire(now: now)
+            let due = (caches[name]?.refreshQuestions(now: now) ?? []) + (caches[name]?.missingQuestions(now: now) ?? [])
+            if !due.isEmpty { questions[name] = due }
+        }
+        publishServices()
+        for (path, channel) in sockets {
+            guard let due = questions[path.interface] else { continue }
+            await send(DNSMessage(isResponse: false, questions: Array(Set(due)).sorted { $0.name.description < $1.name.description }), on: channel, path: path)
+        }
+    }
+
+    private func publishServices() {
+        let now = ContinuousClock.now
+        let found = caches.keys.sorted().flatMap { caches[$0]!.services(on: $0, excluding: ownInstances, now: now) }
+        guard found != lastServices else { return }
+        for service in found where !lastServices.contains(where: { $0.instance == service.instance && $0.interface == service.interface }) {
+            logger.info("found a Handoff service with DNS-SD", metadata: ["instance": "\(service.instance)", "interface": "\(service.interface)", "addresses": "\(service.addresses.joined(separator: " "))", "port": "\(service.port)"])
+        }
+        lastServices = found
+        for subscriber in subscribers.values { subscriber.yield(found) }
+    }
+
+    // MARK: Receiving
+
+    private func receive(_ bytes: [UInt8], from source: SocketAddress, path: MulticastPath) async {
+        guard !stopped else { return }
+        let now = ContinuousClock.now
+        var spent = budget[path] ?? (now, 0)
+        if now - spent.second >= .seconds(1) { spent = (now, 0) }
+        spent.count += 1
+        budget[path] = spent
+        guard spent.count <= configuration.budgetPerSecond else {
+            statistics.overBudget += 1
+            if spent.count == configuration.budgetPerSecond + 1 {
+                logger.warning("more than \(configuration.budgetPerSecond) mDNS messages in a second on \(path); the rest of the second is ignored")
+            }
+            return
+        }
+        if sent.contains(bytes) {
+            statistics.own += 1
+            return
+        }
+        statistics.messages += 1
+        let message: DNSMessage
+        do {
+            message = try DNSMessage(bytes: bytes)
+        } catch {
+            statistics.malformed += 1
+            return
+        }
+        guard let link = links[path.interface], Self.isOnLink(source, link) else { return }
+        let legacy = source.port != configuration.port
+        if message.isResponse {
+            // RFC 6762, 11: responses come from the mDNS port.
+            guard !legacy else { return }
+            if caches[path.interface, default: DNSSDCache()].insert(message.answers + message.additionals, now: now) {
+                publishServices()
+            }
+        }
+        let reply = responder.receive(message, on: path.interface, legacy: legacy, now: now)
+        if responder.conflicted, responder.phase == .announced {
+            statistics.conflicts += 1
+            logger.notice("another host claims this device's DNS-SD name; choosing another")
+            rotate(reason: "a conflict")
+            return
+        }
+        guard let reply, let channel = sockets[path] else { return }
+        statistics.answered += 1
+        switch reply {
+        case .unicast(let answer):
+            await send(answer, on: channel, path: path, to: source)
+        case .multicast(let answer, let delay):
+            if delay > .zero {
+                Task { [weak self] in
+                    try? await Task.sleep(for: delay)
+                    await self?.sendIfOpen(answer, path: path)
+                }
+            } else {
+                await send(answer, on: channel, path: path)
+            }
+        }
+    }
+
+    private func sendIfOpen(_ message: DNSMessage, path: MulticastPath) async {
+        guard !stopped, let channel = sockets[path] else { return }
+        await send(message, on: channel, path: path)
+    }
+
+    /// Whether a sender is on the link: IPv4 within one of the interface's networks (or
+    /// 169.254/16), IPv6 link-local or in one of its /64s. Nothing from farther away is
+    /// answered or cached, so the service cannot be used to reflect traffic elsewhere.
+    static func isOnLink(_ source: SocketAddress, _ link: Link) -> Bool {
+        switch source {
+        case .v4(let address):
+            let ip = UInt32(bigEndian: address.address.sin_addr.s_addr)
+            if ip >> 16 == 0xA9FE { return true }
+            return link.networks.contains { ip & $0.mask == $0.address & $0.mask }
+        case .v6(let address):
+            let bytes = withUnsafeBytes(of: address.address.sin6_addr) { Array($0) }
+            if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80 { return true }
+            return link.addresses.contains { $0.count == 16 && $0.prefix(8) == bytes.prefix(8) }
+        default:
+            return false
+        }
+    }
+
+    // MARK: Sockets
+
+    private func send(_ message: DNSMessage, on channel: any Channel, path: MulticastPath, to destination: SocketAddress? = nil) async {
+        let bytes = message.encoded()
+        if sent.count >= 32 { sent.removeFirst() }
+        sent.append(bytes)
+        guard let target = destination ?? (try? SocketAddress(ipAddress: path.family == .v4 ? Self.groupV4 : Self.groupV6, port: configuration.port)) else { return }
+        try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: target, data: channel.allocator.buffer(bytes: bytes)))
+    }
+
+    private func open(
+        _ path: MulticastPath, device: NIONetworkDevice, sink: AsyncStream<(bytes: [UInt8], from: SocketAddress, path: MulticastPath)>.Continuation
+    ) async throws -> any Channel {
+        var device = device
+        device.multicastSupported = true
+        let v6 = path.family == .v6
+        let index = device.interfaceIndex
+        var bootstrap = DatagramBootstrap(group: eventLoopGroup)
+            .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            .channelOption(.receivePacketInfo, value: true)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(MDNSReceiver(sink: sink, path: path, interfaceIndex: index))
+                }
+            }
+        if v6 {
+            bootstrap = bootstrap.channelOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(IPV6_V6ONLY)), value: 1)
+        }
+        let channel = try await bootstrap.bind(host: v6 ? "::" : "0.0.0.0", port: configuration.port).get()
+        guard let multicast = channel as? any MulticastChannel, let options = channel as? any SocketOptionProvider else {
+            try? await channel.close()
+            throw DiscoveryError.notMulticast(path.interface)
+        }
+        do {
+            try await options.unsafeSetSocketOption(
+                level: NIOBSDSocket.OptionLevel(rawValue: v6 ? CInt(IPPROTO_IPV6) : CInt(IPPROTO_IP)),
+                name: NIOBSDSocket.Option(rawValue: v6 ? 29 : 49), value: CInt(0)
+            ).get()
+            try await multicast.joinGroup(try SocketAddress(ipAddress: v6 ? Self.groupV6 : Self.groupV4, port: configuration.port), device: device).get()
+            if v6 {
+                try await options.setIPv6MulticastIF(CUnsignedInt(device.interfaceIndex)).get()
+                try await options.setIPv6MulticastHops(255).get()
+                try await options.setIPv6MulticastLoop(1).get()
+                try await options.unsafeSetSocketOption(level: .init(rawValue: CInt(IPPROTO_IPV6)), name: .init(rawValue: IPV6_UNICAST_HOPS), value: CInt(255)).get()
+            } else {
+                guard case .v4(let local)? = device.address else { throw DiscoveryError.noSuchInterface(path.interface) }
+                try await options.setIPMulticastIF(local.address.sin_addr).get()
+                try await options.setIPMulticastTTL(255).get()
+                try await options.setIPMulticastLoop(1).get()
+                try await options.unsafeSetSocketOption(level: .init(rawValue: CInt(IPPROTO_IP)), name: .init(rawValue: IP_TTL), value: CInt(255)).get()
+            }
+        } catch {
+            try? await channel.close()
+            throw error
+        }
+        return channel
+    }
+
+    /// The links for interfaces by name, from the host's devices now.
+    static func links(named names: [String], ipv4: Bool, ipv6: Bool) -> [Link] {
+        let devices = (try? System.enumerateDevices()) ?? []
+        return names.compactMap { name in
+            let mine = devices.filter { $0.name == name }
+            let v4 = ipv4 ? mine.first { $0.address?.protocol == .inet } : nil
+            let v6 = ipv6 ? mine.first { $0.address?.protocol == .inet6 } : nil
+            guard v4 != nil || v6 != nil else { return nil }
+            var addresses: [[UInt8]] = []
+            var networks: [(UInt32, UInt32)] = []
+            for device in mine {
+                switch (device.address, device.netmask) {
+                case (.v4(let address)?, let mask):
+                    guard ipv4 else { continue }
+                    addresses.append(withUnsafeBytes(of: address.address.sin_addr) { Array($0) })
+                    var bits: UInt32 = 0xFFFF_FFFF
+                    if case .v4(let m)? = mask { bits = UInt32(bigEndian: m.address.sin_addr.s_addr) }
+                    networks.append((UInt32(bigEndian: address.address.sin_addr.s_addr), bits))
+                case (.v6(let address)?, _):
+                    guard ipv6 else { continue }
+                    addresses.append(withUnsafeBytes(of: address.address.sin6_addr) { Array($0) })
+                default:
+                    continue
+                }
+            }
+            return Link(name: name, v4: v4, v6: v6, addresses: addresses.sorted { $0.lexicographicallyPrecedes($1) }, networks: networks)
+        }
+    }
+}
+
+/// Hands each mDNS datagram that arrived on the socket's own interface to the actor.
+private final class MDNSReceiver: ChannelInboundHandler, Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+
+    let sink: AsyncStream<(bytes: [UInt8], from: SocketAddress, path: MulticastPath)>.Continuation
+    let path: MulticastPath
+    let interfaceIndex: Int
+
+    init(sink: AsyncStream<(bytes: [UInt8], from: SocketAddress, path: MulticastPath)>.Continuation, path: MulticastPath, interfaceIndex: Int) {
+        self.sink = sink
+        self.path = path
+        self.interfaceIndex = interfaceIndex
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = Self.unwrapInboundIn(data)
+        guard envelope.data.readableBytes >= 12, envelope.data.readableBytes <= DNSMessage.maximumSize else { return }
+        if let arrived = envelope.metadata?.packetInfo?.interfaceIndex, arrived != interfaceIndex { return }
+        sink.yield((Array(envelope.data.readableBytesView), envelope.remoteAddress, path))
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+import HandoffWire
+import NIOCore
+import Testing
+
+@testable import HandoffAgent
+
+/// The DNS-SD responder and cache as pure logic: messages in, messages out.
+@Suite("DNS-SD responder and cache")
+struct DNSSDTests {
+    let address: [UInt8] = [10, 0, 0, 5]
+
+    func responder() -> DNSSDResponder {
+        var responder = DNSSDResponder(port: 47_170, addresses: ["eth0": [address]])
+        responder.probingSucceeded()
+        return responder
+    }
+
+    func query(_ name: DNSName, _ type: UInt16, known: [DNSRecord] = [], unicast: Bool = false) -> DNSMessage {
+        DNSMessage(isResponse: false, questions: [DNSQuestion(name: name, type: type, unicastResponse: unicast)], answers: known)
+    }
+
+    @Test("The published records name nothing of the device: random names, the link port, and only allow-listed TXT keys")
+    func publishedRecords() {
+        let responder = responder()
+        let records = responder.allRecords(on: "eth0")
+        #expect(responder.instance.count == 12 && responder.host.count == 12)
+        #expect(responder.instance != responder.host)
+        #expect(records.contains { $0.data == .srv(priority: 0, weight: 0, port: 47_170, target: responder.hostName) })
+        #expect(records.contains { $0.data == .txt([Array("v=1".utf8)]) })
+        #expect(DNSSDResponder.txtStrings(["v": "1", "name": "laptop", "model": "X1"]) == [Array("v=1".utf8)])
+        let host = ProcessInfo.processInfo.hostName.lowercased()
+        for record in records {
+            #expect(!record.name.description.lowercased().contains(host) || host.isEmpty)
+        }
+        // Two responders share nothing in their names.
+        let other = DNSSDResponder(port: 47_170)
+        #expect(other.instance != responder.instance && other.host != responder.host)
+    }
+
+    @Test("A browse for _handoff._tcp is answered with the PTR, and the SRV, TXT and address follow as additional records")
+    func answersBrowse() {
+        var responder = responder()
+        let reply = responder.receive(query(DNSSDResponder.serviceType, DNSType.ptr), on: "eth0", legacy: false, now: .now)
+        guard case .multicast(let message, let delay)? = reply else { Issue.record("expected a multicast answer"); return }
+        #expect(delay >= .milliseconds(20) && delay <= .milliseconds(120), "shared records wait 20-120 ms")
+        #expect(message.answers.map(\.data) == [.ptr(responder.instanceName)])
+        #expect(Set(message.additionals.map(\.type)) == [DNSType.srv, DNSType.txt, DNSType.a])
+    }
+
+    @Test("What the asker already holds with half its TTL left is not sent again")
+    func knownAnswerSuppression() {
+        var responder = responder()
+        let held = DNSRecord(name: DNSSDResponder.serviceType, ttl: DNSSDResponder.otherTTL, data: .ptr(responder.instanceName))
+        #expect(responder.receive(query(DNSSDResponder.serviceType, DNSType.ptr, known: [held]), on: "eth0", legacy: false, now: .now) == nil)
+        var old = held
+        old.ttl = 100
+        #expect(responder.receive(query(DNSSDResponder.serviceType, DNSType.ptr, known: [old]), on: "eth0", legacy: false, now: .now) != nil)
+    }
+
+    @Test("A record is multicast at most once a second, however often it is asked for")
+    func rateLimited() {
+        var responder = responder()
+        let start = ContinuousClock.now
+        let question = query(responder.instanceName, DNSType.srv)
+        #expect(responder.receive(question, on: "eth0", legacy: false, now: start) != nil)
+        for step in 1..<10 {
+            #expect(responder.receive(question, on: "eth0", legacy: false, now: start + .milliseconds(step * 100)) == nil)
+        }
+        #expect(responder.receive(question, on: "eth0", legacy: false, now: start + .milliseconds(1001)) != nil)
+    }
+
+    @Test("A plain DNS resolver's query (not from port 5353) gets a unicast answer with its id, its question, short TTLs and no cache-flush bit")
+    func legacyUnicast() {
+        var responder = responder()
+        var question = query(responder.hostName, DNSType.a)
+        question.id = 0x1234
+        let reply = responder.receive(question, on: "eth0", legacy: true, now: .now)
+        guard case .unicast(let message)? = reply else { Issue.record("expected a unicast answer"); return }
+        #expect(message.id == 0x1234)
+        #expect(message.questions == question.questions)
+        #expect(message.answers.allSatisfy { $0.ttl <= 10 && !$0.cacheFlush })
+        #expect(message.answers.map(\.data) == [.a(address)])
+    }
+
+    @Test("Another host's record with our name and other data is a conflict; our own data, a goodbye, or another name are not")
+    func conflicts() {
+        var responder = responder()
+        let ours = responder.uniqueRecords(on: "eth0")
+        _ = responder.receive(DNSMessage(isResponse: true, answers: ours), on: "eth0", legacy: false, now: .now)
+        #expect(!responder.conflicted)
+        _ = responder.receive(DNSMessage(isResponse: true, answers: [DNSRecord(name: responder.hostName, cacheFlush: true, ttl: 0, data: .a([10, 0, 0, 9]))]), on: "eth0", legacy: false, now: .now)
+        #expect(!responder.conflicted)
+        _ = responder.receive(DNSMessage(isResponse: true, answers: [DNSRecord(name: DNSName("other.local"), cacheFlush: true, ttl: 120, data: .a([10, 0, 0, 9]))]), on: "eth0", legacy: false, now: .now)
+        #expect(!responder.conflicted)
+        _ = responder.receive(DNSMessage(isResponse: true, answers: [DNSRecord(name: responder.instanceName, cacheFlush: true, ttl: 120, data: .srv(priority: 0, weight: 0, port: 1, target: DNSName("x.local")))]), on: "eth0", legacy: false, now: .now)
+        #expect(responder.conflicted)
+        responder.renew()
+        #expect(!responder.conflicted && responder.phase == .probing)
+    }
+
+    @Test("Two hosts probing for one name at once: the lexicographically later records win, and our own probe heard back changes nothing")
+    func simultaneousProbes() {
+        var responder = DNSSDResponder(port: 47_170, addresses: ["eth0": [address]])
+        _ = responder.receive(responder.probe(on: "eth0"), on: "eth0", legacy: false, now: .now)
+        #expect(!responder.conflicted, "our own probe")
+        var later = responder.probe(on: "eth0")
+        later.authorities = later.authorities.map { record in
+            var record = record
+            if case .a = record.data { record.data = .a([10, 0, 0, 200]) }
+            return record
+        }
+        var earlier = responder.probe(on: "eth0")
+        earlier.authorities = earlier.authorities.map { record in
+            var record = record
+            if case .a = record.data { record.data = .a([10, 0, 0, 1]) }
+            return record
+        }
+        _ = responder.receive(earlier, on: "eth0", legacy: false, now: .now)
+        #expect(!responder.conflicted, "ours is later: we win")
+        _ = responder.receive(later, on: "eth0", legacy: false, now: .now)
+        #expect(responder.conflicted, "theirs is later: we choose another name")
+        #expect(DNSSDResponder.compare(later.authorities, earlier.authorities) > 0)
+    }
+
+    @Test("While probing, nothing is answered; a goodbye sends every record with TTL 0")
+    func probingAndGoodbye() {
+        var responder = DNSSDResponder(port: 47_170, addresses: ["eth0": [address]])
+        #expect(responder.receive(query(DNSSDResponder.serviceType, DNSType.ptr), on: "eth0", legacy: false, now: .now) == nil)
+        responder.probingSucceeded()
+        let goodbye = responder.goodbye(on: "eth0")
+        #expect(goodbye.isResponse && goodbye.answers.allSatisfy { $0.ttl == 0 } && goodbye.answers.count == 5)
+    }
+
+    // MARK: The cache
+
+    func service(_ instance: String, port: UInt16 = 4242, address: [UInt8] = [10, 0, 0, 7], ttl: UInt32 = 120) -> [DNSRecord] {
+        let name = DNSSDResponder.serviceType.prepending(instance)
+        let host = DNSName(labels: ["host-\(instance)", "local"])
+        return [
+            DNSRecord(name: DNSSDResponder.serviceType, ttl: 4500, data: .ptr(name)),
+            DNSRecord(name: name, cacheFlush: true, ttl: ttl, data: .srv(priority: 0, weight: 0, port: port, target: host)),
+            DNSRecord(name: name, cacheFlush: true, ttl: 4500, data: .txt([Array("v=1".utf8)])),
+            DNSRecord(name: host, cacheFlush: true, ttl: ttl, data: .a(address)),
+        ]
+    }
+
+    @Test("Records resolve to a service with its address and port; the TTL ends it, and so does a goodbye, a second later")
+    func cacheResolves() {
+        var cache = DNSSDCache()
+        let now = ContinuousClock.now
+        cache.insert(service("printer"), now: now)
+        let found = cache.services(on: "eth0", excluding: [], now: now)
+        #expect(found == [DNSSDService(instance: "printer", interface: "eth0", host: "host-printer.local.", port: 4242, addresses: ["10.0.0.7"], txt: ["v=1"])])
+        #expect(cache.services(on: "eth0", excluding: [DNSSDResponder.serviceType.prepending("printer")], now: now).isEmpty, "our own")
+        cache.expire(now: now + .seconds(121))
+        #expect(cache.services(on: "eth0", excluding: [], now: now + .seconds(121)).isEmpty)
+
+        var other = DNSSDCache()
+        other.insert(service("printer"), now: now)
+        other.insert(service("printer", ttl: 0), now: now + .seconds(5))
+        #expect(other.services(on: "eth0", excluding: [], now: now + .seconds(5)).isEmpty)
+    }
+
+    @Test("A record with the cache-flush bit replaces older data for its name: a service that moved is found at its new port")
+    func cacheFlush() {
+        var cache = DNSSDCache()
+        let now = ContinuousClock.now
+        cache.insert(service("printer", port: 1000), now: now)
+        cache.insert(service("printer", port: 2000), now: now + .seconds(3))
+        #expect(cache.services(on: "eth0", excluding: [], now: now + .seconds(3)).map(\.port) == [2000])
+    }
+
+    @Test("A flood of records costs a bounded cache; records about other services and hosts are not kept at all")
+    func cacheBounded() {
+        var cache = DNSSDCache(capacity: 64)
+        let now = ContinuousClock.now
+        for index in 0..<1000 { cache.insert(service("s\(index)"), now: now) }
+        #expect(cache.count <= 64)
+        var unrelated = DNSSDCache()
+        unrelated.insert([
+            DNSRecord(name: DNSName("_ipp._tcp.local"), ttl: 4500, data: .ptr(DNSName("x._ipp._tcp.local"))),
+            DNSRecord(name: DNSName("somebody.local"), ttl: 120, data: .a([10, 0, 0, 1])),
+        ], now: now)
+        #expect(unrelated.count == 0)
+    }
+
+    @Test("The browser asks for what is missing, and refreshes a record at 80% of its TTL")
+    func cacheQuestions() {
+        var cache = DNSSDCache()
+        let now = ContinuousClock.now
+        let pointer = DNSRecord(name: DNSSDResponder.serviceType, ttl: 4500, data: .ptr(DNSSDResponder.serviceType.prepending("half")))
+        cache.insert([pointer], now: now)
+        #expect(Set(cache.missingQuestions(now: now).map(\.type)) == [DNSType.srv, DNSType.txt])
+        cache.insert(service("printer", ttl: 100), now: now)
+        #expect(cache.refreshQuestions(now: now + .seconds(50)).isEmpty)
+        let due = cache.refreshQuestions(now: now + .seconds(81))
+        #expect(due.contains { $0.type == DNSType.srv })
+        #expect(cache.refreshQuestions(now: now + .seconds(82)).isEmpty, "asked once per step")
+        #expect(cache.knownAnswers(name: DNSSDResponder.serviceType, type: DNSType.ptr, now: now).count == 2)
+    }
+
+    @Test("Names compare without regard to ASCII case only, and canonical data is uncompressed and lower case")
+    func caseAndCanonical() {
+        #expect(DNSName("Printer._HANDOFF._tcp.local") == DNSName("printer._handoff._tcp.local"))
+        #expect(DNSName("É.local") != DNSName("é.local"))
+        let data = DNSRecordData.ptr(DNSName("A.Local"))
+        #expect(data.canonicalBytes == [1, 0x61, 5] + Array("local".utf8) + [0])
+    }
+}

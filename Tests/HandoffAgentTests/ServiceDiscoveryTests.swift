@@ -1,0 +1,143 @@
+import Foundation
+import HandoffWire
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+
+@testable import HandoffAgent
+
+/// DNS-SD and rotation on loopback only: mDNS on a test port of `lo`, nothing elsewhere.
+@Suite("DNS-SD and rotation on loopback")
+struct ServiceDiscoveryTests {
+    let port = Int.random(in: 40_000..<60_000)
+
+    func serviceDiscovery(linkPort: UInt16, rotation: Duration = .seconds(600)) async -> ServiceDiscovery {
+        let made = ServiceDiscovery(
+            linkPort: linkPort, configuration: .init(port: port, rotation: rotation, ipv6: false),
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "test.dnssd"))
+        await made.start()
+        await made.follow(ServiceDiscovery.links(named: ["lo"], ipv4: true, ipv6: false))
+        return made
+    }
+
+    @Test("Two responders on one link find each other's services, each under its random name, and never list their own")
+    func findEachOther() async throws {
+        let a = await serviceDiscovery(linkPort: 1111), b = await serviceDiscovery(linkPort: 2222)
+        let found = await waitUntil(10) {
+            let onB = await b.services, onA = await a.services
+            return onB.contains { $0.port == 1111 } && onA.contains { $0.port == 2222 }
+        }
+        #expect(found)
+        let seenByB = try #require(await b.services.first { $0.port == 1111 })
+        #expect(seenByB.instance == (await a.currentNames.instance))
+        #expect(seenByB.addresses == ["127.0.0.1"])
+        #expect(seenByB.txt == ["v=1"])
+        #expect(await !b.services.contains { $0.port == 2222 }, "its own service")
+        #expect(await a.isAnnounced)
+        await a.stop()
+        // A's goodbye removes it at once, not at the end of its TTL.
+        let gone = await waitUntil(5) { await !b.services.contains { $0.port == 1111 } }
+        #expect(gone)
+        await b.stop()
+    }
+
+    @Test("Names rotate on schedule and on an interface change; the other side follows, and the old name is gone")
+    func rotation() async throws {
+        let a = await serviceDiscovery(linkPort: 3333, rotation: .seconds(2)), b = await serviceDiscovery(linkPort: 4444)
+        #expect(await waitUntil(10) { await b.services.contains { $0.port == 3333 } })
+        let first = await a.currentNames
+        let rotated = await waitUntil(10) { await a.currentNames.instance != first.instance }
+        #expect(rotated)
+        let second = await a.currentNames
+        #expect(second.host != first.host)
+        #expect(!sharesRun(Array(first.instance.utf8), Array(second.instance.utf8), length: 6))
+        let followed = await waitUntil(10) {
+            await b.services.filter { $0.port == 3333 }.map(\.instance) == [second.instance]
+        }
+        #expect(followed, "B lists A under its new name only")
+        // An interface change renews the names at once.
+        let beforeChange = await a.currentNames.instance
+        await a.follow([])
+        #expect(await a.currentNames.instance != beforeChange)
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test("Beacons captured across rotations share no run of six bytes, and no byte position keeps one value")
+    func beaconsAcrossRotations() async throws {
+        let beaconPort = port + 1
+        let key = BeaconKey.generate()
+        let capture = try await MulticastCapture.start(group: "239.255.71.68", port: beaconPort)
+        let discovery = Discovery(
+            device: UUID(), keys: [key], linkPort: 47_170,
+            configuration: DiscoveryConfiguration(
+                port: beaconPort, interfaces: ["lo"], ipv6: false, refreshInterval: .milliseconds(150), idleRefreshInterval: .milliseconds(150),
+                serviceDiscoveryPort: port, nameRotation: .seconds(1)))
+        try await discovery.start()
+        try await discovery.announce(BeaconActivity(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1"))
+        var names: Set<String> = []
+        for _ in 0..<30 {
+            try await Task.sleep(for: .milliseconds(100))
+            if let state = await discovery.serviceDiscoveryState { names.insert(state.instance) }
+        }
+        await discovery.stop()
+        let beacons = await capture.stop().filter { $0.count == Beacon.size }
+        #expect(names.count >= 2, "the names rotated during the capture")
+        try #require(beacons.count >= 10, "captured \(beacons.count) beacons")
+        for i in beacons.indices {
+            for j in beacons.indices where j > i {
+                #expect(!sharesRun(beacons[i], beacons[j], length: 6), "beacons \(i) and \(j) share six bytes")
+            }
+        }
+        for position in 0..<Beacon.size {
+            #expect(Set(beacons.map { $0[position] }).count > 1, "byte \(position) is the same in every beacon")
+        }
+    }
+
+    /// Whether `a` and `b` have a run of `length` equal bytes in common, anywhere.
+    func sharesRun(_ a: [UInt8], _ b: [UInt8], length: Int) -> Bool {
+        guard a.count >= length, b.count >= length else { return false }
+        let runs = Set((0...(a.count - length)).map { a[$0..<$0 + length] })
+        return (0...(b.count - length)).contains { runs.contains(b[$0..<$0 + length]) }
+    }
+}
+
+/// Every datagram sent to a multicast group on `lo` while it runs.
+final class MulticastCapture: Sendable {
+    private let channel: any Channel
+    private let collector: Collector
+
+    private init(channel: any Channel, collector: Collector) {
+        self.channel = channel
+        self.collector = collector
+    }
+
+    static func start(group: String, port: Int) async throws -> MulticastCapture {
+        let collector = Collector()
+        let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) } }
+            .bind(host: group, port: port).get()
+        var loopback = try #require(try System.enumerateDevices().first { $0.name == "lo" && $0.address?.protocol == .inet })
+        loopback.multicastSupported = true
+        try await (channel as! any MulticastChannel).joinGroup(try SocketAddress(ipAddress: group, port: port), device: loopback).get()
+        return MulticastCapture(channel: channel, collector: collector)
+    }
+
+    func stop() async -> [[UInt8]] {
+        try? await channel.close()
+        return collector.received.withLock { $0 }
+    }
+
+    private final class Collector: ChannelInboundHandler, Sendable {
+        typealias InboundIn = AddressedEnvelope<ByteBuffer>
+        let received = Mutex<[[UInt8]]>([])
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let bytes = Array(Self.unwrapInboundIn(data).data.readableBytesView)
+            received.withLock { $0.append(bytes) }
+        }
+    }
+}
