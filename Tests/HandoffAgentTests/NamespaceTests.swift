@@ -110,6 +110,13 @@ final class Segment: Sendable {
         process.waitUntilExit()
     }
 
+    /// Stops host `host`'s agent as a person would (SIGTERM): it says goodbye and closes.
+    func stop(_ host: String) {
+        guard let process = agents.withLock({ $0[host] }), process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
     /// Runs a command inside host `host`'s namespace.
     @discardableResult
     func run(in host: String, _ arguments: [String], input: Data? = nil) throws -> String {
@@ -134,6 +141,11 @@ final class Segment: Sendable {
             process.waitUntilExit()
         }
         await harness.stop()
+        // Whatever else a test started in a namespace (avahi, D-Bus) ends with it.
+        for host in hosts {
+            let pids = ((try? shell(["ip", "netns", "pids", "\(prefix)\(host)"])) ?? "").split(separator: "\n").compactMap { Int32($0) }
+            for pid in pids { kill(pid, SIGKILL) }
+        }
         for host in hosts { _ = try? shell(["ip", "netns", "del", "\(prefix)\(host)"]) }
         _ = try? shell(["ip", "netns", "del", "\(prefix)br"])
     }

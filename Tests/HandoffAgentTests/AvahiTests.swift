@@ -1,0 +1,164 @@
+import Foundation
+import HandoffLocalAPI
+import Synchronization
+import Testing
+
+@testable import HandoffAgent
+
+/// Whether avahi (daemon and tools) and a D-Bus daemon are installed, for the interop tests.
+let hasAvahi = ["/usr/sbin/avahi-daemon", "/usr/bin/avahi-browse", "/usr/bin/avahi-publish", "/usr/bin/dbus-daemon"]
+    .allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
+
+/// avahi running inside one namespace of a segment, on a private D-Bus system bus of its own,
+/// with its own `/run` (so that it never meets a host's avahi): started by the test, stopped
+/// with it.
+final class NamespaceAvahi: Sendable {
+    let bus: String
+    private let processes: Mutex<[Process]>
+    let namespace: String
+
+    init(segment: Segment, host: String) async throws {
+        namespace = "\(segment.prefix)\(host)"
+        let folder = segment.harness.root.appendingPathComponent("avahi-\(host)", isDirectory: true)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        bus = folder.appendingPathComponent("bus").path
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>system</type>
+              <listen>unix:path=\(bus)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow user="*"/>
+                <allow own="*"/>
+                <allow send_destination="*"/>
+                <allow receive_sender="*"/>
+              </policy>
+            </busconfig>
+            """.write(to: folder.appendingPathComponent("bus.conf"), atomically: true, encoding: .utf8)
+        try """
+            [server]
+            host-name=avahi-\(host)
+            use-ipv4=yes
+            use-ipv6=yes
+            allow-interfaces=eth0
+            enable-dbus=yes
+            [wide-area]
+            enable-wide-area=no
+            [publish]
+            publish-hinfo=no
+            publish-workstation=no
+            """.write(to: folder.appendingPathComponent("avahi.conf"), atomically: true, encoding: .utf8)
+        processes = Mutex([])
+        // Both daemonize, and are stopped with the namespace's other processes (`Segment`):
+        // avahi closes every descriptor it inherits, which a Foundation `Process` would take
+        // for its exit.
+        try daemon(["dbus-daemon", "--fork", "--config-file=\(folder.path)/bus.conf"])
+        try #require(await waitUntil(5) { FileManager.default.fileExists(atPath: self.bus) }, "dbus-daemon did not start")
+        // A /run of its own: avahi keeps its pid file and socket there.
+        try daemon(["unshare", "--mount", "sh", "-c", "mount -t tmpfs tmpfs /run && exec avahi-daemon -D -f \(folder.path)/avahi.conf --no-chroot --no-drop-root --no-rlimits"])
+        let up = await waitUntil(10) { (try? self.run(["avahi-browse", "-tp", "_nothing._tcp"])) != nil }
+        try #require(up, "avahi-daemon did not start in \(namespace)")
+    }
+
+    /// Starts a daemon that forks in the namespace, and waits for its first process to exit.
+    /// The shell closes every descriptor it inherited first: a daemon that kept one would
+    /// hold a Foundation `Process` (and its output pipe) open for as long as it runs.
+    private func daemon(_ arguments: [String]) throws {
+        let detach = #"for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-"; done; exec "$@" </dev/null >/dev/null 2>&1"#
+        try run(["bash", "-c", detach, "bash"] + arguments)
+    }
+
+    private func launch(_ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["ip", "netns", "exec", namespace, "env", "DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(bus)"] + arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        processes.withLock { $0.append(process) }
+        return process
+    }
+
+    /// Runs an avahi tool in the namespace, on this avahi's bus.
+    @discardableResult
+    func run(_ arguments: [String]) throws -> String {
+        try shell(["ip", "netns", "exec", namespace, "env", "DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(bus)"] + arguments)
+    }
+
+    /// Publishes a service through avahi until `stop`.
+    func publish(_ arguments: [String]) throws {
+        _ = try launch(["avahi-publish", "-s"] + arguments)
+    }
+
+    /// `avahi-browse -rtp` of `_handoff._tcp`: the resolved lines (`=;eth0;IPv4;NAME;...`).
+    func browse() throws -> [String] {
+        try run(["avahi-browse", "-rtp", "_handoff._tcp"]).split(separator: "\n").map(String.init).filter { $0.hasPrefix("=") }
+    }
+
+    func stop() {
+        for process in processes.withLock({ $0.reversed() }) where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+extension NamespaceTests {
+    @Test(
+        "DNS-SD beside avahi: avahi-browse in another namespace resolves our service, with nothing identifying; we find a service avahi publishes; both share port 5353 on one host; a stopped agent says goodbye",
+        .enabled(if: hasAvahi, "needs avahi-daemon, avahi-utils and dbus-daemon (apt-get install avahi-daemon avahi-utils); skipped"))
+    func avahiInterop() async throws {
+        try await Segment.with { segment in
+            let avahi = try await NamespaceAvahi(segment: segment, host: "c")
+            defer { avahi.stop() }
+            try await avahiInterop(segment, avahi)
+        }
+    }
+
+    func avahiInterop(_ segment: Segment, _ avahi: NamespaceAvahi) async throws {
+        // A alone in its namespace; C beside avahi, on the same port 5353.
+        let a = try await segment.start("a", name: "alpha")
+        let c = try await segment.start("c", name: "gamma")
+        try await segment.harness.pair([a, c])
+        func ownInstance(_ device: TestDevice) async throws -> String? {
+            try await device.call(.doctor).checks?.first { $0.area == "dns-sd" && $0.status == .ok }?.subject
+        }
+        let names = await waitUntil(10) {
+            let onA = try? await ownInstance(a), onC = try? await ownInstance(c)
+            return onA != nil && onC != nil
+        }
+        try #require(names, "both agents announce their DNS-SD names")
+        let instanceA = try #require(try await ownInstance(a)), instanceC = try #require(try await ownInstance(c))
+
+        // avahi (in C's namespace) resolves both: A over the link, C on its own host.
+        var lines: [String] = []
+        let resolved = await waitUntil(15) {
+            lines = (try? avahi.browse()) ?? []
+            return lines.contains { $0.contains(";\(instanceA);") && $0.contains(segment.address("a")) }
+                && lines.contains { $0.contains(";\(instanceC);") }
+        }
+        #expect(resolved, "avahi-browse printed: \(lines)")
+        let lineA = try #require(lines.first { $0.contains(";\(instanceA);") && $0.contains("IPv4") })
+        #expect(lineA.hasSuffix(";47170;\"v=1\""), "\(lineA)")
+        for line in lines {
+            #expect(!line.contains("alpha") && !line.contains("gamma"), "no device name in \(line)")
+        }
+
+        // A service avahi publishes is found by both our agents: A across the link, C beside it.
+        try avahi.publish(["Some printer", "_handoff._tcp", "4242", "v=1"])
+        func findsPublished(_ device: TestDevice) async throws -> Bool {
+            try await device.call(.doctor).checks?.contains { $0.area == "dns-sd-service" && $0.subject == "Some printer" && $0.finding.contains("port 4242") } ?? false
+        }
+        #expect(await waitUntil(15) { (try? await findsPublished(a)) ?? false }, "A finds avahi's service")
+        #expect(await waitUntil(15) { (try? await findsPublished(c)) ?? false }, "C finds avahi's service beside it")
+        // And A lists C's service as a device of the account.
+        let seenC = try #require(try await a.call(.doctor).checks?.first { $0.area == "dns-sd-service" && $0.subject == instanceC })
+        #expect(seenC.finding.contains("a device of this account"), "\(seenC)")
+
+        // A stops: its goodbye takes it out of avahi's list at once, not after its TTL.
+        segment.stop("a")
+        let gone = await waitUntil(10) { !((try? avahi.browse()) ?? []).contains { $0.contains(";\(instanceA);") } }
+        #expect(gone, "avahi still lists A after its goodbye")
+    }
+}
