@@ -408,7 +408,7 @@ public actor Discovery {
         }
         // Static peers, and services DNS-SD found that no beacon came from, get the very same
         // beacon by unicast, from the unicast socket of their family.
-        for peer in Array(staticPeerAddresses.values) + serviceTargetAddresses() {
+        for peer in Array(staticPeerAddresses.values) + (await serviceTargetAddresses()) {
             guard let channel = unicastChannels.first(where: { $0.localAddress?.protocol == peer.protocol }) else { continue }
             let buffer = channel.allocator.buffer(bytes: beacon)
             try? await channel.writeAndFlush(AddressedEnvelope(remoteAddress: peer, data: buffer))
@@ -436,10 +436,13 @@ public actor Discovery {
 
     /// Where DNS-SD found a Handoff service no account device's beacon came from: the first
     /// address of each, at most 16.
-    private func serviceTargetAddresses() -> [SocketAddress] {
-        let heardFrom = Set(devices.values.map(\.address))
-        return serviceTargets.prefix(16).compactMap { service in
-            guard !service.addresses.contains(where: heardFrom.contains), let address = service.addresses.first else { return nil }
+    private func serviceTargetAddresses() async -> [SocketAddress] {
+        let heardFrom = Set(devices.values.map { "\($0.address) \($0.linkPort)" })
+        let covered = serviceTargets.filter { service in service.addresses.contains { heardFrom.contains("\($0) \(service.port)") } }
+        // DNS-SD need not keep those fresh: their beacons arrive.
+        await serviceDiscovery?.setCovered(Set(covered.map(\.instance)))
+        return serviceTargets.filter { !covered.contains($0) }.prefix(16).compactMap { service in
+            guard let address = service.addresses.first else { return nil }
             return try? SocketAddress.makeAddressResolvingHost(address, port: Int(service.port))
         }
     }

@@ -73,6 +73,12 @@ actor ServiceDiscovery {
     private var stopped = false
     private var subscribers: [UUID: AsyncStream<[DNSSDService]>.Continuation] = [:]
     private var lastServices: [DNSSDService] = []
+    /// Instances whose device's beacons arrive anyway: their records are not refreshed.
+    private var covered: Set<String> = []
+    /// When each question for something missing was asked, and how often: asked again after
+    /// 1, 2, 4... seconds, at most every 5 minutes, so that a service that never resolves
+    /// costs almost nothing.
+    private var asked: [DNSQuestion: (count: Int, next: ContinuousClock.Instant)] = [:]
     public private(set) var statistics = ServiceDiscoveryStatistics()
 
     static let groupV4 = "224.0.0.251"
@@ -103,6 +109,10 @@ actor ServiceDiscovery {
     }
 
     private func unsubscribe(_ id: UUID) { subscribers[id] = nil }
+
+    func setCovered(_ instances: Set<String>) {
+        covered = instances
+    }
 
     func start() {
         let (datagrams, sink) = AsyncStream<(bytes: [UInt8], from: SocketAddress, path: MulticastPath)>.makeStream(bufferingPolicy: .bufferingNewest(256))
@@ -281,9 +291,20 @@ actor ServiceDiscovery {
         guard !stopped else { return }
         let now = ContinuousClock.now
         var questions: [String: [DNSQuestion]] = [:]
+        let skipped = Set(lastServices.filter { covered.contains($0.instance) }.flatMap { [DNSSDResponder.serviceType.prepending($0.instance), DNSName($0.host)] })
+        if asked.count > 256 { asked = [:] }
         for name in caches.keys {
             caches[name]?.expire(now: now)
-            let due = (caches[name]?.refreshQuestions(now: now) ?? []) + (caches[name]?.missingQuestions(now: now) ?? [])
+            let refresh = (caches[name]?.refreshQuestions(now: now) ?? []).filter { !skipped.contains($0.name) }
+            let missing = (caches[name]?.missingQuestions(now: now) ?? []).filter { question in
+                guard let last = asked[question] else { return true }
+                return now >= last.next
+            }
+            for question in missing {
+                let count = (asked[question]?.count ?? 0) + 1
+                asked[question] = (count, now + .seconds(min(1 << min(count, 9), 300)))
+            }
+            let due = refresh + missing
             if !due.isEmpty { questions[name] = due }
         }
         publishServices()

@@ -117,7 +117,8 @@ for device in ["laptop", "desktop"] {
     process.executableURL = binary("handoffd")
     process.arguments = [
         "--name", device, "--state-dir", root.appendingPathComponent(device).path, "--socket", socket(device),
-        "--listen", "127.0.0.1:0", "--interface", "lo", "--discovery-port", discoveryPort, "--log-level", "warning",
+        "--listen", "127.0.0.1:0", "--interface", "lo", "--discovery-port", discoveryPort,
+        "--dns-sd", String(Int(discoveryPort)! + 1), "--log-level", "warning",
     ]
     print("    $ handoffd \(process.arguments!.joined(separator: " "))")
     try process.run()

@@ -17,6 +17,14 @@ func builtExecutable(_ name: String) -> URL? {
     return nil
 }
 
+/// Runs blocking work (a child process, a pipe read to its end) on a thread of its own: the
+/// few threads async code shares stay free for the agents under test meanwhile.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
+
 /// Waits (polling, at most `seconds`) until `condition` holds; returns whether it did.
 func waitUntil(_ seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
@@ -102,7 +110,9 @@ final class AgentHarness: Sendable {
         AgentConfiguration(
             stateDirectory: root.appendingPathComponent(name, isDirectory: true), socketPath: root.appendingPathComponent("\(name).sock").path,
             name: name, listen: HostPort(host: "127.0.0.1", port: 0), interfaces: ["lo"], discoveryPort: discoveryPort,
-            refreshInterval: .seconds(2), expiry: .seconds(8), saveDeadline: .seconds(2), fetchDeadline: .seconds(4), launchDeadline: .seconds(20))
+            refreshInterval: .seconds(2), expiry: .seconds(8), saveDeadline: .seconds(2), fetchDeadline: .seconds(4), launchDeadline: .seconds(20),
+            // DNS-SD on a port of this harness's own, so that tests running at once stay apart.
+            serviceDiscoveryPort: discoveryPort + 1)
     }
 
     /// Starts an agent named `name`, with `adjust` applied to its configuration.

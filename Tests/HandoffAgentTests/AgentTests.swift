@@ -267,16 +267,19 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("local_api_client.py")
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script.path, "scenario", a.socket, b.socket]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "the Python client failed:\n\(printed)")
+            let (status, printed) = try await onThread { [a, b] in
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                process.arguments = ["python3", script.path, "scenario", a.socket, b.socket]
+                let output = Pipe()
+                process.standardOutput = output
+                process.standardError = output
+                try process.run()
+                let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                return (process.terminationStatus, printed)
+            }
+            #expect(status == 0, "the Python client failed:\n\(printed)")
             #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("map shows center 37.7887, -122.4075") } }, "events: \(b.mapViewerEvents)")
         }
     }
@@ -363,12 +366,12 @@ struct AgentTests {
                 watcher.terminate()
             }
             try #require(await waitUntil { (try? await b.nearby().first?.activity.title) == "From a script" })
-            let listed = try run("handoff", ["list", "--json", "--socket", b.socket])
+            let listed = try await run("handoff", ["list", "--json", "--socket", b.socket])
             #expect(listed.status == 0)
             let activities = try JSONSerialization.jsonObject(with: Data(listed.output.utf8)) as? [[String: Any]]
             #expect(activities?.first?["handler"] as? String == "com.example.handoff.MapViewer")
 
-            let continued = try run("handoff", ["continue", "--latest", "--json", "--socket", b.socket])
+            let continued = try await run("handoff", ["continue", "--latest", "--json", "--socket", b.socket])
             #expect(continued.status == 0, "\(continued.errors)")
             #expect(continued.output.contains("\"app\" : \"com.example.handoff.MapViewer\""), "\(continued.output)")
             #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("map shows center 48.8584, 2.2945") } }, "events: \(b.mapViewerEvents)")

@@ -53,20 +53,20 @@ final class NamespaceAvahi: Sendable {
         // Both daemonize, and are stopped with the namespace's other processes (`Segment`):
         // avahi closes every descriptor it inherits, which a Foundation `Process` would take
         // for its exit.
-        try daemon(["dbus-daemon", "--fork", "--config-file=\(folder.path)/bus.conf"])
+        try await daemon(["dbus-daemon", "--fork", "--config-file=\(folder.path)/bus.conf"])
         try #require(await waitUntil(5) { FileManager.default.fileExists(atPath: self.bus) }, "dbus-daemon did not start")
         // A /run of its own: avahi keeps its pid file and socket there.
-        try daemon(["unshare", "--mount", "sh", "-c", "mount -t tmpfs tmpfs /run && exec avahi-daemon -D -f \(folder.path)/avahi.conf --no-chroot --no-drop-root --no-rlimits"])
-        let up = await waitUntil(10) { (try? self.run(["avahi-browse", "-tp", "_nothing._tcp"])) != nil }
+        try await daemon(["unshare", "--mount", "sh", "-c", "mount -t tmpfs tmpfs /run && exec avahi-daemon -D -f \(folder.path)/avahi.conf --no-chroot --no-drop-root --no-rlimits"])
+        let up = await waitUntil(10) { (try? await self.run(["avahi-browse", "-tp", "_nothing._tcp"])) != nil }
         try #require(up, "avahi-daemon did not start in \(namespace)")
     }
 
     /// Starts a daemon that forks in the namespace, and waits for its first process to exit.
     /// The shell closes every descriptor it inherited first: a daemon that kept one would
     /// hold a Foundation `Process` (and its output pipe) open for as long as it runs.
-    private func daemon(_ arguments: [String]) throws {
+    private func daemon(_ arguments: [String]) async throws {
         let detach = #"for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-"; done; exec "$@" </dev/null >/dev/null 2>&1"#
-        try run(["bash", "-c", detach, "bash"] + arguments)
+        try await run(["bash", "-c", detach, "bash"] + arguments)
     }
 
     private func launch(_ arguments: [String]) throws -> Process {
@@ -82,8 +82,9 @@ final class NamespaceAvahi: Sendable {
 
     /// Runs an avahi tool in the namespace, on this avahi's bus.
     @discardableResult
-    func run(_ arguments: [String]) throws -> String {
-        try shell(["ip", "netns", "exec", namespace, "env", "DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(bus)"] + arguments)
+    func run(_ arguments: [String]) async throws -> String {
+        let full = ["ip", "netns", "exec", namespace, "env", "DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(bus)"] + arguments
+        return try await onThread { try shell(full) }
     }
 
     /// Publishes a service through avahi until `stop`.
@@ -92,8 +93,8 @@ final class NamespaceAvahi: Sendable {
     }
 
     /// `avahi-browse -rtp` of `_handoff._tcp`: the resolved lines (`=;eth0;IPv4;NAME;...`).
-    func browse() throws -> [String] {
-        try run(["avahi-browse", "-rtp", "_handoff._tcp"]).split(separator: "\n").map(String.init).filter { $0.hasPrefix("=") }
+    func browse() async throws -> [String] {
+        try await run(["avahi-browse", "-rtp", "_handoff._tcp"]).split(separator: "\n").map(String.init).filter { $0.hasPrefix("=") }
     }
 
     func stop() {
@@ -134,7 +135,7 @@ extension NamespaceTests {
         // avahi (in C's namespace) resolves both: A over the link, C on its own host.
         var lines: [String] = []
         let resolved = await waitUntil(15) {
-            lines = (try? avahi.browse()) ?? []
+            lines = (try? await avahi.browse()) ?? []
             return lines.contains { $0.contains(";\(instanceA);") && $0.contains(segment.address("a")) }
                 && lines.contains { $0.contains(";\(instanceC);") }
         }
@@ -158,7 +159,7 @@ extension NamespaceTests {
 
         // A stops: its goodbye takes it out of avahi's list at once, not after its TTL.
         segment.stop("a")
-        let gone = await waitUntil(10) { !((try? avahi.browse()) ?? []).contains { $0.contains(";\(instanceA);") } }
+        let gone = await waitUntil(10) { !((try? await avahi.browse()) ?? []).contains { $0.contains(";\(instanceA);") } }
         #expect(gone, "avahi still lists A after its goodbye")
     }
 }

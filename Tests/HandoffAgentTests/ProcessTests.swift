@@ -2,9 +2,14 @@ import Foundation
 import HandoffLocalAPI
 import Testing
 
-/// Runs a built executable to its end and returns its status and what it printed.
-func run(_ name: String, _ arguments: [String], environment: [String: String] = [:], timeout: Double = 20) throws -> (status: Int32, output: String, errors: String) {
+/// Runs a built executable to its end and returns its status and what it printed. It waits
+/// on a thread of its own: the program may need an agent in this process to answer meanwhile.
+func run(_ name: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String, errors: String) {
     let binary = try #require(builtExecutable(name), "\(name) was not built next to the tests")
+    return try await onThread { try runToEnd(binary, arguments, environment: environment) }
+}
+
+private func runToEnd(_ binary: URL, _ arguments: [String], environment: [String: String]) throws -> (status: Int32, output: String, errors: String) {
     let process = Process()
     process.executableURL = binary
     process.arguments = arguments
@@ -26,15 +31,15 @@ struct ProcessTests {
     let folder = URL(fileURLWithPath: "/tmp/hp-\(UUID().uuidString.prefix(8))", isDirectory: true)
 
     @Test("A bad flag is named, and handoffd exits with status 2")
-    func badFlag() throws {
-        let result = try run("handoffd", ["--state-dir", folder.path, "--listen", "nowhere", "--interface", "lo"])
+    func badFlag() async throws {
+        let result = try await run("handoffd", ["--state-dir", folder.path, "--listen", "nowhere", "--interface", "lo"])
         #expect(result.status == 2)
         #expect(result.errors.contains("--listen: 'nowhere' is not HOST:PORT"), "\(result.errors)")
     }
 
     @Test("A configuration file that is missing or wrong is named, with the line")
-    func badConfigFile() throws {
-        let missing = try run("handoffd", ["--config", folder.appendingPathComponent("nope.conf").path])
+    func badConfigFile() async throws {
+        let missing = try await run("handoffd", ["--config", folder.appendingPathComponent("nope.conf").path])
         #expect(missing.status == 2)
         #expect(missing.errors.contains("cannot read the configuration file \(folder.path)/nope.conf"), "\(missing.errors)")
 
@@ -42,18 +47,18 @@ struct ProcessTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let file = folder.appendingPathComponent("handoffd.conf")
         try "name = desk\nlisten 127.0.0.1:1\n".write(to: file, atomically: true, encoding: .utf8)
-        let wrong = try run("handoffd", ["--config", file.path])
+        let wrong = try await run("handoffd", ["--config", file.path])
         #expect(wrong.status == 2)
         #expect(wrong.errors.contains("\(file.path):2: expected 'key = value'"), "\(wrong.errors)")
     }
 
     @Test("A damaged state file is named, and handoffd does not start")
-    func corruptState() throws {
+    func corruptState() async throws {
         let state = folder.appendingPathComponent("state", isDirectory: true)
         try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         try Data("{\"id\": 5".utf8).write(to: state.appendingPathComponent("device.json"))
-        let result = try run("handoffd", ["--state-dir", state.path, "--socket", folder.appendingPathComponent("s").path, "--listen", "127.0.0.1:0", "--interface", "lo"])
+        let result = try await run("handoffd", ["--state-dir", state.path, "--socket", folder.appendingPathComponent("s").path, "--listen", "127.0.0.1:0", "--interface", "lo"])
         #expect(result.status == 1)
         #expect(result.errors.contains("\(state.path)/device.json"), "\(result.errors)")
     }
@@ -68,15 +73,15 @@ struct ProcessTests {
         process.executableURL = binary
         process.arguments = ["--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none", "--log-level", "error"]
         try process.run()
-        let up = await waitUntil { (try? run("handoff", ["status", "--socket", socket]).status) == 0 }
+        let up = await waitUntil { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 }
         #expect(up, "handoffd did not answer")
-        let status = try run("handoff", ["status", "--json", "--socket", socket])
+        let status = try await run("handoff", ["status", "--json", "--socket", socket])
         #expect(status.output.contains("\"version\""))
         process.terminate()
         process.waitUntilExit()
         #expect(process.terminationReason == .exit)
         #expect(!FileManager.default.fileExists(atPath: socket))
-        let after = try run("handoff", ["status", "--socket", socket])
+        let after = try await run("handoff", ["status", "--socket", socket])
         #expect(after.status == 3)
         #expect(after.errors.contains("no Handoff agent is running at \(socket)"))
     }
@@ -101,8 +106,8 @@ struct ProcessTests {
             process.terminate()
             process.waitUntilExit()
         }
-        #expect(await waitUntil { (try? run("handoff", ["status", "--socket", socket]).status) == 0 })
-        #expect(try run("handoff", ["account", "create", "--name", "home", "--socket", socket]).status == 0)
+        #expect(await waitUntil { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 })
+        #expect(try await run("handoff", ["account", "create", "--name", "home", "--socket", socket]).status == 0)
         // The agent reports what it gave back once it has been idle for a second.
         var line: Substring?
         _ = await waitUntil(15) {
@@ -115,27 +120,27 @@ struct ProcessTests {
         try #require(numbers.count == 2, "\(released)")
         #expect(numbers[1] < numbers[0], "resident memory did not shrink: \(released)")
         // The code comes back as it runs: the agent still answers, and does a new thing.
-        #expect(try run("handoff", ["status", "--socket", socket]).status == 0)
-        let invitation = try run("handoff", ["device", "invite", "--token", "--socket", socket])
+        #expect(try await run("handoff", ["status", "--socket", socket]).status == 0)
+        let invitation = try await run("handoff", ["device", "invite", "--token", "--socket", socket])
         #expect(invitation.status == 0, "\(invitation.errors)")
     }
 
     @Test("handoff doctor with no agent says so, with what to do, and exits with 3; with --json too")
-    func doctorWithoutAgent() throws {
+    func doctorWithoutAgent() async throws {
         let socket = folder.appendingPathComponent("none.sock").path
-        let text = try run("handoff", ["doctor", "--socket", socket])
+        let text = try await run("handoff", ["doctor", "--socket", socket])
         #expect(text.status == 3)
         #expect(text.output.contains("PROBLEM  agent: no Handoff agent is running at \(socket)"), "\(text.output)")
         #expect(text.output.contains("systemctl --user start handoffd"))
-        let json = try run("handoff", ["doctor", "--json", "--socket", socket])
+        let json = try await run("handoff", ["doctor", "--json", "--socket", socket])
         #expect(json.status == 3)
         let checks = try JSONDecoder().decode([LocalCheck].self, from: Data(json.output.utf8))
         #expect(checks.first?.area == "agent" && checks.first?.status == .problem)
     }
 
     @Test("handoff refuses bad arguments before asking the agent")
-    func badArguments() throws {
-        let result = try run("handoff", ["continue", "not-an-id", "--socket", "/tmp/none.sock"])
+    func badArguments() async throws {
+        let result = try await run("handoff", ["continue", "not-an-id", "--socket", "/tmp/none.sock"])
         #expect(result.status != 0)
         #expect(result.errors.contains("'not-an-id' is not an activity id"), "\(result.errors)")
     }
