@@ -196,6 +196,7 @@ public actor Discovery {
     /// When this device last answered a newcomer's beacon with one of its own.
     private var lastGreeting = ContinuousClock.now - .seconds(60)
     private var greetingScheduled = false
+    private var greetingTask: Task<Void, Never>?
     private var stopped = false
     /// The next refresh, restarted by every beacon sent.
     private var refreshTask: Task<Void, Never>?
@@ -322,6 +323,8 @@ public actor Discovery {
         tasks = []
         refreshTask?.cancel()
         refreshTask = nil
+        greetingTask?.cancel()
+        greetingTask = nil
         interfaceWatcher?.stop()
         interfaceWatcher = nil
         await serviceDiscovery?.stop()
@@ -586,13 +589,15 @@ public actor Discovery {
         let next = lastGreeting + .seconds(1)
         if now >= next {
             lastGreeting = now
-            tasks.append(Task { [weak self] in try? await self?.send() })
+            // Not kept: it ends at once, and a stopped discovery sends nothing.
+            Task { [weak self] in try? await self?.send() }
         } else if !greetingScheduled {
             greetingScheduled = true
-            tasks.append(Task { [weak self] in
+            greetingTask = Task { [weak self] in
                 try? await Task.sleep(until: next)
+                guard !Task.isCancelled else { return }
                 await self?.greetScheduled()
-            })
+            }
         }
     }
 
@@ -762,7 +767,7 @@ public actor Discovery {
                 try await options.setIPv6MulticastLoop(1).get()
             } else {
                 guard case .v4(let local)? = device.address else { throw DiscoveryError.noSuchInterface(path.interface) }
-                try await options.setIPMulticastIF(local.address.sin_addr).get()
+                try await options.setIPv4MulticastInterface(index: device.interfaceIndex, address: local.address.sin_addr)
                 try await options.setIPMulticastTTL(1).get()
                 try await options.setIPMulticastLoop(1).get()
             }

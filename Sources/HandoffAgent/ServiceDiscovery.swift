@@ -232,7 +232,7 @@ actor ServiceDiscovery {
             try? await Task.sleep(for: .milliseconds(Int.random(in: 0...250)))
             for _ in 0..<3 {
                 guard !Task.isCancelled, !responder.conflicted else { break }
-                for (path, channel) in sockets { await send(responder.probe(on: path.interface), on: channel, path: path) }
+                for (path, channel) in askingSockets { await send(responder.probe(on: path.interface), on: channel, path: path) }
                 try? await Task.sleep(for: .milliseconds(250))
             }
             guard !Task.isCancelled else { return }
@@ -259,24 +259,33 @@ actor ServiceDiscovery {
 
     // MARK: Browsing
 
-    /// Asks for `_handoff._tcp` at once, then after 1, 2, 4... seconds up to an hour
-    /// (RFC 6762, 5.2); announcements from new services arrive between.
+    /// Asks for `_handoff._tcp` at once, a second later and two seconds after that, then
+    /// hourly (RFC 6762, 5.2 asks for intervals that at least double): services that start
+    /// later announce themselves, so asking more often would only cost every device traffic.
     private func browse() {
         browsing?.cancel()
         browsing = Task { [weak self] in
-            var wait = Duration.seconds(1)
             try? await Task.sleep(for: .milliseconds(Int.random(in: 20...120)))
+            var asked = 0
             while !Task.isCancelled {
                 await self?.query()
-                try? await Task.sleep(for: wait)
-                wait = min(wait * 2, .seconds(3600))
+                asked += 1
+                try? await Task.sleep(for: asked == 1 ? .seconds(1) : asked == 2 ? .seconds(2) : .seconds(3600))
             }
         }
     }
 
+    /// The sockets questions go out on: IPv4 where an interface has it (every responder on a
+    /// dual-stack link hears IPv4), IPv6 where it has nothing else. Announcements and
+    /// goodbyes go out on both, for hosts that only speak one.
+    private var askingSockets: [(key: MulticastPath, value: any Channel)] {
+        let withIPv4 = Set(sockets.keys.filter { $0.family == .v4 }.map(\.interface))
+        return sockets.filter { $0.key.family == .v4 || !withIPv4.contains($0.key.interface) }.map { ($0.key, $0.value) }
+    }
+
     private func query(extra: [String: [DNSQuestion]] = [:]) async {
         let now = ContinuousClock.now
-        for (path, channel) in sockets {
+        for (path, channel) in askingSockets {
             let cache = caches[path.interface] ?? DNSSDCache()
             var questions = [DNSQuestion(name: DNSSDResponder.serviceType, type: DNSType.ptr)] + cache.missingQuestions(now: now)
             questions += extra[path.interface] ?? []
@@ -308,7 +317,7 @@ actor ServiceDiscovery {
             if !due.isEmpty { questions[name] = due }
         }
         publishServices()
-        for (path, channel) in sockets {
+        for (path, channel) in askingSockets {
             guard let due = questions[path.interface] else { continue }
             await send(DNSMessage(isResponse: false, questions: Array(Set(due)).sorted { $0.name.description < $1.name.description }), on: channel, path: path)
         }
@@ -455,7 +464,7 @@ actor ServiceDiscovery {
                 try await options.unsafeSetSocketOption(level: .init(rawValue: CInt(IPPROTO_IPV6)), name: .init(rawValue: IPV6_UNICAST_HOPS), value: CInt(255)).get()
             } else {
                 guard case .v4(let local)? = device.address else { throw DiscoveryError.noSuchInterface(path.interface) }
-                try await options.setIPMulticastIF(local.address.sin_addr).get()
+                try await options.setIPv4MulticastInterface(index: device.interfaceIndex, address: local.address.sin_addr)
                 try await options.setIPMulticastTTL(255).get()
                 try await options.setIPMulticastLoop(1).get()
                 try await options.unsafeSetSocketOption(level: .init(rawValue: CInt(IPPROTO_IP)), name: .init(rawValue: IP_TTL), value: CInt(255)).get()
@@ -516,5 +525,14 @@ private final class MDNSReceiver: ChannelInboundHandler, Sendable {
         guard envelope.data.readableBytes >= 12, envelope.data.readableBytes <= DNSMessage.maximumSize else { return }
         if let arrived = envelope.metadata?.packetInfo?.interfaceIndex, arrived != interfaceIndex { return }
         sink.yield((Array(envelope.data.readableBytesView), envelope.remoteAddress, path))
+    }
+}
+
+extension SocketOptionProvider {
+    /// Sends multicast out of the interface with this index (`ip_mreqn`): by index, since two
+    /// interfaces may share an address, where `IP_MULTICAST_IF` by address alone would pick one.
+    func setIPv4MulticastInterface(index: Int, address: in_addr) async throws {
+        let request = ip_mreqn(imr_multiaddr: in_addr(s_addr: 0), imr_address: address, imr_ifindex: CInt(index))
+        try await unsafeSetSocketOption(level: .init(rawValue: CInt(IPPROTO_IP)), name: .init(rawValue: IP_MULTICAST_IF), value: request).get()
     }
 }

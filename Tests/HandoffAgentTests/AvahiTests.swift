@@ -107,7 +107,7 @@ final class NamespaceAvahi: Sendable {
 
 extension NamespaceTests {
     @Test(
-        "DNS-SD beside avahi: avahi-browse in another namespace resolves our service, with nothing identifying; we find a service avahi publishes; both share port 5353 on one host; a stopped agent says goodbye",
+        "DNS-SD beside avahi: avahi-browse in another namespace resolves our service, with nothing identifying; we find a service avahi publishes; both share port 5353 on one host; our name is defended against avahi's probe; a stopped agent says goodbye",
         .enabled(if: hasAvahi, "needs avahi-daemon, avahi-utils and dbus-daemon (apt-get install avahi-daemon avahi-utils); skipped"))
     func avahiInterop() async throws {
         try await Segment.with { segment in
@@ -156,6 +156,19 @@ extension NamespaceTests {
         // And A lists C's service as a device of the account.
         let seenC = try #require(try await a.call(.doctor).checks?.first { $0.area == "dns-sd-service" && $0.subject == instanceC })
         #expect(seenC.finding.contains("a device of this account"), "\(seenC)")
+
+        // avahi asks for A's very name: A defends it, so avahi takes another ("NAME #2") and A
+        // keeps its own.
+        try avahi.publish([instanceA, "_handoff._tcp", "5555"])
+        var renamed: [String] = []
+        let defended = await waitUntil(15) {
+            renamed = (try? await avahi.browse()) ?? []
+            // avahi-browse -p escapes the space and '#' in decimal: "NAME\032\0352".
+            return renamed.contains { $0.contains(";\(instanceA)\\032\\0352;") && $0.contains(";5555;") }
+        }
+        #expect(defended, "avahi-browse printed: \(renamed)")
+        #expect(renamed.contains { $0.contains(";\(instanceA);") && $0.contains(";47170;") }, "A keeps its name")
+        #expect(try await ownInstance(a) == instanceA)
 
         // A stops: its goodbye takes it out of avahi's list at once, not after its TTL.
         segment.stop("a")
