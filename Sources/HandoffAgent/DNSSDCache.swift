@@ -167,20 +167,26 @@ struct DNSSDCache: Sendable {
     }
 
     /// Questions for what is missing: the SRV and TXT of an instance known only by its PTR,
-    /// the addresses of a host known only from an SRV.
+    /// the addresses of a host known only from an SRV, for 10 seconds after the PTR or SRV
+    /// arrived. Past that, the rest is not coming (a host that left without a goodbye, or
+    /// its records expired): asking on would cost every device traffic for nothing.
     func missingQuestions(now: ContinuousClock.Instant) -> [DNSQuestion] {
-        let records = live(now).map(\.record)
+        let live = live(now)
+        let records = live.map(\.record)
+        let recent = Set(live.filter { now - $0.received < .seconds(10) }.map(\.record))
         var questions: [DNSQuestion] = []
         for pointer in records where pointer.type == DNSType.ptr {
             guard case .ptr(let instance) = pointer.data else { continue }
             guard let srv = records.first(where: { $0.name == instance && $0.type == DNSType.srv }),
                 case .srv(_, _, _, let target) = srv.data
             else {
-                questions.append(DNSQuestion(name: instance, type: DNSType.srv))
-                questions.append(DNSQuestion(name: instance, type: DNSType.txt))
+                if recent.contains(pointer) {
+                    questions.append(DNSQuestion(name: instance, type: DNSType.srv))
+                    questions.append(DNSQuestion(name: instance, type: DNSType.txt))
+                }
                 continue
             }
-            if !records.contains(where: { $0.name == target && ($0.type == DNSType.a || $0.type == DNSType.aaaa) }) {
+            if recent.contains(srv), !records.contains(where: { $0.name == target && ($0.type == DNSType.a || $0.type == DNSType.aaaa) }) {
                 questions.append(DNSQuestion(name: target, type: DNSType.a))
                 questions.append(DNSQuestion(name: target, type: DNSType.aaaa))
             }

@@ -176,3 +176,44 @@ extension NamespaceTests {
         #expect(gone, "avahi still lists A after its goodbye")
     }
 }
+
+extension NamespaceTests {
+    @Test("Rotation on a real link: A's DNS-SD name changes on schedule, and the beacons a bystander captures across rotations share no run of six bytes")
+    func rotationOnALink() async throws {
+        try await Segment.with { segment in
+            let a = try await segment.start("a", name: "alpha", arguments: ["--name-rotation", "5s"])
+            let b = try await segment.start("b", name: "beta")
+            try await segment.harness.pair([a, b])
+            try await segment.harness.installMapViewer(on: b)
+            // C is the bystander: it has no agent, only a socket on the group.
+            let captured = segment.harness.root.appendingPathComponent("beacons").path
+            let collector = Task { [segment] in
+                try await onThread {
+                    try segment.run(in: "c", ["python3", "-c", beaconTool, "collect", captured, segment.address("c"), segment.address("a"), "16"])
+                }
+            }
+            var names: [String] = []
+            for round in 0..<3 {
+                // Each new activity goes out at once in a fresh beacon.
+                _ = try await offer(on: a, seenBy: b, title: "round \(round)")
+                if let name = try await a.call(.doctor).checks?.first(where: { $0.area == "dns-sd" })?.subject { names.append(name) }
+                try await Task.sleep(for: .seconds(5))
+            }
+            _ = try await collector.value
+            #expect(Set(names).count >= 2, "the name rotated: \(names)")
+            let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: captured)))
+            let beacons = stride(from: 0, to: bytes.count, by: 512).map { Array(bytes[$0..<min($0 + 512, bytes.count)]) }
+            try #require(beacons.count >= 3, "captured \(beacons.count) beacons")
+            for i in beacons.indices {
+                for j in beacons.indices where j > i {
+                    #expect(!sharesSixBytes(beacons[i], beacons[j]), "beacons \(i) and \(j) share six bytes")
+                }
+            }
+        }
+    }
+
+    func sharesSixBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        let runs = Set((0...(a.count - 6)).map { a[$0..<$0 + 6] })
+        return (0...(b.count - 6)).contains { runs.contains(b[$0..<$0 + 6]) }
+    }
+}

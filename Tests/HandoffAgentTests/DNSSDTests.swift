@@ -185,13 +185,14 @@ struct DNSSDTests {
         #expect(unrelated.count == 0)
     }
 
-    @Test("The browser asks for what is missing, and refreshes a record at 80% of its TTL")
+    @Test("The browser asks for what is missing for 10 s, and refreshes a record at 80% of its TTL")
     func cacheQuestions() {
         var cache = DNSSDCache()
         let now = ContinuousClock.now
         let pointer = DNSRecord(name: DNSSDResponder.serviceType, ttl: 4500, data: .ptr(DNSSDResponder.serviceType.prepending("half")))
         cache.insert([pointer], now: now)
         #expect(Set(cache.missingQuestions(now: now).map(\.type)) == [DNSType.srv, DNSType.txt])
+        #expect(cache.missingQuestions(now: now + .seconds(11)).isEmpty, "what has not come in 10 s is not asked for again")
         cache.insert(service("printer", ttl: 100), now: now)
         #expect(cache.refreshQuestions(now: now + .seconds(50)).isEmpty)
         let due = cache.refreshQuestions(now: now + .seconds(81))

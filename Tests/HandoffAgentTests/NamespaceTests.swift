@@ -153,9 +153,25 @@ final class Segment: Sendable {
 
 /// Captures one beacon on a namespace's segment (Python, standard library) and sends it again.
 let beaconTool = """
-    import socket, struct, sys
+    import socket, struct, sys, time
     mode, path, local = sys.argv[1], sys.argv[2], sys.argv[3]
-    if mode == "capture":
+    if mode == "collect":
+        source, seconds = sys.argv[4], float(sys.argv[5])
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("239.255.71.68", 47168))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, struct.pack("4s4s", socket.inet_aton("239.255.71.68"), socket.inet_aton(local)))
+        end = time.time() + seconds
+        with open(path, "wb") as out:
+            while time.time() < end:
+                s.settimeout(max(0.05, end - time.time()))
+                try:
+                    data, sender = s.recvfrom(2048)
+                except socket.timeout:
+                    break
+                if sender[0] == source and len(data) == 512:
+                    out.write(data)
+    elif mode == "capture":
         source = sys.argv[4]
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
