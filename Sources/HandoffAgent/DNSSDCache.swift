@@ -62,6 +62,10 @@ struct DNSSDCache: Sendable {
                 }
             }
             let key = Key(name: record.name, type: record.type, data: record.data)
+            // No record is kept longer than 75 minutes, whatever TTL it claims: a flood of
+            // everlasting records cannot take the cache for good.
+            var record = record
+            record.ttl = min(record.ttl, DNSSDResponder.otherTTL)
             let lifetime: Duration = record.ttl == 0 ? .seconds(1) : .seconds(Int(record.ttl))
             if entries[key] == nil { changed = true }
             if record.ttl == 0 { changed = true }
@@ -148,6 +152,7 @@ struct DNSSDCache: Sendable {
             guard left > .seconds(Int(entry.record.ttl)) / 2 else { return nil }
             var record = entry.record
             record.ttl = UInt32(left.components.seconds)
+            record.cacheFlush = false
             return record
         }
     }

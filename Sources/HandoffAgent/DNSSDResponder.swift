@@ -76,6 +76,12 @@ struct DNSSDResponder: Sendable {
 
     mutating func stop() { phase = .stopped }
 
+    /// Stops answering for the names in use (their goodbyes are on the way); probing new ones
+    /// starts it again.
+    mutating func withdraw() {
+        if phase == .announced { phase = .probing }
+    }
+
     /// Twelve random lowercase letters and digits: about 62 bits, nothing derived from the device.
     static func randomLabel() -> String {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
@@ -122,7 +128,12 @@ struct DNSSDResponder: Sendable {
             isResponse: false,
             questions: [DNSQuestion(name: instanceName, type: DNSType.any, unicastResponse: false),
                         DNSQuestion(name: hostName, type: DNSType.any, unicastResponse: false)],
-            authorities: uniqueRecords(on: interface))
+            // The cache-flush bit belongs to responses only (RFC 6762, 10.2).
+            authorities: uniqueRecords(on: interface).map { record in
+                var record = record
+                record.cacheFlush = false
+                return record
+            })
     }
 
     /// An unsolicited response with every record: after probing, and again a second later.

@@ -281,6 +281,8 @@ public actor Discovery {
         await resolveStaticPeers()
         // Stopped while starting: close what was opened, start nothing more.
         guard !stopped else {
+            await serviceDiscovery?.stop()
+            serviceDiscovery = nil
             for channel in paths.values { try? await channel.close() }
             paths = [:]
             for channel in unicastChannels { try? await channel.close() }

@@ -43,12 +43,16 @@ actor ServiceDiscovery {
         var name: String
         var v4: NIONetworkDevice?
         var v6: NIONetworkDevice?
+        /// The addresses published for the host name: IPv4 and IPv6 link-local only. Global
+        /// IPv6 addresses (temporary and stable ones) would tie each other together.
         var addresses: [[UInt8]]
+        /// Every address the interface has, to know our own packets.
+        var ownAddresses: [[UInt8]] = []
         /// IPv4 networks on it (address and mask), to tell an on-link sender.
         var networks: [(address: UInt32, mask: UInt32)]
 
         static func == (lhs: Link, rhs: Link) -> Bool {
-            lhs.name == rhs.name && lhs.addresses == rhs.addresses && (lhs.v4 == nil) == (rhs.v4 == nil) && (lhs.v6 == nil) == (rhs.v6 == nil)
+            lhs.name == rhs.name && lhs.addresses == rhs.addresses && lhs.ownAddresses == rhs.ownAddresses && (lhs.v4 == nil) == (rhs.v4 == nil) && (lhs.v6 == nil) == (rhs.v6 == nil)
                 && lhs.v6?.interfaceIndex == rhs.v6?.interfaceIndex
         }
     }
@@ -71,6 +75,11 @@ actor ServiceDiscovery {
     private var rotationTask: Task<Void, Never>?
     private var browsing: Task<Void, Never>?
     private var stopped = false
+    /// Grows at every rotation, withdrawal and stop: an answer made under one is not sent under another.
+    private var generation = 0
+    /// When each address was last answered by unicast: at most once a second, so that a
+    /// forged source cannot turn this device into a reflector.
+    private var lastUnicast: [String: ContinuousClock.Instant] = [:]
     private var subscribers: [UUID: AsyncStream<[DNSSDService]>.Continuation] = [:]
     private var lastServices: [DNSSDService] = []
     /// Instances whose device's beacons arrive anyway: their records are not refreshed.
@@ -132,11 +141,12 @@ actor ServiceDiscovery {
     /// Says goodbye on every interface, then closes everything.
     func stop() async {
         guard !stopped else { return }
-        if responder.phase == .announced {
-            for (path, channel) in sockets { await send(responder.goodbye(on: path.interface), on: channel, path: path) }
-        }
+        // The goodbyes are made, and everything stopped, before the first await: nothing is
+        // answered with the old TTLs after them.
+        let goodbyes = withdraw { _ in true }
         stopped = true
         responder.stop()
+        for (message, channel, path) in goodbyes { await send(message, on: channel, path: path) }
         for task in tasks + [publishing, rotationTask, browsing].compactMap({ $0 }) { task.cancel() }
         tasks = []
         for channel in sockets.values { try? await channel.close() }
@@ -153,13 +163,14 @@ actor ServiceDiscovery {
         guard !stopped, let sink else { return }
         let next = Dictionary(wanted.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         guard next != links else { return }
-        // Goodbye from the old names, where they were announced and the interface still is.
-        if responder.phase == .announced {
-            for (path, channel) in sockets where next[path.interface] != nil {
-                await send(responder.goodbye(on: path.interface), on: channel, path: path)
-            }
-        }
+        // Goodbye from the old names, where they were announced and the interface still is;
+        // nothing is answered until the new names are probed.
+        let goodbyes = withdraw { next[$0] != nil }
+        // What was learnt on a link that changed (another network, maybe) is forgotten with it.
+        caches = caches.filter { next[$0.key] != nil && next[$0.key] == links[$0.key] }
+        asked = [:]
         links = next
+        for (message, channel, path) in goodbyes { await send(message, on: channel, path: path) }
         var wantedPaths: [MulticastPath: NIONetworkDevice] = [:]
         for link in wanted {
             if configuration.ipv4, let v4 = link.v4, let ip = v4.address?.ipAddress {
@@ -185,8 +196,8 @@ actor ServiceDiscovery {
                 logger.debug("no mDNS on \(path): \(error)")
             }
         }
-        caches = caches.filter { next[$0.key] != nil }
-        responder.addresses = next.mapValues(\.addresses)
+        guard !stopped else { return }
+        responder.addresses = links.mapValues(\.addresses)
         rotate(reason: "the interfaces changed")
         browse()
     }
@@ -205,18 +216,34 @@ actor ServiceDiscovery {
 
     private func rotateOnSchedule() async {
         guard !stopped else { return }
-        if responder.phase == .announced {
-            for (path, channel) in sockets { await send(responder.goodbye(on: path.interface), on: channel, path: path) }
-        }
+        let goodbyes = withdraw { _ in true }
         rotate(reason: "on schedule")
+        for (message, channel, path) in goodbyes { await send(message, on: channel, path: path) }
+    }
+
+    /// The goodbyes for the names in use on the interfaces `keep` accepts (none if they were
+    /// not announced yet), made now; from now on nothing is answered for those names, and
+    /// answers still waiting are not sent.
+    private func withdraw(_ keep: (String) -> Bool) -> [(DNSMessage, any Channel, MulticastPath)] {
+        defer {
+            generation += 1
+            responder.withdraw()
+        }
+        guard responder.phase == .announced else { return [] }
+        return sockets.filter { keep($0.key.interface) }.map { (responder.goodbye(on: $0.key.interface), $0.value, $0.key) }
+    }
+
+    private func rememberOwn(_ name: DNSName) {
+        if ownInstances.count >= 64 { ownInstances = [responder.instanceName] }
+        ownInstances.insert(name)
     }
 
     /// New names, probed and then announced; the schedule starts again.
     private func rotate(reason: String) {
-        ownInstances.insert(responder.instanceName)
+        rememberOwn(responder.instanceName)
         responder.renew()
-        ownInstances.insert(responder.instanceName)
-        if ownInstances.count > 64 { ownInstances = [responder.instanceName] }
+        rememberOwn(responder.instanceName)
+        generation += 1
         statistics.rotations += 1
         logger.debug("DNS-SD names renewed (\(reason))")
         scheduleRotation()
@@ -240,20 +267,22 @@ actor ServiceDiscovery {
             statistics.conflicts += 1
             attempts += 1
             logger.notice("another host answers for this device's DNS-SD name; choosing another")
-            ownInstances.insert(responder.instanceName)
+            rememberOwn(responder.instanceName)
             responder.renew()
-            ownInstances.insert(responder.instanceName)
+            rememberOwn(responder.instanceName)
+            generation += 1
             // Fifteen conflicts in a row: someone answers every name. Wait as RFC 6762, 8.1 says.
             if attempts >= 15 { try? await Task.sleep(for: .seconds(5)) }
         }
         guard !Task.isCancelled, !stopped else { return }
         responder.probingSucceeded()
+        let announcing = generation
         for round in 0..<2 {
             if round == 1 { try? await Task.sleep(for: .seconds(1)) }
-            guard !Task.isCancelled, responder.phase == .announced else { return }
-            for (path, channel) in sockets {
-                await send(responder.announcement(on: path.interface, now: .now), on: channel, path: path)
-            }
+            // Made all at once: a rotation meanwhile must not see these names announced.
+            guard !Task.isCancelled, generation == announcing, responder.phase == .announced else { return }
+            let messages = sockets.map { (responder.announcement(on: $0.key.interface, now: .now), $0.value, $0.key) }
+            for (message, channel, path) in messages { await send(message, on: channel, path: path) }
         }
     }
 
@@ -287,9 +316,10 @@ actor ServiceDiscovery {
         let now = ContinuousClock.now
         for (path, channel) in askingSockets {
             let cache = caches[path.interface] ?? DNSSDCache()
-            var questions = [DNSQuestion(name: DNSSDResponder.serviceType, type: DNSType.ptr)] + cache.missingQuestions(now: now)
+            var questions = [DNSQuestion(name: DNSSDResponder.serviceType, type: DNSType.ptr)] + cache.missingQuestions(now: now).prefix(16)
             questions += extra[path.interface] ?? []
-            let known = cache.knownAnswers(name: DNSSDResponder.serviceType, type: DNSType.ptr, now: now)
+            // Kept well under the 9000 bytes of a message (RFC 6762, 17).
+            let known = Array(cache.knownAnswers(name: DNSSDResponder.serviceType, type: DNSType.ptr, now: now).prefix(48))
             await send(DNSMessage(isResponse: false, questions: questions, answers: known), on: channel, path: path)
         }
     }
@@ -301,7 +331,10 @@ actor ServiceDiscovery {
         let now = ContinuousClock.now
         var questions: [String: [DNSQuestion]] = [:]
         let skipped = Set(lastServices.filter { covered.contains($0.instance) }.flatMap { [DNSSDResponder.serviceType.prepending($0.instance), DNSName($0.host)] })
-        if asked.count > 256 { asked = [:] }
+        if asked.count > 256 {
+            // The oldest go first; clearing them all would let a flood undo the backoff.
+            for (question, _) in asked.sorted(by: { $0.value.next < $1.value.next }).prefix(asked.count - 192) { asked[question] = nil }
+        }
         for name in caches.keys {
             caches[name]?.expire(now: now)
             let refresh = (caches[name]?.refreshQuestions(now: now) ?? []).filter { !skipped.contains($0.name) }
@@ -313,7 +346,8 @@ actor ServiceDiscovery {
                 let count = (asked[question]?.count ?? 0) + 1
                 asked[question] = (count, now + .seconds(min(1 << min(count, 9), 300)))
             }
-            let due = refresh + missing
+            // At most 32 questions a second on a link, whatever others announce.
+            let due = Array((refresh + missing).prefix(32))
             if !due.isEmpty { questions[name] = due }
         }
         publishServices()
@@ -325,7 +359,16 @@ actor ServiceDiscovery {
 
     private func publishServices() {
         let now = ContinuousClock.now
-        let found = caches.keys.sorted().flatMap { caches[$0]!.services(on: $0, excluding: ownInstances, now: now) }
+        // Only addresses on the link they were found on: a record pointing elsewhere would make
+        // every device send beacons there.
+        let found = caches.keys.sorted().flatMap { name in
+            caches[name]!.services(on: name, excluding: ownInstances, now: now).compactMap { service -> DNSSDService? in
+                guard let link = links[name] else { return nil }
+                var service = service
+                service.addresses = service.addresses.filter { Self.isOnLink(text: $0, link) }
+                return service.addresses.isEmpty ? nil : service
+            }
+        }
         guard found != lastServices else { return }
         for service in found where !lastServices.contains(where: { $0.instance == service.instance && $0.interface == service.interface }) {
             logger.info("found a Handoff service with DNS-SD", metadata: ["instance": "\(service.instance)", "interface": "\(service.interface)", "addresses": "\(service.addresses.joined(separator: " "))", "port": "\(service.port)"])
@@ -350,7 +393,9 @@ actor ServiceDiscovery {
             }
             return
         }
-        if sent.contains(bytes) {
+        // Ours, come back: the same bytes, from the mDNS port and one of our addresses (the
+        // same query may well come from another host too).
+        if sent.contains(bytes), source.port == configuration.port, let link = links[path.interface], Self.isOwnAddress(source, link) {
             statistics.own += 1
             return
         }
@@ -382,12 +427,17 @@ actor ServiceDiscovery {
         statistics.answered += 1
         switch reply {
         case .unicast(let answer):
+            let key = source.ipAddress ?? "?"
+            if let last = lastUnicast[key], now - last < .seconds(1) { return }
+            if lastUnicast.count >= 256 { lastUnicast = lastUnicast.filter { now - $0.value < .seconds(1) } }
+            lastUnicast[key] = now
             await send(answer, on: channel, path: path, to: source)
         case .multicast(let answer, let delay):
             if delay > .zero {
+                let made = generation
                 Task { [weak self] in
                     try? await Task.sleep(for: delay)
-                    await self?.sendIfOpen(answer, path: path)
+                    await self?.sendIfOpen(answer, path: path, generation: made)
                 }
             } else {
                 await send(answer, on: channel, path: path)
@@ -395,8 +445,8 @@ actor ServiceDiscovery {
         }
     }
 
-    private func sendIfOpen(_ message: DNSMessage, path: MulticastPath) async {
-        guard !stopped, let channel = sockets[path] else { return }
+    private func sendIfOpen(_ message: DNSMessage, path: MulticastPath, generation made: Int) async {
+        guard !stopped, generation == made, responder.phase == .announced, let channel = sockets[path] else { return }
         await send(message, on: channel, path: path)
     }
 
@@ -412,7 +462,27 @@ actor ServiceDiscovery {
         case .v6(let address):
             let bytes = withUnsafeBytes(of: address.address.sin6_addr) { Array($0) }
             if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80 { return true }
-            return link.addresses.contains { $0.count == 16 && $0.prefix(8) == bytes.prefix(8) }
+            return link.ownAddresses.contains { $0.count == 16 && $0.prefix(8) == bytes.prefix(8) }
+        default:
+            return false
+        }
+    }
+
+    static func isOnLink(text: String, _ link: Link) -> Bool {
+        let bare = text.split(separator: "%").first.map(String.init) ?? text
+        guard let address = try? SocketAddress(ipAddress: bare, port: 0) else { return false }
+        return isOnLink(address, link)
+    }
+
+    /// Whether a datagram came from one of this host's own addresses on the link.
+    static func isOwnAddress(_ source: SocketAddress, _ link: Link) -> Bool {
+        switch source {
+        case .v4(let address):
+            let bytes = withUnsafeBytes(of: address.address.sin_addr) { Array($0) }
+            return bytes.first == 127 || link.ownAddresses.contains(bytes)
+        case .v6(let address):
+            let bytes = withUnsafeBytes(of: address.address.sin6_addr) { Array($0) }
+            return bytes == Array(repeating: 0, count: 15) + [1] || link.ownAddresses.contains(bytes)
         default:
             return false
         }
@@ -485,23 +555,28 @@ actor ServiceDiscovery {
             let v6 = ipv6 ? mine.first { $0.address?.protocol == .inet6 } : nil
             guard v4 != nil || v6 != nil else { return nil }
             var addresses: [[UInt8]] = []
+            var own: [[UInt8]] = []
             var networks: [(UInt32, UInt32)] = []
             for device in mine {
                 switch (device.address, device.netmask) {
                 case (.v4(let address)?, let mask):
                     guard ipv4 else { continue }
                     addresses.append(withUnsafeBytes(of: address.address.sin_addr) { Array($0) })
+                    own.append(addresses.last!)
                     var bits: UInt32 = 0xFFFF_FFFF
                     if case .v4(let m)? = mask { bits = UInt32(bigEndian: m.address.sin_addr.s_addr) }
                     networks.append((UInt32(bigEndian: address.address.sin_addr.s_addr), bits))
                 case (.v6(let address)?, _):
                     guard ipv6 else { continue }
-                    addresses.append(withUnsafeBytes(of: address.address.sin6_addr) { Array($0) })
+                    let bytes = withUnsafeBytes(of: address.address.sin6_addr) { Array($0) }
+                    own.append(bytes)
+                    if bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80 { addresses.append(bytes) }
                 default:
                     continue
                 }
             }
-            return Link(name: name, v4: v4, v6: v6, addresses: addresses.sorted { $0.lexicographicallyPrecedes($1) }, networks: networks)
+            return Link(name: name, v4: v4, v6: v6, addresses: addresses.sorted { $0.lexicographicallyPrecedes($1) },
+                        ownAddresses: own.sorted { $0.lexicographicallyPrecedes($1) }, networks: networks)
         }
     }
 }

@@ -185,6 +185,8 @@ public struct DNSMessage: Sendable, Hashable {
         isResponse = flags & 0x8000 != 0
         isAuthoritative = flags & 0x0400 != 0
         guard flags & 0x7800 == 0 else { throw DNSError("opcode \((flags >> 11) & 0xF) is not a standard query") }
+        // RFC 6762, 18.11: a message with a non-zero response code is ignored.
+        guard flags & 0x000F == 0 else { throw DNSError("response code \(flags & 0xF) is not zero") }
         let counts = (try reader.u16(), try reader.u16(), try reader.u16(), try reader.u16())
         // Each question takes at least 5 bytes and each record 11: counts beyond that are lies.
         guard Int(counts.0) * 5 + (Int(counts.1) + Int(counts.2) + Int(counts.3)) * 11 <= reader.remaining else {
@@ -197,9 +199,16 @@ public struct DNSMessage: Sendable, Hashable {
             let qclass = try reader.u16()
             questions.append(DNSQuestion(name: name, type: type, unicastResponse: qclass & 0x8000 != 0))
         }
-        answers = try (0..<counts.1).map { _ throws(DNSError) in try reader.record() }
-        authorities = try (0..<counts.2).map { _ throws(DNSError) in try reader.record() }
-        additionals = try (0..<counts.3).map { _ throws(DNSError) in try reader.record() }
+        // Records of a class other than IN (or ANY) are read past and left out.
+        var sections: [[DNSRecord]] = [[], [], []]
+        for (index, count) in [counts.1, counts.2, counts.3].enumerated() {
+            for _ in 0..<count {
+                if let record = try reader.record() { sections[index].append(record) }
+            }
+        }
+        answers = sections[0]
+        authorities = sections[1]
+        additionals = sections[2]
     }
 }
 
@@ -365,7 +374,8 @@ struct DNSReader {
         }
     }
 
-    mutating func record() throws(DNSError) -> DNSRecord {
+    /// The next record; nil (read past) for one of a class other than IN or ANY.
+    mutating func record() throws(DNSError) -> DNSRecord? {
         let name = try name()
         let type = try u16()
         let rclass = try u16()
@@ -412,6 +422,7 @@ struct DNSReader {
             data = .other(type: type, try take(length))
         }
         guard offset == end else { throw DNSError("a record's data is \(length) bytes, but its fields take \(offset - (end - length))") }
+        guard rclass & 0x7FFF == 1 || rclass & 0x7FFF == 255 else { return nil }
         return DNSRecord(name: name, cacheFlush: rclass & 0x8000 != 0, ttl: ttl, data: data)
     }
 }

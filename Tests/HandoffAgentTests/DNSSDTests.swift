@@ -29,9 +29,10 @@ struct DNSSDTests {
         #expect(records.contains { $0.data == .srv(priority: 0, weight: 0, port: 47_170, target: responder.hostName) })
         #expect(records.contains { $0.data == .txt([Array("v=1".utf8)]) })
         #expect(DNSSDResponder.txtStrings(["v": "1", "name": "laptop", "model": "X1"]) == [Array("v=1".utf8)])
-        let host = ProcessInfo.processInfo.hostName.lowercased()
+        // Every name is made of the two random labels and the fixed ones, nothing else.
+        let allowed: Set<String> = [responder.instance, responder.host, "_handoff", "_tcp", "_services", "_dns-sd", "_udp", "local"]
         for record in records {
-            #expect(!record.name.description.lowercased().contains(host) || host.isEmpty)
+            #expect(Set(record.name.labels).isSubset(of: allowed), "\(record.name)")
         }
         // Two responders share nothing in their names.
         let other = DNSSDResponder(port: 47_170)
@@ -207,5 +208,43 @@ struct DNSSDTests {
         #expect(DNSName("É.local") != DNSName("é.local"))
         let data = DNSRecordData.ptr(DNSName("A.Local"))
         #expect(data.canonicalBytes == [1, 0x61, 5] + Array("local".utf8) + [0])
+    }
+
+    @Test("No record stays longer than 75 minutes, whatever TTL it claims")
+    func ttlCapped() {
+        var cache = DNSSDCache()
+        let now = ContinuousClock.now
+        cache.insert(service("forever", ttl: .max), now: now)
+        #expect(!cache.services(on: "eth0", excluding: [], now: now).isEmpty)
+        cache.expire(now: now + .seconds(4501))
+        #expect(cache.count == 0)
+    }
+
+    @Test("Only on-link senders and addresses count: another network's address is neither answered nor sent beacons")
+    func onLink() throws {
+        let link = ServiceDiscovery.Link(
+            name: "eth0", v4: nil, v6: nil, addresses: [[10, 0, 0, 5]],
+            ownAddresses: [[10, 0, 0, 5], [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5]],
+            networks: [(0x0A00_0005, 0xFFFF_FF00)])
+        #expect(ServiceDiscovery.isOnLink(text: "10.0.0.77", link))
+        #expect(ServiceDiscovery.isOnLink(text: "fe80::1%eth0", link))
+        #expect(ServiceDiscovery.isOnLink(text: "2001:db8:0:1::9", link))
+        #expect(!ServiceDiscovery.isOnLink(text: "192.0.2.1", link))
+        #expect(!ServiceDiscovery.isOnLink(text: "2001:db8:0:2::9", link))
+        #expect(ServiceDiscovery.isOwnAddress(try SocketAddress(ipAddress: "10.0.0.5", port: 5353), link))
+        #expect(!ServiceDiscovery.isOwnAddress(try SocketAddress(ipAddress: "10.0.0.6", port: 5353), link))
+    }
+
+    @Test("A message with a non-zero response code is refused; a record of another class is read past and left out")
+    func rcodeAndClass() throws {
+        var bytes = DNSMessage(isResponse: true, answers: service("printer")).encoded()
+        bytes[3] |= 0x03
+        #expect(throws: DNSError.self) { try DNSMessage(bytes: bytes) }
+        var chaos = DNSMessage(isResponse: true, answers: [DNSRecord(name: DNSName("x.local"), ttl: 120, data: .a([10, 0, 0, 1]))]).encoded()
+        // The class field of the one record (after the 12-byte header, the name and the type).
+        let classAt = 12 + 9 + 2
+        chaos[classAt] = 0
+        chaos[classAt + 1] = 3
+        #expect(try DNSMessage(bytes: chaos).answers.isEmpty)
     }
 }
