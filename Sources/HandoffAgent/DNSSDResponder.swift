@@ -168,7 +168,15 @@ struct DNSSDResponder: Sendable {
         guard phase != .stopped else { return nil }
         if message.isResponse {
             if conflicts(message.answers + message.additionals, on: interface) { conflicted = true }
-            return nil
+            // Another device's goodbye for a record we share (the `_services` PTR every Handoff
+            // device publishes) would take it from every cache: it is said again.
+            guard phase == .announced else { return nil }
+            let shared = sharedRecords().filter { record in
+                message.answers.contains { $0.ttl == 0 && $0.name == record.name && $0.data == record.data }
+            }
+            guard !shared.isEmpty else { return nil }
+            for record in shared { lastMulticast[MulticastKey(interface: interface, name: record.name, type: record.type)] = now }
+            return .multicast(DNSMessage(isResponse: true, isAuthoritative: true, answers: shared), delay: .milliseconds(Int.random(in: 20...120)))
         }
         if phase == .probing {
             // Another host probing for one of our names at the same time: the lexicographically

@@ -30,7 +30,7 @@ public struct ServiceDiscoveryStatistics: Sendable, Hashable {
 actor ServiceDiscovery {
     struct Configuration: Sendable {
         var port: Int = 5353
-        /// The longest time one set of names is used; each period is a random 2/3 to all of it.
+        /// The longest time one set of names is used; each period is a random 90 to 100% of it.
         var rotation: Duration = .seconds(15 * 60)
         var ipv4 = true
         var ipv6 = true
@@ -206,7 +206,8 @@ actor ServiceDiscovery {
 
     private func scheduleRotation() {
         rotationTask?.cancel()
-        let period = configuration.rotation * Double.random(in: 0.67...1.0)
+        // Close to the longest: each rotation costs every device on the link about 2 KB.
+        let period = configuration.rotation * Double.random(in: 0.9...1.0)
         rotationTask = Task { [weak self] in
             try? await Task.sleep(for: period)
             guard !Task.isCancelled else { return }
@@ -281,7 +282,8 @@ actor ServiceDiscovery {
             if round == 1 { try? await Task.sleep(for: .seconds(1)) }
             // Made all at once: a rotation meanwhile must not see these names announced.
             guard !Task.isCancelled, generation == announcing, responder.phase == .announced else { return }
-            let messages = sockets.map { (responder.announcement(on: $0.key.interface, now: .now), $0.value, $0.key) }
+            // Over IPv4 where there is IPv4, like questions: hosts that speak only IPv6 ask, and are answered.
+            let messages = askingSockets.map { (responder.announcement(on: $0.key.interface, now: .now), $0.value, $0.key) }
             for (message, channel, path) in messages { await send(message, on: channel, path: path) }
         }
     }

@@ -247,4 +247,15 @@ struct DNSSDTests {
         chaos[classAt + 1] = 3
         #expect(try DNSMessage(bytes: chaos).answers.isEmpty)
     }
+
+    @Test("Another device's goodbye for the shared _services record is answered with it again; its goodbye for its own instance is not")
+    func sharedRecordSaidAgain() {
+        var responder = responder()
+        let goodbye = DNSRecord(name: DNSSDResponder.serviceTypes, ttl: 0, data: .ptr(DNSSDResponder.serviceType))
+        let reply = responder.receive(DNSMessage(isResponse: true, answers: [goodbye]), on: "eth0", legacy: false, now: .now)
+        guard case .multicast(let message, _)? = reply else { Issue.record("expected the record again"); return }
+        #expect(message.answers.map(\.data) == [.ptr(DNSSDResponder.serviceType)] && message.answers.allSatisfy { $0.ttl > 0 })
+        let theirs = DNSRecord(name: DNSSDResponder.serviceType, ttl: 0, data: .ptr(DNSSDResponder.serviceType.prepending("other")))
+        #expect(responder.receive(DNSMessage(isResponse: true, answers: [theirs]), on: "eth0", legacy: false, now: .now) == nil)
+    }
 }
