@@ -217,6 +217,8 @@ public actor Discovery {
     /// When each device was last heard over IPv4, and over IPv6 on which interfaces: a
     /// refresh goes over IPv6 only where some device is heard over nothing else.
     private var familiesHeard: [UUID: (v4: Date?, v6: [String: Date])] = [:]
+    /// When a device last said it wants IPv6, by the interface its beacon came on.
+    private var wantsIPv6Heard: [UUID: [String: Date]] = [:]
     public private(set) var statistics = DiscoveryStatistics()
 
     /// - Parameters:
@@ -393,7 +395,8 @@ public actor Discovery {
         let interval = currentRefresh
         let content = BeaconContent(
             sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision,
-            refreshSeconds: UInt16(clamping: Int((interval.seconds * 1.05).rounded(.up))), asksForAnswers: askForAnswers)
+            refreshSeconds: UInt16(clamping: Int((interval.seconds * 1.05).rounded(.up))), asksForAnswers: askForAnswers,
+            wantsIPv6: Set(paths.keys.map(\.interface)).contains { hearsOnlyIPv6(on: $0) })
         askForAnswers = false
         let beacon = try Beacon.seal(content, with: keys[0])
         if sentBeacons.count >= 8 { sentBeacons.removeFirst() }
@@ -464,8 +467,15 @@ public actor Discovery {
         }
     }
 
+    /// Whether a refresh must go over IPv6 on `interface`: some device there is heard over
+    /// IPv6 and not over IPv4 lately, or says it is in that case itself (it may not hear our IPv4).
+    func needsIPv6(on interface: String) -> Bool {
+        let recent = Date().addingTimeInterval(-configuration.expiry.seconds)
+        return hearsOnlyIPv6(on: interface) || wantsIPv6Heard.values.contains { $0[interface].map { $0 > recent } ?? false }
+    }
+
     /// Whether some device is heard over IPv6 on `interface` and not over IPv4 lately.
-    private func needsIPv6(on interface: String) -> Bool {
+    private func hearsOnlyIPv6(on interface: String) -> Bool {
         let recent = Date().addingTimeInterval(-configuration.expiry.seconds)
         return familiesHeard.values.contains { heard in
             (heard.v6[interface].map { $0 > recent } ?? false) && !(heard.v4.map { $0 > recent } ?? false)
@@ -546,6 +556,9 @@ public actor Discovery {
             }
             if let last = recentDatagrams.indices.last, recentDatagrams[last].digest == digest { recentDatagrams[last].sender = content.sender }
             noteFamily(of: content.sender, from: address, interface: interface)
+            if content.wantsIPv6, let interface {
+                wantsIPv6Heard[content.sender, default: [:]][interface] = Date()
+            }
         case .replayed:
             statistics.replayed += 1
             return
@@ -619,6 +632,7 @@ public actor Discovery {
             guard now.timeIntervalSince(entry.lastHeard) > keep else { continue }
             devices[sender] = nil
             familiesHeard[sender] = nil
+            wantsIPv6Heard[sender] = nil
             publish(.gone(sender))
         }
     }

@@ -54,10 +54,14 @@ public struct BeaconContent: Sendable, Hashable {
     /// Set by a device that just started or whose interface just came (back): devices that
     /// hear it answer with a beacon at once instead of at their next refresh.
     public var asksForAnswers: Bool
+    /// Set by a device that hears some device of its link over IPv6 only: the others keep
+    /// refreshing over IPv6 there, even where they hear everyone over IPv4 (IPv4 multicast
+    /// may be dropped one way only).
+    public var wantsIPv6: Bool
 
     public init(
         sender: UUID, sequence: UInt64, timestamp: Date, linkPort: UInt16, activity: BeaconActivity?, accountRevision: UInt64 = 0,
-        refreshSeconds: UInt16? = nil, asksForAnswers: Bool = false
+        refreshSeconds: UInt16? = nil, asksForAnswers: Bool = false, wantsIPv6: Bool = false
     ) {
         self.sender = sender
         self.sequence = sequence
@@ -68,6 +72,7 @@ public struct BeaconContent: Sendable, Hashable {
         self.accountRevision = accountRevision
         self.refreshSeconds = refreshSeconds
         self.asksForAnswers = asksForAnswers
+        self.wantsIPv6 = wantsIPv6
     }
 }
 
@@ -171,7 +176,7 @@ public enum Beacon {
         let refresh = content.refreshSeconds ?? 0
         out.append(UInt8(refresh >> 8))
         out.append(UInt8(refresh & 0xFF))
-        out.append(content.asksForAnswers ? 1 : 0)
+        out.append((content.asksForAnswers ? 1 : 0) | (content.wantsIPv6 ? 2 : 0))
         if let activity = content.activity {
             let type = Array(activity.activityType.utf8)
             guard type.count <= maximumActivityTypeBytes else {
@@ -210,11 +215,13 @@ public enum Beacon {
         else { return nil }
         var refreshSeconds: UInt16?
         var asksForAnswers = false
+        var wantsIPv6 = false
         if format >= 2 {
-            guard let high = reader.byte(), let low = reader.byte(), let options = reader.byte(), options & ~1 == 0 else { return nil }
+            guard let high = reader.byte(), let low = reader.byte(), let options = reader.byte(), options & ~3 == 0 else { return nil }
             let refresh = UInt16(high) << 8 | UInt16(low)
             refreshSeconds = refresh == 0 ? nil : refresh
             asksForAnswers = options & 1 != 0
+            wantsIPv6 = options & 2 != 0
         }
         var activity: BeaconActivity?
         if kind == .activity {
@@ -231,7 +238,7 @@ public enum Beacon {
             sender: sender, sequence: sequence,
             timestamp: Date(timeIntervalSince1970: Double(Int64(bitPattern: milliseconds)) / 1000),
             linkPort: UInt16(portHigh) << 8 | UInt16(portLow), activity: activity, accountRevision: revision,
-            refreshSeconds: refreshSeconds, asksForAnswers: asksForAnswers)
+            refreshSeconds: refreshSeconds, asksForAnswers: asksForAnswers, wantsIPv6: wantsIPv6)
     }
 
     /// The UTF-8 of `text`, shortened at a character boundary with "…" to fit `limit` bytes.

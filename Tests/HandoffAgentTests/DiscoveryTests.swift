@@ -102,6 +102,18 @@ struct DiscoveryTests {
         await b.stop()
     }
 
+    @Test("A device that says it hears someone over IPv6 only keeps this device's refreshes going over IPv6 there")
+    func wantsIPv6() async throws {
+        let key = BeaconKey.generate()
+        let b = try await agent(key)
+        #expect(await !b.needsIPv6(on: "lo"), "everyone is heard over IPv4")
+        let events = await b.changes()
+        try await sendRaw(try Beacon.seal(BeaconContent(sender: UUID(), sequence: 1, timestamp: Date(), linkPort: 1, activity: nil, wantsIPv6: true), with: key))
+        _ = await next(events) { if case .heard = $0 { true } else { false } }
+        #expect(await b.needsIPv6(on: "lo"))
+        await b.stop()
+    }
+
     @Test("A captured beacon sent again is refused and changes nothing")
     func replayed() async throws {
         let key = BeaconKey.generate()

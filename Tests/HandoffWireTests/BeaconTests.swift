@@ -119,7 +119,7 @@ struct BeaconTests {
         #expect(Beacon.decode(plaintext) == nil)
         // Options the version does not know.
         plaintext = try Beacon.encode(content())
-        plaintext[46] = 2
+        plaintext[46] = 4
         #expect(Beacon.decode(plaintext) == nil)
         plaintext = try Beacon.encode(content())
         plaintext[1] = 7
@@ -132,7 +132,12 @@ struct BeaconTests {
         var withOptions = content(activity: editing)
         withOptions.refreshSeconds = 60
         withOptions.asksForAnswers = true
+        withOptions.wantsIPv6 = true
         #expect(Beacon.decode(try Beacon.encode(withOptions)) == withOptions)
+        // An option this version does not know makes the beacon unreadable, not misread.
+        var unknown = try Beacon.encode(withOptions)
+        unknown[46] |= 4
+        #expect(Beacon.decode(unknown) == nil)
         // A version 1 sealed part: the same fields without the three bytes of version 2.
         var old = try Beacon.encode(content(activity: editing))
         old.removeSubrange(44..<47)
