@@ -248,6 +248,13 @@ public actor Discovery {
         self.sequence = UInt64(Date().timeIntervalSince1970 * 1000) << 10
     }
 
+    /// A discovery dropped without `stop()` still ends its netlink thread, whose loop would
+    /// otherwise run for the life of the process. Its sockets stay open until their event
+    /// loops end: call `stop()`.
+    deinit {
+        interfaceWatcher?.stop()
+    }
+
     /// Joins the groups on the chosen interfaces and starts listening and refreshing.
     /// Interfaces that are not there (yet) are used once they appear.
     public func start() async throws {
