@@ -750,55 +750,16 @@ public actor Discovery {
     private func openChannel(
         _ path: MulticastPath, device: NIONetworkDevice, sink: AsyncStream<Datagram>.Continuation
     ) async throws -> any Channel {
-        var device = device
-        // Loopback does not advertise multicast, but carries it; the tests run on it.
-        device.multicastSupported = true
         let v6 = path.family == .v6
+        guard let group = v6 ? groupAddressV6 : groupAddress else { throw DiscoveryError.notMulticast(path.interface) }
         let scope = v6 ? path.interface : nil
         let index = device.interfaceIndex
-        var bootstrap = DatagramBootstrap(group: eventLoopGroup)
-            .channelOption(.socketOption(.so_reuseaddr), value: 1)
-            // Which interface each datagram arrived on: IPv6 sockets hear every interface's.
-            .channelOption(.receivePacketInfo, value: true)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        BeaconReceiver(sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index))
-                }
-            }
-        if v6 {
-            bootstrap = bootstrap.channelOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(IPV6_V6ONLY)), value: 1)
+        // IPv4 binds the group itself; IPv6 the wildcard, with packet info to keep to its interface.
+        return try await MulticastSocket.open(
+            path, device: device, group: group, bindHost: v6 ? "::" : configuration.group, hops: 1, eventLoopGroup: eventLoopGroup
+        ) {
+            BeaconReceiver(sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index)
         }
-        let channel = try await bootstrap.bind(host: v6 ? "::" : configuration.group, port: configuration.port).get()
-        guard let multicast = channel as? any MulticastChannel, let options = channel as? any SocketOptionProvider,
-            let group = v6 ? groupAddressV6 : groupAddress
-        else {
-            try? await channel.close()
-            throw DiscoveryError.notMulticast(path.interface)
-        }
-        do {
-            // Only what arrives for this socket's own memberships, not every group on the host.
-            try await options.unsafeSetSocketOption(
-                level: NIOBSDSocket.OptionLevel(rawValue: v6 ? CInt(IPPROTO_IPV6) : CInt(IPPROTO_IP)),
-                name: NIOBSDSocket.Option(rawValue: v6 ? 29 : 49), value: CInt(0)
-            ).get()
-            try await multicast.joinGroup(group, device: device).get()
-            // Send only through this interface, one hop, and let other sockets on this host hear it.
-            if v6 {
-                try await options.setIPv6MulticastIF(CUnsignedInt(device.interfaceIndex)).get()
-                try await options.setIPv6MulticastHops(1).get()
-                try await options.setIPv6MulticastLoop(1).get()
-            } else {
-                guard case .v4(let local)? = device.address else { throw DiscoveryError.noSuchInterface(path.interface) }
-                try await options.setIPv4MulticastInterface(index: device.interfaceIndex, address: local.address.sin_addr)
-                try await options.setIPMulticastTTL(1).get()
-                try await options.setIPMulticastLoop(1).get()
-            }
-        } catch {
-            try? await channel.close()
-            throw error
-        }
-        return channel
     }
 
     /// The unicast sockets, on the listen address: for `0.0.0.0` or `::`, one for each family

@@ -503,49 +503,15 @@ actor ServiceDiscovery {
     private func open(
         _ path: MulticastPath, device: NIONetworkDevice, sink: AsyncStream<(bytes: [UInt8], from: SocketAddress, path: MulticastPath)>.Continuation
     ) async throws -> any Channel {
-        var device = device
-        device.multicastSupported = true
         let v6 = path.family == .v6
         let index = device.interfaceIndex
-        var bootstrap = DatagramBootstrap(group: eventLoopGroup)
-            .channelOption(.socketOption(.so_reuseaddr), value: 1)
-            .channelOption(.receivePacketInfo, value: true)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(MDNSReceiver(sink: sink, path: path, interfaceIndex: index))
-                }
-            }
-        if v6 {
-            bootstrap = bootstrap.channelOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(IPV6_V6ONLY)), value: 1)
+        // The wildcard, so that unicast answers to port 5353 arrive too; TTL 255 as RFC 6762, 11 asks.
+        return try await MulticastSocket.open(
+            path, device: device, group: try SocketAddress(ipAddress: v6 ? Self.groupV6 : Self.groupV4, port: configuration.port),
+            bindHost: v6 ? "::" : "0.0.0.0", hops: 255, unicastHops: 255, eventLoopGroup: eventLoopGroup
+        ) {
+            MDNSReceiver(sink: sink, path: path, interfaceIndex: index)
         }
-        let channel = try await bootstrap.bind(host: v6 ? "::" : "0.0.0.0", port: configuration.port).get()
-        guard let multicast = channel as? any MulticastChannel, let options = channel as? any SocketOptionProvider else {
-            try? await channel.close()
-            throw DiscoveryError.notMulticast(path.interface)
-        }
-        do {
-            try await options.unsafeSetSocketOption(
-                level: NIOBSDSocket.OptionLevel(rawValue: v6 ? CInt(IPPROTO_IPV6) : CInt(IPPROTO_IP)),
-                name: NIOBSDSocket.Option(rawValue: v6 ? 29 : 49), value: CInt(0)
-            ).get()
-            try await multicast.joinGroup(try SocketAddress(ipAddress: v6 ? Self.groupV6 : Self.groupV4, port: configuration.port), device: device).get()
-            if v6 {
-                try await options.setIPv6MulticastIF(CUnsignedInt(device.interfaceIndex)).get()
-                try await options.setIPv6MulticastHops(255).get()
-                try await options.setIPv6MulticastLoop(1).get()
-                try await options.unsafeSetSocketOption(level: .init(rawValue: CInt(IPPROTO_IPV6)), name: .init(rawValue: IPV6_UNICAST_HOPS), value: CInt(255)).get()
-            } else {
-                guard case .v4(let local)? = device.address else { throw DiscoveryError.noSuchInterface(path.interface) }
-                try await options.setIPv4MulticastInterface(index: device.interfaceIndex, address: local.address.sin_addr)
-                try await options.setIPMulticastTTL(255).get()
-                try await options.setIPMulticastLoop(1).get()
-                try await options.unsafeSetSocketOption(level: .init(rawValue: CInt(IPPROTO_IP)), name: .init(rawValue: IP_TTL), value: CInt(255)).get()
-            }
-        } catch {
-            try? await channel.close()
-            throw error
-        }
-        return channel
     }
 
     /// The links for interfaces by name, from the host's devices now.
@@ -602,14 +568,5 @@ private final class MDNSReceiver: ChannelInboundHandler, Sendable {
         guard envelope.data.readableBytes >= 12, envelope.data.readableBytes <= DNSMessage.maximumSize else { return }
         if let arrived = envelope.metadata?.packetInfo?.interfaceIndex, arrived != interfaceIndex { return }
         sink.yield((Array(envelope.data.readableBytesView), envelope.remoteAddress, path))
-    }
-}
-
-extension SocketOptionProvider {
-    /// Sends multicast out of the interface with this index (`ip_mreqn`): by index, since two
-    /// interfaces may share an address, where `IP_MULTICAST_IF` by address alone would pick one.
-    func setIPv4MulticastInterface(index: Int, address: in_addr) async throws {
-        let request = ip_mreqn(imr_multiaddr: in_addr(s_addr: 0), imr_address: address, imr_ifindex: CInt(index))
-        try await unsafeSetSocketOption(level: .init(rawValue: CInt(IPPROTO_IP)), name: .init(rawValue: IP_MULTICAST_IF), value: request).get()
     }
 }
