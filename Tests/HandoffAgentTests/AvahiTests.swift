@@ -192,12 +192,17 @@ extension NamespaceTests {
                     try segment.run(in: "c", ["python3", "-c", beaconTool, "collect", captured, segment.address("c"), segment.address("a"), "16"])
                 }
             }
+            func currentName() async throws -> String? {
+                try await a.call(.doctor).checks?.first(where: { $0.area == "dns-sd" })?.subject
+            }
             var names: [String] = []
             for round in 0..<3 {
-                // Each new activity goes out at once in a fresh beacon.
+                // Each new activity goes out at once in a fresh beacon; then the next round
+                // waits for the name to rotate.
                 _ = try await offer(on: a, seenBy: b, title: "round \(round)")
-                if let name = try await a.call(.doctor).checks?.first(where: { $0.area == "dns-sd" })?.subject { names.append(name) }
-                try await Task.sleep(for: .seconds(5))
+                let name = try await currentName()
+                if let name { names.append(name) }
+                _ = await waitUntil(8) { (try? await currentName()).flatMap { $0 } != name }
             }
             _ = try await collector.value
             #expect(Set(names).count >= 2, "the name rotated: \(names)")
