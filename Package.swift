@@ -97,7 +97,7 @@ let package = Package(
             name: "HandoffAgentTests",
             dependencies: [
                 "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "MapViewer", "handoffd", "handoff",
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
             ],
             exclude: ["local_api_client.py"],
             swiftSettings: strict),

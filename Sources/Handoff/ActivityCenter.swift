@@ -262,6 +262,12 @@ package final class ActivityCenter: @unchecked Sendable {
         }
     }
 
+    /// Whether the activity with this id is alive, supports streams and has a delegate to take them.
+    package func canReceiveStreams(activityID: UUID) async -> Bool {
+        guard let activity = liveActivity(activityID), activity.supportsContinuationStreams else { return false }
+        return await MainActor.run { activity.delegate != nil }
+    }
+
     /// Hands the origin's ends of a stream pair to the activity's delegate. Returns false (and
     /// closes the streams) when the activity or its delegate is gone.
     package func receiveStreams(activityID: UUID, pair: StreamPair) async -> Bool {

@@ -22,6 +22,8 @@ package final class AppSideOfLocalAPI: Sendable {
     private struct State {
         weak var center: ActivityCenter?
         var link: (any LocalAPILink)?
+        /// The agent's socket, where stream connections go; nil when there is none.
+        var streamPath: String?
         /// Messages queued for the app, and how many of them it has handled.
         var queued: UInt64 = 0
         var handled: UInt64 = 0
@@ -75,6 +77,12 @@ package final class AppSideOfLocalAPI: Sendable {
         set { state.withLock { $0.center = newValue } }
     }
 
+    /// Where stream connections to the agent go.
+    package var streamPath: String? {
+        get { state.withLock { $0.streamPath } }
+        set { state.withLock { $0.streamPath = newValue } }
+    }
+
     /// The link messages go out on now (nil while there is none).
     package var link: (any LocalAPILink)? {
         get { state.withLock { $0.link } }
@@ -107,6 +115,29 @@ package final class AppSideOfLocalAPI: Sendable {
                 case .failure(let failure):
                     try? link.send(.saveFailed(request: request, LocalError(.continuation, code: failure.code, failure.message)))
                 }
+            }
+        case .streamRequest(let token, let activityID):
+            guard let center, let link else { return }
+            let path = streamPath
+            // Streams are taken beside continuations, as saves are.
+            Task {
+                guard let path else {
+                    try? link.send(.streamRefused(stream: token, error: LocalError(.failed, "this app has no socket to its agent for streams")))
+                    return
+                }
+                guard await center.canReceiveStreams(activityID: activityID) else {
+                    try? link.send(.streamRefused(stream: token, error: LocalError(
+                        .continuation, code: CocoaError.Code.userActivityHandoffFailed.rawValue,
+                        "the activity is gone from the originating app, does not support continuation streams, or has no delegate to take them")))
+                    return
+                }
+                let socket: LocalStreamSocket
+                do {
+                    socket = try await SocketStreams.connect(path: path, .acceptStream(version: LocalMessage.version, stream: token))
+                } catch {
+                    return
+                }
+                _ = await center.receiveStreams(activityID: activityID, pair: SocketStreams.pair(socket))
             }
         default:
             state.withLock { $0.queued += 1 }
@@ -159,6 +190,7 @@ package final class SocketAgentConnection: AgentConnection {
         self.path = path
         self.bundleIdentifier = bundleIdentifier
         self.logger = logger
+        side.streamPath = path
     }
 
     deinit {
@@ -230,7 +262,7 @@ package final class SocketAgentConnection: AgentConnection {
     }
 
     package func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
-        throw .connectionUnavailable("continuation streams between devices are not available yet in this release of handoffd")
+        try await SocketStreams.open(path: path, continuation: continuation.continuationID)
     }
 }
 

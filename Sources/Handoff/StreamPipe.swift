@@ -84,8 +84,14 @@ package final class StreamPipe: @unchecked Sendable {
         return buffered < capacity || readerClosed
     }
 
+    /// Ends the pipe for the reader: at the end of the bytes, or with `failure`. Only the
+    /// first close counts.
     func closeWriter(failure: (any Error)? = nil) {
         condition.lock()
+        guard !writerClosed else {
+            condition.unlock()
+            return
+        }
         writerClosed = true
         if let failure { self.failure = failure }
         condition.broadcast()
@@ -114,9 +120,13 @@ package final class PipeInputStream: InputStream {
     private let pipe: StreamPipe
     private let status = NSLock()
     nonisolated(unsafe) private var state: Stream.Status = .notOpen  // guarded by `status`
+    /// Called once, when the stream is closed.
+    private let onClose: (@Sendable () -> Void)?
+    nonisolated(unsafe) private var closed = false  // guarded by `status`
 
-    init(_ pipe: StreamPipe) {
+    init(_ pipe: StreamPipe, onClose: (@Sendable () -> Void)? = nil) {
         self.pipe = pipe
+        self.onClose = onClose
         super.init(data: Data())
     }
 
@@ -130,7 +140,12 @@ package final class PipeInputStream: InputStream {
 
     override package func close() {
         pipe.closeReader()
-        setState(.closed)
+        status.lock()
+        state = .closed
+        let first = !closed
+        closed = true
+        status.unlock()
+        if first { onClose?() }
     }
 
     override package var streamStatus: Stream.Status {

@@ -151,6 +151,11 @@ extension Agent {
             }
             // The type the app was told in willContinue is the one it gets.
             record.activity.activityType = offer.activityType
+            rememberStreamSource(
+                continuation,
+                StreamSource(
+                    session: session.id, device: device, activityID: offer.id, activityType: offer.activityType,
+                    supportsStreams: wire.supportsContinuationStreams))
             session.peer.send(.deliver(continuation: continuation, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
             link(to: device)?.send(.continued(activityID: offer.id))
             let seconds = (ContinuousClock.now - started).seconds

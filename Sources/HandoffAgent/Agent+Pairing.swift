@@ -33,7 +33,8 @@ extension Agent {
             let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
             do {
                 pairingListener = try await network.listen(
-                    identity: identity, accepting: { _ in true }, host: listenHost, port: port
+                    identity: identity, accepting: { _ in true }, host: listenHost, port: port,
+                    acceptStream: { _, _, _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the pairing listener carries no streams") }
                 ) { [weak self] frame, peer in
                     await self?.answerJoin(frame, from: peer)
                 }

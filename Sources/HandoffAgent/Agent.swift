@@ -68,6 +68,11 @@ public actor Agent {
     var links: [UUID: any PeerLinking] = [:]
     var watchers: [UUID: LocalPeer] = [:]
     var knownNearby: [UUID: BeaconActivity] = [:]
+    /// Delivered continuations, for opening their streams; the order they came in.
+    var streamSources: [UUID: StreamSource] = [:]
+    var streamSourceOrder: [UUID] = []
+    /// Streams other devices opened, waiting for this device's app to take them.
+    var pendingStreams: [UUID: PendingStream] = [:]
     var pendingSaves: [UInt64: (session: UUID, continuation: CheckedContinuation<Result<LocalRecord, LocalError>, Never>)] = [:]
     var nextSave: UInt64 = 1
     var started = false
@@ -194,7 +199,11 @@ public actor Agent {
         do {
             listener = try await network.listen(
                 identity: identity, accepting: { [pins] in pins.value.contains($0) }, host: listenHost,
-                port: configuration.listen.port
+                port: configuration.listen.port,
+                acceptStream: { [weak self] activityID, stream, peer in
+                    guard let self else { return FetchFailure(code: FetchFailure.handoffFailed, message: "the agent stopped") }
+                    return await self.acceptStream(activityID, stream, from: peer)
+                }
             ) { [weak self] frame, peer in
                 await self?.answer(frame, from: peer)
             }
@@ -205,7 +214,13 @@ public actor Agent {
             try await startDiscovery()
             if configuration.servesLocalSocket {
                 do {
-                    localServer = try await LocalAPIServer(path: configuration.socketPath, eventLoopGroup: eventLoopGroup, logger: logger) { [weak self] peer, messages in
+                    localServer = try await LocalAPIServer(
+                        path: configuration.socketPath, eventLoopGroup: eventLoopGroup, logger: logger,
+                        serveStream: { [weak self] client, inbound, outbound in
+                            guard let self else { return }
+                            await self.serveStream(client, &inbound, outbound)
+                        }
+                    ) { [weak self] peer, messages in
                         await self?.serve(peer, messages)
                     }
                 } catch {
@@ -502,7 +517,10 @@ public actor Agent {
             finishSave(request, session: session, .success(record))
         case .saveFailed(let request, let error):
             finishSave(request, session: session, .failure(error))
-        case .reply, .save, .willContinue, .deliver, .fail, .wasContinued, .event:
+        case .streamRefused(let token, let error):
+            guard pendingStreams[token]?.session == session.id else { return }
+            settleStream(token, FetchFailure(code: error.code ?? FetchFailure.handoffFailed, message: error.message))
+        case .reply, .save, .willContinue, .deliver, .fail, .wasContinued, .event, .streamRequest:
             logger.warning("a local client sent a message only the agent sends")
         }
     }
@@ -515,6 +533,7 @@ public actor Agent {
         }
         activities[session.id] = nil
         watchers[session.id] = nil
+        endStreams(of: session.id)
         currentOrder.removeAll { $0.session == session.id }
         for (request, pending) in pendingSaves where pending.session == session.id {
             pendingSaves[request] = nil
@@ -588,6 +607,8 @@ public actor Agent {
             reply = LocalReply(probe: await probe(host: host, port: port))
         case .doctor:
             reply = LocalReply(checks: await doctor())
+        case .openStream, .acceptStream:
+            reply = .failure(LocalError(.badRequest, "'openStream' and 'acceptStream' open a connection of their own: send one as the first message of a new connection"))
         case .watch:
             watchers[session.id] = session.peer
             reply = LocalReply(activities: await nearbyActivities())
@@ -733,6 +754,9 @@ public actor Agent {
             }
             return nil
         case .fetched, .fetchFailed:
+            return nil
+        case .streamOpen, .streamAccepted, .streamRefused, .streamData, .streamCredit, .streamEnd, .streamStop, .streamReset:
+            // Stream frames are the link's own business (`LinkStreamMux`).
             return nil
         }
     }

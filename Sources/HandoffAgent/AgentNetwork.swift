@@ -13,6 +13,8 @@ public protocol PeerLinking: AnyObject, Sendable {
     var port: Int { get }
     var isOpen: Bool { get }
     func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure>
+    /// Opens a continuation stream to the app whose activity is `activityID` on the peer.
+    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure>
     func send(_ message: LinkMessage)
     func close()
 }
@@ -30,9 +32,11 @@ extension LinkListener: LinkListening {}
 /// beacons travel on. The agent's logic is the same over any of them.
 public protocol AgentNetwork: Sendable {
     /// Listens for links, accepting the certificates `accepts` approves (asked again before
-    /// each frame) and answering each frame with `answer`.
+    /// each frame), answering each frame with `answer` and giving the continuation streams
+    /// peers open to `acceptStream`.
     func listen(
         identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String, port: Int,
+        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening
 
@@ -57,9 +61,11 @@ public struct SocketNetwork: AgentNetwork {
 
     public func listen(
         identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String, port: Int,
+        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
-        try await LinkListener(identity: identity, accepting: accepts, host: host, port: port, eventLoopGroup: eventLoopGroup, answer: answer)
+        try await LinkListener(
+            identity: identity, accepting: accepts, host: host, port: port, eventLoopGroup: eventLoopGroup, acceptStream: acceptStream, answer: answer)
     }
 
     public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking {
@@ -171,8 +177,11 @@ public final class InMemoryNetwork: AgentNetwork {
         return answer
     }
 
+    /// Streams are not carried: in-memory devices (`HandoffTesting`) connect their apps'
+    /// streams directly.
     public func listen(
         identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String, port: Int,
+        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
         let chosen = port != 0 ? port : nextPort.withLock { next in
@@ -264,6 +273,10 @@ final class InMemoryLink: PeerLinking {
             return PeerConnection.result(of: .ended("went away"), for: activityID, host: host, port: port, deadline: deadline)
         }
         return PeerConnection.result(of: answer, for: activityID, host: host, port: port, deadline: deadline)
+    }
+
+    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure> {
+        .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "an in-memory network carries no continuation streams; devices in one process connect them directly"))
     }
 
     func send(_ message: LinkMessage) {

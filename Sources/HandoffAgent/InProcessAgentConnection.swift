@@ -33,6 +33,7 @@ package final class InProcessAgentConnection: AgentConnection {
         self.agent = agent
         self.bundleIdentifier = bundleIdentifier
         self.streamOpener = streamOpener
+        if agent.configuration.servesLocalSocket { side.streamPath = agent.configuration.socketPath }
     }
 
     package func attach(_ center: ActivityCenter) {
@@ -98,9 +99,11 @@ package final class InProcessAgentConnection: AgentConnection {
     }
 
     package func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
-        guard let streamOpener else {
-            throw .connectionUnavailable("continuation streams between devices are not available yet in this release of handoffd")
+        if let streamOpener { return try await streamOpener(continuation) }
+        // Streams go through the agent's socket, as a separate app's would.
+        guard agent.configuration.servesLocalSocket else {
+            throw .connectionUnavailable("the agent serves no local socket, and continuation streams go through it")
         }
-        return try await streamOpener(continuation)
+        return try await SocketStreams.open(path: agent.configuration.socketPath, continuation: continuation.continuationID)
     }
 }

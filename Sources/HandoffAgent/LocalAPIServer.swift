@@ -96,11 +96,18 @@ public final class LocalAPIServer: Sendable {
         var uid: UInt32
     }
 
+    /// Serves a connection that carries continuation streams: its first message (`request`,
+    /// `call`), the frames that follow, and where to write. It answers the first message itself.
+    public typealias StreamServe = @Sendable (
+        _ client: LocalStreamClient, _ inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator, _ outbound: NIOAsyncChannelOutboundWriter<Frame>
+    ) async -> Void
+
     /// Opens the socket at `path` (making its directory, owner-only) and calls `serve` for each
     /// client with its messages; the connection closes when `serve` returns. Refuses to start
     /// when another agent answers on the path; a stale socket file is replaced.
     public init(
         path: String, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
+        serveStream: StreamServe? = nil,
         serve: @escaping @Sendable (LocalPeer, AsyncStream<Result<LocalMessage, LocalError>>) async -> Void
     ) async throws(LocalAPIServerError) {
         self.path = path
@@ -142,7 +149,7 @@ public final class LocalAPIServer: Sendable {
                 await withDiscardingTaskGroup { group in
                     do {
                         for try await client in clients {
-                            group.addTask { await Self.run(client, logger: logger, serve: serve) }
+                            group.addTask { await Self.run(client, logger: logger, serveStream: serveStream, serve: serve) }
                         }
                     } catch where !Task.isCancelled {
                         logger.warning("the local socket stopped accepting: \(error)")
@@ -153,7 +160,7 @@ public final class LocalAPIServer: Sendable {
     }
 
     private static func run(
-        _ client: ConnectedClient, logger: Logger,
+        _ client: ConnectedClient, logger: Logger, serveStream: StreamServe?,
         serve: @escaping @Sendable (LocalPeer, AsyncStream<Result<LocalMessage, LocalError>>) async -> Void
     ) async {
         // A client of another user is refused: the socket is owner-only, but root's agent
@@ -165,6 +172,21 @@ public final class LocalAPIServer: Sendable {
         }
         try? await client.channel.executeThenClose { inbound, outbound in
             let channel = client.channel.channel
+            var iterator = inbound.makeAsyncIterator()
+            let first: Frame?
+            do {
+                first = try await iterator.next()
+            } catch {
+                logger.debug("a local client's connection failed: \(error)", metadata: ["pid": "\(client.pid)"])
+                return
+            }
+            guard let first else { return }
+            // A connection that opens with a stream request carries stream frames, not messages.
+            if let serveStream, case .call(let request, let call)? = try? LocalMessage(frame: first), call.opensStream {
+                let streamClient = LocalStreamClient(pid: client.pid, request: request, call: call) { channel.close(promise: nil) }
+                await serveStream(streamClient, &iterator, outbound)
+                return
+            }
             let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
             let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
             let peer = LocalPeer(pid: client.pid, uid: client.uid, outbox: outbox) { channel.close(promise: nil) }
@@ -174,9 +196,11 @@ public final class LocalAPIServer: Sendable {
                 }
                 outbound.finish()
             }
-            let reader = Task {
+            let reader = Task { [iterator] in
+                var iterator = iterator
+                var next: Frame? = first
                 do {
-                    for try await frame in inbound {
+                    while let frame = next {
                         do throws(LocalError) {
                             // A client that sends faster than the agent serves it is cut off.
                             if case .dropped = inbox.yield(.success(try LocalMessage(frame: frame))) {
@@ -189,6 +213,7 @@ public final class LocalAPIServer: Sendable {
                             peer.send(.reply(request: Self.requestNumber(in: frame.payload), .failure(error)))
                             inbox.yield(.failure(error))
                         }
+                        next = try await iterator.next()
                     }
                 } catch {
                     logger.debug("a local client's connection failed: \(error)", metadata: ["pid": "\(client.pid)"])
@@ -266,5 +291,27 @@ public final class InProcessClient: Sendable {
     public func close() {
         closed.value = true
         inbox.finish()
+    }
+}
+
+/// A connection of the local socket that carries continuation streams, as the agent sees it
+/// before answering: who connected (the socket's peer credentials) and what it asks.
+public struct LocalStreamClient: Sendable {
+    public let pid: Int32
+    /// The number of the first message, which the reply carries.
+    public let request: UInt64
+    /// `openStream` or `acceptStream`.
+    public let call: LocalCall
+    /// Closes the connection.
+    public let close: @Sendable () -> Void
+}
+
+extension LocalCall {
+    /// Whether this is the first message of a stream connection.
+    public var opensStream: Bool {
+        switch self {
+        case .openStream, .acceptStream: return true
+        default: return false
+        }
     }
 }

@@ -16,6 +16,8 @@ public final class PeerConnection: Sendable {
     public let device: UUID
     private let state: Mutex<LinkState>
     private let outbox: AsyncStream<Frame>.Continuation
+    /// The continuation streams this device opens on the link.
+    let streams: LinkStreamMux
 
     private struct LinkState: ~Copyable {
         var nextRequest: UInt64 = 1
@@ -36,6 +38,7 @@ public final class PeerConnection: Sendable {
         self.device = device
         self.outbox = outbox
         self.state = Mutex(LinkState())
+        self.streams = LinkStreamMux { message in outbox.yield(message.frame) }
     }
 
     /// Whether the link is still up.
@@ -212,6 +215,8 @@ public final class PeerConnection: Sendable {
         switch message {
         case .fetched(let request, _), .fetchFailed(let request, _, _):
             resolve(request, .answered(message))
+        case .streamAccepted, .streamRefused, .streamData, .streamCredit, .streamEnd, .streamStop, .streamReset:
+            streams.received(message)
         default:
             break
         }
@@ -224,6 +229,12 @@ public final class PeerConnection: Sendable {
             return Array(state.pending.values)
         }
         for continuation in pending { continuation.resume(returning: .ended(reason)) }
+        streams.linkEnded(reason)
+    }
+
+    /// Opens a continuation stream to the app whose activity is `activityID` on the peer.
+    public func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure> {
+        await streams.open(activityID: activityID, deadline: deadline)
     }
 }
 

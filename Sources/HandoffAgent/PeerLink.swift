@@ -176,10 +176,12 @@ public final class LinkListener: Sendable {
 
     /// Starts listening, accepting the certificates whose fingerprints `accepts` approves.
     /// `accepts` is asked again before each frame, so a peer that stops being accepted (a
-    /// removed member) is cut off on links it already has. `answer` learns who sent each frame.
+    /// removed member) is cut off on links it already has. `answer` learns who sent each frame;
+    /// `acceptStream` takes the continuation streams peers open (nil refuses them).
     public init(
         identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         let context = try LinkTLS.context(for: identity)
@@ -203,7 +205,7 @@ public final class LinkListener: Sendable {
                     for try await connection in connections {
                         group.addTask {
                             try? await connection.executeThenClose { inbound, outbound in
-                                try await Self.serve(connection.channel, inbound, outbound, accepts: accepts, answer: answer)
+                                try await Self.serve(connection.channel, inbound, outbound, accepts: accepts, acceptStream: acceptStream, answer: answer)
                             }
                         }
                     }
@@ -217,7 +219,8 @@ public final class LinkListener: Sendable {
     /// no other request on the link. Answers are written by one writer, whole.
     private static func serve(
         _ channel: any Channel, _ inbound: NIOAsyncChannelInboundStream<Frame>, _ outbound: NIOAsyncChannelOutboundWriter<Frame>,
-        accepts: @escaping @Sendable (String) -> Bool, answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
+        accepts: @escaping @Sendable (String) -> Bool, acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)?,
+        answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         var iterator = inbound.makeAsyncIterator()
         guard let first = try await iterator.next() else { return }
@@ -226,6 +229,13 @@ public final class LinkListener: Sendable {
         let peer = LinkPeer(fingerprint: DeviceIdentity.fingerprint(ofCertificate: der), certificate: der)
         if let reply = await answer(first, peer) { try await outbound.write(reply) }
         let (replies, sink) = AsyncStream<Frame>.makeStream()
+        // Streams the peer opens; their frames are handled here, in order, never in a task.
+        var acceptor: LinkStreamMux.Acceptor?
+        if let acceptStream {
+            acceptor = { activityID, stream in await acceptStream(activityID, stream, peer) }
+        }
+        let streams = LinkStreamMux(acceptor: acceptor, send: { message in sink.yield(message.frame) })
+        defer { streams.linkEnded("the link closed") }
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
                 for await reply in replies { try await outbound.write(reply) }
@@ -234,6 +244,10 @@ public final class LinkListener: Sendable {
             let inFlight = LockedValue(0)
             while let frame = try await iterator.next() {
                 guard accepts(peer.fingerprint) else { return }
+                if LinkMessage.isStreamFrame(frame) {
+                    if let message = try? LinkMessage(frame: frame) { streams.received(message) }
+                    continue
+                }
                 // At most 64 answers at once per link: past that, the link is not read until
                 // one is done, and TCP slows the sender.
                 while inFlight.value >= 64 { try await Task.sleep(for: .milliseconds(1)) }

@@ -212,7 +212,7 @@ public final class LocalClient: Sendable {
 
     // MARK: Sockets
 
-    private static func connect(_ path: String) throws(LocalError) -> Int32 {
+    static func connect(_ path: String) throws(LocalError) -> Int32 {
         let bytes = Array(path.utf8)
         guard bytes.count <= LocalSocket.maximumPathBytes else {
             throw LocalError(.badRequest, "the socket path \(path) is longer than \(LocalSocket.maximumPathBytes) bytes; choose a shorter one")
@@ -251,7 +251,7 @@ public final class LocalClient: Sendable {
 
     /// Refuses a socket served by another user: on a shared machine, someone else could have
     /// put a socket where the agent's should be.
-    private static func checkServer(_ fd: Int32, path: String) throws(LocalError) {
+    static func checkServer(_ fd: Int32, path: String) throws(LocalError) {
         #if os(Linux)
         var credentials = (pid: Int32(0), uid: UInt32(0), gid: UInt32(0))
         var length = socklen_t(MemoryLayout.size(ofValue: credentials))
@@ -263,12 +263,12 @@ public final class LocalClient: Sendable {
         #endif
     }
 
-    private static func setReceiveTimeout(_ fd: Int32, seconds: Int) {
+    static func setReceiveTimeout(_ fd: Int32, seconds: Int) {
         var timeout = timeval(tv_sec: seconds, tv_usec: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    private static func write(_ fd: Int32, _ frame: Frame) throws(LocalError) {
+    static func write(_ fd: Int32, _ frame: Frame) throws(LocalError) {
         let bytes = frame.encoded
         var offset = 0
         while offset < bytes.count {
@@ -284,7 +284,7 @@ public final class LocalClient: Sendable {
     }
 
     /// The next frame, nil at the end of the stream.
-    private static func readFrame(_ fd: Int32, _ decoder: inout FrameDecoder) throws(LocalError) -> Frame? {
+    static func readFrame(_ fd: Int32, _ decoder: inout FrameDecoder) throws(LocalError) -> Frame? {
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             do {

@@ -103,6 +103,29 @@ public enum LocalCall: Sendable, Hashable {
     case probe(host: String, port: Int)
     /// Looks at what discovery and links need, in order, and says what it found (`checks`).
     case doctor
+    /// The first message of a connection that carries the continuation streams of
+    /// `continuation`, opened by the app that continued it. The reply comes once the
+    /// originating app took the streams; the connection then carries stream frames
+    /// (`LocalStreamFrame`).
+    case openStream(version: Int, continuation: UUID)
+    /// The first message of a connection that carries the streams the agent asked this app to
+    /// take (`streamRequest`); stream frames follow the reply.
+    case acceptStream(version: Int, stream: UUID)
+}
+
+/// The frames of a stream connection after its first reply: raw bytes, not JSON. See
+/// `docs/local-api.md`, Continuation streams.
+public enum LocalStreamFrame {
+    /// Bytes of the stream (`D`).
+    public static let data: UInt8 = 0x44
+    /// The sender writes no more (`E`): its output stream closed.
+    public static let end: UInt8 = 0x45
+    /// The sender reads no more (`S`): its input stream closed.
+    public static let stop: UInt8 = 0x53
+    /// The stream failed both ways (`X`, from the agent only); the payload says why, in UTF-8.
+    public static let failed: UInt8 = 0x58
+    /// The most bytes one data frame carries.
+    public static let maximumData = 256 * 1024
 }
 
 /// One message of the local API. Each is a JSON object with a `type` key, carried in a frame
@@ -117,6 +140,8 @@ public enum LocalMessage: Sendable, Hashable {
     /// The app's answer to `save`.
     case saved(request: UInt64, LocalRecord)
     case saveFailed(request: UInt64, LocalError)
+    /// The app does not take the streams the agent asked it to (`streamRequest`).
+    case streamRefused(stream: UUID, error: LocalError)
 
     // From the agent.
     case reply(request: UInt64, LocalReply)
@@ -132,6 +157,9 @@ public enum LocalMessage: Sendable, Hashable {
     case wasContinued(activity: UUID)
     /// A change nearby, for clients that called `watch`.
     case event(LocalEvent)
+    /// An app on another device asks for continuation streams to activity `activity`: the app
+    /// opens a connection with `acceptStream`, or answers `streamRefused`.
+    case streamRequest(stream: UUID, activity: UUID)
 
     /// The frame kind of a JSON message: ASCII `J`.
     public static let frameKind: UInt8 = 0x4A
@@ -217,7 +245,7 @@ public enum LocalMessage: Sendable, Hashable {
 extension LocalMessage: Codable {
     enum Key: String, CodingKey {
         case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code, port
-        case record, error, reply, continuation, activityType, origin, event
+        case record, error, reply, continuation, activityType, origin, event, stream
     }
 
     public init(from decoder: any Decoder) throws {
@@ -254,6 +282,16 @@ extension LocalMessage: Codable {
         case "removeDevice": self = .call(request: try request(), .removeDevice(name: try c.decode(String.self, forKey: .name)))
         case "probe": self = .call(request: try request(), .probe(host: try c.decode(String.self, forKey: .host), port: try c.decode(Int.self, forKey: .port)))
         case "doctor": self = .call(request: try request(), .doctor)
+        case "openStream":
+            self = .call(
+                request: try request(),
+                .openStream(version: try c.decode(Int.self, forKey: .version), continuation: try c.decode(UUID.self, forKey: .continuation)))
+        case "acceptStream":
+            self = .call(request: try request(), .acceptStream(version: try c.decode(Int.self, forKey: .version), stream: try c.decode(UUID.self, forKey: .stream)))
+        case "streamRefused":
+            self = .streamRefused(stream: try c.decode(UUID.self, forKey: .stream), error: try c.decode(LocalError.self, forKey: .error))
+        case "streamRequest":
+            self = .streamRequest(stream: try c.decode(UUID.self, forKey: .stream), activity: try c.decode(UUID.self, forKey: .activity))
         case "becameCurrent": self = .becameCurrent(try c.decode(LocalActivity.self, forKey: .activity))
         case "resigned": self = .resigned(activity: try c.decode(UUID.self, forKey: .activity))
         case "invalidated": self = .invalidated(activity: try c.decode(UUID.self, forKey: .activity))
@@ -332,6 +370,14 @@ extension LocalMessage: Codable {
                 try c.encode(port, forKey: .port)
             case .doctor:
                 try c.encode("doctor", forKey: .type)
+            case .openStream(let version, let continuation):
+                try c.encode("openStream", forKey: .type)
+                try c.encode(version, forKey: .version)
+                try c.encode(continuation, forKey: .continuation)
+            case .acceptStream(let version, let stream):
+                try c.encode("acceptStream", forKey: .type)
+                try c.encode(version, forKey: .version)
+                try c.encode(stream, forKey: .stream)
             }
         case .becameCurrent(let activity):
             try c.encode("becameCurrent", forKey: .type)
@@ -378,6 +424,14 @@ extension LocalMessage: Codable {
         case .event(let event):
             try c.encode("event", forKey: .type)
             try c.encode(event, forKey: .event)
+        case .streamRefused(let stream, let error):
+            try c.encode("streamRefused", forKey: .type)
+            try c.encode(stream, forKey: .stream)
+            try c.encode(error, forKey: .error)
+        case .streamRequest(let stream, let activity):
+            try c.encode("streamRequest", forKey: .type)
+            try c.encode(stream, forKey: .stream)
+            try c.encode(activity, forKey: .activity)
         }
     }
 }

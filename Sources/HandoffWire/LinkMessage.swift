@@ -84,6 +84,24 @@ public enum LinkMessage: Sendable, Hashable {
     case joinAccepted(SignedChange)
     /// The join was refused, and why.
     case joinRefused(reason: String)
+    /// Opens continuation stream `stream` to the app whose activity is `activityID`; the
+    /// opener may receive `window` bytes before it grants more. Only the side that opened the
+    /// link opens streams.
+    case streamOpen(stream: UInt64, activityID: UUID, window: UInt32)
+    /// The origin's app took the stream; the origin may receive `window` bytes.
+    case streamAccepted(stream: UInt64, window: UInt32)
+    /// The stream was not opened; `code` as in `fetchFailed`.
+    case streamRefused(stream: UInt64, code: UInt16, message: String)
+    /// Bytes of the stream, in order; never more than the receiver's window allows.
+    case streamData(stream: UInt64, bytes: [UInt8])
+    /// The receiver read `bytes` more: the sender may send that many more.
+    case streamCredit(stream: UInt64, bytes: UInt32)
+    /// The sender will send no more bytes on the stream (its output stream closed).
+    case streamEnd(stream: UInt64)
+    /// The sender reads no more (its input stream closed): the receiver's writes fail.
+    case streamStop(stream: UInt64)
+    /// The stream ended in failure both ways, and why.
+    case streamReset(stream: UInt64, reason: String)
 
     /// The version this build speaks.
     public static let version: UInt8 = 1
@@ -98,7 +116,22 @@ public enum LinkMessage: Sendable, Hashable {
         case joinRequest = 0x30
         case joinAccepted = 0x31
         case joinRefused = 0x32
+        case streamOpen = 0x40
+        case streamAccepted = 0x41
+        case streamRefused = 0x42
+        case streamData = 0x43
+        case streamCredit = 0x44
+        case streamEnd = 0x45
+        case streamStop = 0x46
+        case streamReset = 0x47
     }
+
+    /// Whether a frame is one of a continuation stream's (kinds 0x40 to 0x4F), which are handled
+    /// in order, as they arrive.
+    public static func isStreamFrame(_ frame: Frame) -> Bool { frame.kind & 0xF0 == 0x40 }
+
+    /// The most stream bytes one `streamData` carries.
+    public static let maximumStreamChunk = 256 * 1024
 
     /// The frame that carries this message.
     public var frame: Frame {
@@ -140,6 +173,40 @@ public enum LinkMessage: Sendable, Hashable {
         case .joinRefused(let reason):
             writer.string(reason)
             return Frame(kind: Kind.joinRefused.rawValue, payload: writer.bytes)
+        case .streamOpen(let stream, let activityID, let window):
+            writer.varint(stream)
+            writer.uuid(activityID)
+            writer.varint(UInt64(window))
+            return Frame(kind: Kind.streamOpen.rawValue, payload: writer.bytes)
+        case .streamAccepted(let stream, let window):
+            writer.varint(stream)
+            writer.varint(UInt64(window))
+            return Frame(kind: Kind.streamAccepted.rawValue, payload: writer.bytes)
+        case .streamRefused(let stream, let code, let message):
+            writer.varint(stream)
+            writer.varint(UInt64(code))
+            writer.string(message)
+            return Frame(kind: Kind.streamRefused.rawValue, payload: writer.bytes)
+        case .streamData(let stream, let bytes):
+            // The bytes run to the end of the frame: no length of their own.
+            writer.bytes.reserveCapacity(10 + bytes.count)
+            writer.varint(stream)
+            writer.bytes.append(contentsOf: bytes)
+            return Frame(kind: Kind.streamData.rawValue, payload: writer.bytes)
+        case .streamCredit(let stream, let bytes):
+            writer.varint(stream)
+            writer.varint(UInt64(bytes))
+            return Frame(kind: Kind.streamCredit.rawValue, payload: writer.bytes)
+        case .streamEnd(let stream):
+            writer.varint(stream)
+            return Frame(kind: Kind.streamEnd.rawValue, payload: writer.bytes)
+        case .streamStop(let stream):
+            writer.varint(stream)
+            return Frame(kind: Kind.streamStop.rawValue, payload: writer.bytes)
+        case .streamReset(let stream, let reason):
+            writer.varint(stream)
+            writer.string(reason)
+            return Frame(kind: Kind.streamReset.rawValue, payload: writer.bytes)
         }
     }
 
@@ -174,6 +241,31 @@ public enum LinkMessage: Sendable, Hashable {
             self = .joinAccepted(try reader.change())
         case .joinRefused:
             self = .joinRefused(reason: try reader.string())
+        case .streamOpen:
+            self = .streamOpen(stream: try reader.varint(), activityID: try reader.uuid(), window: try reader.window())
+        case .streamAccepted:
+            self = .streamAccepted(stream: try reader.varint(), window: try reader.window())
+        case .streamRefused:
+            let stream = try reader.varint()
+            let code = try reader.varint()
+            guard code <= UInt64(UInt16.max) else { throw .malformed("error code \(code) out of range") }
+            self = .streamRefused(stream: stream, code: UInt16(code), message: try reader.string())
+        case .streamData:
+            let stream = try reader.varint()
+            let bytes = reader.rest()
+            guard !bytes.isEmpty else { throw .malformed("stream data without bytes") }
+            self = .streamData(stream: stream, bytes: bytes)
+        case .streamCredit:
+            let stream = try reader.varint()
+            let bytes = try reader.window()
+            guard bytes > 0 else { throw .malformed("a stream credit of 0 bytes") }
+            self = .streamCredit(stream: stream, bytes: bytes)
+        case .streamEnd:
+            self = .streamEnd(stream: try reader.varint())
+        case .streamStop:
+            self = .streamStop(stream: try reader.varint())
+        case .streamReset:
+            self = .streamReset(stream: try reader.varint(), reason: try reader.string())
         }
         guard reader.isAtEnd else { throw .malformed("unexpected bytes after the message") }
     }
@@ -329,6 +421,19 @@ struct FieldReader {
 
     mutating func data() throws(LinkMessageError) -> [UInt8] {
         Array(try take(try length()))
+    }
+
+    /// A window or credit: a varint that fits 32 bits.
+    mutating func window() throws(LinkMessageError) -> UInt32 {
+        let value = try varint()
+        guard value <= UInt64(UInt32.max) else { throw .malformed("a stream window of \(value) bytes is over 2^32 - 1") }
+        return UInt32(value)
+    }
+
+    /// Every byte not read yet.
+    mutating func rest() -> [UInt8] {
+        defer { offset = bytes.count }
+        return Array(bytes[offset...])
     }
 
     mutating func change() throws(LinkMessageError) -> SignedChange {

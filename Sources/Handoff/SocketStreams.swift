@@ -1,0 +1,207 @@
+import Foundation
+import HandoffLocalAPI
+import Synchronization
+
+/// A pair of continuation streams carried by a stream connection to the agent
+/// (`LocalStreamSocket`): what the other app writes arrives through a bounded pipe that one
+/// reader thread fills, so a slow reader here stops that thread, the socket fills, and the
+/// agents stop granting the other app credit; writes go straight to the socket and block
+/// while the agent is behind.
+package final class SocketStreams: Sendable {
+    private let socket: LocalStreamSocket
+    private let incoming = StreamPipe(capacity: 256 * 1024)
+    private let state = Mutex(State())
+
+    private struct State {
+        var inputClosed = false
+        var outputClosed = false
+        /// Why writing fails now: the other side stopped reading, or the stream failed.
+        var writeFailure: CocoaError?
+    }
+
+    private init(socket: LocalStreamSocket) {
+        self.socket = socket
+    }
+
+    /// The streams of `socket`, with a reader thread started for them.
+    package static func pair(_ socket: LocalStreamSocket) -> StreamPair {
+        let streams = SocketStreams(socket: socket)
+        let thread = Thread { streams.readLoop() }
+        thread.name = "handoff-continuation-stream"
+        thread.start()
+        return StreamPair(
+            input: PipeInputStream(streams.incoming) { streams.closeInput() },
+            output: SocketOutputStream(streams))
+    }
+
+    /// Opens the streams of a continuation this app received, through the agent at `path`.
+    /// Returns once the originating app took them.
+    package static func open(path: String, continuation: UUID) async throws(ContinuationFailure) -> StreamPair {
+        let socket = try await connect(path: path, .openStream(version: LocalMessage.version, continuation: continuation))
+        return pair(socket)
+    }
+
+    /// Connects on a thread of its own: the answer waits for the other device's app.
+    static func connect(path: String, _ call: LocalCall) async throws(ContinuationFailure) -> LocalStreamSocket {
+        let result: Result<LocalStreamSocket, LocalError> = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                do throws(LocalError) {
+                    continuation.resume(returning: .success(try LocalStreamSocket.open(path: path, call: call)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+            thread.name = "handoff-stream-connect"
+            thread.start()
+        }
+        switch result {
+        case .success(let socket):
+            return socket
+        case .failure(let error):
+            if let code = error.code { throw ContinuationFailure(code: CocoaError.Code(rawValue: code), message: error.message) }
+            if error.kind == .notFound && error.message.contains("no Handoff agent") { throw .connectionUnavailable(error.message) }
+            throw .handoffFailed(error.message)
+        }
+    }
+
+    private func readLoop() {
+        defer {
+            incoming.closeWriter(failure: CocoaError.handoff(.userActivityConnectionUnavailable, "the connection to the Handoff agent ended before the stream did"))
+            fail(CocoaError.handoff(.userActivityConnectionUnavailable, "the connection to the Handoff agent ended"))
+            socket.close()
+        }
+        while true {
+            let frame: Frame?
+            do {
+                frame = try socket.readFrame()
+            } catch {
+                incoming.closeWriter(failure: CocoaError.handoff(.userActivityConnectionUnavailable, error.message))
+                return
+            }
+            guard let frame else { return }
+            switch frame.kind {
+            case LocalStreamFrame.data:
+                frame.payload.withUnsafeBufferPointer { bytes in
+                    var offset = 0
+                    while offset < bytes.count {
+                        // -1: the app closed its input; the rest is dropped.
+                        let written = incoming.write(bytes.baseAddress! + offset, count: bytes.count - offset)
+                        if written < 0 { break }
+                        offset += written
+                    }
+                }
+            case LocalStreamFrame.end:
+                incoming.closeWriter()
+            case LocalStreamFrame.stop:
+                fail(CocoaError.handoff(.userActivityHandoffFailed, "the app on the other device closed its input stream"))
+            case LocalStreamFrame.failed:
+                let reason = String(decoding: frame.payload, as: UTF8.self)
+                let error = CocoaError.handoff(.userActivityConnectionUnavailable, reason)
+                incoming.closeWriter(failure: error)
+                fail(error)
+            default:
+                continue
+            }
+        }
+    }
+
+    private func fail(_ error: CocoaError) {
+        state.withLock { state in
+            if state.writeFailure == nil { state.writeFailure = error }
+        }
+    }
+
+    var writeFailure: CocoaError? { state.withLock { $0.writeFailure } }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> CocoaError? {
+        if let failure = writeFailure { return failure }
+        var offset = 0
+        while offset < bytes.count {
+            let count = min(bytes.count - offset, LocalStreamFrame.maximumData)
+            do {
+                try socket.write(kind: LocalStreamFrame.data, bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]))
+            } catch {
+                let failure = writeFailure ?? CocoaError.handoff(.userActivityConnectionUnavailable, error.message)
+                fail(failure)
+                return failure
+            }
+            offset += count
+        }
+        return nil
+    }
+
+    func closeInput() {
+        let (first, both) = state.withLock { state in
+            defer { state.inputClosed = true }
+            return (!state.inputClosed, state.outputClosed)
+        }
+        guard first else { return }
+        try? socket.write(kind: LocalStreamFrame.stop)
+        if both { socket.shutdown() }
+    }
+
+    func closeOutput() {
+        let (first, both) = state.withLock { state in
+            defer { state.outputClosed = true }
+            return (!state.outputClosed, state.inputClosed)
+        }
+        guard first else { return }
+        try? socket.write(kind: LocalStreamFrame.end)
+        if both { socket.shutdown() }
+    }
+}
+
+/// The writing end of a continuation stream, as a Foundation `OutputStream`: `write` blocks
+/// while the other side is behind, and fails once it closed its input or the stream failed.
+package final class SocketOutputStream: OutputStream {
+    private let streams: SocketStreams?
+    private let status = NSLock()
+    nonisolated(unsafe) private var state: Stream.Status = .notOpen  // guarded by `status`
+
+    init(_ streams: SocketStreams) {
+        self.streams = streams
+        super.init(toMemory: ())
+    }
+
+    /// Foundation requires this initializer; a stream made this way is not connected, so
+    /// every write fails.
+    package required init(toMemory: ()) {
+        streams = nil
+        super.init(toMemory: ())
+    }
+
+    private func setState(_ new: Stream.Status) {
+        status.lock()
+        if state != .closed { state = new }
+        status.unlock()
+    }
+
+    override package func open() { setState(.open) }
+
+    override package func close() {
+        streams?.closeOutput()
+        status.lock()
+        state = .closed
+        status.unlock()
+    }
+
+    override package var streamStatus: Stream.Status {
+        status.lock()
+        defer { status.unlock() }
+        return state
+    }
+
+    override package var streamError: (any Error)? { streams?.writeFailure }
+
+    override package var hasSpaceAvailable: Bool { streams.map { $0.writeFailure == nil } ?? false }
+
+    override package func write(_ buffer: UnsafePointer<UInt8>, maxLength len: Int) -> Int {
+        guard len > 0 else { return 0 }
+        guard let streams, streamStatus != .closed else { return -1 }
+        if streams.write(UnsafeRawBufferPointer(start: buffer, count: len)) != nil {
+            setState(.error)
+            return -1
+        }
+        return len
+    }
+}

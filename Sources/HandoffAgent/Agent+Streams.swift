@@ -1,0 +1,220 @@
+import Foundation
+import HandoffLocalAPI
+import HandoffWire
+import Logging
+import NIOCore
+
+/// Continuation streams: the continuing app's agent opens a stream on the link to the origin,
+/// whose agent hands it to the app that offered the activity; each agent then relays between
+/// its app's stream connection and the link. See `docs/local-api.md` and
+/// `docs/wire-protocol.md`, Continuation streams.
+extension Agent {
+    /// What a delivered continuation needs to open streams back to its origin.
+    struct StreamSource: Sendable {
+        var session: UUID
+        var device: NearbyDevice
+        var activityID: UUID
+        var activityType: String
+        var supportsStreams: Bool
+    }
+
+    /// A stream another device opened, waiting for the app to take it.
+    struct PendingStream {
+        var stream: LinkStream
+        var session: UUID
+        var activityID: UUID
+        var answer: CheckedContinuation<FetchFailure?, Never>
+    }
+
+    /// How many delivered continuations are remembered for opening streams.
+    static let rememberedContinuations = 64
+
+    func rememberStreamSource(_ continuation: UUID, _ source: StreamSource) {
+        streamSources[continuation] = source
+        streamSourceOrder.append(continuation)
+        while streamSourceOrder.count > Self.rememberedContinuations {
+            streamSources[streamSourceOrder.removeFirst()] = nil
+        }
+    }
+
+    // MARK: The local socket's stream connections
+
+    /// Serves a connection that opens with `openStream` or `acceptStream`: answers it, then
+    /// relays between it and the link until both sides are done or either fails.
+    nonisolated func serveStream(
+        _ client: LocalStreamClient, _ inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator,
+        _ outbound: NIOAsyncChannelOutboundWriter<Frame>
+    ) async {
+        let prepared: Result<LinkStream, LocalError>
+        switch client.call {
+        case .openStream(let version, _) where version != LocalMessage.version, .acceptStream(let version, _) where version != LocalMessage.version:
+            prepared = .failure(LocalError(.badRequest, "this agent speaks local API version \(LocalMessage.version), the client \(version)"))
+        case .openStream(_, let continuation):
+            prepared = await openStream(for: continuation, pid: client.pid)
+        case .acceptStream(_, let token):
+            prepared = await takeStream(token, pid: client.pid)
+        default:
+            prepared = .failure(LocalError(.badRequest, "a stream connection opens with 'openStream' or 'acceptStream'"))
+        }
+        let stream: LinkStream
+        switch prepared {
+        case .failure(let error):
+            try? await outbound.write(LocalMessage.reply(request: client.request, .failure(error)).frame)
+            return
+        case .success(let opened):
+            stream = opened
+        }
+        do {
+            try await outbound.write(LocalMessage.reply(request: client.request, LocalReply()).frame)
+        } catch {
+            stream.close()
+            return
+        }
+        await Self.relay(stream, &inbound, outbound, close: client.close)
+    }
+
+    /// Carries bytes and ends both ways between an app's stream connection and a link stream.
+    /// An app that closes its connection without ending its output resets the stream, so the
+    /// other side never waits for bytes that will not come.
+    static func relay(
+        _ stream: LinkStream, _ inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator,
+        _ outbound: NIOAsyncChannelOutboundWriter<Frame>, close: @escaping @Sendable () -> Void
+    ) async {
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                // From the other device to the app: credit goes back once the app's socket took the bytes.
+                for await event in stream.events {
+                    switch event {
+                    case .data(let bytes):
+                        do {
+                            try await outbound.write(Frame(kind: LocalStreamFrame.data, payload: bytes))
+                        } catch {
+                            stream.reset("the app's connection to its agent failed")
+                            return
+                        }
+                        stream.consumed(bytes.count)
+                    case .end:
+                        try? await outbound.write(Frame(kind: LocalStreamFrame.end, payload: []))
+                    case .stop:
+                        try? await outbound.write(Frame(kind: LocalStreamFrame.stop, payload: []))
+                    case .failed(let reason):
+                        try? await outbound.write(Frame(kind: LocalStreamFrame.failed, payload: Array(reason.utf8)))
+                        close()
+                        return
+                    }
+                }
+            }
+            // From the app to the other device; writing waits for the other side's credit.
+            do {
+                while let frame = try await inbound.next() {
+                    switch frame.kind {
+                    case LocalStreamFrame.data:
+                        // After the other side stopped reading or the stream failed, the app
+                        // was told (`S` or `X`); what it still sends is dropped.
+                        if !frame.payload.isEmpty { try? await stream.write(frame.payload) }
+                    case LocalStreamFrame.end:
+                        stream.finish()
+                    case LocalStreamFrame.stop:
+                        stream.stopReading()
+                    default:
+                        stream.reset("the app sent a stream frame of unknown kind \(frame.kind)")
+                    }
+                }
+            } catch {}
+            stream.close()
+            group.cancelAll()
+        }
+    }
+
+    // MARK: The continuing side
+
+    /// Opens the streams of continuation `continuation` for the process `pid`, which must be
+    /// the app it was delivered to.
+    func openStream(for continuation: UUID, pid: Int32) async -> Result<LinkStream, LocalError> {
+        busy()
+        guard let source = streamSources[continuation], let session = sessions[source.session] else {
+            return .failure(LocalError(
+                .notFound,
+                "no continuation \(continuation) was delivered on this device to a running app; streams are opened by the app that continued the activity, from its continuation"))
+        }
+        guard session.peer.pid == pid else {
+            return .failure(LocalError(.notAllowed, "process \(pid) is not the app that continued the activity (process \(session.peer.pid)); only that app may open its streams"))
+        }
+        guard source.supportsStreams else {
+            return .failure(LocalError(
+                .continuation, code: FetchFailure.handoffFailed,
+                "activity '\(source.activityType)' does not support continuation streams: the originating app must set supportsContinuationStreams"))
+        }
+        let link: any PeerLinking
+        switch await openLink(to: source.device) {
+        case .success(let open): link = open
+        case .failure(let failure): return .failure(LocalError(.continuation, code: failure.code, failure.message))
+        }
+        switch await link.openStream(activityID: source.activityID, deadline: configuration.fetchDeadline) {
+        case .success(let stream):
+            logger.info("opened continuation streams", metadata: ["to": "\(memberName(source.device.sender))", "type": "\(source.activityType)"])
+            return .success(stream)
+        case .failure(let failure):
+            logger.notice("continuation streams were not opened: \(failure.message)", metadata: ["to": "\(memberName(source.device.sender))"])
+            return .failure(LocalError(.continuation, code: failure.code, "'\(memberName(source.device.sender))': \(failure.message)"))
+        }
+    }
+
+    // MARK: The originating side
+
+    /// A device of the account opens streams to activity `activityID`: the app that offers it
+    /// is asked to take them (`streamRequest`), within the fetch deadline. Nil when it did.
+    func acceptStream(_ activityID: UUID, _ stream: LinkStream, from peer: LinkPeer) async -> FetchFailure? {
+        busy()
+        guard let owner = activities.first(where: { $0.value[activityID] != nil }), let session = sessions[owner.key],
+            let activity = owner.value[activityID]
+        else {
+            return FetchFailure(code: FetchFailure.handoffFailed, message: "the activity is no longer offered on '\(deviceName)': its app closed it or quit")
+        }
+        guard activity.supportsContinuationStreams else {
+            return FetchFailure(code: FetchFailure.handoffFailed, message: "activity '\(activity.activityType)' on '\(deviceName)' does not support continuation streams")
+        }
+        let token = UUID()
+        let deadline = configuration.fetchDeadline
+        return await withCheckedContinuation { answer in
+            pendingStreams[token] = PendingStream(stream: stream, session: session.id, activityID: activityID, answer: answer)
+            session.peer.send(.streamRequest(stream: token, activity: activityID))
+            Task { [weak self] in
+                try? await Task.sleep(for: deadline)
+                await self?.settleStream(token, FetchFailure(code: FetchFailure.remoteAppTimedOut, message: "the app on '\(self?.deviceName ?? "the other device")' did not take the streams within \(deadline)"))
+            }
+        }
+    }
+
+    /// Ends the wait for the app to take stream `token`: taken (nil) or not, and why.
+    func settleStream(_ token: UUID, _ failure: FetchFailure?) {
+        pendingStreams.removeValue(forKey: token)?.answer.resume(returning: failure)
+    }
+
+    /// The app's stream connection for `token` arrived: the stream is its.
+    func takeStream(_ token: UUID, pid: Int32) async -> Result<LinkStream, LocalError> {
+        busy()
+        guard let pending = pendingStreams[token], let session = sessions[pending.session] else {
+            return .failure(LocalError(.notFound, "no streams \(token) wait for this app: they were taken, refused, or timed out"))
+        }
+        guard session.peer.pid == pid else {
+            return .failure(LocalError(.notAllowed, "process \(pid) is not the app the streams were offered to (process \(session.peer.pid))"))
+        }
+        pendingStreams[token] = nil
+        pending.stream.accept()
+        pending.answer.resume(returning: nil)
+        return .success(pending.stream)
+    }
+
+    /// A session ended: its streams waiting to be taken are refused, and its continuations
+    /// open no more streams.
+    func endStreams(of session: UUID) {
+        for (token, pending) in pendingStreams where pending.session == session {
+            settleStream(token, FetchFailure(code: FetchFailure.handoffFailed, message: "the app on '\(deviceName)' quit before it took the streams"))
+        }
+        for (continuation, source) in streamSources where source.session == session {
+            streamSources[continuation] = nil
+        }
+        streamSourceOrder.removeAll { streamSources[$0] == nil }
+    }
+}

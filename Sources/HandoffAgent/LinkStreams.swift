@@ -1,0 +1,409 @@
+import Foundation
+import HandoffWire
+import Synchronization
+
+/// What reaches one end of a continuation stream from the other device, in order.
+public enum LinkStreamEvent: Sendable, Hashable {
+    /// Bytes the other side wrote. Tell the stream when they are consumed (`consumed`), which
+    /// lets the other side send more.
+    case data([UInt8])
+    /// The other side writes no more.
+    case end
+    /// The other side reads no more: writing now fails.
+    case stop
+    /// The stream failed both ways, and why (the other side reset it, or the link dropped).
+    case failed(String)
+}
+
+/// Why writing to a continuation stream failed.
+public struct LinkStreamFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// One continuation stream on a link, as one side sees it: bytes both ways with flow control
+/// by credit (the receiver grants what it has consumed, so a slow reader slows the writer and
+/// at most one window of bytes waits at the receiver), an end each way, and a reset.
+/// See `docs/wire-protocol.md`, Continuation streams.
+public final class LinkStream: Sendable {
+    public let id: UInt64
+    /// What the other side sends. Buffers at most one window of data: the other side may not
+    /// send more than it was granted.
+    public let events: AsyncStream<LinkStreamEvent>
+    private let sink: AsyncStream<LinkStreamEvent>.Continuation
+    private let send: @Sendable (LinkMessage) -> Void
+    private let window: UInt32
+    private let state: Mutex<State>
+    private let removed: @Sendable (UInt64) -> Void
+
+    private struct State: ~Copyable {
+        /// Bytes this side may still send.
+        var credit: Int
+        var creditWaiter: CheckedContinuation<Void, Never>?
+        /// Bytes received and not yet granted back.
+        var outstanding = 0
+        /// Bytes consumed and not yet granted back.
+        var consumed = 0
+        var accepted: Bool
+        var sentEnd = false
+        var receivedEnd = false
+        var sentStop = false
+        var receivedStop = false
+        var failure: String?
+        var closed = false
+    }
+
+    init(id: UInt64, window: UInt32, peerWindow: UInt32?, send: @escaping @Sendable (LinkMessage) -> Void, removed: @escaping @Sendable (UInt64) -> Void) {
+        self.id = id
+        self.window = window
+        self.send = send
+        self.removed = removed
+        (events, sink) = AsyncStream<LinkStreamEvent>.makeStream()
+        state = Mutex(State(credit: Int(peerWindow ?? 0), accepted: peerWindow != nil))
+    }
+
+    /// Whether the stream is over both ways (or failed).
+    public var isFinished: Bool {
+        state.withLock { $0.failure != nil || $0.closed || (($0.sentEnd || $0.receivedStop) && ($0.receivedEnd || $0.sentStop)) }
+    }
+
+    // MARK: Writing
+
+    /// Sends `bytes`, waiting for credit as the other side consumes. Throws once the stream
+    /// failed, the other side stopped reading, or this side ended it.
+    public func write(_ bytes: [UInt8]) async throws(LinkStreamFailure) {
+        var offset = 0
+        while offset < bytes.count {
+            let allowed = await takeCredit(upTo: min(bytes.count - offset, LinkMessage.maximumStreamChunk))
+            switch allowed {
+            case .failure(let failure): throw failure
+            case .success(let count):
+                let chunk = offset == 0 && count == bytes.count ? bytes : Array(bytes[offset..<offset + count])
+                send(.streamData(stream: id, bytes: chunk))
+                offset += count
+            }
+        }
+    }
+
+    private func takeCredit(upTo wanted: Int) async -> Result<Int, LinkStreamFailure> {
+        while true {
+            let outcome: Result<Int, LinkStreamFailure>? = state.withLock { state in
+                if let failure = state.failure { return .failure(LinkStreamFailure(message: failure)) }
+                if state.receivedStop { return .failure(LinkStreamFailure(message: "the app on the other device closed its input stream")) }
+                if state.sentEnd || state.closed { return .failure(LinkStreamFailure(message: "the stream was closed for writing")) }
+                guard state.credit > 0 else { return nil }
+                let count = min(wanted, state.credit)
+                state.credit -= count
+                return .success(count)
+            }
+            if let outcome { return outcome }
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let ready = state.withLock { state -> Bool in
+                    if state.credit > 0 || state.failure != nil || state.receivedStop || state.closed { return true }
+                    state.creditWaiter = waiter
+                    return false
+                }
+                if ready { waiter.resume() }
+            }
+        }
+    }
+
+    private func wakeWriter(_ state: inout State) -> CheckedContinuation<Void, Never>? {
+        defer { state.creditWaiter = nil }
+        return state.creditWaiter
+    }
+
+    /// This side writes no more: the other side's input ends once it has read what came before.
+    public func finish() {
+        let send = state.withLock { state -> Bool in
+            guard !state.sentEnd, state.failure == nil, !state.closed else { return false }
+            state.sentEnd = true
+            return true
+        }
+        if send { self.send(.streamEnd(stream: id)) }
+        removeIfFinished()
+    }
+
+    /// This side reads no more: the other side's writes fail from now on.
+    public func stopReading() {
+        let send = state.withLock { state -> Bool in
+            guard !state.sentStop, state.failure == nil, !state.closed else { return false }
+            state.sentStop = true
+            return true
+        }
+        if send { self.send(.streamStop(stream: id)) }
+        removeIfFinished()
+    }
+
+    // MARK: Reading
+
+    /// `count` bytes of data events were consumed: the other side may send that many more.
+    /// Credit goes back in steps of a quarter window, not after every chunk.
+    public func consumed(_ count: Int) {
+        let grant = state.withLock { state -> Int in
+            guard state.failure == nil, !state.closed else { return 0 }
+            state.consumed += count
+            guard state.consumed >= Int(window) / 4 else { return 0 }
+            defer { state.consumed = 0 }
+            state.outstanding -= state.consumed
+            return state.consumed
+        }
+        if grant > 0 { send(.streamCredit(stream: id, bytes: UInt32(grant))) }
+    }
+
+    // MARK: Ending
+
+    /// Ends the stream both ways with `reason`, telling the other side.
+    public func reset(_ reason: String) {
+        let send = fail(reason)
+        if send { self.send(.streamReset(stream: id, reason: reason)) }
+    }
+
+    /// This side is done with the stream. A stream not finished both ways is reset, so the
+    /// other side never waits for bytes or credit that will not come.
+    public func close() {
+        let unfinished = state.withLock { state -> Bool in
+            guard state.failure == nil, !state.closed else { return false }
+            return !((state.sentEnd || state.receivedStop) && (state.receivedEnd || state.sentStop))
+        }
+        if unfinished { reset("the app on the other device closed the stream before ending it") }
+        let waiter = state.withLock { state in
+            state.closed = true
+            return wakeWriter(&state)
+        }
+        waiter?.resume()
+        sink.finish()
+        removed(id)
+    }
+
+    /// Marks the stream failed; true when it was not failed before.
+    @discardableResult
+    func fail(_ reason: String) -> Bool {
+        let (first, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+            guard state.failure == nil, !state.closed else { return (false, nil) }
+            state.failure = reason
+            return (true, wakeWriter(&state))
+        }
+        guard first else { return false }
+        waiter?.resume()
+        sink.yield(.failed(reason))
+        sink.finish()
+        removed(id)
+        return true
+    }
+
+    private func removeIfFinished() {
+        if isFinished {
+            sink.finish()
+            removed(id)
+        }
+    }
+
+    // MARK: From the link
+
+    func accepted(window peerWindow: UInt32) -> Bool {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>?? in
+            guard !state.accepted else { return .none }
+            state.accepted = true
+            state.credit += Int(peerWindow)
+            return .some(wakeWriter(&state))
+        }
+        guard let waiter else { return false }
+        waiter?.resume()
+        return true
+    }
+
+    /// Sends the acceptance of a stream the other side opened (the accepting side's app took it).
+    func sendAccepted() {
+        send(.streamAccepted(stream: id, window: window))
+    }
+
+    func received(_ message: LinkMessage) {
+        switch message {
+        case .streamData(_, let bytes):
+            let allowed = state.withLock { state -> Bool? in
+                guard state.failure == nil, !state.closed else { return nil }
+                guard !state.receivedEnd else { return false }
+                state.outstanding += bytes.count
+                return state.outstanding <= Int(window)
+            }
+            switch allowed {
+            case true?:
+                // Bytes for an input the app closed are dropped, and granted back at once.
+                if state.withLock({ $0.sentStop }) {
+                    consumed(bytes.count)
+                } else {
+                    sink.yield(.data(bytes))
+                }
+            case false?:
+                reset("the other device sent more than the stream's window, or after its end")
+            case nil:
+                break
+            }
+        case .streamCredit(_, let bytes):
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                state.credit += Int(bytes)
+                return wakeWriter(&state)
+            }
+            waiter?.resume()
+        case .streamEnd:
+            let first = state.withLock { state -> Bool in
+                defer { state.receivedEnd = true }
+                return !state.receivedEnd && state.failure == nil && !state.closed
+            }
+            if first { sink.yield(.end) }
+            removeIfFinished()
+        case .streamStop:
+            let (first, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+                defer { state.receivedStop = true }
+                return (!state.receivedStop && state.failure == nil && !state.closed, wakeWriter(&state))
+            }
+            waiter?.resume()
+            if first { sink.yield(.stop) }
+            removeIfFinished()
+        case .streamReset(_, let reason):
+            fail("the other device ended the stream: \(reason)")
+        default:
+            break
+        }
+    }
+}
+
+/// The continuation streams of one link: it numbers the streams this side opens, routes the
+/// other side's stream frames to their streams, and fails every stream when the link drops.
+public final class LinkStreamMux: Sendable {
+    /// What a side does with a stream the other side opens: accept it (calling
+    /// `LinkStream.accept` on the stream it is given, then using it) and return nil, or return
+    /// why not.
+    public typealias Acceptor = @Sendable (_ activityID: UUID, _ stream: LinkStream) async -> FetchFailure?
+
+    /// How many bytes each side lets the other send ahead of its reading.
+    public static let defaultWindow: UInt32 = 1 << 20
+    /// How many streams may be open on one link at once.
+    public static let maximumStreams = 64
+
+    private let send: @Sendable (LinkMessage) -> Void
+    private let window: UInt32
+    private let acceptor: Acceptor?
+    private let state = Mutex(State())
+
+    private struct State: ~Copyable {
+        var nextStream: UInt64 = 1
+        var streams: [UInt64: LinkStream] = [:]
+        var opening: [UInt64: CheckedContinuation<Result<LinkStream, FetchFailure>, Never>] = [:]
+        var ended: String?
+    }
+
+    /// - Parameter acceptor: how streams the other side opens are taken; nil refuses them all
+    ///   (the side that opened the link opens streams, the other accepts).
+    public init(window: UInt32 = LinkStreamMux.defaultWindow, acceptor: Acceptor? = nil, send: @escaping @Sendable (LinkMessage) -> Void) {
+        self.window = window
+        self.acceptor = acceptor
+        self.send = send
+    }
+
+    /// How many streams are open now.
+    public var openStreams: Int { state.withLock { $0.streams.count } }
+
+    /// Opens a stream to the app whose activity is `activityID` on the other device. Exactly one
+    /// outcome: the stream, the other side's refusal, 4609 when the link has ended or ends
+    /// first, 4610 when no answer comes within `deadline`.
+    public func open(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure> {
+        let opened: Result<LinkStream, FetchFailure> = await withCheckedContinuation { continuation in
+            let made = state.withLock { state -> Result<LinkStream, FetchFailure> in
+                if let ended = state.ended {
+                    return .failure(FetchFailure(code: FetchFailure.connectionUnavailable, message: "the link had ended: \(ended)"))
+                }
+                guard state.streams.count < Self.maximumStreams else {
+                    return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "\(Self.maximumStreams) streams are open on this link already; close one first"))
+                }
+                let id = state.nextStream
+                state.nextStream += 1
+                let stream = makeStream(id: id, peerWindow: nil)
+                state.streams[id] = stream
+                state.opening[id] = continuation
+                return .success(stream)
+            }
+            switch made {
+            case .failure:
+                continuation.resume(returning: made)
+            case .success(let stream):
+                send(.streamOpen(stream: stream.id, activityID: activityID, window: window))
+                Task { [weak self] in
+                    try? await Task.sleep(for: deadline)
+                    guard let self, let waiting = self.state.withLock({ $0.opening.removeValue(forKey: stream.id) }) else { return }
+                    stream.reset("no answer within \(deadline)")
+                    waiting.resume(returning: .failure(FetchFailure(code: FetchFailure.remoteAppTimedOut, message: "the app on the other device did not take the streams within \(deadline)")))
+                }
+            }
+        }
+        return opened
+    }
+
+    private func makeStream(id: UInt64, peerWindow: UInt32?) -> LinkStream {
+        LinkStream(id: id, window: window, peerWindow: peerWindow, send: send) { [weak self] id in
+            self?.state.withLock { _ = $0.streams.removeValue(forKey: id) }
+        }
+    }
+
+    /// A stream frame from the other side, handled in the order frames arrive.
+    public func received(_ message: LinkMessage) {
+        switch message {
+        case .streamOpen(let id, let activityID, let peerWindow):
+            let stream = state.withLock { state -> LinkStream? in
+                guard state.ended == nil, state.streams[id] == nil, state.streams.count < Self.maximumStreams else { return nil }
+                let stream = makeStream(id: id, peerWindow: peerWindow)
+                state.streams[id] = stream
+                return stream
+            }
+            guard let stream else {
+                send(.streamRefused(stream: id, code: UInt16(FetchFailure.handoffFailed), message: "the stream number is in use, or too many streams are open on this link"))
+                return
+            }
+            guard let acceptor else {
+                stream.fail("refused")
+                send(.streamRefused(stream: id, code: UInt16(FetchFailure.handoffFailed), message: "this device does not take streams on links it opened"))
+                return
+            }
+            Task {
+                if let refusal = await acceptor(activityID, stream) {
+                    stream.fail("refused: \(refusal.message)")
+                    send(.streamRefused(stream: id, code: UInt16(clamping: refusal.code), message: refusal.message))
+                }
+            }
+        case .streamAccepted(let id, let peerWindow):
+            let (stream, waiting) = state.withLock { state in (state.streams[id], state.opening.removeValue(forKey: id)) }
+            guard let stream, let waiting, stream.accepted(window: peerWindow) else { return }
+            waiting.resume(returning: .success(stream))
+        case .streamRefused(let id, let code, let message):
+            let (stream, waiting) = state.withLock { state in (state.streams[id], state.opening.removeValue(forKey: id)) }
+            stream?.fail("refused: \(message)")
+            waiting?.resume(returning: .failure(FetchFailure(code: Int(code), message: message)))
+        case .streamData(let id, _), .streamCredit(let id, _), .streamEnd(let id), .streamStop(let id), .streamReset(let id, _):
+            // Frames for a stream that is gone (closed here, or never opened) are dropped.
+            state.withLock { $0.streams[id] }?.received(message)
+        default:
+            break
+        }
+    }
+
+    /// The link ended: every stream fails, and every open waiting for an answer gets 4609.
+    public func linkEnded(_ reason: String) {
+        let (streams, opening) = state.withLock { state in
+            if state.ended == nil { state.ended = reason }
+            defer { state.opening = [:] }
+            return (Array(state.streams.values), Array(state.opening.values))
+        }
+        for waiting in opening {
+            waiting.resume(returning: .failure(FetchFailure(code: FetchFailure.connectionUnavailable, message: "the link dropped before the streams opened: \(reason)")))
+        }
+        for stream in streams { stream.fail("the link to the other device dropped: \(reason)") }
+    }
+}
+
+extension LinkStream {
+    /// Accepts a stream the other side opened: call before using it.
+    public func accept() {
+        sendAccepted()
+    }
+}

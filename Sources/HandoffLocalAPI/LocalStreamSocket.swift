@@ -1,0 +1,199 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+private func systemClose(_ fd: Int32) { _ = close(fd) }
+private func systemRead(_ fd: Int32, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int { read(fd, bytes, count) }
+private func systemShutdown(_ fd: Int32) { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+
+/// A connection to the agent that carries one pair of continuation streams: it opens with
+/// `openStream` or `acceptStream`, and after the reply carries `LocalStreamFrame`s both ways.
+///
+/// Blocking, like `LocalClient`: one thread reads (`readFrame`), any thread writes.
+public final class LocalStreamSocket: Sendable {
+    /// The agent's answer to the first message.
+    public let reply: LocalReply
+    public let path: String
+    private let fd: Int32
+    /// Held while writing, shutting down or closing; the state of the descriptor.
+    private let descriptor = Mutex(Descriptor.open)
+    private let buffer: Mutex<ReadBuffer>
+
+    private enum Descriptor { case open, shutDown, closed }
+
+    private struct ReadBuffer: ~Copyable {
+        var bytes = [UInt8](repeating: 0, count: 256 * 1024)
+        var start = 0
+        var end = 0
+    }
+
+    private init(path: String, fd: Int32, reply: LocalReply) {
+        self.path = path
+        self.fd = fd
+        self.reply = reply
+        buffer = Mutex(ReadBuffer())
+    }
+
+    /// Connects to the agent at `path` and sends `call` (`openStream` or `acceptStream`) as the
+    /// first message. Returns once the agent answered yes; throws its refusal, or why the agent
+    /// could not be asked. Waits at most `timeout` seconds for the answer.
+    public static func open(path: String, call: LocalCall, timeout: Int = 30) throws(LocalError) -> LocalStreamSocket {
+        let fd = try LocalClient.connect(path)
+        do throws(LocalError) {
+            try LocalClient.checkServer(fd, path: path)
+            LocalClient.setReceiveTimeout(fd, seconds: timeout)
+            try LocalClient.write(fd, LocalMessage.call(request: 1, call).frame)
+            var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
+            guard let frame = try LocalClient.readFrame(fd, &decoder) else {
+                throw LocalError(.failed, "the agent at \(path) closed the stream connection before answering")
+            }
+            // Nothing follows the reply before the client speaks: the decoder holds no more.
+            guard case .reply(1, let reply) = try LocalMessage(frame: frame) else {
+                throw LocalError(.failed, "the agent at \(path) did not answer the stream request")
+            }
+            if let error = reply.error { throw error }
+            LocalClient.setReceiveTimeout(fd, seconds: 0)
+            return LocalStreamSocket(path: path, fd: fd, reply: reply)
+        } catch {
+            systemClose(fd)
+            throw error
+        }
+    }
+
+    /// The next frame; nil at the end of the connection. Called by one thread only.
+    public func readFrame() throws(LocalError) -> Frame? {
+        var header = [UInt8](repeating: 0, count: Frame.headerSize)
+        guard try read(into: &header, from: 0, atEnd: true) else { return nil }
+        let length = header[0..<4].reduce(0) { $0 << 8 | Int($1) }
+        guard length <= LocalMessage.maximumFrame else {
+            throw LocalError(.failed, "the agent sent a stream frame of \(length) bytes, over the limit of \(LocalMessage.maximumFrame)")
+        }
+        var payload = [UInt8](repeating: 0, count: length)
+        if length > 0 {
+            guard try read(into: &payload, from: 0, atEnd: false) else { return nil }
+        }
+        return Frame(kind: header[4], payload: payload)
+    }
+
+    /// Fills `target` from the connection. False when the connection ended before the first
+    /// byte and `atEnd` allows that; an end in the middle throws.
+    private func read(into target: inout [UInt8], from start: Int, atEnd: Bool) throws(LocalError) -> Bool {
+        var filled = start
+        while filled < target.count {
+            let copied = buffer.withLock { buffer -> Int in
+                let count = min(buffer.end - buffer.start, target.count - filled)
+                guard count > 0 else { return 0 }
+                target.withUnsafeMutableBytes { out in
+                    buffer.bytes.withUnsafeBytes { source in
+                        (out.baseAddress! + filled).copyMemory(from: source.baseAddress! + buffer.start, byteCount: count)
+                    }
+                }
+                buffer.start += count
+                return count
+            }
+            if copied > 0 {
+                filled += copied
+                continue
+            }
+            // Large payloads are read straight into their place; small reads go through the buffer.
+            let wanted = target.count - filled
+            let count: Int
+            if wanted >= 64 * 1024 {
+                count = target.withUnsafeMutableBytes { out in systemRead(fd, out.baseAddress! + filled, wanted) }
+                if count > 0 {
+                    filled += count
+                    continue
+                }
+            } else {
+                count = buffer.withLock { buffer in
+                    buffer.start = 0
+                    buffer.end = 0
+                    let n = buffer.bytes.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress!, $0.count) }
+                    if n > 0 { buffer.end = n }
+                    return n
+                }
+                if count > 0 { continue }
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw LocalError(.failed, "reading the stream from the agent failed: \(String(cString: strerror(errno)))")
+            }
+            if filled == start && atEnd { return false }
+            throw LocalError(.failed, "the agent at \(path) closed the stream connection in the middle of a frame")
+        }
+        return true
+    }
+
+    /// Sends a frame of `kind` carrying `bytes`, without copying them; blocks while the agent
+    /// is behind (the socket's buffer is full), which is the flow control.
+    public func write(kind: UInt8, bytes: UnsafeRawBufferPointer) throws(LocalError) {
+        let length = UInt32(bytes.count)
+        var header: [UInt8] = [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), kind]
+        try descriptor.withLock { state throws(LocalError) in
+            guard state == .open else { throw LocalError(.failed, "the stream connection is closed") }
+            var headerSent = 0
+            var bodySent = 0
+            while headerSent < header.count || bodySent < bytes.count {
+                let sent = header.withUnsafeMutableBytes { head -> Int in
+                    var parts = [
+                        iovec(iov_base: head.baseAddress! + headerSent, iov_len: head.count - headerSent),
+                        iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress.map { $0 + bodySent }), iov_len: bytes.count - bodySent),
+                    ]
+                    return parts.withUnsafeMutableBufferPointer { parts -> Int in
+                        var message = msghdr()
+                        let skipHeader = headerSent == head.count
+                        message.msg_iov = skipHeader ? parts.baseAddress! + 1 : parts.baseAddress!
+                        message.msg_iovlen = skipHeader || bytes.isEmpty ? 1 : 2
+                        return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                    }
+                }
+                if sent < 0 {
+                    if errno == EINTR { continue }
+                    throw LocalError(.failed, "writing the stream to the agent failed: \(String(cString: strerror(errno)))")
+                }
+                let toHeader = min(sent, header.count - headerSent)
+                headerSent += toHeader
+                bodySent += sent - toHeader
+            }
+        }
+    }
+
+    /// Sends a frame with no payload, or a short one.
+    public func write(kind: UInt8, _ bytes: [UInt8] = []) throws(LocalError) {
+        let result: Result<Void, LocalError> = bytes.withUnsafeBytes { raw in
+            do throws(LocalError) {
+                try write(kind: kind, bytes: raw)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// Ends the connection both ways: the reader's `readFrame` returns nil, and writes fail.
+    /// The descriptor itself is released by `close`.
+    public func shutdown() {
+        descriptor.withLock { state in
+            guard state == .open else { return }
+            systemShutdown(fd)
+            state = .shutDown
+        }
+    }
+
+    /// Releases the descriptor; call once, when no thread reads any more.
+    public func close() {
+        descriptor.withLock { state in
+            guard state != .closed else { return }
+            systemClose(fd)
+            state = .closed
+        }
+    }
+}
