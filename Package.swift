@@ -87,7 +87,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "AgentBenchmark",
-            dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "handoffd"],
+            dependencies: [
+                "Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "handoffd",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Benchmarks/AgentBenchmark",
             swiftSettings: strict
         ),

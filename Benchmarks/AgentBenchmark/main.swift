@@ -450,7 +450,18 @@ final class HeardActivities: Sendable {
 
 // Started by B's agent (no arguments, its bundle identifier in the environment): the receiving app.
 let isReceiver = ProcessInfo.processInfo.environment["HANDOFF_BUNDLE_IDENTIFIER"] == bundleIdentifier
+let isStreamReceiver = ProcessInfo.processInfo.environment["HANDOFF_BUNDLE_IDENTIFIER"] == streamBundle
 switch CommandLine.arguments.dropFirst().first {
+case nil where isStreamReceiver:
+    runStreamReceiver()
+case "stream-origin"?:
+    runStreamOrigin()
+case "streams"?:
+    try await streamBenchmark()
+case "tls-sink"?:
+    try await runTLSSink(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!)
+case "tls-source"?:
+    try await runTLSSource(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!)
 case "receiver"?:
     runReceiver()
 case nil where isReceiver:
