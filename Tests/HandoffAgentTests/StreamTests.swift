@@ -183,7 +183,7 @@ struct StreamTests {
             let scene = try await StreamScene.make(harness, behaviour: .echo)
             let continued = try await scene.continueOnB()
             let (input, output) = try await continued.continuationStreams()
-            #expect(scene.origin.received == 1)
+            #expect(await waitUntil { scene.origin.received == 1 })
 
             var payload = [UInt8](repeating: 0, count: 8 << 20)
             for i in payload.indices { payload[i] = UInt8(truncatingIfNeeded: i &* 2_654_435_761 >> 13) }
@@ -224,6 +224,27 @@ struct StreamTests {
             #expect(read.error == nil)
             #expect(read.bytes.count == total)
             #expect(scene.origin.written == total)
+        }
+    }
+
+    @Test("The async byte-stream API: writes suspend instead of blocking, and the chunks come back in order to the end")
+    func asyncByteStreams() async throws {
+        try await withHarness { harness in
+            let scene = try await StreamScene.make(harness, behaviour: .echo)
+            let continued = try await scene.continueOnB()
+            let streams = try await continued.continuationByteStreams()
+            let payload = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 % 251) }
+            async let sent: Void = {
+                for start in stride(from: 0, to: payload.count, by: 100_000) {
+                    try await streams.write(Array(payload[start..<min(start + 100_000, payload.count)]))
+                }
+                streams.finish()
+            }()
+            var received: [UInt8] = []
+            for try await chunk in streams.incoming { received += chunk }
+            try await sent
+            #expect(received == payload)
+            streams.close()
         }
     }
 

@@ -24,6 +24,14 @@ struct LinkMessageTests {
             .joinRequest(version: 1, name: "desk", certificate: [0x30, 0x82], proof: [UInt8](repeating: 9, count: 32)),
             .joinAccepted(SignedChange(signer: UUID(), state: Array("{\"revision\":2}".utf8), signature: [4])),
             .joinRefused(reason: "the code is wrong"),
+            .streamOpen(stream: 1, activityID: UUID(), window: 1 << 20),
+            .streamAccepted(stream: 1, window: UInt32.max),
+            .streamRefused(stream: 300, code: 4610, message: "the app did not take the streams"),
+            .streamData(stream: 1, bytes: [0, 1, 2, 255]),
+            .streamCredit(stream: 1, bytes: 262_144),
+            .streamEnd(stream: UInt64.max),
+            .streamStop(stream: 2),
+            .streamReset(stream: 2, reason: "the app crashed"),
         ]
     }
 
@@ -41,6 +49,16 @@ struct LinkMessageTests {
         var payload: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 0x0F]
         payload += [UInt8](repeating: 0, count: 20)
         #expect(throws: LinkMessageError.self) { try LinkMessage(frame: Frame(kind: 0x20, payload: payload)) }
+    }
+
+    @Test("Stream frames are told apart from requests; empty data, a zero credit or an oversized window are refused")
+    func streamFrames() {
+        #expect(LinkMessage.isStreamFrame(LinkMessage.streamData(stream: 1, bytes: [1]).frame))
+        #expect(!LinkMessage.isStreamFrame(LinkMessage.fetch(request: 1, activityID: UUID()).frame))
+        #expect(throws: LinkMessageError.self) { try LinkMessage(frame: Frame(kind: 0x43, payload: [1])) }
+        #expect(throws: LinkMessageError.self) { try LinkMessage(frame: Frame(kind: 0x44, payload: [1, 0])) }
+        #expect(throws: LinkMessageError.self) { try LinkMessage(frame: Frame(kind: 0x41, payload: [1, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F])) }
+        #expect(throws: LinkMessageError.self) { try LinkMessage(frame: Frame(kind: 0x45, payload: [1, 0])) }
     }
 
     @Test("Every message comes back from its frame as it was")
