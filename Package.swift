@@ -78,6 +78,7 @@ let package = Package(
         ),
         .executableTarget(name: "MapViewer", dependencies: ["Handoff", "HandoffApp", "MapViewerKit"], path: "Examples/MapViewer", exclude: ["App"], swiftSettings: strict),
         .executableTarget(name: "handoff-state-torture", dependencies: ["HandoffAgent"], swiftSettings: strict),
+        .executableTarget(name: "handoff-stream-app", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
         .executableTarget(name: "handoff-demo", dependencies: ["handoffd", "handoff", "MapViewer"], swiftSettings: strict),
         .executableTarget(
             name: "UserInfoBenchmark",
@@ -100,7 +101,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "MapViewer", "handoffd", "handoff",
+                "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "MapViewer", "handoffd", "handoff",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
             ],
             exclude: ["local_api_client.py"],

@@ -459,9 +459,9 @@ case "stream-origin"?:
 case "streams"?:
     try await streamBenchmark()
 case "tls-sink"?:
-    try await runTLSSink(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!)
+    try await runTLSSink(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!, hashing: CommandLine.arguments[4] == "hash")
 case "tls-source"?:
-    try await runTLSSource(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!)
+    try await runTLSSource(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!, hashing: CommandLine.arguments[4] == "hash")
 case "receiver"?:
     runReceiver()
 case nil where isReceiver:

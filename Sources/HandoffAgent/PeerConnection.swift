@@ -60,6 +60,7 @@ public final class PeerConnection: Sendable {
                     .connectTimeout(.nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000))
                     .connect(host: host, port: port) { channel in
                         channel.eventLoop.makeCompletedFuture {
+                            try LinkTLS.watchForDeadPeers(channel)
                             let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(pins))
                             try channel.pipeline.syncOperations.addHandler(tls)
                             try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
