@@ -44,6 +44,7 @@ package final class ActivityCenter: @unchecked Sendable {
 
     private let lock = NSLock()
     private var currentStorage: UserActivity?
+    private var agentContainersStorage: [(identifier: String, folder: URL)] = []
     private var live: [UUID: WeakActivity] = [:]
     private weak var receiverStorage: (any ContinuationReceiver)?
 
@@ -117,6 +118,12 @@ package final class ActivityCenter: @unchecked Sendable {
 
     /// Tells the agent the current activity again, in order with every other event: for a
     /// connection to an agent that has just (re)started.
+    /// The synced containers of this device's agent, as its `hello` said.
+    package var agentContainers: [(identifier: String, folder: URL)] {
+        get { locked { agentContainersStorage } }
+        set { locked { agentContainersStorage = newValue } }
+    }
+
     package func reannounce() {
         locked {
             guard let current = currentStorage, current.isOfferable else { return }

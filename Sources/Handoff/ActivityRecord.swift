@@ -48,6 +48,9 @@ public struct ActivityRecord: Sendable, Hashable {
     public var isEligibleForPrediction: Bool
     /// `userInfo` encoded with `UserInfoCoding`; `nil` when the activity has none.
     public var userInfo: Data?
+    /// File URLs in `userInfo` that arrived as the origin had them, not as this device's paths
+    /// (see `UserActivity.untranslatedFileURLs`).
+    public var untranslatedFileURLs: [URL] = []
 
     public init(
         announcement: ActivityAnnouncement, webpageURL: URL? = nil, referrerURL: URL? = nil,

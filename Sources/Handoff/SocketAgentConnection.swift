@@ -105,6 +105,9 @@ package final class AppSideOfLocalAPI: Sendable {
     /// A message from the agent.
     package func received(_ message: LocalMessage) {
         switch message {
+        case .reply(1, let hello):
+            // The answer to `hello` on a link that hands every message over (in process).
+            center?.agentContainers = (hello.containers ?? []).map { ($0.identifier, URL(fileURLWithPath: $0.folder, isDirectory: true)) }
         case .save(let request, let activityID):
             guard let center, let link else { return }
             // Saves run beside continuations: a slow delivery never delays an answer to another device.
@@ -237,6 +240,7 @@ package final class SocketAgentConnection: AgentConnection {
                     return state.toldNoAgent
                 }
                 side.link = client
+                center.agentContainers = (client.hello.containers ?? []).map { ($0.identifier, URL(fileURLWithPath: $0.folder, isDirectory: true)) }
                 let app = client.hello.app.map { "as '\($0.bundleIdentifier)'" } ?? "as an app that is not installed (it can offer activities but not receive them)"
                 if wasTold {
                     logger.notice("connected to the Handoff agent at \(path) \(app)")
@@ -290,6 +294,7 @@ extension ActivityRecord {
             targetContentIdentifier: local.targetContentIdentifier, isEligibleForSearch: local.isEligibleForSearch,
             isEligibleForPublicIndexing: local.isEligibleForPublicIndexing, isEligibleForPrediction: local.isEligibleForPrediction,
             userInfo: local.userInfo)
+        untranslatedFileURLs = (local.untranslatedFileURLs ?? []).compactMap(URL.init(string:))
     }
 
     package var local: LocalRecord {

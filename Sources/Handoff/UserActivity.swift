@@ -64,6 +64,7 @@ open class UserActivity: @unchecked Sendable {
         self.id = UUID()
         self.center = ActivityCenter.forNewActivities
         self.continuation = nil
+        self.untranslatedFileURLs = []
     }
 
     /// An activity that arrived from another device, bound to the app that continues it.
@@ -85,7 +86,15 @@ open class UserActivity: @unchecked Sendable {
         state.persistentIdentifier = record.persistentIdentifier
         state.targetContentIdentifier = record.targetContentIdentifier
         state.supportsContinuationStreams = record.announcement.supportsContinuationStreams
+        untranslatedFileURLs = record.untranslatedFileURLs
     }
+
+    /// On a continued activity: the file URLs in `userInfo` that are the originating device's
+    /// paths, not this device's. A file inside a synced container the two devices share (the
+    /// agents' `--container`) arrives as this device's own path and is not listed; any other
+    /// file URL arrives unchanged and is listed here, so the app can tell a file it can open
+    /// from one that only exists on the other device. Empty on an activity made here.
+    public let untranslatedFileURLs: [URL]
 
     private func read<T>(_ body: (State) -> T) -> T {
         lock.lock()

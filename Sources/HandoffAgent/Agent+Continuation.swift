@@ -145,6 +145,15 @@ extension Agent {
                 }
                 do {
                     _ = try UserInfoCoding.decodeUserInfo(bytes)
+                    // File URLs: into this device's containers where the origin's were; the rest marked.
+                    let value = try UserInfoCoding.decode(bytes)
+                    var hasFileURL = false
+                    ContainerTranslation.visitFileURLs(value) { _ in hasFileURL = true }
+                    if hasFileURL {
+                        let (translated, untranslated) = ContainerTranslation.translate(value, references: wire.fileReferences, containers: configuration.containers)
+                        record.userInfo = try UserInfoCoding.encode(translated)
+                        record.untranslatedFileURLs = untranslated.isEmpty ? nil : untranslated
+                    }
                 } catch {
                     return fail(LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity from '\(origin)' could not be read: \(error)"))
                 }

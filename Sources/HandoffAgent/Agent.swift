@@ -414,7 +414,9 @@ public actor Agent {
         logger[metadataKey: "pid"] = "\(peer.pid)"
         logger[metadataKey: "client"] = "\(app?.manifest.bundleIdentifier ?? role.rawValue)"
         logger.debug("local client connected")
-        peer.send(.reply(request: request, LocalReply(version: LocalMessage.version, device: thisDevice, app: app.map(localApp), account: account?.name)))
+        peer.send(.reply(request: request, LocalReply(
+            version: LocalMessage.version, device: thisDevice, app: app.map(localApp), account: account?.name,
+            containers: configuration.containers.map { LocalContainer(identifier: $0.identifier, folder: $0.folder.path) })))
 
         while let next = await iterator.next() {
             switch next {
@@ -789,9 +791,13 @@ public actor Agent {
             }
             // Bytes from a client in another language are checked here, so that the origin
             // logs the mistake and the continuing side is told, rather than the app there.
+            var references: [WireFileReference] = []
             if let bytes = record.userInfo {
                 do {
                     _ = try UserInfoCoding.decodeUserInfo(bytes)
+                    if !configuration.containers.isEmpty {
+                        references = ContainerTranslation.references(in: try UserInfoCoding.decode(bytes), containers: configuration.containers)
+                    }
                 } catch {
                     logger.error("an app's saved userInfo cannot be read: \(error)", metadata: ["app": "\(appName)"])
                     return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the activity's userInfo from \(appName) on '\(deviceName)' cannot be read: \(error)"))
@@ -803,7 +809,9 @@ public actor Agent {
                 record.activity.teamIdentifier = known.teamIdentifier
             }
             record.activity.id = activityID
-            return .success(WireActivityRecord(record))
+            var wire = WireActivityRecord(record)
+            wire.fileReferences = references
+            return .success(wire)
         }
     }
 

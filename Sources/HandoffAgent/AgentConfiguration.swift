@@ -49,6 +49,9 @@ public struct AgentConfiguration: Sendable {
     /// code it is not running (`handoffd` does after 15 s); nil never. For an agent that is
     /// the whole process: one sharing a process with other code leaves this nil.
     public var idleRelease: Duration?
+    /// Synced folders on this device: a file URL inside one travels as the container and a
+    /// path, and arrives as the receiver's own path.
+    public var containers: [ContainerFolder] = []
 
     public init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "::", port: 47_170),
@@ -153,9 +156,9 @@ public struct ConfigurationFile: Sendable, Hashable {
 
     public static let keys: Set<String> = [
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
-        "maximum-payload", "browser", "default-browser", "idle-release",
+        "maximum-payload", "browser", "default-browser", "idle-release", "dns-sd", "name-rotation", "container",
     ]
-    public static let repeatable: Set<String> = ["interface", "peer"]
+    public static let repeatable: Set<String> = ["interface", "peer", "container"]
 
     public init(contentsOf url: URL) throws(ConfigurationError) {
         let data: Data
@@ -190,7 +193,7 @@ public struct ConfigurationFile: Sendable, Hashable {
             }
             if !Self.repeatable.contains(key) {
                 guard seen.insert(key).inserted else {
-                    throw ConfigurationError("\(name):\(number): '\(key)' is given twice; only 'interface' and 'peer' repeat")
+                    throw ConfigurationError("\(name):\(number): '\(key)' is given twice; only 'interface', 'peer' and 'container' repeat")
                 }
             }
             entries.append((key, value, number))
@@ -248,6 +251,7 @@ public struct AgentSettings: Sendable {
     public var browser: String?
     public var defaultBrowser: String?
     public var idleRelease: String?
+    public var containers: [String] = []
 
     public init() {}
 }
@@ -352,6 +356,13 @@ extension AgentConfiguration {
                 throw ConfigurationError("\(browser.origin): '\(browser.value)' is not a bundle identifier (letters, digits, '.', '-' and '_')")
             }
             configuration.defaultBrowser = browser.value
+        }
+        for container in list(flags.containers, "container") {
+            let parsed = try checked(container.origin) { () throws(ConfigurationError) in try ContainerFolder(parsing: container.value) }
+            guard !configuration.containers.contains(where: { $0.identifier == parsed.identifier }) else {
+                throw ConfigurationError("\(container.origin): container '\(parsed.identifier)' is given twice")
+            }
+            configuration.containers.append(parsed)
         }
         configuration.idleRelease = .seconds(15)
         if let release = pick(flags.idleRelease, "idle-release") {

@@ -4,9 +4,10 @@ import Logging
 import Synchronization
 
 /// A synced folder that exists on several devices, such as one kept in step by Syncthing or
-/// Nextcloud. A document inside one gets an activity automatically. (Carrying its URL relative
-/// to the container, so that it arrives as the other device's own path, comes with the
-/// agent's container configuration; until then both devices must use the same path.)
+/// Nextcloud. A document inside one gets an activity automatically, and its URL arrives on the
+/// other device as that device's own path in its copy of the folder. The agent's containers
+/// (`handoffd --container ID=PATH`) are the app's without it doing anything; an app may add
+/// its own.
 public struct SyncedContainer: Sendable, Hashable {
     /// The same on every device, e.g. `"documents"`.
     public var identifier: String
@@ -51,8 +52,14 @@ open class Application: ContinuationReceiver {
     /// The app's manifest: its bundle and team identifiers, activity and document types.
     public let manifest: AppManifest?
 
-    /// Synced folders on this device (see `SyncedContainer`).
+    /// Synced folders on this device (see `SyncedContainer`), besides the agent's.
     public var syncedContainers: [SyncedContainer]
+
+    /// The app's own containers and its agent's (the app's first, for an identifier in both).
+    public var allSyncedContainers: [SyncedContainer] {
+        let own = Set(syncedContainers.map(\.identifier))
+        return syncedContainers + center.agentContainers.filter { !own.contains($0.identifier) }.map { SyncedContainer(identifier: $0.identifier, folder: $0.folder) }
+    }
 
     /// The `Document` subclass the framework opens when a continued document activity is not
     /// handled by the delegate.
@@ -68,7 +75,10 @@ open class Application: ContinuationReceiver {
     /// The app of this process, bound to its Handoff agent. It becomes `Application.shared`;
     /// a process has one (a second one takes over the continuations, with a warning).
     public convenience init(delegate: (any ApplicationDelegate)?) {
-        self.init(center: ActivityCenter.forNewActivities, manifest: nil, syncedContainers: [], delegate: delegate)
+        // The app's manifest is the Info.plist (and entitlements) installed beside its executable.
+        let folder = Bundle.main.executableURL?.resolvingSymlinksInPath().deletingLastPathComponent()
+        let manifest = folder.flatMap { try? AppManifest(directory: $0) }
+        self.init(center: ActivityCenter.forNewActivities, manifest: manifest, syncedContainers: [], delegate: delegate)
         if Application.current == nil {
             if Application.processApplication != nil {
                 logger.warning("a second Application was made; continuations now go to the new one and its delegate")
@@ -143,7 +153,7 @@ open class Application: ContinuationReceiver {
         let handler: ([UserActivityRestoring]?) -> Void = { objects in restoration.restore(objects ?? []) }
         let handled = delegate?.application(self, continue: activity, restorationHandler: handler) ?? false
         if !handled, let url = activity.userInfo?[NSUserActivityDocumentURLKey] as? URL {
-            if url.isFileURL, syncedContainers.contains(where: { $0.contains(url) }) {
+            if url.isFileURL, allSyncedContainers.contains(where: { $0.contains(url) }) {
                 openDocument(at: url, restoring: activity)
             } else {
                 // A peer's bytes choose this URL: open only files inside this device's containers.
@@ -167,7 +177,7 @@ open class Application: ContinuationReceiver {
     /// The activity type a document at `url` gets: its document type's
     /// `NSUbiquitousDocumentUserActivityType`, when the file lies in a synced container.
     func documentActivityType(for url: URL) -> String? {
-        guard syncedContainers.contains(where: { $0.contains(url) }) else { return nil }
+        guard allSyncedContainers.contains(where: { $0.contains(url) }) else { return nil }
         return manifest?.documentActivityType(forContentType: url.pathExtension)
     }
 }

@@ -32,13 +32,17 @@ public struct LocalReply: Codable, Sendable, Hashable {
     public var probe: LocalProbe?
     /// What `doctor` found, in the order it looked.
     public var checks: [LocalCheck]?
+    /// This device's synced containers (in the reply to an app's `hello`).
+    public var containers: [LocalContainer]?
 
     public init(
         error: LocalError? = nil, version: Int? = nil, device: LocalDevice? = nil, app: LocalApp? = nil, status: LocalStatus? = nil,
         devices: [LocalDevice]? = nil, activities: [LocalNearbyActivity]? = nil, apps: [LocalApp]? = nil,
         continued: LocalContinued? = nil, account: String? = nil, invitation: LocalInvitation? = nil,
-        joinRequest: LocalJoinRequest? = nil, verification: String? = nil, probe: LocalProbe? = nil, checks: [LocalCheck]? = nil
+        joinRequest: LocalJoinRequest? = nil, verification: String? = nil, probe: LocalProbe? = nil, checks: [LocalCheck]? = nil,
+        containers: [LocalContainer]? = nil
     ) {
+        self.containers = containers
         self.ok = error == nil
         self.error = error
         self.version = version

@@ -59,13 +59,18 @@ public struct LocalRecord: Codable, Sendable, Hashable {
     public var isEligibleForPublicIndexing: Bool
     public var isEligibleForPrediction: Bool
     public var userInfo: Data?
+    /// In a delivered record: the file URLs in `userInfo` that were not translated to this
+    /// device's paths (outside every synced container on the origin, or in one this device
+    /// does not have), as they came.
+    public var untranslatedFileURLs: [String]?
 
     public init(
         activity: LocalActivity, webpageURL: String? = nil, referrerURL: String? = nil, keywords: [String] = [],
         requiredUserInfoKeys: [String]? = nil, persistentIdentifier: String? = nil, targetContentIdentifier: String? = nil,
         isEligibleForSearch: Bool = false, isEligibleForPublicIndexing: Bool = false, isEligibleForPrediction: Bool = false,
-        userInfo: Data? = nil
+        userInfo: Data? = nil, untranslatedFileURLs: [String]? = nil
     ) {
+        self.untranslatedFileURLs = untranslatedFileURLs
         self.activity = activity
         self.webpageURL = webpageURL
         self.referrerURL = referrerURL
@@ -81,7 +86,7 @@ public struct LocalRecord: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case activity, webpageURL, referrerURL, keywords, requiredUserInfoKeys, persistentIdentifier, targetContentIdentifier
-        case isEligibleForSearch, isEligibleForPublicIndexing, isEligibleForPrediction, userInfo
+        case isEligibleForSearch, isEligibleForPublicIndexing, isEligibleForPrediction, userInfo, untranslatedFileURLs
     }
 
     public init(from decoder: any Decoder) throws {
@@ -97,6 +102,18 @@ public struct LocalRecord: Codable, Sendable, Hashable {
         isEligibleForPublicIndexing = try c.decodeIfPresent(Bool.self, forKey: .isEligibleForPublicIndexing) ?? false
         isEligibleForPrediction = try c.decodeIfPresent(Bool.self, forKey: .isEligibleForPrediction) ?? false
         userInfo = try c.decodeIfPresent(Data.self, forKey: .userInfo)
+        untranslatedFileURLs = try c.decodeIfPresent([String].self, forKey: .untranslatedFileURLs)
+    }
+}
+
+/// A synced container of this device, as the agent is configured (`--container ID=PATH`).
+public struct LocalContainer: Codable, Sendable, Hashable {
+    public var identifier: String
+    public var folder: String
+
+    public init(identifier: String, folder: String) {
+        self.identifier = identifier
+        self.folder = folder
     }
 }
 

@@ -1,5 +1,22 @@
 import Foundation
 
+/// A file URL in an activity's `userInfo` that lies in a synced container on the origin: the
+/// container (the same identifier on every device) and the file's path inside it, so that the
+/// receiver can give its app the same file in its own copy of the container.
+public struct WireFileReference: Sendable, Hashable {
+    /// The URL as it is in the origin's `userInfo` (`absoluteString`).
+    public var url: String
+    public var container: String
+    /// Relative, `/`-separated, without `.` or `..`.
+    public var path: String
+
+    public init(url: String, container: String, path: String) {
+        self.url = url
+        self.container = container
+        self.path = path
+    }
+}
+
 /// An activity as it travels over a link when it is fetched: every property the continuing
 /// app reads, with `userInfo` already in Handoff's own encoding (opaque here).
 public struct WireActivityRecord: Sendable, Hashable {
@@ -20,14 +37,18 @@ public struct WireActivityRecord: Sendable, Hashable {
     public var isEligibleForPublicIndexing: Bool
     public var isEligibleForPrediction: Bool
     public var userInfo: [UInt8]?
+    /// The file URLs in `userInfo` that lie in the origin's synced containers.
+    public var fileReferences: [WireFileReference]
 
     public init(
         id: UUID, activityType: String, title: String? = nil, bundleIdentifier: String? = nil, teamIdentifier: String? = nil,
         supportsContinuationStreams: Bool = false, expirationDate: Date? = nil, webpageURL: String? = nil,
         referrerURL: String? = nil, keywords: [String] = [], requiredUserInfoKeys: [String]? = nil,
         persistentIdentifier: String? = nil, targetContentIdentifier: String? = nil, isEligibleForSearch: Bool = false,
-        isEligibleForPublicIndexing: Bool = false, isEligibleForPrediction: Bool = false, userInfo: [UInt8]? = nil
+        isEligibleForPublicIndexing: Bool = false, isEligibleForPrediction: Bool = false, userInfo: [UInt8]? = nil,
+        fileReferences: [WireFileReference] = []
     ) {
+        self.fileReferences = fileReferences
         self.id = id
         self.activityType = activityType
         self.title = title
@@ -349,6 +370,7 @@ struct FieldWriter {
         if record.expirationDate != nil { flags |= 16 }
         if record.requiredUserInfoKeys != nil { flags |= 32 }
         if record.userInfo != nil { flags |= 64 }
+        if !record.fileReferences.isEmpty { flags |= 128 }
         byte(flags)
         if let expiration = record.expirationDate {
             withUnsafeBytes(of: expiration.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
@@ -362,6 +384,14 @@ struct FieldWriter {
         if let userInfo = record.userInfo {
             varint(UInt64(userInfo.count))
             bytes.append(contentsOf: userInfo)
+        }
+        if !record.fileReferences.isEmpty {
+            varint(UInt64(record.fileReferences.count))
+            for reference in record.fileReferences {
+                string(reference.url)
+                string(reference.container)
+                string(reference.path)
+            }
         }
     }
 }
@@ -464,7 +494,6 @@ struct FieldReader {
         let bundle = try optionalString()
         let team = try optionalString()
         let flags = try byte()
-        guard flags & 0x80 == 0 else { throw .malformed("unknown record flags") }
         var expiration: Date?
         if flags & 16 != 0 {
             let raw = try take(8)
@@ -482,11 +511,20 @@ struct FieldReader {
         let target = try optionalString()
         var userInfo: [UInt8]?
         if flags & 64 != 0 { userInfo = Array(try take(try length())) }
+        var references: [WireFileReference] = []
+        if flags & 128 != 0 {
+            // Each reference takes at least 3 bytes: a count beyond what remains is a lie.
+            let count = try varint()
+            guard count > 0, count <= UInt64(bytes.count - offset) / 3 else { throw .malformed("a file reference count of \(count)") }
+            for _ in 0..<count {
+                references.append(WireFileReference(url: try string(), container: try string(), path: try string()))
+            }
+        }
         return WireActivityRecord(
             id: id, activityType: type, title: title, bundleIdentifier: bundle, teamIdentifier: team,
             supportsContinuationStreams: flags & 1 != 0, expirationDate: expiration, webpageURL: webpage,
             referrerURL: referrer, keywords: keywords, requiredUserInfoKeys: required, persistentIdentifier: persistent,
             targetContentIdentifier: target, isEligibleForSearch: flags & 2 != 0, isEligibleForPublicIndexing: flags & 4 != 0,
-            isEligibleForPrediction: flags & 8 != 0, userInfo: userInfo)
+            isEligibleForPrediction: flags & 8 != 0, userInfo: userInfo, fileReferences: references)
     }
 }

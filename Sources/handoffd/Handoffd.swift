@@ -37,6 +37,9 @@ struct Handoffd: AsyncParsableCommand {
     @Option(name: .customLong("peer"), help: ArgumentHelp("A static peer that gets beacons by unicast (VPNs, networks without multicast); repeatable.", valueName: "HOST:PORT"))
     var peers: [String] = []
 
+    @Option(name: .customLong("container"), help: ArgumentHelp("A synced folder, the same ID on every device: file URLs inside it arrive as the other device's own path; repeatable.", valueName: "ID=PATH"))
+    var containers: [String] = []
+
     @Option(name: .customLong("discovery-port"), help: "The UDP port of the multicast group (default 47168).")
     var discoveryPort: String?
 
@@ -106,6 +109,7 @@ struct Handoffd: AsyncParsableCommand {
         flags.listen = listen
         flags.interfaces = interfaces
         flags.peers = peers
+        flags.containers = containers
         flags.discoveryPort = discoveryPort
         flags.dnsSD = dnsSD
         flags.nameRotation = nameRotation

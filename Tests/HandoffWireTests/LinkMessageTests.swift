@@ -18,6 +18,9 @@ struct LinkMessageTests {
             .fetch(request: 42, activityID: UUID()),
             .fetched(request: 42, full),
             .fetched(request: UInt64.max, WireActivityRecord(id: UUID(), activityType: "t")),
+            .fetched(request: 3, WireActivityRecord(
+                id: UUID(), activityType: "t", userInfo: [0x48, 1, 0x0C, 0],
+                fileReferences: [WireFileReference(url: "file:///a/b.txt", container: "notes", path: "b.txt")])),
             .fetchFailed(request: 7, code: 4610, message: "the app did not save in time"),
             .continued(activityID: UUID()),
             .accountUpdate([SignedChange(signer: UUID(), state: Array("{}".utf8), signature: [1, 2, 3]), SignedChange(signer: UUID(), state: [], signature: [])]),

@@ -1,0 +1,127 @@
+import Foundation
+import Handoff
+import HandoffWire
+
+/// A folder kept the same on several devices by a sync tool (Syncthing, Nextcloud, …), named
+/// by an identifier that is the same on every device while the folder's path may differ.
+public struct ContainerFolder: Sendable, Hashable, CustomStringConvertible {
+    public var identifier: String
+    public var folder: URL
+
+    public init(identifier: String, folder: URL) {
+        self.identifier = identifier
+        self.folder = folder.standardizedFileURL
+    }
+
+    /// Reads `ID=PATH`: an identifier of letters, digits, '.', '-' and '_' (at most 64), and an
+    /// absolute path to a folder that exists.
+    public init(parsing text: String) throws(ConfigurationError) {
+        guard let equals = text.firstIndex(of: "=") else {
+            throw ConfigurationError("'\(text)' is not ID=PATH, e.g. documents=/home/me/Sync/Documents")
+        }
+        let identifier = String(text[..<equals])
+        let path = String(text[text.index(after: equals)...])
+        guard identifier.range(of: #"^[A-Za-z0-9][A-Za-z0-9._\-]{0,63}$"#, options: .regularExpression) != nil else {
+            throw ConfigurationError("'\(identifier)' is not a container identifier: 1 to 64 letters, digits, '.', '-' or '_'; the same on every device")
+        }
+        guard path.hasPrefix("/") else {
+            throw ConfigurationError("the folder of container '\(identifier)' must be an absolute path, not '\(path)'")
+        }
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue else {
+            throw ConfigurationError("the folder of container '\(identifier)', \(path), does not exist or is not a folder")
+        }
+        self.init(identifier: identifier, folder: URL(fileURLWithPath: path, isDirectory: true).resolvingSymlinksInPath())
+    }
+
+    /// The path of `url` inside this container, relative and without `.` or `..`; nil when
+    /// the file is not inside it.
+    public func relativePath(of url: URL) -> String? {
+        guard url.isFileURL else { return nil }
+        let base = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
+        let path = url.standardizedFileURL.path
+        guard path.hasPrefix(base), path.count > base.count else { return nil }
+        return String(path.dropFirst(base.count))
+    }
+
+    /// The file at `relativePath` in this container on this device; nil when the path would
+    /// lead out of the container (`..`, an absolute path), which a peer's bytes must never do.
+    public func file(at relativePath: String) -> URL? {
+        let components = relativePath.split(separator: "/", omittingEmptySubsequences: false)
+        guard !relativePath.isEmpty, !relativePath.hasPrefix("/"), !relativePath.contains("\0"),
+            !components.contains(where: { $0 == ".." || $0 == "." || $0.isEmpty })
+        else { return nil }
+        return folder.appendingPathComponent(relativePath)
+    }
+
+    public var description: String { "\(identifier)=\(folder.path)" }
+}
+
+/// File URLs in a `userInfo`, between the devices' containers.
+enum ContainerTranslation {
+    /// On the origin: every file URL in `userInfo` that lies in one of `containers`, as the
+    /// container and the path inside it.
+    static func references(in userInfo: UserInfoValue, containers: [ContainerFolder]) -> [WireFileReference] {
+        var found: [WireFileReference] = []
+        var seen: Set<String> = []
+        visitFileURLs(userInfo) { url in
+            guard seen.insert(url.absoluteString).inserted else { return }
+            for container in containers {
+                if let path = container.relativePath(of: url) {
+                    found.append(WireFileReference(url: url.absoluteString, container: container.identifier, path: path))
+                    return
+                }
+            }
+        }
+        return found
+    }
+
+    /// On the receiver: each file URL the origin named in `references` becomes the same file in
+    /// this device's container; every other file URL stays as it came, and is listed as not
+    /// translated (as is one whose container this device does not have).
+    static func translate(
+        _ userInfo: UserInfoValue, references: [WireFileReference], containers: [ContainerFolder]
+    ) -> (userInfo: UserInfoValue, untranslated: [String]) {
+        var local: [String: URL] = [:]
+        for reference in references {
+            guard let container = containers.first(where: { $0.identifier == reference.container }),
+                let file = container.file(at: reference.path)
+            else { continue }
+            local[reference.url] = file
+        }
+        var untranslated: [String] = []
+        let translated = mapFileURLs(userInfo) { url in
+            if let mine = local[url.absoluteString] { return mine }
+            if !untranslated.contains(url.absoluteString) { untranslated.append(url.absoluteString) }
+            return url
+        }
+        return (translated, untranslated)
+    }
+
+    static func visitFileURLs(_ value: UserInfoValue, _ visit: (URL) -> Void) {
+        switch value {
+        case .url(let url) where url.isFileURL: visit(url)
+        case .array(let items): for item in items { visitFileURLs(item, visit) }
+        case .set(let items): for item in items { visitFileURLs(item, visit) }
+        case .dictionary(let entries):
+            for (key, item) in entries {
+                visitFileURLs(key, visit)
+                visitFileURLs(item, visit)
+            }
+        default: break
+        }
+    }
+
+    static func mapFileURLs(_ value: UserInfoValue, _ change: (URL) -> URL) -> UserInfoValue {
+        switch value {
+        case .url(let url) where url.isFileURL: return .url(change(url))
+        case .array(let items): return .array(items.map { mapFileURLs($0, change) })
+        case .set(let items): return .set(Set(items.map { mapFileURLs($0, change) }))
+        case .dictionary(let entries):
+            var mapped: [UserInfoValue: UserInfoValue] = [:]
+            for (key, item) in entries { mapped[mapFileURLs(key, change)] = mapFileURLs(item, change) }
+            return .dictionary(mapped)
+        default: return value
+        }
+    }
+}
