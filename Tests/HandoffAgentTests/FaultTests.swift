@@ -101,6 +101,32 @@ struct FaultTests {
         }
     }
 
+    @Test("A client written in Python from docs/local-api.md takes the streams a real app on the other device opens, and sends 4 MiB to it")
+    func pythonStreams() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installStreamApp(on: b)
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("local_api_client.py")
+            let (status, printed) = try await onThread { [a, b] in
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                process.arguments = ["python3", script.path, "streams", a.socket, b.socket, String(4 << 20)]
+                let output = Pipe()
+                process.standardOutput = output
+                process.standardError = output
+                try process.run()
+                let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                return (process.terminationStatus, printed)
+            }
+            #expect(status == 0, "the Python client failed:\n\(printed)")
+            let received = b.state.appendingPathComponent("data/\(streamAppBundle)/stream.log")
+            #expect(await waitUntil { logLines(received).contains("receiver-end ok \(4 << 20)") }, "receiver log: \(logLines(received))")
+        }
+    }
+
     @Test("A second continuation while the first is fetching ends the first with 3072; an origin app that hangs in its save gets 4610 at the deadline, and its agent is not blocked meanwhile")
     func supersededAndHung() async throws {
         try await withHarness { harness in

@@ -688,9 +688,107 @@ def run_scenario(origin_path: str, continuing_path: str) -> None:
     print(f"scenario passed in {time.monotonic() - started:.3f}s", flush=True)
 
 
+# --------------------------------------------------------------------------------------
+# Continuation streams: a connection of their own, stream frames after the first reply
+# --------------------------------------------------------------------------------------
+
+STREAM_DATA, STREAM_END, STREAM_STOP, STREAM_FAILED = 0x44, 0x45, 0x53, 0x58
+
+
+class StreamConnection:
+    """One pair of continuation streams: opened with `openStream` (the continuing app) or
+    `acceptStream` (the originating app, answering a `streamRequest`)."""
+
+    def __init__(self, path: str, first: dict[str, Any]):
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.connect(path)
+        self._sock.sendall(encode_message({"request": 1, "version": 1, **first}))
+        frame = read_frame(self._sock)
+        if frame is None:
+            raise ProtocolError("the agent closed the stream connection before answering")
+        reply = json.loads(frame[1])
+        if not reply.get("ok"):
+            raise AgentError(reply)
+
+    def write(self, data: bytes) -> None:
+        for start in range(0, len(data), 256 * 1024):
+            self._sock.sendall(encode_frame(data[start:start + 256 * 1024], STREAM_DATA))
+
+    def finish(self) -> None:
+        """Ends this side's output (E)."""
+        self._sock.sendall(encode_frame(b"", STREAM_END))
+
+    def stop_reading(self) -> None:
+        """Ends this side's input (S)."""
+        self._sock.sendall(encode_frame(b"", STREAM_STOP))
+
+    def read_to_end(self) -> bytes:
+        """What the other app writes, until it ends its output; raises if the stream fails."""
+        received = bytearray()
+        while True:
+            frame = read_frame(self._sock)
+            if frame is None:
+                raise ProtocolError("the agent closed the stream connection before its end")
+            kind, payload = frame
+            if kind == STREAM_DATA:
+                received += payload
+            elif kind == STREAM_END:
+                return bytes(received)
+            elif kind == STREAM_FAILED:
+                raise ProtocolError(f"the stream failed: {payload.decode('utf-8', 'replace')}")
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+STREAM_APP_TYPE = "com.example.streamapp.transfer"
+STREAM_APP_BUNDLE = "com.example.streamapp"
+
+
+def run_stream_scenario(origin_path: str, continuing_path: str, count: int) -> None:
+    """The origin app offers an activity with streams; the stream app on the other device
+    continues it and opens streams; this app takes them and sends `count` bytes."""
+    origin = LocalAPIClient(origin_path)
+    origin.hello(role="app")
+    activity = {"id": str(uuid.uuid4()).upper(), "activityType": STREAM_APP_TYPE, "title": "Python streams",
+                "teamIdentifier": "STREAMTEAM", "supportsContinuationStreams": True}
+    origin.became_current(activity)
+    control = LocalAPIClient(continuing_path)
+    control.hello(role="control")
+    deadline = time.monotonic() + 10.0
+    while not any(same_id((e.get("activity") or {}).get("id"), activity["id"]) for e in control.call("nearby")["activities"]):
+        check(time.monotonic() < deadline, "the activity did not appear nearby within 10 s")
+        time.sleep(0.05)
+    continuing = control.request("continue", activity=activity["id"])
+    save = origin.next_message("save", timeout=10.0)
+    origin.saved(save, {"activity": activity})
+    reply = continuing.wait(timeout=15.0)
+    check(reply.get("ok") is True, f"continue failed: {reply.get('error')}")
+    print("continued; waiting for the stream request", flush=True)
+    request = origin.next_message("streamRequest", timeout=10.0)
+    check(same_id(request.get("activity"), activity["id"]), f"the stream request names another activity: {request}")
+    streams = StreamConnection(origin_path, {"type": "acceptStream", "stream": request["stream"]})
+    streams.write(bytes(range(256)) * (count // 256))
+    streams.finish()
+    # The stream app's receiver writes nothing: its output ends at once.
+    check(streams.read_to_end() == b"", "the receiver wrote something")
+    streams.stop_reading()
+    streams.close()
+    print(f"sent {count} bytes on the streams and ended them", flush=True)
+    control.close()
+    origin.close()
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 5 and argv[1] == "streams":
+        try:
+            run_stream_scenario(argv[2], argv[3], int(argv[4]))
+        except (CheckFailed, AgentError, ProtocolError, TimeoutError, OSError) as error:
+            print(f"FAILED: {type(error).__name__}: {error}", file=sys.stderr)
+            return 1
+        return 0
     if len(argv) != 4 or argv[1] != "scenario":
-        print(f"usage: {argv[0]} scenario ORIGIN_SOCKET CONTINUING_SOCKET", file=sys.stderr)
+        print(f"usage: {argv[0]} scenario ORIGIN_SOCKET CONTINUING_SOCKET | streams ORIGIN_SOCKET CONTINUING_SOCKET BYTES", file=sys.stderr)
         return 2
     try:
         run_scenario(argv[2], argv[3])
