@@ -303,21 +303,7 @@ func streamBenchmark() async throws {
         ]))
     }
     await pair(a, b)
-    let app = "\(root)/Streams.app"
-    try FileManager.default.createDirectory(atPath: app, withIntermediateDirectories: true)
-    try """
-        <?xml version="1.0" encoding="UTF-8"?>
-        <plist version="1.0"><dict>
-        <key>CFBundleIdentifier</key><string>\(streamBundle)</string>
-        <key>CFBundleExecutable</key><string>AgentBenchmark</string>
-        <key>NSUserActivityTypes</key><array><string>\(streamType)</string></array>
-        </dict></plist>
-        """.write(toFile: app + "/Info.plist", atomically: true, encoding: .utf8)
-    try """
-        <?xml version="1.0" encoding="UTF-8"?>
-        <plist version="1.0"><dict><key>com.apple.developer.team-identifier</key><string>\(team)</string></dict></plist>
-        """.write(toFile: app + "/Streams.entitlements", atomically: true, encoding: .utf8)
-    try FileManager.default.copyItem(atPath: CommandLine.arguments[0], toPath: app + "/AgentBenchmark")
+    let app = try appFolder("Streams", bundle: streamBundle, activityType: streamType)
     _ = await call(a, .installApp(directory: app))
     _ = await call(b, .installApp(directory: app))
 

@@ -283,21 +283,7 @@ func orchestrate() async throws {
     await pair(a, b)
 
     // The receiving app: this very program, installed on B.
-    let app = "\(root)/Receiver.app"
-    try FileManager.default.createDirectory(atPath: app, withIntermediateDirectories: true)
-    try """
-        <?xml version="1.0" encoding="UTF-8"?>
-        <plist version="1.0"><dict>
-        <key>CFBundleIdentifier</key><string>\(bundleIdentifier)</string>
-        <key>CFBundleExecutable</key><string>AgentBenchmark</string>
-        <key>NSUserActivityTypes</key><array><string>\(activityType)</string></array>
-        </dict></plist>
-        """.write(toFile: app + "/Info.plist", atomically: true, encoding: .utf8)
-    try """
-        <?xml version="1.0" encoding="UTF-8"?>
-        <plist version="1.0"><dict><key>com.apple.developer.team-identifier</key><string>\(team)</string></dict></plist>
-        """.write(toFile: app + "/Receiver.entitlements", atomically: true, encoding: .utf8)
-    try FileManager.default.copyItem(atPath: CommandLine.arguments[0], toPath: app + "/AgentBenchmark")
+    let app = try appFolder("Receiver", bundle: bundleIdentifier, activityType: activityType)
     _ = await call(b, .installApp(directory: app))
 
     // The origin app on A: it answers every save with a fresh 3 KB userInfo.
@@ -406,6 +392,26 @@ func orchestrate() async throws {
         | idle agent, resident memory, 22 s after (given back at 15 s idle) | \(String(format: "%.1f", Double(released.rssKB) / 1024)) MB | | < 25 MB |
         | idle agent, CPU over 10 s | \(String(format: "%.2f", cpuPercent)) % of a core | | < 1 % |
         """)
+}
+
+/// An app folder holding this very program, with a manifest of `bundle` declaring `activityType`.
+func appFolder(_ name: String, bundle: String, activityType: String) throws -> String {
+    let app = "\(root)/\(name).app"
+    try FileManager.default.createDirectory(atPath: app, withIntermediateDirectories: true)
+    try """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <plist version="1.0"><dict>
+        <key>CFBundleIdentifier</key><string>\(bundle)</string>
+        <key>CFBundleExecutable</key><string>AgentBenchmark</string>
+        <key>NSUserActivityTypes</key><array><string>\(activityType)</string></array>
+        </dict></plist>
+        """.write(toFile: app + "/Info.plist", atomically: true, encoding: .utf8)
+    try """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <plist version="1.0"><dict><key>com.apple.developer.team-identifier</key><string>\(team)</string></dict></plist>
+        """.write(toFile: app + "/\(name).entitlements", atomically: true, encoding: .utf8)
+    try FileManager.default.copyItem(atPath: CommandLine.arguments[0], toPath: app + "/AgentBenchmark")
+    return app
 }
 
 /// The origin app: it answers every save with a fresh 3 KB userInfo, numbered by `counter`.

@@ -146,23 +146,33 @@ final class AgentHarness: Sendable {
 
     /// Installs the MapViewer example (its manifest and the built executable) on `device`.
     func installMapViewer(on device: TestDevice) async throws {
-        let binary = try #require(builtExecutable("MapViewer"), "MapViewer was not built next to the tests")
-        let folder = root.appendingPathComponent("MapViewer-app-\(device.name)", isDirectory: true)
+        try await installExample("MapViewer", on: device)
+    }
+
+    /// Installs the example `name` (Examples/NAME/App's manifest and the built executable) on `device`.
+    func installExample(_ name: String, on device: TestDevice) async throws {
+        let binary = try #require(builtExecutable(name), "\(name) was not built next to the tests")
+        let folder = root.appendingPathComponent("\(name)-app-\(device.name)", isDirectory: true)
         try? FileManager.default.removeItem(at: folder)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewer/App").standardizedFileURL
-        for file in ["Info.plist", "MapViewer.entitlements"] {
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/\(name)/App").standardizedFileURL
+        for file in ["Info.plist", "\(name).entitlements"] {
             try FileManager.default.copyItem(at: sources.appendingPathComponent(file), to: folder.appendingPathComponent(file))
         }
-        try FileManager.default.copyItem(at: binary, to: folder.appendingPathComponent("MapViewer"))
+        try FileManager.default.copyItem(at: binary, to: folder.appendingPathComponent(name))
         try await device.call(.installApp(directory: folder.path))
     }
 
     /// Starts the installed MapViewer on `device` as a person would, with commands on its input.
     func runMapViewer(on device: TestDevice) throws -> MapViewerProcess {
+        try runExample("MapViewer", bundle: "com.example.handoff.MapViewer", on: device)
+    }
+
+    /// Starts the installed example `name` on `device` as a person would, with commands on its input.
+    func runExample(_ name: String, bundle: String, on device: TestDevice) throws -> MapViewerProcess {
         let process = Process()
-        process.executableURL = device.state.appendingPathComponent("apps/com.example.handoff.MapViewer/MapViewer")
-        let data = root.appendingPathComponent("MapViewer-data-\(device.name)", isDirectory: true)
+        process.executableURL = device.state.appendingPathComponent("apps/\(bundle)/\(name)")
+        let data = root.appendingPathComponent("\(name)-data-\(device.name)", isDirectory: true)
         var environment = ProcessInfo.processInfo.environment
         environment["HANDOFF_SOCKET"] = device.socket
         environment["HANDOFF_APP_DATA"] = data.path

@@ -266,19 +266,7 @@ struct AgentTests {
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("local_api_client.py")
-            let (status, printed) = try await onThread { [a, b] in
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                process.arguments = ["python3", script.path, "scenario", a.socket, b.socket]
-                let output = Pipe()
-                process.standardOutput = output
-                process.standardError = output
-                try process.run()
-                let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                process.waitUntilExit()
-                return (process.terminationStatus, printed)
-            }
+            let (status, printed) = try await runPythonClient(["scenario", a.socket, b.socket])
             #expect(status == 0, "the Python client failed:\n\(printed)")
             #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("map shows center 37.7887, -122.4075") } }, "events: \(b.mapViewerEvents)")
         }
@@ -699,6 +687,24 @@ struct AgentTests {
         #expect(launcher.startedCount == 1)
         let restored = await waitUntil { await launcher.firstLatitude() == 51.5007 }
         #expect(restored)
+    }
+}
+
+/// Runs `local_api_client.py` (beside this file) with `arguments`, on a thread of its own;
+/// returns its exit status and what it printed.
+func runPythonClient(_ arguments: [String]) async throws -> (Int32, String) {
+    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("local_api_client.py")
+    return try await onThread {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, printed)
     }
 }
 

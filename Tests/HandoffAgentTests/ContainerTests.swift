@@ -154,9 +154,9 @@ struct ContainerTests {
         let a = try await harness.start("alpha") { $0.containers = [ContainerFolder(identifier: "notes", folder: folderA)] }
         let b = try await harness.start("beta") { $0.containers = [ContainerFolder(identifier: "notes", folder: folderB)] }
         try await harness.pair([a, b])
-        try await harness.installEditor(on: a)
-        try await harness.installEditor(on: b)
-        let editor = try harness.runEditor(on: a)
+        try await harness.installExample("Editor", on: a)
+        try await harness.installExample("Editor", on: b)
+        let editor = try harness.runExample("Editor", bundle: "com.example.handoff.Editor", on: a)
         editor.send("open plan.txt")
         editor.send("append Buy milk")
         let appended = await waitUntil { editor.log.contains { $0.hasPrefix("appended to plan.txt") } }
@@ -173,38 +173,5 @@ struct ContainerTests {
         let continued = await waitUntil(15) { logLines(events).contains(expected) }
         let betaLog = logLines(events)
         #expect(continued, "editor on beta: \(betaLog)")
-    }
-}
-
-extension AgentHarness {
-    /// Installs the Editor example (its manifest and the built executable) on `device`.
-    func installEditor(on device: TestDevice) async throws {
-        let binary = try #require(builtExecutable("Editor"), "Editor was not built next to the tests")
-        let folder = root.appendingPathComponent("Editor-app-\(device.name)", isDirectory: true)
-        try? FileManager.default.removeItem(at: folder)
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/Editor/App").standardizedFileURL
-        for file in ["Info.plist", "Editor.entitlements"] {
-            try FileManager.default.copyItem(at: sources.appendingPathComponent(file), to: folder.appendingPathComponent(file))
-        }
-        try FileManager.default.copyItem(at: binary, to: folder.appendingPathComponent("Editor"))
-        try await device.call(.installApp(directory: folder.path))
-    }
-
-    /// Starts the installed Editor on `device` as a person would, with commands on its input.
-    func runEditor(on device: TestDevice) throws -> MapViewerProcess {
-        let process = Process()
-        process.executableURL = device.state.appendingPathComponent("apps/com.example.handoff.Editor/Editor")
-        let data = root.appendingPathComponent("Editor-data-\(device.name)", isDirectory: true)
-        var environment = ProcessInfo.processInfo.environment
-        environment["HANDOFF_SOCKET"] = device.socket
-        environment["HANDOFF_APP_DATA"] = data.path
-        process.environment = environment
-        let input = Pipe()
-        process.standardInput = input
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return MapViewerProcess(process: process, input: input, events: data.appendingPathComponent("events.log"))
     }
 }

@@ -108,19 +108,7 @@ struct FaultTests {
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
             try await harness.installStreamApp(on: b)
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("local_api_client.py")
-            let (status, printed) = try await onThread { [a, b] in
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                process.arguments = ["python3", script.path, "streams", a.socket, b.socket, String(4 << 20)]
-                let output = Pipe()
-                process.standardOutput = output
-                process.standardError = output
-                try process.run()
-                let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                process.waitUntilExit()
-                return (process.terminationStatus, printed)
-            }
+            let (status, printed) = try await runPythonClient(["streams", a.socket, b.socket, String(4 << 20)])
             #expect(status == 0, "the Python client failed:\n\(printed)")
             let received = b.state.appendingPathComponent("data/\(streamAppBundle)/stream.log")
             #expect(await waitUntil { logLines(received).contains("receiver-end ok \(4 << 20)") }, "receiver log: \(logLines(received))")
