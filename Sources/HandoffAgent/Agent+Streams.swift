@@ -70,7 +70,10 @@ extension Agent {
             stream.close()
             return
         }
+        relaysUnderWay.update { $0 += 1 }
         await Self.relay(stream, &inbound, outbound, close: client.close)
+        relaysUnderWay.update { $0 -= 1 }
+        await busy()
     }
 
     /// Carries bytes and ends both ways between an app's stream connection and a link stream.

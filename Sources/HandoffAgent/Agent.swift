@@ -71,6 +71,8 @@ public actor Agent {
     /// Delivered continuations, for opening their streams; the order they came in.
     var streamSources: [UUID: StreamSource] = [:]
     var streamSourceOrder: [UUID] = []
+    /// Stream relays running now: an agent relaying a stream is not idle.
+    let relaysUnderWay = LockedValue(0)
     /// Streams other devices opened, waiting for this device's app to take them.
     var pendingStreams: [UUID: PendingStream] = [:]
     var pendingSaves: [UInt64: (session: UUID, continuation: CheckedContinuation<Result<LocalRecord, LocalError>, Never>)] = [:]
@@ -697,7 +699,7 @@ public actor Agent {
 
     /// Once per idle spell: gives back free heap and code pages (`IdleMemory`).
     func releaseIfIdle(after delay: Duration) {
-        guard !releasedSinceBusy, ContinuousClock.now - lastBusy >= delay else { return }
+        guard !releasedSinceBusy, ContinuousClock.now - lastBusy >= delay, relaysUnderWay.value == 0 else { return }
         releasedSinceBusy = true
         let released = IdleMemory.release()
         logger.debug("idle: gave back memory", metadata: ["residentKB": "\(released.residentBefore) → \(released.residentAfter)"])
