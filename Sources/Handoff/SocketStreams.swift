@@ -17,6 +17,8 @@ package final class SocketStreams: Sendable {
         var outputClosed = false
         /// Why writing fails now: the other side stopped reading, or the stream failed.
         var writeFailure: CocoaError?
+        /// Told when writing starts failing (the output stream's events).
+        var onFailure: (@Sendable () -> Void)?
     }
 
     private init(socket: LocalStreamSocket) {
@@ -106,9 +108,16 @@ package final class SocketStreams: Sendable {
     }
 
     private func fail(_ error: CocoaError) {
-        state.withLock { state in
-            if state.writeFailure == nil { state.writeFailure = error }
+        let tell = state.withLock { state -> (@Sendable () -> Void)? in
+            guard state.writeFailure == nil else { return nil }
+            state.writeFailure = error
+            return state.onFailure
         }
+        tell?()
+    }
+
+    func observeFailure(_ change: @escaping @Sendable () -> Void) {
+        state.withLock { $0.onFailure = change }
     }
 
     var writeFailure: CocoaError? { state.withLock { $0.writeFailure } }
@@ -157,17 +166,35 @@ package final class SocketOutputStream: OutputStream {
     private let streams: SocketStreams?
     private let status = NSLock()
     nonisolated(unsafe) private var state: Stream.Status = .notOpen  // guarded by `status`
+    private let events: StreamEvents
 
     init(_ streams: SocketStreams) {
         self.streams = streams
+        events = StreamEvents { [weak streams] in streams?.writeFailure == nil ? .hasSpaceAvailable : .errorOccurred }
         super.init(toMemory: ())
+        events.attach(self)
+        streams.observeFailure { [events] in events.signal() }
     }
 
     /// Foundation requires this initializer; a stream made this way is not connected, so
     /// every write fails.
     package required init(toMemory: ()) {
         streams = nil
+        events = StreamEvents { nil }
         super.init(toMemory: ())
+    }
+
+    override package var delegate: (any StreamDelegate)? {
+        get { events.delegate }
+        set { events.delegate = newValue }
+    }
+
+    override package func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        events.schedule(in: aRunLoop, forMode: mode)
+    }
+
+    override package func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        events.remove(from: aRunLoop, forMode: mode)
     }
 
     private func setState(_ new: Stream.Status) {
@@ -176,9 +203,13 @@ package final class SocketOutputStream: OutputStream {
         status.unlock()
     }
 
-    override package func open() { setState(.open) }
+    override package func open() {
+        setState(.open)
+        events.opened()
+    }
 
     override package func close() {
+        events.closed()
         streams?.closeOutput()
         status.lock()
         state = .closed
@@ -198,6 +229,7 @@ package final class SocketOutputStream: OutputStream {
     override package func write(_ buffer: UnsafePointer<UInt8>, maxLength len: Int) -> Int {
         guard len > 0 else { return 0 }
         guard let streams, streamStatus != .closed else { return -1 }
+        defer { events.used() }
         if streams.write(UnsafeRawBufferPointer(start: buffer, count: len)) != nil {
             setState(.error)
             return -1

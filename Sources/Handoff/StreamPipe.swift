@@ -12,6 +12,8 @@ package final class StreamPipe: @unchecked Sendable {
     private var writerClosed = false
     private var readerClosed = false
     private var failure: (any Error)?
+    /// Called, outside the lock, when bytes arrive or the writer closes (for stream events).
+    private var onChange: (@Sendable () -> Void)?
 
     package init(capacity: Int = 64 * 1024) {
         precondition(capacity > 0)
@@ -46,7 +48,36 @@ package final class StreamPipe: @unchecked Sendable {
         let n = min(count, capacity - buffered)
         buffer.append(contentsOf: UnsafeBufferPointer(start: bytes, count: n))
         condition.broadcast()
+        if let onChange {
+            condition.unlock()
+            onChange()
+            condition.lock()
+        }
         return n
+    }
+
+    /// Calls `change` whenever bytes arrive or the writer closes.
+    func observe(_ change: @escaping @Sendable () -> Void) {
+        condition.lock()
+        onChange = change
+        condition.unlock()
+    }
+
+    /// The stream event the reading end's state calls for: bytes to read, or its end.
+    var readEvent: Stream.Event? {
+        condition.lock()
+        defer { condition.unlock() }
+        if buffered > 0 { return .hasBytesAvailable }
+        if writerClosed { return failure == nil ? .endEncountered : .errorOccurred }
+        return nil
+    }
+
+    /// The stream event the writing end's state calls for.
+    var writeEvent: Stream.Event? {
+        condition.lock()
+        defer { condition.unlock() }
+        if readerClosed { return .errorOccurred }
+        return buffered < capacity ? .hasSpaceAvailable : nil
     }
 
     /// Reads up to `max` bytes, blocking until some arrive; 0 at the end, -1 on failure.
@@ -95,7 +126,9 @@ package final class StreamPipe: @unchecked Sendable {
         writerClosed = true
         if let failure { self.failure = failure }
         condition.broadcast()
+        let change = onChange
         condition.unlock()
+        change?()
     }
 
     func closeReader() {
@@ -123,11 +156,28 @@ package final class PipeInputStream: InputStream {
     /// Called once, when the stream is closed.
     private let onClose: (@Sendable () -> Void)?
     nonisolated(unsafe) private var closed = false  // guarded by `status`
+    private let events: StreamEvents
 
     init(_ pipe: StreamPipe, onClose: (@Sendable () -> Void)? = nil) {
         self.pipe = pipe
         self.onClose = onClose
+        events = StreamEvents { [pipe] in pipe.readEvent }
         super.init(data: Data())
+        events.attach(self)
+        pipe.observe { [events] in events.signal() }
+    }
+
+    override package var delegate: (any StreamDelegate)? {
+        get { events.delegate }
+        set { events.delegate = newValue }
+    }
+
+    override package func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        events.schedule(in: aRunLoop, forMode: mode)
+    }
+
+    override package func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        events.remove(from: aRunLoop, forMode: mode)
     }
 
     private func setState(_ new: Stream.Status) {
@@ -136,9 +186,13 @@ package final class PipeInputStream: InputStream {
         status.unlock()
     }
 
-    override package func open() { setState(.open) }
+    override package func open() {
+        setState(.open)
+        events.opened()
+    }
 
     override package func close() {
+        events.closed()
         pipe.closeReader()
         status.lock()
         state = .closed
@@ -163,6 +217,7 @@ package final class PipeInputStream: InputStream {
         let n = pipe.read(buffer, max: len)
         if n == 0 { setState(.atEnd) }
         if n < 0 { setState(.error) }
+        events.used()
         return n
     }
 
@@ -177,10 +232,13 @@ package final class PipeOutputStream: OutputStream {
     private let pipe: StreamPipe
     private let status = NSLock()
     nonisolated(unsafe) private var state: Stream.Status = .notOpen  // guarded by `status`
+    private let events: StreamEvents
 
     init(_ pipe: StreamPipe) {
         self.pipe = pipe
+        events = StreamEvents { [pipe] in pipe.writeEvent }
         super.init(toMemory: ())
+        events.attach(self)
     }
 
     /// Foundation requires this initializer; a stream made this way has no reader, so every
@@ -188,7 +246,21 @@ package final class PipeOutputStream: OutputStream {
     package required init(toMemory: ()) {
         pipe = StreamPipe(capacity: 1)
         pipe.closeReader()
+        events = StreamEvents { nil }
         super.init(toMemory: ())
+    }
+
+    override package var delegate: (any StreamDelegate)? {
+        get { events.delegate }
+        set { events.delegate = newValue }
+    }
+
+    override package func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        events.schedule(in: aRunLoop, forMode: mode)
+    }
+
+    override package func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {
+        events.remove(from: aRunLoop, forMode: mode)
     }
 
     private func setState(_ new: Stream.Status) {
@@ -197,9 +269,13 @@ package final class PipeOutputStream: OutputStream {
         status.unlock()
     }
 
-    override package func open() { setState(.open) }
+    override package func open() {
+        setState(.open)
+        events.opened()
+    }
 
     override package func close() {
+        events.closed()
         pipe.closeWriter()
         setState(.closed)
     }
@@ -222,6 +298,7 @@ package final class PipeOutputStream: OutputStream {
         guard len > 0 else { return 0 }
         let n = pipe.write(buffer, count: len)
         if n < 0 { setState(.error) }
+        events.used()
         return n
     }
 }

@@ -52,6 +52,71 @@ enum OriginBehaviour: Sendable {
     case send(count: Int)
     /// Closes its input at once, then waits.
     case closeInput
+    /// Answers a request the Cocoa way: stream delegates on a run loop of a thread of its own,
+    /// reading the request to its end, then writing it back reversed.
+    case runLoopEcho
+}
+
+/// A stream delegate that reads its input to the end, then writes `answer(request)` and
+/// closes, driven by stream events alone.
+final class RunLoopStreams: NSObject, StreamDelegate, @unchecked Sendable {
+    // @unchecked: used only on the run loop its streams are scheduled on.
+    let input: InputStream
+    let output: OutputStream
+    let answer: ([UInt8]) -> [UInt8]
+    var request: [UInt8] = []
+    var reply: [UInt8]?
+    var written = 0
+    var events: [Stream.Event] = []
+    var done = false
+
+    init(input: InputStream, output: OutputStream, answer: @escaping ([UInt8]) -> [UInt8]) {
+        self.input = input
+        self.output = output
+        self.answer = answer
+    }
+
+    func start(on runLoop: RunLoop) {
+        for stream in [input, output] as [Stream] {
+            stream.delegate = self
+            stream.schedule(in: runLoop, forMode: .default)
+            stream.open()
+        }
+    }
+
+    func stream(_ stream: Stream, handle event: Stream.Event) {
+        events.append(event)
+        if stream === input {
+            switch event {
+            case .hasBytesAvailable:
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let n = buffer.withUnsafeMutableBufferPointer { input.read($0.baseAddress!, maxLength: $0.count) }
+                if n > 0 { request += buffer[..<n] }
+            case .endEncountered:
+                reply = answer(request)
+                input.close()
+                writeMore()
+            case .errorOccurred:
+                done = true
+            default:
+                break
+            }
+        } else if event == .hasSpaceAvailable {
+            writeMore()
+        }
+    }
+
+    private func writeMore() {
+        guard let reply, !done else { return }
+        if written < reply.count {
+            let n = reply.withUnsafeBufferPointer { output.write($0.baseAddress! + written, maxLength: min(1000, reply.count - written)) }
+            if n > 0 { written += n }
+        }
+        if written == reply.count {
+            output.close()
+            done = true
+        }
+    }
 }
 
 /// The originating app's activity delegate: it takes continuation streams as `behaviour` says,
@@ -99,6 +164,10 @@ final class StreamOrigin: UserActivityDelegate, Sendable {
                 box.input.close()
                 Thread.sleep(forTimeInterval: 0.5)
                 box.output.close()
+            case .runLoopEcho:
+                let streams = RunLoopStreams(input: box.input, output: box.output) { Array($0.reversed()) }
+                streams.start(on: RunLoop.current)
+                while !streams.done { _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.05)) }
             }
             counts.withLock { $0.finished += 1 }
         }
@@ -245,6 +314,31 @@ struct StreamTests {
             try await sent
             #expect(received == payload)
             streams.close()
+        }
+    }
+
+    @Test("Cocoa-style streams: delegates scheduled on run loops (the main one on the continuing side, a thread's on the origin) get open, bytes, space and end events, and a request gets its answer")
+    func runLoopDelegates() async throws {
+        try await withHarness { harness in
+            let scene = try await StreamScene.make(harness, behaviour: .runLoopEcho)
+            let continued = try await scene.continueOnB()
+            let (input, output) = try await continued.continuationStreams()
+            let box = StreamBox(input: input, output: output)
+            let request = Array("please send the attachment".utf8) + [UInt8](repeating: 7, count: 20_000)
+            let client = await MainActor.run { () -> RunLoopStreams in
+                // The continuing app writes its request, then reads the answer to the end.
+                let client = RunLoopStreams(input: box.input, output: box.output) { _ in [] }
+                client.reply = request
+                client.start(on: RunLoop.main)
+                return client
+            }
+            #expect(await waitUntil { await MainActor.run { client.events.filter { $0 == .endEncountered }.count == 1 } })
+            let (answer, events) = await MainActor.run { (client.request, client.events) }
+            #expect(answer.count == request.count)
+            #expect(answer == Array(request.reversed()), "the answer differs from the request reversed")
+            #expect(events.first == .openCompleted)
+            #expect(events.contains(.hasSpaceAvailable) && events.contains(.hasBytesAvailable))
+            #expect(scene.origin.finished == 1)
         }
     }
 
