@@ -11,6 +11,9 @@ package final class SocketStreams: Sendable {
     private let socket: LocalStreamSocket
     private let incoming = StreamPipe(capacity: 256 * 1024)
     private let state = Mutex(State())
+    /// Where an end (`E`, `S`) waits when a write is blocked on a full socket, so that closing a
+    /// stream never blocks the caller; ends go in the order they were made, after the data.
+    private let ends = DispatchQueue(label: "handoff.continuation-stream.ends")
 
     private struct State {
         var inputClosed = false
@@ -19,6 +22,8 @@ package final class SocketStreams: Sendable {
         var writeFailure: CocoaError?
         /// Told when writing starts failing (the output stream's events).
         var onFailure: (@Sendable () -> Void)?
+        /// Ends queued behind a blocked write.
+        var endsWaiting = 0
     }
 
     private init(socket: LocalStreamSocket) {
@@ -145,8 +150,7 @@ package final class SocketStreams: Sendable {
             return (!state.inputClosed, state.outputClosed)
         }
         guard first else { return }
-        try? socket.write(kind: LocalStreamFrame.stop)
-        if both { socket.shutdown() }
+        sendEnd(LocalStreamFrame.stop, last: both)
     }
 
     func closeOutput() {
@@ -155,8 +159,30 @@ package final class SocketStreams: Sendable {
             return (!state.outputClosed, state.inputClosed)
         }
         guard first else { return }
-        try? socket.write(kind: LocalStreamFrame.end)
-        if both { socket.shutdown() }
+        sendEnd(LocalStreamFrame.end, last: both)
+    }
+
+    /// Sends an end at once when nothing blocks the socket, else in the background; after the
+    /// last one, the connection is shut down (the reader thread then releases it).
+    private func sendEnd(_ kind: UInt8, last: Bool) {
+        // At once when no write is blocked and no end waits (so an app that exits right after
+        // closing has sent it); else after them, in order.
+        let sentNow = state.withLock { state -> Bool in
+            guard state.endsWaiting == 0, socket.writeIfIdle(kind: kind) else {
+                state.endsWaiting += 1
+                return false
+            }
+            return true
+        }
+        if sentNow {
+            if last { socket.shutdown() }
+            return
+        }
+        ends.async { [self] in
+            try? socket.write(kind: kind)
+            if last { socket.shutdown() }
+            state.withLock { $0.endsWaiting -= 1 }
+        }
     }
 }
 
@@ -174,6 +200,11 @@ package final class SocketOutputStream: OutputStream {
         super.init(toMemory: ())
         events.attach(self)
         streams.observeFailure { [events] in events.signal() }
+    }
+
+    /// A stream let go of without `close` is closed, as Foundation's are.
+    deinit {
+        streams?.closeOutput()
     }
 
     /// Foundation requires this initializer; a stream made this way is not connected, so

@@ -167,6 +167,18 @@ package final class PipeInputStream: InputStream {
         pipe.observe { [events] in events.signal() }
     }
 
+    /// A stream let go of without `close` is closed, as Foundation's are.
+    deinit {
+        status.lock()
+        let first = !closed
+        closed = true
+        status.unlock()
+        if first {
+            pipe.closeReader()
+            onClose?()
+        }
+    }
+
     override package var delegate: (any StreamDelegate)? {
         get { events.delegate }
         set { events.delegate = newValue }
@@ -248,6 +260,11 @@ package final class PipeOutputStream: OutputStream {
         pipe.closeReader()
         events = StreamEvents { nil }
         super.init(toMemory: ())
+    }
+
+    /// A stream let go of without `close` is closed, as Foundation's are: the reader sees the end.
+    deinit {
+        pipe.closeWriter()
     }
 
     override package var delegate: (any StreamDelegate)? {

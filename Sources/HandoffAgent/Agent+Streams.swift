@@ -109,12 +109,21 @@ extension Agent {
             }
             // From the app to the other device; writing waits for the other side's credit.
             do {
-                while let frame = try await inbound.next() {
+                reading: while let frame = try await inbound.next() {
                     switch frame.kind {
                     case LocalStreamFrame.data:
-                        // After the other side stopped reading or the stream failed, the app
-                        // was told (`S` or `X`); what it still sends is dropped.
-                        if !frame.payload.isEmpty { try? await stream.write(frame.payload) }
+                        guard !frame.payload.isEmpty else { continue }
+                        do {
+                            try await stream.write(frame.payload)
+                        } catch where stream.failure != nil {
+                            // The stream failed: the app's connection closes now, rather than
+                            // once the app has read up to the `X` queued behind unread bytes.
+                            close()
+                            break reading
+                        } catch {
+                            // The other app stopped reading: as on a socket, what is still
+                            // written is dropped; the app learns it when it reads the `S`.
+                        }
                     case LocalStreamFrame.end:
                         stream.finish()
                     case LocalStreamFrame.stop:

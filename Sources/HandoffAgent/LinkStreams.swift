@@ -45,6 +45,8 @@ public final class LinkStream: Sendable {
         /// Bytes consumed and not yet granted back.
         var consumed = 0
         var accepted: Bool
+        /// Whether the stream is open for data: accepted, by the other side or by this one.
+        var isOpen = false
         var sentEnd = false
         var receivedEnd = false
         var sentStop = false
@@ -61,6 +63,9 @@ public final class LinkStream: Sendable {
         (events, sink) = AsyncStream<LinkStreamEvent>.makeStream()
         state = Mutex(State(credit: Int(peerWindow ?? 0), accepted: peerWindow != nil))
     }
+
+    /// Why the stream failed, if it did.
+    public var failure: String? { state.withLock { $0.failure } }
 
     /// Whether the stream is over both ways (or failed).
     public var isFinished: Bool {
@@ -166,7 +171,7 @@ public final class LinkStream: Sendable {
             guard state.failure == nil, !state.closed else { return false }
             return !((state.sentEnd || state.receivedStop) && (state.receivedEnd || state.sentStop))
         }
-        if unfinished { reset("the app on the other device closed the stream before ending it") }
+        if unfinished { reset("the app on the other device let go of its streams before ending them both ways (it closed its connection, or crashed)") }
         let waiter = state.withLock { state in
             state.closed = true
             return wakeWriter(&state)
@@ -205,6 +210,7 @@ public final class LinkStream: Sendable {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>?? in
             guard !state.accepted else { return .none }
             state.accepted = true
+            state.isOpen = true
             state.credit += Int(peerWindow)
             return .some(wakeWriter(&state))
         }
@@ -215,6 +221,7 @@ public final class LinkStream: Sendable {
 
     /// Sends the acceptance of a stream the other side opened (the accepting side's app took it).
     func sendAccepted() {
+        state.withLock { $0.isOpen = true }
         send(.streamAccepted(stream: id, window: window))
     }
 
@@ -223,7 +230,7 @@ public final class LinkStream: Sendable {
         case .streamData(_, let bytes):
             let allowed = state.withLock { state -> Bool? in
                 guard state.failure == nil, !state.closed else { return nil }
-                guard !state.receivedEnd else { return false }
+                guard !state.receivedEnd, state.isOpen else { return false }
                 state.outstanding += bytes.count
                 return state.outstanding <= Int(window)
             }
@@ -236,7 +243,7 @@ public final class LinkStream: Sendable {
                     sink.yield(.data(bytes))
                 }
             case false?:
-                reset("the other device sent more than the stream's window, or after its end")
+                reset("the other device sent data before the stream was accepted, beyond its window, or after its end")
             case nil:
                 break
             }
@@ -373,7 +380,13 @@ public final class LinkStreamMux: Sendable {
             }
         case .streamAccepted(let id, let peerWindow):
             let (stream, waiting) = state.withLock { state in (state.streams[id], state.opening.removeValue(forKey: id)) }
-            guard let stream, let waiting, stream.accepted(window: peerWindow) else { return }
+            guard let waiting else { return }
+            // Whatever came first (a reset, a second acceptance), the open ends with one outcome.
+            guard let stream, stream.accepted(window: peerWindow) else {
+                stream?.reset("accepted twice")
+                waiting.resume(returning: .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the other device ended the stream as it accepted it")))
+                return
+            }
             waiting.resume(returning: .success(stream))
         case .streamRefused(let id, let code, let message):
             let (stream, waiting) = state.withLock { state in (state.streams[id], state.opening.removeValue(forKey: id)) }

@@ -50,12 +50,14 @@ enum LinkTLS {
     /// unacknowledged for 15 s ends it. Requests and streams on it then fail instead of waiting.
     static func watchForDeadPeers(_ channel: any Channel) throws {
         guard let options = channel.syncOptions else { return }
-        let tcp = NIOBSDSocket.OptionLevel(rawValue: CInt(IPPROTO_TCP))
         try options.setOption(.socketOption(.so_keepalive), value: 1)
+        #if os(Linux)
+        let tcp = NIOBSDSocket.OptionLevel(rawValue: CInt(IPPROTO_TCP))
         try options.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_KEEPIDLE))), value: 5)
         try options.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_KEEPINTVL))), value: 2)
         try options.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_KEEPCNT))), value: 3)
         try options.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_USER_TIMEOUT))), value: 15_000)
+        #endif
     }
 
     /// Accepts exactly the pinned certificates.

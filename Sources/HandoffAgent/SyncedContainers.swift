@@ -39,7 +39,8 @@ public struct ContainerFolder: Sendable, Hashable, CustomStringConvertible {
     public func relativePath(of url: URL) -> String? {
         guard url.isFileURL else { return nil }
         let base = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
-        let path = url.standardizedFileURL.path
+        // The folder's path is resolved; so is the file's, for a path through a link to it.
+        let path = url.standardizedFileURL.resolvingSymlinksInPath().path
         guard path.hasPrefix(base), path.count > base.count else { return nil }
         return String(path.dropFirst(base.count))
     }
@@ -51,7 +52,11 @@ public struct ContainerFolder: Sendable, Hashable, CustomStringConvertible {
         guard !relativePath.isEmpty, !relativePath.hasPrefix("/"), !relativePath.contains("\0"),
             !components.contains(where: { $0 == ".." || $0 == "." || $0.isEmpty })
         else { return nil }
-        return folder.appendingPathComponent(relativePath)
+        let file = folder.appendingPathComponent(relativePath)
+        // A link inside the folder must not lead the app to a file outside it.
+        let base = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
+        guard file.resolvingSymlinksInPath().path.hasPrefix(base) else { return nil }
+        return file
     }
 
     public var description: String { "\(identifier)=\(folder.path)" }

@@ -18,15 +18,15 @@ private func systemShutdown(_ fd: Int32) { _ = shutdown(fd, Int32(SHUT_RDWR)) }
 ///
 /// Blocking, like `LocalClient`: one thread reads (`readFrame`), any thread writes.
 public final class LocalStreamSocket: Sendable {
-    /// The agent's answer to the first message.
-    public let reply: LocalReply
     public let path: String
     private let fd: Int32
-    /// Held while writing, shutting down or closing; the state of the descriptor.
-    private let descriptor = Mutex(Descriptor.open)
+    /// Held while writing or closing: a blocked write holds it, and the descriptor is released
+    /// only once no write uses it.
+    private let writing = Mutex(false)
+    /// Whether the connection was shut down or closed; `shutdown` needs no lock, so that it can
+    /// interrupt a write blocked on a full socket.
+    private let ended = Mutex(false)
     private let buffer: Mutex<ReadBuffer>
-
-    private enum Descriptor { case open, shutDown, closed }
 
     private struct ReadBuffer: ~Copyable {
         var bytes = [UInt8](repeating: 0, count: 256 * 1024)
@@ -34,35 +34,35 @@ public final class LocalStreamSocket: Sendable {
         var end = 0
     }
 
-    private init(path: String, fd: Int32, reply: LocalReply) {
+    private init(path: String, fd: Int32) {
         self.path = path
         self.fd = fd
-        self.reply = reply
         buffer = Mutex(ReadBuffer())
     }
 
     /// Connects to the agent at `path` and sends `call` (`openStream` or `acceptStream`) as the
     /// first message. Returns once the agent answered yes; throws its refusal, or why the agent
     /// could not be asked. Waits at most `timeout` seconds for the answer.
-    public static func open(path: String, call: LocalCall, timeout: Int = 30) throws(LocalError) -> LocalStreamSocket {
+    public static func open(path: String, call: LocalCall, timeout: Int = 60) throws(LocalError) -> LocalStreamSocket {
         let fd = try LocalClient.connect(path)
+        let socket = LocalStreamSocket(path: path, fd: fd)
         do throws(LocalError) {
             try LocalClient.checkServer(fd, path: path)
             LocalClient.setReceiveTimeout(fd, seconds: timeout)
             try LocalClient.write(fd, LocalMessage.call(request: 1, call).frame)
-            var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
-            guard let frame = try LocalClient.readFrame(fd, &decoder) else {
+            // Read through the socket's own buffer: stream frames may follow the reply at once,
+            // in the same read, and must stay for the stream's reader.
+            guard let frame = try socket.readFrame() else {
                 throw LocalError(.failed, "the agent at \(path) closed the stream connection before answering")
             }
-            // Nothing follows the reply before the client speaks: the decoder holds no more.
             guard case .reply(1, let reply) = try LocalMessage(frame: frame) else {
                 throw LocalError(.failed, "the agent at \(path) did not answer the stream request")
             }
             if let error = reply.error { throw error }
             LocalClient.setReceiveTimeout(fd, seconds: 0)
-            return LocalStreamSocket(path: path, fd: fd, reply: reply)
+            return socket
         } catch {
-            systemClose(fd)
+            socket.close()
             throw error
         }
     }
@@ -123,6 +123,9 @@ public final class LocalStreamSocket: Sendable {
             }
             if count < 0 {
                 if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    throw LocalError(.failed, "the agent at \(path) did not answer the stream request in time")
+                }
                 throw LocalError(.failed, "reading the stream from the agent failed: \(String(cString: strerror(errno)))")
             }
             if filled == start && atEnd { return false }
@@ -136,8 +139,8 @@ public final class LocalStreamSocket: Sendable {
     public func write(kind: UInt8, bytes: UnsafeRawBufferPointer) throws(LocalError) {
         let length = UInt32(bytes.count)
         var header: [UInt8] = [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), kind]
-        try descriptor.withLock { state throws(LocalError) in
-            guard state == .open else { throw LocalError(.failed, "the stream connection is closed") }
+        try writing.withLock { closed throws(LocalError) in
+            guard !closed, !ended.withLock({ $0 }) else { throw LocalError(.failed, "the stream connection is closed") }
             var headerSent = 0
             var bodySent = 0
             while headerSent < header.count || bodySent < bytes.count {
@@ -165,6 +168,28 @@ public final class LocalStreamSocket: Sendable {
         }
     }
 
+    /// Sends an empty frame of `kind` at once if no write is under way and the socket has room
+    /// (true), without waiting for either (false: nothing was sent).
+    public func writeIfIdle(kind: UInt8) -> Bool {
+        let header: [UInt8] = [0, 0, 0, 0, kind]
+        let sent: Bool? = writing.withLockIfAvailable { closed -> Bool in
+            guard !closed, !ended.withLock({ $0 }) else { return true }
+            var offset = 0
+            while offset < header.count {
+                // Only the first byte may find no room; once the frame has begun, it is finished.
+                let flags = Int32(MSG_NOSIGNAL) | (offset == 0 ? Int32(MSG_DONTWAIT) : 0)
+                let n = header.withUnsafeBytes { raw in send(fd, raw.baseAddress! + offset, raw.count - offset, flags) }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return !(offset == 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                }
+                offset += n
+            }
+            return true
+        }
+        return sent ?? false
+    }
+
     /// Sends a frame with no payload, or a short one.
     public func write(kind: UInt8, _ bytes: [UInt8] = []) throws(LocalError) {
         let result: Result<Void, LocalError> = bytes.withUnsafeBytes { raw in
@@ -178,22 +203,25 @@ public final class LocalStreamSocket: Sendable {
         try result.get()
     }
 
-    /// Ends the connection both ways: the reader's `readFrame` returns nil, and writes fail.
-    /// The descriptor itself is released by `close`.
+    /// Ends the connection both ways: the reader's `readFrame` returns nil, and writes fail,
+    /// a write blocked on a full socket included. The descriptor itself is released by `close`.
     public func shutdown() {
-        descriptor.withLock { state in
-            guard state == .open else { return }
-            systemShutdown(fd)
-            state = .shutDown
+        // The descriptor stays valid until `close`, which waits for writers: no lock is needed here.
+        let first = ended.withLock { ended in
+            defer { ended = true }
+            return !ended
         }
+        if first { systemShutdown(fd) }
     }
 
-    /// Releases the descriptor; call once, when no thread reads any more.
+    /// Releases the descriptor; call once, when no thread reads any more. Waits for a write
+    /// under way, so shut down first to end one that is blocked.
     public func close() {
-        descriptor.withLock { state in
-            guard state != .closed else { return }
+        ended.withLock { $0 = true }
+        writing.withLock { closed in
+            guard !closed else { return }
             systemClose(fd)
-            state = .closed
+            closed = true
         }
     }
 }

@@ -63,6 +63,20 @@ struct ContainerTests {
         }
     }
 
+    @Test("A link inside a container that leads out of it is not followed; a file reached through a link to the container is inside it")
+    func links() throws {
+        let folder = try makeFolder("links")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let container = ContainerFolder(identifier: "notes", folder: folder.resolvingSymlinksInPath())
+        try FileManager.default.createSymbolicLink(atPath: folder.appendingPathComponent("out").path, withDestinationPath: "/etc")
+        #expect(container.file(at: "out/passwd") == nil)
+        let alias = URL(fileURLWithPath: "/tmp/hc-alias-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createSymbolicLink(atPath: alias.path, withDestinationPath: folder.path)
+        defer { try? FileManager.default.removeItem(at: alias) }
+        try Data("x".utf8).write(to: folder.appendingPathComponent("plan.txt"))
+        #expect(container.relativePath(of: alias.appendingPathComponent("plan.txt")) == "plan.txt")
+    }
+
     @Test("File URLs in a userInfo, at any depth, become the receiver's paths where the origin named them; the rest are kept and listed")
     func translation() throws {
         let mine = ContainerFolder(identifier: "notes", folder: URL(fileURLWithPath: "/home/a/Sync/Notes"))

@@ -86,7 +86,7 @@ struct LinkStreamTests {
             Issue.record("the other side saw \(String(describing: ending)), not a failure")
             return
         }
-        #expect(reason.contains("closed the stream before ending it"))
+        #expect(reason.contains("let go of its streams before ending them"))
         #expect(pair.opener.openStreams == 0)
     }
 
