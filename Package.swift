@@ -47,6 +47,7 @@ let package = Package(
                 "HandoffApp",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -104,6 +105,9 @@ let package = Package(
             dependencies: [
                 "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "MapViewer", "Editor", "handoffd", "handoff",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             exclude: ["local_api_client.py"],
             swiftSettings: strict),

@@ -185,7 +185,7 @@ extension Agent {
                 return "\(team).\(app.manifest.bundleIdentifier)"
             })
             if !candidates.isEmpty {
-                approved = await siteAssociations.approved(candidates, forHost: host)
+                approved = await siteAssociations.approved(candidates, forHost: host, port: webpageURL?.port)
             }
         }
         let approvedHost = webpageURL?.host?.lowercased()

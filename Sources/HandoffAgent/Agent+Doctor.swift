@@ -12,6 +12,25 @@ extension Agent {
     /// Looks, in order, at the account, each interface, whether beacons leave and come back,
     /// the other members (heard? answering on their link port?), beacons of other accounts,
     /// the clocks, and the static peers.
+    /// What each web site asked about for web-to-app continuation said: the apps its
+    /// association file approves, or why it approves none.
+    func webAssociationChecks() async -> [LocalCheck] {
+        guard let web = siteAssociations as? WebSiteAssociations else { return [] }
+        return await web.outcomes.map { outcome in
+            switch outcome.result {
+            case .success(let apps):
+                return LocalCheck(
+                    area: "web-association", subject: outcome.site, status: .ok,
+                    finding: apps.isEmpty ? "its association file approves no app for continuing its pages" : "its association file approves \(apps.sorted().joined(separator: ", "))")
+            case .failure(let error):
+                return LocalCheck(
+                    area: "web-association", subject: outcome.site, status: .warning,
+                    finding: "its association file could not be used: \(error.message)",
+                    advice: "its pages open in the browser instead of an app; the site must serve the file over HTTPS with a certificate this device trusts (add a private certificate authority with --association-ca)")
+            }
+        }
+    }
+
     func doctor() async -> [LocalCheck] {
         var checks: [LocalCheck] = []
         guard let account else {
@@ -39,6 +58,7 @@ extension Agent {
         }
         checks += await foreignChecks()
         checks += await clockChecks()
+        checks += await webAssociationChecks()
         for peer in configuration.staticPeers {
             checks.append(await staticPeerCheck(peer))
         }

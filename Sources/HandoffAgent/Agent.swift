@@ -144,13 +144,23 @@ public actor Agent {
     public init(
         configuration: AgentConfiguration, logger: Logger? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         network: (any AgentNetwork)? = nil, launcher: any AppLauncher = ProcessLauncher(),
-        siteAssociations: any SiteAssociations = NoSiteAssociations()
+        siteAssociations: (any SiteAssociations)? = nil
     ) throws(AgentError) {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
         self.network = network ?? SocketNetwork(eventLoopGroup: eventLoopGroup)
         self.launcher = launcher
-        self.siteAssociations = siteAssociations
+        if let siteAssociations {
+            self.siteAssociations = siteAssociations
+        } else {
+            do {
+                self.siteAssociations = try WebSiteAssociations(
+                    additionalTrust: configuration.associationTrust, refresh: configuration.associationRefresh, eventLoopGroup: eventLoopGroup,
+                    logger: logger ?? Logger(label: "handoffd"))
+            } catch {
+                throw AgentError("cannot set up TLS for web sites' association files: \(error)")
+            }
+        }
         defaultBrowser = configuration.defaultBrowser
         do {
             store = try StateStore(directory: configuration.stateDirectory)

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffLocalAPI
+import NIOSSL
 
 /// How an agent runs: every setting of `handoffd`, from its flags or its configuration file.
 public struct AgentConfiguration: Sendable {
@@ -52,6 +53,10 @@ public struct AgentConfiguration: Sendable {
     /// Synced folders on this device: a file URL inside one travels as the container and a
     /// path, and arrives as the receiver's own path.
     public var containers: [ContainerFolder] = []
+    /// Certificate authorities trusted for web sites' association files besides the system's.
+    public var associationTrust: [NIOSSLCertificate] = []
+    /// How long what a web site's association file says is kept before it is fetched again.
+    public var associationRefresh: Duration = .seconds(3600)
 
     public init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "::", port: 47_170),
@@ -157,6 +162,7 @@ public struct ConfigurationFile: Sendable, Hashable {
     public static let keys: Set<String> = [
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
         "maximum-payload", "browser", "default-browser", "idle-release", "dns-sd", "name-rotation", "container",
+        "association-ca", "association-refresh",
     ]
     public static let repeatable: Set<String> = ["interface", "peer", "container"]
 
@@ -252,6 +258,8 @@ public struct AgentSettings: Sendable {
     public var defaultBrowser: String?
     public var idleRelease: String?
     public var containers: [String] = []
+    public var associationCA: String?
+    public var associationRefresh: String?
 
     public init() {}
 }
@@ -363,6 +371,21 @@ extension AgentConfiguration {
                 throw ConfigurationError("\(container.origin): container '\(parsed.identifier)' is given twice")
             }
             configuration.containers.append(parsed)
+        }
+        if let ca = pick(flags.associationCA, "association-ca") {
+            do {
+                configuration.associationTrust = try NIOSSLCertificate.fromPEMFile(ca.value)
+            } catch {
+                throw ConfigurationError("\(ca.origin): cannot read certificates (PEM) from \(ca.value): \(error)")
+            }
+            guard !configuration.associationTrust.isEmpty else {
+                throw ConfigurationError("\(ca.origin): \(ca.value) holds no certificate (PEM)")
+            }
+        }
+        if let refresh = pick(flags.associationRefresh, "association-refresh") {
+            let period = try checked(refresh.origin) { () throws(ConfigurationError) in try Duration(parsing: refresh.value) }
+            guard period >= .seconds(1) else { throw ConfigurationError("\(refresh.origin): give at least 1s") }
+            configuration.associationRefresh = period
         }
         configuration.idleRelease = .seconds(15)
         if let release = pick(flags.idleRelease, "idle-release") {

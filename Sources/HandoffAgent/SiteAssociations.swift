@@ -6,8 +6,8 @@ import Synchronization
 /// among its associated domains (`activitycontinuation:`).
 public protocol SiteAssociations: Sendable {
     /// The application identifiers (`TEAMID.bundle.id`) among `candidates` that the site at
-    /// `host` approves.
-    func approved(_ candidates: Set<String>, forHost host: String) async -> Set<String>
+    /// `host` (on `port`, when the page named one) approves.
+    func approved(_ candidates: Set<String>, forHost host: String, port: Int?) async -> Set<String>
 }
 
 /// Approves no app: every web page opens in the browser. What the agent does until it
@@ -15,7 +15,7 @@ public protocol SiteAssociations: Sendable {
 public struct NoSiteAssociations: SiteAssociations {
     public init() {}
 
-    public func approved(_ candidates: Set<String>, forHost host: String) async -> Set<String> { [] }
+    public func approved(_ candidates: Set<String>, forHost host: String, port: Int?) async -> Set<String> { [] }
 }
 
 /// Approvals given in code rather than fetched from the sites, as a test states what a
@@ -30,7 +30,7 @@ public final class FixedSiteAssociations: SiteAssociations {
         _ = approvals.withLock { $0[host.lowercased(), default: []].insert(applicationIdentifier) }
     }
 
-    public func approved(_ candidates: Set<String>, forHost host: String) async -> Set<String> {
+    public func approved(_ candidates: Set<String>, forHost host: String, port: Int?) async -> Set<String> {
         approvals.withLock { $0[host.lowercased()] ?? [] }.intersection(candidates)
     }
 }

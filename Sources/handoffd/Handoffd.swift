@@ -64,6 +64,12 @@ struct Handoffd: AsyncParsableCommand {
     @Option(name: .customLong("default-browser"), help: "The bundle identifier of an installed browser app that receives web activities itself.")
     var defaultBrowser: String?
 
+    @Option(name: .customLong("association-ca"), help: ArgumentHelp("A certificate authority (PEM) trusted for web sites' association files besides the system's.", valueName: "FILE"))
+    var associationCA: String?
+
+    @Option(name: .customLong("association-refresh"), help: ArgumentHelp("How long a web site's association file is trusted before it is fetched again (default 1h).", valueName: "D"))
+    var associationRefresh: String?
+
     @Option(name: .customLong("idle-release"), help: "After this long idle, give back free memory and unused code pages, such as 15s (the default), or off.")
     var idleRelease: String?
 
@@ -119,6 +125,8 @@ struct Handoffd: AsyncParsableCommand {
         flags.browser = browser
         flags.defaultBrowser = defaultBrowser
         flags.idleRelease = idleRelease
+        flags.associationCA = associationCA
+        flags.associationRefresh = associationRefresh
         let fileURL = config.map { URL(fileURLWithPath: $0) } ?? AgentConfiguration.defaultConfigFile()
         var file: ConfigurationFile?
         // A named file must exist; the default one is optional.

@@ -1,0 +1,210 @@
+import Foundation
+import HandoffWire
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// A document fetched over HTTPS.
+struct FetchedDocument: Sendable {
+    var status: Int
+    var contentType: String?
+    var location: String?
+    var body: [UInt8]
+}
+
+/// A GET over verified HTTPS with nothing a hostile site could stretch: one request, no
+/// redirects followed, the body capped (longer bodies are refused as soon as they pass the cap),
+/// and one deadline for everything.
+enum HTTPSFetcher {
+    static func get(
+        host: String, port: Int, path: String, context: NIOSSLContext, limit: Int, deadline: Duration,
+        eventLoopGroup: any EventLoopGroup
+    ) async throws(SiteAssociationError) -> FetchedDocument {
+        do {
+            return try await withDeadline(deadline) {
+                try await fetch(host: host, port: port, path: path, context: context, limit: limit, eventLoopGroup: eventLoopGroup)
+            }
+        } catch let error as SiteAssociationError {
+            throw error
+        } catch is DeadlineExceeded {
+            throw SiteAssociationError("no answer within \(deadline)")
+        } catch let error as NIOSSLError {
+            throw SiteAssociationError("the TLS handshake failed: \(error) (is the site's certificate valid for \(host)?)")
+        } catch let error as BoringSSLError {
+            throw SiteAssociationError("the TLS handshake failed: the site's certificate is not trusted or not valid for \(host) (\(error))")
+        } catch {
+            throw SiteAssociationError("cannot fetch it: \(error)")
+        }
+    }
+
+    private static func fetch(
+        host: String, port: Int, path: String, context: NIOSSLContext, limit: Int, eventLoopGroup: any EventLoopGroup
+    ) async throws -> FetchedDocument {
+        let channel = try await ClientBootstrap(group: eventLoopGroup)
+            .connectTimeout(.seconds(5))
+            .connect(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: host))
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
+            head.headers.add(name: "Host", value: port == 443 ? host : "\(host):\(port)")
+            head.headers.add(name: "User-Agent", value: "Handoff/\(handoffVersion)")
+            head.headers.add(name: "Accept", value: "application/json, application/pkcs7-mime")
+            head.headers.add(name: "Connection", value: "close")
+            try await outbound.write(.head(head))
+            try await outbound.write(.end(nil))
+            var document = FetchedDocument(status: 0, body: [])
+            for try await part in inbound {
+                switch part {
+                case .head(let response):
+                    document.status = Int(response.status.code)
+                    document.contentType = response.headers.first(name: "Content-Type")
+                    document.location = response.headers.first(name: "Location")
+                    if let declared = response.headers.first(name: "Content-Length").flatMap(Int.init), declared > limit {
+                        throw SiteAssociationError("the file is \(declared) bytes, over the limit of \(limit)")
+                    }
+                case .body(let buffer):
+                    guard document.body.count + buffer.readableBytes <= limit else {
+                        throw SiteAssociationError("the file is over the limit of \(limit) bytes")
+                    }
+                    document.body.append(contentsOf: buffer.readableBytesView)
+                case .end:
+                    return document
+                }
+            }
+            throw SiteAssociationError("the site closed the connection before the whole answer came")
+        }
+    }
+}
+
+/// Which apps web sites approve for continuing their pages (web to app): each site's
+/// `apple-app-site-association` file, fetched over HTTPS with the site's certificate verified
+/// (the system's trust store, plus any extra certificate authority given), from
+/// `/.well-known/apple-app-site-association`, else `/apple-app-site-association`; redirects
+/// are not followed; at most 128 KB. What a site says is kept for `refresh`, a failure for a
+/// minute, and both are what `handoff doctor` shows. See `docs/web.md`.
+public actor WebSiteAssociations: SiteAssociations {
+    /// What was last learned of one site.
+    public struct Outcome: Sendable {
+        public var site: String
+        public var fetched: Date
+        /// The apps the site approves, or why its file approves none.
+        public var result: Result<Set<String>, SiteAssociationError>
+    }
+
+    private let context: NIOSSLContext
+    private let refresh: Duration
+    private let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+    private var known: [String: (outcome: Outcome, until: ContinuousClock.Instant)] = [:]
+    private var fetching: [String: Task<Outcome, Never>] = [:]
+
+    /// How many sites are remembered.
+    static let rememberedSites = 256
+    static let failureRetry: Duration = .seconds(60)
+
+    /// - Parameter additionalTrust: certificate authorities trusted besides the system's (for a
+    ///   private network, or tests).
+    public init(
+        additionalTrust: [NIOSSLCertificate] = [], refresh: Duration = .seconds(3600),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger
+    ) throws {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.minimumTLSVersion = .tlsv12
+        configuration.certificateVerification = .fullVerification
+        configuration.trustRoots = .default
+        if !additionalTrust.isEmpty { configuration.additionalTrustRoots = [.certificates(additionalTrust)] }
+        context = try NIOSSLContext(configuration: configuration)
+        self.refresh = refresh
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+    }
+
+    public func approved(_ candidates: Set<String>, forHost host: String, port: Int?) async -> Set<String> {
+        let outcome = await outcome(host: host, port: port ?? 443)
+        switch outcome.result {
+        case .success(let apps): return apps.intersection(candidates)
+        case .failure: return []
+        }
+    }
+
+    /// What is known of each site asked about so far, most recent first.
+    public var outcomes: [Outcome] {
+        known.values.map(\.outcome).sorted { $0.fetched > $1.fetched }
+    }
+
+    func outcome(host: String, port: Int) async -> Outcome {
+        let site = port == 443 ? host.lowercased() : "\(host.lowercased()):\(port)"
+        if let entry = known[site], ContinuousClock.now < entry.until { return entry.outcome }
+        if let running = fetching[site] { return await running.value }
+        let task = Task { await self.fetch(host: host.lowercased(), port: port, site: site) }
+        fetching[site] = task
+        let outcome = await task.value
+        fetching[site] = nil
+        let keep: Duration
+        switch outcome.result {
+        case .success(let apps):
+            keep = refresh
+            logger.info("a web site's association file was read", metadata: ["site": "\(site)", "apps": "\(apps.sorted().joined(separator: " "))"])
+        case .failure(let error):
+            keep = min(refresh, Self.failureRetry)
+            logger.notice("a web site's association file approves no app: \(error.message)", metadata: ["site": "\(site)"])
+        }
+        if known[site] == nil, known.count >= Self.rememberedSites,
+            let oldest = known.min(by: { $0.value.outcome.fetched < $1.value.outcome.fetched })?.key
+        {
+            known[oldest] = nil
+        }
+        known[site] = (outcome, ContinuousClock.now + keep)
+        return outcome
+    }
+
+    private func fetch(host: String, port: Int, site: String) async -> Outcome {
+        let result: Result<Set<String>, SiteAssociationError>
+        if host.isEmpty || host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) {
+            result = .failure(SiteAssociationError("association files are fetched only from a domain name, not \(host)"))
+        } else {
+            var reasons: [String] = []
+            var found: Result<Set<String>, SiteAssociationError>?
+            for path in ["/.well-known/apple-app-site-association", "/apple-app-site-association"] {
+                do throws(SiteAssociationError) {
+                    let document = try await HTTPSFetcher.get(
+                        host: host, port: port, path: path, context: context, limit: SiteAssociationFile.maximumSize, deadline: .seconds(10),
+                        eventLoopGroup: eventLoopGroup)
+                    found = .success(try Self.read(document, host: host).activityContinuationApps)
+                    break
+                } catch {
+                    reasons.append("\(path): \(error.message)")
+                    // A site whose certificate fails fails the same way for the second path.
+                    if error.message.hasPrefix("the TLS handshake failed") || error.message.hasPrefix("no answer") { break }
+                }
+            }
+            result = found ?? .failure(SiteAssociationError(reasons.joined(separator: "; ")))
+        }
+        return Outcome(site: site, fetched: Date(), result: result)
+    }
+
+    /// The file in an answer, or why the answer holds none.
+    static func read(_ document: FetchedDocument, host: String) throws(SiteAssociationError) -> SiteAssociationFile {
+        switch document.status {
+        case 200:
+            break
+        case 300..<400:
+            throw SiteAssociationError("the site redirects (\(document.status) to \(document.location ?? "nowhere")), and redirects are not followed")
+        default:
+            throw SiteAssociationError("the site answered \(document.status)")
+        }
+        let type = document.contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if type == "application/pkcs7-mime" {
+            throw SiteAssociationError("the file is signed (application/pkcs7-mime), and signed files are not read yet")
+        }
+        return try SiteAssociationFile(json: document.body)
+    }
+}

@@ -1,0 +1,223 @@
+import Crypto
+import Foundation
+import HandoffApp
+import HandoffLocalAPI
+import HandoffWire
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Synchronization
+import SwiftASN1
+import Testing
+import X509
+
+@testable import HandoffAgent
+
+/// A certificate authority made for a test, and server certificates it signs.
+struct TestCertificateAuthority {
+    let key = P256.Signing.PrivateKey()
+    let certificate: Certificate
+    let name: DistinguishedName
+
+    init(_ commonName: String = "Handoff test CA") throws {
+        name = try DistinguishedName { CommonName(commonName) }
+        certificate = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
+            notValidBefore: Date().addingTimeInterval(-300), notValidAfter: Date().addingTimeInterval(86_400),
+            issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true))
+            },
+            issuerPrivateKey: .init(key))
+    }
+
+    /// A server certificate for `host`, and its key.
+    func serverIdentity(for host: String) throws -> (certificate: NIOSSLCertificate, key: NIOSSLPrivateKey) {
+        let serverKey = P256.Signing.PrivateKey()
+        let leaf = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(serverKey.publicKey),
+            notValidBefore: Date().addingTimeInterval(-300), notValidAfter: Date().addingTimeInterval(86_400),
+            issuer: name, subject: try DistinguishedName { CommonName(host) }, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth])
+                SubjectAlternativeNames([.dnsName(host)])
+            },
+            issuerPrivateKey: .init(key))
+        return (try Self.nio(leaf), try NIOSSLPrivateKey(bytes: Array(serverKey.pemRepresentation.utf8), format: .pem))
+    }
+
+    var nioCertificate: NIOSSLCertificate {
+        get throws { try Self.nio(certificate) }
+    }
+
+    static func nio(_ certificate: Certificate) throws -> NIOSSLCertificate {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der)
+    }
+}
+
+/// What the test web server answers on one path.
+struct WebAnswer: Sendable {
+    var status: Int = 200
+    var headers: [(String, String)] = [("Content-Type", "application/json")]
+    var body: [UInt8]
+
+    static func json(_ text: String) -> WebAnswer { WebAnswer(body: Array(text.utf8)) }
+}
+
+/// An HTTPS server on loopback for one test: it answers each path as told, 404 otherwise,
+/// and records the paths asked for.
+final class TestWebServer: Sendable {
+    let port: Int
+    private let channel: any Channel
+    private let state: State
+
+    final class State: Sendable {
+        let answers: Mutex<[String: WebAnswer]>
+        let paths = Mutex<[String]>([])
+        init(_ answers: [String: WebAnswer]) { self.answers = Mutex(answers) }
+    }
+
+    init(identity: (certificate: NIOSSLCertificate, key: NIOSSLPrivateKey), answers: [String: WebAnswer]) async throws {
+        let configuration = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(identity.certificate)], privateKey: .privateKey(identity.key))
+        let context = try NIOSSLContext(configuration: configuration)
+        let state = State(answers)
+        self.state = state
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Responder(state: state))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        port = channel.localAddress?.port ?? 0
+    }
+
+    var paths: [String] { state.paths.withLock { $0 } }
+
+    func close() async { try? await channel.close() }
+
+    final class Responder: ChannelInboundHandler, Sendable {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let state: State
+        init(state: State) { self.state = state }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .head(let request) = unwrapInboundIn(data) else { return }
+            state.paths.withLock { $0.append(request.uri) }
+            let answer = state.answers.withLock { $0[request.uri] } ?? WebAnswer(status: 404, headers: [], body: Array("not here".utf8))
+            var headers = HTTPHeaders(answer.headers)
+            headers.replaceOrAdd(name: "Content-Length", value: String(answer.body.count))
+            headers.replaceOrAdd(name: "Connection", value: "close")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: answer.status), headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: answer.body)))), promise: nil)
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+}
+
+let approvedApp = "WEBTEAM.com.example.news"
+
+@Suite("Web sites' association files")
+struct WebAssociationTests {
+    @Test("Both JSON shapes are read for activitycontinuation; anything malformed is refused with what is wrong")
+    func parsing() throws {
+        let ios9 = try SiteAssociationFile(json: Array(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]},"applinks":{"apps":[],"details":[{"appID":"X.y","paths":["*"]}]}}"#.utf8))
+        #expect(ios9.activityContinuationApps == [approvedApp])
+        let ios13 = try SiteAssociationFile(json: Array(#"{"applinks":{"details":[{"appIDs":["WEBTEAM.com.example.news"],"components":[{"/":"/a/*"}]}]},"activitycontinuation":{"apps":["WEBTEAM.com.example.news","OTHER.com.example.x"]},"webcredentials":{"apps":["WEBTEAM.com.example.news"]}}"#.utf8))
+        #expect(ios13.activityContinuationApps == [approvedApp, "OTHER.com.example.x"])
+        #expect(try SiteAssociationFile(json: Array(#"{"applinks":{"details":[]}}"#.utf8)).activityContinuationApps.isEmpty)
+        func refusal(_ text: String) -> String {
+            do {
+                _ = try SiteAssociationFile(json: Array(text.utf8))
+                return ""
+            } catch {
+                return error.message
+            }
+        }
+        #expect(refusal("{not json").contains("not valid JSON"))
+        #expect(refusal("[1,2]").contains("not a JSON object"))
+        #expect(refusal(#"{"activitycontinuation":[]}"#).contains("is not an object"))
+        #expect(refusal(#"{"activitycontinuation":{"apps":"WEBTEAM.x"}}"#).contains("is not an array"))
+        #expect(refusal(#"{"activitycontinuation":{"apps":["no-team"]}}"#).contains("apps[0]"))
+        #expect(refusal(String(repeating: " ", count: 128 * 1024 + 1)).contains("over the limit"))
+    }
+
+    /// A site on loopback with a certificate from a test CA, and the associations that trust it.
+    func site(_ answers: [String: WebAnswer], trusted: Bool = true) async throws -> (TestWebServer, WebSiteAssociations) {
+        let ca = try TestCertificateAuthority()
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "localhost"), answers: answers)
+        let trust = trusted ? [try ca.nioCertificate] : [try TestCertificateAuthority("another CA").nioCertificate]
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        return (server, try WebSiteAssociations(additionalTrust: trust, logger: logger))
+    }
+
+    func reason(_ web: WebSiteAssociations) async -> String {
+        guard case .failure(let error)? = await web.outcomes.first?.result else { return "" }
+        return error.message
+    }
+
+    @Test("A site that lists the app approves it; one that does not, or lists another team, approves nothing")
+    func approvals() async throws {
+        let listed = #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#
+        let (server, web) = try await site(["/.well-known/apple-app-site-association": .json(listed)])
+        defer { Task { await server.close() } }
+        #expect(await web.approved([approvedApp, "WEBTEAM.com.example.other"], forHost: "localhost", port: server.port) == [approvedApp])
+        #expect(await web.approved(["OTHERTEAM.com.example.news"], forHost: "localhost", port: server.port).isEmpty)
+        // Kept: the second question did not fetch again.
+        #expect(server.paths == ["/.well-known/apple-app-site-association"])
+    }
+
+    @Test("The file at the root is read when the well-known place has none")
+    func rootFallback() async throws {
+        let (server, web) = try await site(["/apple-app-site-association": .json(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#)])
+        defer { Task { await server.close() } }
+        #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port) == [approvedApp])
+        #expect(server.paths == ["/.well-known/apple-app-site-association", "/apple-app-site-association"])
+    }
+
+    @Test("A redirect, an untrusted certificate, an oversized file, invalid JSON, a signed file not read: nothing approved, each with its reason")
+    func refusals() async throws {
+        let redirect = WebAnswer(status: 301, headers: [("Location", "https://elsewhere.example/apple-app-site-association")], body: [])
+        var (server, web) = try await site(["/.well-known/apple-app-site-association": redirect, "/apple-app-site-association": redirect])
+        #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port).isEmpty)
+        #expect(await reason(web).contains("redirects are not followed"))
+        await server.close()
+
+        (server, web) = try await site(["/.well-known/apple-app-site-association": .json(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#)], trusted: false)
+        #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port).isEmpty)
+        #expect(await reason(web).contains("TLS handshake failed"))
+        await server.close()
+
+        let big = WebAnswer(body: Array(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}, "pad":""#.utf8) + [UInt8](repeating: 0x61, count: 200_000) + Array(#""}"#.utf8))
+        (server, web) = try await site(["/.well-known/apple-app-site-association": big])
+        #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port).isEmpty)
+        #expect(await reason(web).contains("over the limit"))
+        await server.close()
+
+        (server, web) = try await site(["/.well-known/apple-app-site-association": .json("{\"activitycontinuation\": ")])
+        #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port).isEmpty)
+        #expect(await reason(web).contains("not valid JSON"))
+        await server.close()
+
+        (server, web) = try await site(["/.well-known/apple-app-site-association": WebAnswer(headers: [("Content-Type", "application/pkcs7-mime")], body: [0x30, 0x80])])
+        #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port).isEmpty)
+        #expect(await reason(web).contains("signed"))
+        await server.close()
+
+        #expect(await web.approved([approvedApp], forHost: "127.0.0.1", port: server.port).isEmpty)
+        #expect(await reason(web).contains("only from a domain name"))
+    }
+}
