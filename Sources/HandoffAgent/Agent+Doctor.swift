@@ -31,6 +31,11 @@ extension Agent {
         }
     }
 
+    /// Forgets what web sites' association files said (a test changes a site's file).
+    func forgetSiteAssociations() async {
+        await (siteAssociations as? WebSiteAssociations)?.forget()
+    }
+
     func doctor() async -> [LocalCheck] {
         var checks: [LocalCheck] = []
         guard let account else {

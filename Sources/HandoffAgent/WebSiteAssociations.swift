@@ -135,6 +135,11 @@ public actor WebSiteAssociations: SiteAssociations {
         }
     }
 
+    /// Forgets what sites said: the next question fetches their files again.
+    public func forget() {
+        known = [:]
+    }
+
     /// What is known of each site asked about so far, most recent first.
     public var outcomes: [Outcome] {
         known.values.map(\.outcome).sorted { $0.fetched > $1.fetched }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Handoff
 import HandoffApp
 import HandoffLocalAPI
 import HandoffWire
@@ -103,6 +104,8 @@ final class TestWebServer: Sendable {
     }
 
     var paths: [String] { state.paths.withLock { $0 } }
+
+    func set(_ path: String, _ answer: WebAnswer?) { state.answers.withLock { $0[path] = answer } }
 
     func close() async { try? await channel.close() }
 
@@ -219,5 +222,61 @@ struct WebAssociationTests {
 
         #expect(await web.approved([approvedApp], forHost: "127.0.0.1", port: server.port).isEmpty)
         #expect(await reason(web).contains("only from a domain name"))
+    }
+}
+
+extension WebAssociationTests {
+    @Test("Web to app through two agents: a browser's page on a site that lists the app continues in it, with the page's URL and an empty userInfo; a site that does not opens the page in the browser; doctor says which")
+    func throughAgents() async throws {
+        let ca = try TestCertificateAuthority()
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "localhost"), answers: [:])
+        let trust = try ca.nioCertificate
+        try await withHarness { harness in
+            let opened = harness.root.appendingPathComponent("opened.txt")
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") {
+                $0.associationTrust = [trust]
+                $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"]
+            }
+            try await harness.pair([a, b])
+            let agentB = try #require(b.agent)
+            let manifest = AppManifest(
+                bundleIdentifier: "com.example.news", teamIdentifier: "WEBTEAM", activityTypes: [NSUserActivityTypeBrowsingWeb],
+                associatedDomains: [try AssociatedDomain(parsing: "activitycontinuation:localhost")])
+            await agentB.installInProcess(manifest)
+            let receiver = await MainActor.run { StreamReceiver() }
+            let center = ActivityCenter(
+                connection: InProcessAgentConnection(agent: agentB, bundleIdentifier: "com.example.news"), bundleIdentifier: "com.example.news",
+                teamIdentifier: "WEBTEAM", deviceName: "beta")
+            let app = await MainActor.run { Application(center: center, manifest: manifest, syncedContainers: [], delegate: receiver) }
+            _ = app
+
+            // A browser on alpha: its page's activity, with the browser's own state in userInfo.
+            let page = "https://localhost:\(server.port)/articles/42"
+            let browsing = LocalActivity(id: UUID(), activityType: NSUserActivityTypeBrowsingWeb, teamIdentifier: "BROWSERTEAM", hasWebpageURL: true)
+            let state = try UserInfoCoding.encode(["scroll": 120] as [AnyHashable: Any])
+            _ = try await a.offer(browsing, answering: .answer(LocalRecord(activity: browsing, webpageURL: page, userInfo: state)), seenBy: b)
+
+            // The site lists another app only: the page opens in the browser.
+            server.set("/.well-known/apple-app-site-association", .json(#"{"activitycontinuation":{"apps":["OTHER.com.example.other"]}}"#))
+            let first = try await b.call(.continue(activity: browsing.id)).continued
+            #expect(first?.app == nil && first?.webpageURL == page)
+            #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == page })
+
+            // The site lists the app (after its refresh): the app continues the page.
+            await agentB.forgetSiteAssociations()
+            server.set("/.well-known/apple-app-site-association", .json(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#))
+            let second = try await b.call(.continue(activity: browsing.id)).continued
+            #expect(second?.app == "com.example.news")
+            #expect(await waitUntil { await MainActor.run { !receiver.continued.isEmpty } })
+            let continued = await MainActor.run { receiver.continued.first }
+            #expect(continued?.activityType == NSUserActivityTypeBrowsingWeb)
+            #expect(continued?.webpageURL?.absoluteString == page)
+            #expect(continued?.userInfo?.isEmpty ?? true)
+
+            let checks = try await b.call(.doctor).checks?.filter { $0.area == "web-association" } ?? []
+            #expect(checks.first?.subject == "localhost:\(server.port)" && checks.first?.finding.contains("WEBTEAM.com.example.news") == true, "\(checks)")
+        }
+        await server.close()
     }
 }
