@@ -5,7 +5,9 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import SwiftASN1
 import Synchronization
+import X509
 
 /// A document fetched over HTTPS.
 struct FetchedDocument: Sendable {
@@ -100,6 +102,8 @@ public actor WebSiteAssociations: SiteAssociations {
     }
 
     private let context: NIOSSLContext
+    /// The extra certificate authorities, for verifying signed files.
+    private let extraRoots: [Certificate]
     private let refresh: Duration
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
@@ -122,6 +126,7 @@ public actor WebSiteAssociations: SiteAssociations {
         configuration.trustRoots = .default
         if !additionalTrust.isEmpty { configuration.additionalTrustRoots = [.certificates(additionalTrust)] }
         context = try NIOSSLContext(configuration: configuration)
+        extraRoots = try additionalTrust.map { try Certificate(derEncoded: try $0.toDERBytes()) }
         self.refresh = refresh
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
@@ -183,7 +188,7 @@ public actor WebSiteAssociations: SiteAssociations {
                     let document = try await HTTPSFetcher.get(
                         host: host, port: port, path: path, context: context, limit: SiteAssociationFile.maximumSize, deadline: .seconds(10),
                         eventLoopGroup: eventLoopGroup)
-                    found = .success(try Self.read(document, host: host).activityContinuationApps)
+                    found = .success(try await read(document, host: host).activityContinuationApps)
                     break
                 } catch {
                     reasons.append("\(path): \(error.message)")
@@ -196,8 +201,10 @@ public actor WebSiteAssociations: SiteAssociations {
         return Outcome(site: site, fetched: Date(), result: result)
     }
 
-    /// The file in an answer, or why the answer holds none.
-    static func read(_ document: FetchedDocument, host: String) throws(SiteAssociationError) -> SiteAssociationFile {
+    /// The file in an answer, or why the answer holds none. A signed file (`application/pkcs7-mime`,
+    /// CMS with the JSON attached) counts only if its signature verifies against a certificate
+    /// that is valid now, for this host, and chains to a trusted authority.
+    func read(_ document: FetchedDocument, host: String) async throws(SiteAssociationError) -> SiteAssociationFile {
         switch document.status {
         case 200:
             break
@@ -207,9 +214,8 @@ public actor WebSiteAssociations: SiteAssociations {
             throw SiteAssociationError("the site answered \(document.status)")
         }
         let type = document.contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        if type == "application/pkcs7-mime" {
-            throw SiteAssociationError("the file is signed (application/pkcs7-mime), and signed files are not read yet")
-        }
-        return try SiteAssociationFile(json: document.body)
+        guard type == "application/pkcs7-mime" else { return try SiteAssociationFile(json: document.body) }
+        let roots = CertificateStore.systemTrustRoots.appending(contentsOf: extraRoots)
+        return try SiteAssociationFile(json: try await SignedAssociationFile.verify(document.body, host: host, roots: roots))
     }
 }

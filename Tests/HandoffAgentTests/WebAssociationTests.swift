@@ -12,7 +12,7 @@ import NIOSSL
 import Synchronization
 import SwiftASN1
 import Testing
-import X509
+@_spi(CMS) import X509
 
 @testable import HandoffAgent
 
@@ -37,6 +37,12 @@ struct TestCertificateAuthority {
 
     /// A server certificate for `host`, and its key.
     func serverIdentity(for host: String) throws -> (certificate: NIOSSLCertificate, key: NIOSSLPrivateKey) {
+        let (leaf, serverKey) = try leaf(for: host)
+        return (try Self.nio(leaf), try NIOSSLPrivateKey(bytes: Array(serverKey.pemRepresentation.utf8), format: .pem))
+    }
+
+    /// A certificate for `host` this authority signs, and its key.
+    func leaf(for host: String) throws -> (Certificate, P256.Signing.PrivateKey) {
         let serverKey = P256.Signing.PrivateKey()
         let leaf = try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(serverKey.publicKey),
@@ -49,7 +55,19 @@ struct TestCertificateAuthority {
                 SubjectAlternativeNames([.dnsName(host)])
             },
             issuerPrivateKey: .init(key))
-        return (try Self.nio(leaf), try NIOSSLPrivateKey(bytes: Array(serverKey.pemRepresentation.utf8), format: .pem))
+        return (leaf, serverKey)
+    }
+
+    /// `json` signed as a site signs its association file (CMS, the content attached), by a
+    /// certificate for `host`.
+    func signed(_ json: String, by host: String) throws -> [UInt8] {
+        let (certificate, signingKey) = try leaf(for: host)
+        return try CMS.sign(Array(json.utf8), certificate: certificate, privateKey: .init(signingKey), detached: false)
+    }
+
+    /// PEM of a certificate.
+    static func pem(_ certificate: Certificate) throws -> String {
+        try certificate.serializeAsPEM().pemString
     }
 
     var nioCertificate: NIOSSLCertificate {
@@ -191,7 +209,7 @@ struct WebAssociationTests {
         #expect(server.paths == ["/.well-known/apple-app-site-association", "/apple-app-site-association"])
     }
 
-    @Test("A redirect, an untrusted certificate, an oversized file, invalid JSON, a signed file not read: nothing approved, each with its reason")
+    @Test("A redirect, an untrusted certificate, an oversized file, invalid JSON, a signed file that is not CMS: nothing approved, each with its reason")
     func refusals() async throws {
         let redirect = WebAnswer(status: 301, headers: [("Location", "https://elsewhere.example/apple-app-site-association")], body: [])
         var (server, web) = try await site(["/.well-known/apple-app-site-association": redirect, "/apple-app-site-association": redirect])
@@ -222,6 +240,86 @@ struct WebAssociationTests {
 
         #expect(await web.approved([approvedApp], forHost: "127.0.0.1", port: server.port).isEmpty)
         #expect(await reason(web).contains("only from a domain name"))
+    }
+
+    @Test("A signed file (CMS, application/pkcs7-mime) approves its apps when its signer's certificate is valid for the site; signed for another host, or tampered with, it approves nothing")
+    func signedFiles() async throws {
+        let ca = try TestCertificateAuthority()
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "localhost"), answers: [:])
+        defer { Task { await server.close() } }
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let listed = #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#
+        func outcome(_ body: [UInt8]) async throws -> (Set<String>, String) {
+            server.set("/.well-known/apple-app-site-association", WebAnswer(headers: [("Content-Type", "application/pkcs7-mime")], body: body))
+            let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate], logger: logger)
+            let approved = await web.approved([approvedApp], forHost: "localhost", port: server.port)
+            return (approved, await reason(web))
+        }
+        #expect(try await outcome(try ca.signed(listed, by: "localhost")).0 == [approvedApp])
+        let (otherHost, why) = try await outcome(try ca.signed(listed, by: "other.example"))
+        #expect(otherHost.isEmpty)
+        #expect(why.contains("not trusted or not valid for localhost"), "\(why)")
+        var tampered = try ca.signed(listed, by: "localhost")
+        let at = try #require(tampered.firstIndex(of: UInt8(ascii: "W")))
+        tampered[at] = UInt8(ascii: "X")
+        let (forged, forgedWhy) = try await outcome(tampered)
+        #expect(forged.isEmpty)
+        #expect(!forgedWhy.isEmpty)
+    }
+
+    @Test("A file signed the way Apple's guide shows, with openssl smime, is read", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs /usr/bin/openssl; skipped"))
+    func signedWithOpenSSL() async throws {
+        let ca = try TestCertificateAuthority()
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "localhost"), answers: [:])
+        defer { Task { await server.close() } }
+        let folder = try makeFolder("openssl")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (certificate, key) = try ca.leaf(for: "localhost")
+        try TestCertificateAuthority.pem(certificate).write(to: folder.appendingPathComponent("site.pem"), atomically: true, encoding: .utf8)
+        try key.pemRepresentation.write(to: folder.appendingPathComponent("site.key"), atomically: true, encoding: .utf8)
+        try #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#.write(to: folder.appendingPathComponent("aasa.json"), atomically: true, encoding: .utf8)
+        try shell([
+            "openssl", "smime", "-sign", "-inkey", folder.appendingPathComponent("site.key").path, "-signer", folder.appendingPathComponent("site.pem").path,
+            "-noattr", "-nodetach", "-outform", "DER", "-in", folder.appendingPathComponent("aasa.json").path, "-out", folder.appendingPathComponent("aasa.p7m").path,
+        ])
+        let body = try [UInt8](Data(contentsOf: folder.appendingPathComponent("aasa.p7m")))
+        server.set("/.well-known/apple-app-site-association", WebAnswer(headers: [("Content-Type", "application/pkcs7-mime")], body: body))
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate], logger: logger)
+        let approved = await web.approved([approvedApp], forHost: "localhost", port: server.port)
+        let why = await reason(web)
+        #expect(approved == [approvedApp], "\(why)")
+    }
+
+    @Test("An RSA signer whose file carries signed attributes (openssl's default) is read too", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs /usr/bin/openssl; skipped"))
+    func signedWithRSAAndAttributes() async throws {
+        let ca = try TestCertificateAuthority()
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "localhost"), answers: [:])
+        defer { Task { await server.close() } }
+        let folder = try makeFolder("openssl-rsa")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let key = folder.appendingPathComponent("rsa.key").path
+        let certificate = folder.appendingPathComponent("rsa.pem").path
+        try shell([
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost", "-days", "1",
+        ])
+        try #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#.write(to: folder.appendingPathComponent("aasa.json"), atomically: true, encoding: .utf8)
+        try shell([
+            "openssl", "smime", "-sign", "-inkey", key, "-signer", certificate, "-nodetach", "-outform", "DER",
+            "-in", folder.appendingPathComponent("aasa.json").path, "-out", folder.appendingPathComponent("aasa.p7m").path,
+        ])
+        let body = try [UInt8](Data(contentsOf: folder.appendingPathComponent("aasa.p7m")))
+        server.set("/.well-known/apple-app-site-association", WebAnswer(headers: [("Content-Type", "application/pkcs7-mime")], body: body))
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        // The self-signed signer is the extra authority; the site's TLS certificate comes from the test CA.
+        let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate] + (try NIOSSLCertificate.fromPEMFile(certificate)), logger: logger)
+        let approved = await web.approved([approvedApp], forHost: "localhost", port: server.port)
+        let why = await reason(web)
+        #expect(approved == [approvedApp], "\(why)")
     }
 }
 

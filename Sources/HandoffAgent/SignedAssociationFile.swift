@@ -1,0 +1,130 @@
+import Crypto
+import Foundation
+import HandoffWire
+import SwiftASN1
+import X509
+
+/// A signed association file (the 2014 form): CMS signed data (RFC 5652) with the JSON
+/// attached, as `openssl smime -sign -nodetach -outform DER` writes it. Verified here rather
+/// than with swift-certificates' CMS, which refuses the `NULL` digest parameters OpenSSL writes.
+enum SignedAssociationFile {
+    static let signedDataType = try! ASN1ObjectIdentifier(dotRepresentation: "1.2.840.113549.1.7.2")
+    static let dataType = try! ASN1ObjectIdentifier(dotRepresentation: "1.2.840.113549.1.7.1")
+    static let messageDigest = try! ASN1ObjectIdentifier(dotRepresentation: "1.2.840.113549.1.9.4")
+
+    enum Digest {
+        case sha256, sha384, sha512
+
+        init?(_ oid: ASN1ObjectIdentifier) {
+            switch oid.description {
+            case "2.16.840.1.101.3.4.2.1": self = .sha256
+            case "2.16.840.1.101.3.4.2.2": self = .sha384
+            case "2.16.840.1.101.3.4.2.3": self = .sha512
+            default: return nil
+            }
+        }
+
+        func hash(_ bytes: some DataProtocol) -> [UInt8] {
+            switch self {
+            case .sha256: return Array(SHA256.hash(data: bytes))
+            case .sha384: return Array(SHA384.hash(data: bytes))
+            case .sha512: return Array(SHA512.hash(data: bytes))
+            }
+        }
+
+        /// The signature algorithms a signer with this digest may have used.
+        var algorithms: [Certificate.SignatureAlgorithm] {
+            switch self {
+            case .sha256: return [.ecdsaWithSHA256, .sha256WithRSAEncryption]
+            case .sha384: return [.ecdsaWithSHA384, .sha384WithRSAEncryption]
+            case .sha512: return [.ecdsaWithSHA512, .sha512WithRSAEncryption]
+            }
+        }
+    }
+
+    /// The JSON of a signed file whose one signature verifies with a certificate in it that is
+    /// valid now, for `host`, and chains (through the file's other certificates) to `roots`.
+    static func verify(_ bytes: [UInt8], host: String, roots: CertificateStore) async throws(SiteAssociationError) -> [UInt8] {
+        let parsed: (content: [UInt8], certificates: [Certificate], digest: Digest, signedBytes: [UInt8], signature: [UInt8])
+        do {
+            parsed = try parse(bytes)
+        } catch let error as SiteAssociationError {
+            throw error
+        } catch {
+            throw SiteAssociationError("the signed file cannot be read: \(error)")
+        }
+        let signer = parsed.certificates.first { certificate in
+            parsed.digest.algorithms.contains { algorithm in
+                certificate.publicKey.isValidSignature(parsed.signature, for: parsed.signedBytes, signatureAlgorithm: algorithm)
+            }
+        }
+        guard let signer else {
+            throw SiteAssociationError("the file's signature does not verify with any certificate in it")
+        }
+        var verifier = Verifier(rootCertificates: roots) {
+            RFC5280Policy()
+            ServerIdentityPolicy(serverHostname: host, serverIP: nil)
+        }
+        let result = await verifier.validate(leaf: signer, intermediates: CertificateStore(parsed.certificates))
+        guard case .validCertificate = result else {
+            throw SiteAssociationError("the file's signer, \(signer.subject), is not trusted or not valid for \(host) now")
+        }
+        return parsed.content
+    }
+
+    static func parse(_ bytes: [UInt8]) throws -> (content: [UInt8], certificates: [Certificate], digest: Digest, signedBytes: [UInt8], signature: [UInt8]) {
+        func children(_ node: ASN1Node) throws -> [ASN1Node] {
+            guard case .constructed(let nodes) = node.content else { throw SiteAssociationError("not CMS signed data") }
+            return Array(nodes)
+        }
+        let contentInfo = try children(try BER.parse(bytes))
+        guard contentInfo.count == 2, try ASN1ObjectIdentifier(berEncoded: contentInfo[0]) == signedDataType,
+            let signedData = try children(contentInfo[1]).first
+        else { throw SiteAssociationError("the signed file is not CMS signed data") }
+        let fields = try children(signedData)
+        guard fields.count >= 4 else { throw SiteAssociationError("the signed file's signed data is incomplete") }
+
+        let encapsulated = try children(fields[2])
+        guard encapsulated.count == 2, try ASN1ObjectIdentifier(berEncoded: encapsulated[0]) == dataType,
+            let octets = try children(encapsulated[1]).first
+        else { throw SiteAssociationError("the signed file carries no JSON (a detached signature?)") }
+        let content = Array(try ASN1OctetString(berEncoded: octets).bytes)
+
+        var certificates: [Certificate] = []
+        var signerInfos: [ASN1Node] = []
+        for node in fields.dropFirst(3) {
+            if node.identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) {
+                for certificate in try children(node) {
+                    certificates.append(try Certificate(derEncoded: Array(certificate.encodedBytes)))
+                }
+            } else if node.identifier == .set {
+                signerInfos = try children(node)
+            }
+        }
+        guard signerInfos.count == 1 else { throw SiteAssociationError("the signed file has \(signerInfos.count) signatures, not one") }
+        let signer = try children(signerInfos[0])
+        guard signer.count >= 5, let digestOID = try children(signer[2]).first,
+            let digest = Digest(try ASN1ObjectIdentifier(berEncoded: digestOID))
+        else { throw SiteAssociationError("the signed file's digest is not SHA-256, SHA-384 or SHA-512") }
+        var index = 3
+        var signedBytes = content
+        if signer[index].identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) {
+            // Signed attributes: the signature covers them as a SET, and they carry the content's digest.
+            let attributes = try children(signer[index])
+            let digested = try attributes.compactMap { attribute -> [UInt8]? in
+                let parts = try children(attribute)
+                guard parts.count == 2, try ASN1ObjectIdentifier(berEncoded: parts[0]) == messageDigest, let value = try children(parts[1]).first else { return nil }
+                return Array(try ASN1OctetString(berEncoded: value).bytes)
+            }
+            guard digested.count == 1, digested[0] == digest.hash(content) else {
+                throw SiteAssociationError("the signed file's message digest does not match its JSON")
+            }
+            signedBytes = Array(signer[index].encodedBytes)
+            signedBytes[0] = 0x31
+            index += 1
+        }
+        guard signer.count > index + 1 else { throw SiteAssociationError("the signed file's signer info is incomplete") }
+        let signature = Array(try ASN1OctetString(berEncoded: signer[index + 1]).bytes)
+        return (content, certificates, digest, signedBytes, signature)
+    }
+}
