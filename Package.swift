@@ -81,6 +81,9 @@ let package = Package(
         .executableTarget(name: "Editor", dependencies: ["Handoff", "HandoffApp"], path: "Examples/Editor", exclude: ["App"], swiftSettings: strict),
         .executableTarget(name: "handoff-state-torture", dependencies: ["HandoffAgent"], swiftSettings: strict),
         .executableTarget(name: "handoff-stream-app", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
+        .executableTarget(
+            name: "handoff-browser-host",
+            dependencies: ["Handoff", "HandoffLocalAPI", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .executableTarget(name: "handoff-demo", dependencies: ["handoffd", "handoff", "MapViewer"], swiftSettings: strict),
         .executableTarget(
             name: "UserInfoBenchmark",
@@ -103,7 +106,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "MapViewer", "Editor", "handoffd", "handoff",
+                "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "handoffd", "handoff",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),

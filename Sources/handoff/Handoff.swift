@@ -24,7 +24,7 @@ struct HandoffCommand: AsyncParsableCommand {
         version: handoffCLIVersion,
         subcommands: [
             Status.self, Devices.self, List.self, Continue.self, Watch.self, Publish.self, Apps.self, AccountCommand.self,
-            DeviceCommand.self, Join.self, Probe.self, Doctor.self,
+            DeviceCommand.self, Join.self, Probe.self, Doctor.self, BrowserCommand.self,
         ])
 }
 

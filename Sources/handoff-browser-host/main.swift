@@ -1,0 +1,108 @@
+// handoff-browser-host: the native-messaging host of Handoff's browser extension
+// (Extensions/Browser). The browser starts it and talks to it on standard input and output:
+// each message a 4-byte length (native byte order, little-endian here) and that many bytes of
+// UTF-8 JSON. The active tab's http(s) page becomes this device's current
+// NSUserActivityTypeBrowsingWeb activity, through the Handoff library and the local agent.
+//
+// Messages from the extension:
+//   {"type": "page", "tab": 12, "url": "https://example.com/a", "title": "A"}   the active tab's page
+//   {"type": "resign"}                                                          no page is current (focus left the browser)
+//   {"type": "closed", "tab": 12}                                               a tab closed
+// Each gets one answer: {"ok": true} or {"ok": false, "error": "…"}.
+// `handoff browser install` writes the manifests that let browsers start it. See docs/web.md.
+import Foundation
+import Handoff
+import HandoffLocalAPI
+import Logging
+
+LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+let logger = Logger(label: "handoff-browser-host")
+
+/// The largest message taken from the browser; a page's URL and title are far smaller.
+let maximumMessage = 64 * 1024
+
+/// Reads exactly `count` bytes from standard input; nil at its end.
+func readExactly(_ count: Int) -> [UInt8]? {
+    var bytes: [UInt8] = []
+    while bytes.count < count {
+        let chunk = FileHandle.standardInput.readData(ofLength: count - bytes.count)
+        if chunk.isEmpty { return nil }
+        bytes += chunk
+    }
+    return bytes
+}
+
+func answer(_ object: [String: Any]) {
+    guard let json = try? JSONSerialization.data(withJSONObject: object) else { return }
+    var length = UInt32(json.count).littleEndian
+    let header = withUnsafeBytes(of: &length) { Data($0) }
+    FileHandle.standardOutput.write(header + json)
+}
+
+/// The browser's activities, one per tab, on the main actor as activities are.
+@MainActor
+final class Tabs {
+    let center: ActivityCenter
+    var activities: [Int: UserActivity] = [:]
+
+    init() {
+        let link = SocketAgentConnection(path: LocalSocket.defaultPath(), bundleIdentifier: nil, logger: logger)
+        center = ActivityCenter(connection: link, bundleIdentifier: nil, teamIdentifier: nil, deviceName: ProcessInfo.processInfo.hostName, logger: logger)
+    }
+
+    /// Handles one message; nil on success, else what is wrong.
+    func handle(_ message: [String: Any]) -> String? {
+        switch message["type"] as? String {
+        case "page":
+            guard let text = message["url"] as? String, let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+                scheme == "http" || scheme == "https", url.host?.isEmpty == false
+            else { return "'url' must be an http or https URL" }
+            let tab = (message["tab"] as? Int) ?? 0
+            let activity = activities[tab] ?? ActivityCenter.$current.withValue(center) { UserActivity(activityType: NSUserActivityTypeBrowsingWeb) }
+            activities[tab] = activity
+            activity.webpageURL = url
+            activity.title = (message["title"] as? String).map { String($0.prefix(256)) }
+            activity.becomeCurrent()
+            return nil
+        case "resign":
+            center.currentActivity?.resignCurrent()
+            return nil
+        case "closed":
+            guard let tab = message["tab"] as? Int else { return "'closed' needs the tab's number" }
+            activities.removeValue(forKey: tab)?.invalidate()
+            return nil
+        case let other:
+            return "unknown message type \(other.map { "'\($0)'" } ?? "(none)"); the types are page, resign and closed"
+        }
+    }
+}
+
+let tabs = MainActor.assumeIsolated { Tabs() }
+
+Thread.detachNewThread {
+    while true {
+        guard let header = readExactly(4) else { exit(0) }
+        let length = Int(UInt32(littleEndian: header.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }))
+        guard length <= maximumMessage else {
+            answer(["ok": false, "error": "a message of \(length) bytes is over the limit of \(maximumMessage)"])
+            logger.error("the browser sent a message of \(length) bytes; stopping")
+            exit(1)
+        }
+        guard let body = readExactly(length) else { exit(0) }
+        guard let message = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            answer(["ok": false, "error": "a message is not a JSON object"])
+            continue
+        }
+        let box = UncheckedMessage(message: message)
+        DispatchQueue.main.async {
+            let failure = MainActor.assumeIsolated { tabs.handle(box.message) }
+            answer(failure.map { ["ok": false, "error": $0] } ?? ["ok": true])
+        }
+    }
+}
+dispatchMain()
+
+/// A JSON object from `JSONSerialization`, handed to the main queue once.
+struct UncheckedMessage: @unchecked Sendable {
+    let message: [String: Any]
+}

@@ -1,0 +1,149 @@
+import Crypto
+import Foundation
+import Handoff
+import HandoffLocalAPI
+import Testing
+
+@testable import HandoffAgent
+
+/// The native-messaging host, started as a browser starts it, spoken to with native-messaging
+/// frames (a 4-byte little-endian length, then JSON).
+final class NativeHost: Sendable {
+    let process: Process
+    private let input: FileHandle
+    private let output: FileHandle
+
+    init(socket: String) throws {
+        let binary = try #require(builtExecutable("handoff-browser-host"), "handoff-browser-host was not built next to the tests")
+        process = Process()
+        process.executableURL = binary
+        process.arguments = ["chrome-extension://bcgblgbejekhpkmkaoapfinefihbjeha/"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["HANDOFF_SOCKET"] = socket
+        process.environment = environment
+        let stdin = Pipe()
+        let stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        input = stdin.fileHandleForWriting
+        output = stdout.fileHandleForReading
+    }
+
+    func send(raw: Data) {
+        var length = UInt32(raw.count).littleEndian
+        input.write(withUnsafeBytes(of: &length) { Data($0) } + raw)
+    }
+
+    /// Sends a message and returns the host's answer.
+    func ask(_ message: [String: Any]) async throws -> [String: Any] {
+        send(raw: try JSONSerialization.data(withJSONObject: message))
+        return try await answer()
+    }
+
+    func answer() async throws -> [String: Any] {
+        let output = self.output
+        let data = try await onThread { () -> Data in
+            let header = output.readData(ofLength: 4)
+            guard header.count == 4 else { return Data() }
+            let length = header.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) }
+            return output.readData(ofLength: Int(length))
+        }
+        return (try JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
+    }
+
+    func finish() { try? input.close() }
+}
+
+@Suite("The browser extension's native host", .serialized)
+struct BrowserTests {
+    @Test("The extension's identifier in Chromium follows from the key in its manifest, and handoff browser install names it")
+    func extensionIdentity() throws {
+        let manifestURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Extensions/Browser/manifest.json").standardizedFileURL
+        let manifest = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: manifestURL)) as? [String: Any])
+        let key = try #require((manifest["key"] as? String).flatMap { Data(base64Encoded: $0) })
+        let id = SHA256.hash(data: key).prefix(16).flatMap { [$0 >> 4, $0 & 0x0F] }.map { Character(UnicodeScalar(UInt8(ascii: "a") + $0)) }
+        #expect(String(id) == "bcgblgbejekhpkmkaoapfinefihbjeha")
+        #expect(manifest["manifest_version"] as? Int == 3)
+        #expect((manifest["permissions"] as? [String])?.contains("nativeMessaging") == true)
+    }
+
+    @Test("handoff browser install writes each browser's manifest naming the host and the extension; a wrong browser is named")
+    func install() async throws {
+        let home = try makeFolder("home")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let handoff = try #require(builtExecutable("handoff"))
+        let (status, printed) = try await onThread { () -> (Int32, String) in
+            let process = Process()
+            process.executableURL = handoff
+            process.arguments = ["browser", "install", "--json"]
+            process.environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, text)
+        }
+        #expect(status == 0, "\(printed)")
+        let chromium = home.appendingPathComponent(".config/chromium/NativeMessagingHosts/org.handoff.browser.json")
+        let firefox = home.appendingPathComponent(".mozilla/native-messaging-hosts/org.handoff.browser.json")
+        let c = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: chromium)) as? [String: Any])
+        let f = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: firefox)) as? [String: Any])
+        #expect(c["allowed_origins"] as? [String] == ["chrome-extension://bcgblgbejekhpkmkaoapfinefihbjeha/"])
+        #expect(f["allowed_extensions"] as? [String] == ["browser@handoff.invalid"])
+        #expect((c["path"] as? String)?.hasSuffix("/handoff-browser-host") == true && c["type"] as? String == "stdio")
+        #expect(FileManager.default.isExecutableFile(atPath: c["path"] as? String ?? ""))
+
+        let (badStatus, badPrinted) = try await onThread { () -> (Int32, String) in
+            let process = Process()
+            process.executableURL = handoff
+            process.arguments = ["browser", "install", "--browser", "netscape"]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, text)
+        }
+        #expect(badStatus != 0 && badPrinted.contains("'netscape' is not one of"), "\(badPrinted)")
+    }
+
+    @Test("The native host, spoken to with native-messaging frames: the active tab's page is offered to the other device and opens there in its browser; resigning withdraws it; bad messages get an error answer")
+    func nativeMessaging() async throws {
+        try await withHarness { harness in
+            let opened = harness.root.appendingPathComponent("opened.txt")
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
+            try await harness.pair([a, b])
+            let host = try NativeHost(socket: a.socket)
+            defer { host.process.terminate() }
+
+            let page = "https://news.example.com/articles/7"
+            let answer = try await host.ask(["type": "page", "tab": 4, "url": page, "title": "An article"])
+            #expect(answer["ok"] as? Bool == true, "\(answer)")
+            let listed = await waitUntil { (try? await b.nearby().first?.activity.title) == "An article" }
+            try #require(listed, "beta never listed the browser's page")
+            let offer = try #require(try await b.nearby().first)
+            #expect(offer.activity.activityType == NSUserActivityTypeBrowsingWeb && offer.handler == "browser")
+            let continued = try #require(try await b.call(.continue(activity: offer.activity.id)).continued)
+            #expect(continued.webpageURL == page)
+            #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == page })
+
+            #expect(try await host.ask(["type": "resign"])["ok"] as? Bool == true)
+            #expect(await waitUntil { (try? await b.nearby().isEmpty) == true }, "beta still lists the page after the browser resigned it")
+
+            let refused = try await host.ask(["type": "page", "tab": 4, "url": "file:///etc/passwd"])
+            #expect(refused["ok"] as? Bool == false && (refused["error"] as? String)?.contains("http or https") == true)
+            host.send(raw: Data("not json".utf8))
+            #expect(try await host.answer()["ok"] as? Bool == false)
+
+            // The browser closes the port: the host ends.
+            host.finish()
+            #expect(await waitUntil(5) { !host.process.isRunning })
+        }
+    }
+}
