@@ -147,3 +147,79 @@ struct BrowserTests {
         }
     }
 }
+
+/// Debian's Chromium, when it is installed.
+let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+extension BrowserTests {
+    @Test("The extension loaded into headless Chromium: the page it shows is offered to the other device through the real native host, and continues there", .enabled(if: chromium != nil, "needs Chromium (Debian's chromium package) to load the extension; skipped"))
+    func headlessChromium() async throws {
+        let browser = try #require(chromium)
+        let home = try makeFolder("chromium-home")
+        let site = try makeFolder("site")
+        defer {
+            _ = try? shell(["pkill", "-9", "-f", home.path])
+            try? FileManager.default.removeItem(at: home)
+            try? FileManager.default.removeItem(at: site)
+        }
+        try "<html><head><title>A page from Chromium</title></head><body>Hello</body></html>".write(
+            to: site.appendingPathComponent("page.html"), atomically: true, encoding: .utf8)
+        let port = Int.random(in: 20_000..<40_000)
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        server.arguments = ["python3", "-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", site.path]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer {
+            // SIGKILL: a child may inherit a mask that blocks SIGTERM; and python3 may be a shim
+            // that starts the real one, so that is ended by its command line.
+            kill(server.processIdentifier, SIGKILL)
+            _ = try? shell(["pkill", "-9", "-f", "http.server \(port) --bind 127.0.0.1 --directory \(site.path)"])
+        }
+
+        try await withHarness { harness in
+            let opened = harness.root.appendingPathComponent("opened.txt")
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
+            try await harness.pair([a, b])
+            let handoff = try #require(builtExecutable("handoff"))
+            let installed = try await onThread { () -> Int32 in
+                let process = Process()
+                process.executableURL = handoff
+                process.arguments = ["browser", "install", "--browser", "chromium"]
+                process.environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+                process.standardOutput = FileHandle.nullDevice
+                try process.run()
+                process.waitUntilExit()
+                return process.terminationStatus
+            }
+            try #require(installed == 0)
+
+            let page = "http://127.0.0.1:\(port)/page.html"
+            let extensionFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Extensions/Browser").standardizedFileURL
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: browser)
+            process.arguments = [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(home.path)/.config/chromium",
+                "--load-extension=\(extensionFolder.path)", page,
+            ]
+            var environment = ProcessInfo.processInfo.environment
+            environment["HOME"] = home.path
+            environment["HANDOFF_SOCKET"] = a.socket
+            process.environment = environment
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            defer { kill(process.processIdentifier, SIGKILL) }
+
+            let listed = await waitUntil(45) { (try? await b.nearby().first?.activity.title) == "A page from Chromium" }
+            try #require(listed, "beta never listed the page Chromium shows")
+            let offer = try #require(try await b.nearby().first)
+            #expect(offer.activity.activityType == NSUserActivityTypeBrowsingWeb)
+            let continued = try #require(try await b.call(.continue(activity: offer.activity.id)).continued)
+            #expect(continued.webpageURL == page)
+            #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == page })
+        }
+    }
+}
