@@ -388,7 +388,52 @@ extension WebAssociationTests {
 
             let checks = try await b.call(.doctor).checks?.filter { $0.area == "web-association" } ?? []
             #expect(checks.first?.subject == "localhost:\(server.port)" && checks.first?.finding.contains("WEBTEAM.com.example.news") == true, "\(checks)")
+
+            // The site stops serving its file: the page opens in the browser, and doctor says why.
+            await agentB.forgetSiteAssociations()
+            server.set("/.well-known/apple-app-site-association", nil)
+            try? FileManager.default.removeItem(at: opened)
+            let third = try await b.call(.continue(activity: browsing.id)).continued
+            #expect(third?.app == nil && third?.webpageURL == page)
+            let failing = try await b.call(.doctor).checks?.filter { $0.area == "web-association" } ?? []
+            #expect(failing.first?.status == .warning && failing.first?.finding.contains("answered 404") == true, "\(failing)")
         }
         await server.close()
+    }
+}
+
+extension WebAssociationTests {
+    @Test("App to web with a default browser app: a page no app here claims goes to the browser app chosen with --default-browser, which receives the whole activity, userInfo included")
+    func defaultBrowserApp() async throws {
+        try await withHarness { harness in
+            let opened = harness.root.appendingPathComponent("opened.txt")
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") {
+                $0.defaultBrowser = "org.example.browser"
+                $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"]
+            }
+            try await harness.pair([a, b])
+            let agentB = try #require(b.agent)
+            let manifest = AppManifest(bundleIdentifier: "org.example.browser", teamIdentifier: "BROWSERTEAM", activityTypes: [NSUserActivityTypeBrowsingWeb])
+            await agentB.installInProcess(manifest)
+            let receiver = await MainActor.run { StreamReceiver() }
+            let center = ActivityCenter(
+                connection: InProcessAgentConnection(agent: agentB, bundleIdentifier: "org.example.browser"), bundleIdentifier: "org.example.browser",
+                teamIdentifier: "BROWSERTEAM", deviceName: "beta")
+            let app = await MainActor.run { Application(center: center, manifest: manifest, syncedContainers: [], delegate: receiver) }
+            _ = app
+
+            // A news app on alpha whose team has no app on beta, with a page and its own state.
+            let reading = LocalActivity(id: UUID(), activityType: "com.example.news.reading", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
+            let state = try UserInfoCoding.encode(["article": 42] as [AnyHashable: Any])
+            _ = try await a.offer(reading, answering: .answer(LocalRecord(activity: reading, webpageURL: "https://news.example.com/42", userInfo: state)), seenBy: b)
+            let continued = try #require(try await b.call(.continue(activity: reading.id)).continued)
+            #expect(continued.app == "org.example.browser")
+            #expect(await waitUntil { await MainActor.run { !receiver.continued.isEmpty } })
+            let activity = await MainActor.run { receiver.continued.first }
+            #expect(activity?.webpageURL?.absoluteString == "https://news.example.com/42")
+            #expect(activity?.userInfo?["article"] as? Int == 42)
+            #expect(!FileManager.default.fileExists(atPath: opened.path), "the page was also opened with the browser command")
+        }
     }
 }
