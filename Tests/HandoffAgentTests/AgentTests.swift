@@ -694,10 +694,17 @@ struct AgentTests {
 /// returns its exit status and what it printed.
 func runPythonClient(_ arguments: [String]) async throws -> (Int32, String) {
     let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("local_api_client.py")
-    return try await onThread {
+    return try await runCommand(URL(fileURLWithPath: "/usr/bin/env"), ["python3", script.path] + arguments)
+}
+
+/// Runs a program to its end on a thread of its own; returns its exit status and what it
+/// printed (standard output and error). `environment` nil keeps this process's.
+func runCommand(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) async throws -> (Int32, String) {
+    try await onThread {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path] + arguments
+        process.executableURL = executable
+        process.arguments = arguments
+        if let environment { process.environment = environment }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output

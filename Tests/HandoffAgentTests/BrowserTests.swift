@@ -74,19 +74,7 @@ struct BrowserTests {
         let home = try makeFolder("home")
         defer { try? FileManager.default.removeItem(at: home) }
         let handoff = try #require(builtExecutable("handoff"))
-        let (status, printed) = try await onThread { () -> (Int32, String) in
-            let process = Process()
-            process.executableURL = handoff
-            process.arguments = ["browser", "install", "--json"]
-            process.environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return (process.terminationStatus, text)
-        }
+        let (status, printed) = try await runCommand(handoff, ["browser", "install", "--json"], environment: ["HOME": home.path, "PATH": "/usr/bin:/bin"])
         #expect(status == 0, "\(printed)")
         let chromium = home.appendingPathComponent(".config/chromium/NativeMessagingHosts/org.handoff.browser.json")
         let firefox = home.appendingPathComponent(".mozilla/native-messaging-hosts/org.handoff.browser.json")
@@ -97,18 +85,7 @@ struct BrowserTests {
         #expect((c["path"] as? String)?.hasSuffix("/handoff-browser-host") == true && c["type"] as? String == "stdio")
         #expect(FileManager.default.isExecutableFile(atPath: c["path"] as? String ?? ""))
 
-        let (badStatus, badPrinted) = try await onThread { () -> (Int32, String) in
-            let process = Process()
-            process.executableURL = handoff
-            process.arguments = ["browser", "install", "--browser", "netscape"]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return (process.terminationStatus, text)
-        }
+        let (badStatus, badPrinted) = try await runCommand(handoff, ["browser", "install", "--browser", "netscape"])
         #expect(badStatus != 0 && badPrinted.contains("'netscape' is not one of"), "\(badPrinted)")
     }
 
@@ -184,17 +161,8 @@ extension BrowserTests {
             let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
             try await harness.pair([a, b])
             let handoff = try #require(builtExecutable("handoff"))
-            let installed = try await onThread { () -> Int32 in
-                let process = Process()
-                process.executableURL = handoff
-                process.arguments = ["browser", "install", "--browser", "chromium"]
-                process.environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
-                process.standardOutput = FileHandle.nullDevice
-                try process.run()
-                process.waitUntilExit()
-                return process.terminationStatus
-            }
-            try #require(installed == 0)
+            let (installed, printed) = try await runCommand(handoff, ["browser", "install", "--browser", "chromium"], environment: ["HOME": home.path, "PATH": "/usr/bin:/bin"])
+            try #require(installed == 0, "\(printed)")
 
             let page = "http://127.0.0.1:\(port)/page.html"
             let extensionFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Extensions/Browser").standardizedFileURL
