@@ -1,0 +1,39 @@
+import Crypto
+import Foundation
+import HandoffLocalAPI
+import Testing
+
+@testable import HandoffAgent
+
+@Suite("The examples, end to end across two agents", .serialized)
+struct ExampleTests {
+    @Test("MailCompose: a draft with a 3 MB attachment continues on the other device; the attachment comes over continuation streams, whole; the origin closes its draft")
+    func mailCompose() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installExample("MailCompose", on: a)
+            try await harness.installExample("MailCompose", on: b)
+            let photo = harness.root.appendingPathComponent("photo.jpg")
+            let bytes = Data((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) })
+            try bytes.write(to: photo)
+            let expected = SHA256.hash(data: bytes).prefix(8).map { String(format: "%02x", $0) }.joined()
+
+            let mail = try harness.runExample("MailCompose", bundle: "com.example.handoff.MailCompose", on: a)
+            mail.send("compose Trip photos")
+            mail.send("type See the attached photo.")
+            mail.send("attach \(photo.path)")
+            #expect(await waitUntil { mail.log.contains { $0.hasPrefix("attached") } }, "\(mail.log)")
+            let listed = await waitUntil { (try? await b.nearby().first?.activity.title) == "Composing 'Trip photos'" }
+            try #require(listed, "beta never listed the draft; alpha's app: \(mail.log)")
+
+            try await b.call(.continue(activity: nil))
+            let events = b.state.appendingPathComponent("data/com.example.handoff.MailCompose/events.log")
+            #expect(await waitUntil(20) { logLines(events).contains("received attachment photo.jpg (\(3 << 20) bytes, sha256 \(expected))") }, "beta's app: \(logLines(events))")
+            #expect(logLines(events).contains("continued draft 'Trip photos': See the attached photo."))
+            #expect(await waitUntil { mail.log.contains("draft closed: continued on another device") }, "alpha's app: \(mail.log)")
+            #expect(mail.log.contains("sent the attachment (\(3 << 20) bytes)"))
+        }
+    }
+}
