@@ -79,6 +79,7 @@ let package = Package(
         ),
         .executableTarget(name: "MapViewer", dependencies: ["Handoff", "HandoffApp", "MapViewerKit"], path: "Examples/MapViewer", exclude: ["App"], swiftSettings: strict),
         .executableTarget(name: "Editor", dependencies: ["Handoff", "HandoffApp"], path: "Examples/Editor", exclude: ["App"], swiftSettings: strict),
+        .executableTarget(name: "Shapes", dependencies: ["Handoff", "HandoffApp"], path: "Examples/Shapes", exclude: ["App"], swiftSettings: strict),
         .executableTarget(
             name: "MailCompose", dependencies: ["Handoff", "HandoffApp", .product(name: "Crypto", package: "swift-crypto")], path: "Examples/MailCompose",
             exclude: ["App"], swiftSettings: strict),
@@ -109,7 +110,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "handoffd", "handoff",
+                "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Handoff
 import HandoffLocalAPI
 import Testing
 
@@ -34,6 +35,34 @@ struct ExampleTests {
             #expect(logLines(events).contains("continued draft 'Trip photos': See the attached photo."))
             #expect(await waitUntil { mail.log.contains("draft closed: continued on another device") }, "alpha's app: \(mail.log)")
             #expect(mail.log.contains("sent the attachment (\(3 << 20) bytes)"))
+        }
+    }
+}
+
+extension ExampleTests {
+    @Test("Shapes: the shape being made continues on the other device through the responder's own update and restore; a userInfo of a newer layout is declined with a message")
+    func shapes() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installExample("Shapes", on: a)
+            try await harness.installExample("Shapes", on: b)
+            let shapes = try harness.runExample("Shapes", bundle: "com.example.handoff.Shapes", on: a)
+            shapes.send("shape triangle")
+            let listed = await waitUntil { (try? await b.nearby().first?.activity.activityType) == "com.example.handoff.Shapes.create-shape" }
+            try #require(listed, "beta never listed the shape; alpha's app: \(shapes.log)")
+            try await b.call(.continue(activity: nil))
+            let events = b.state.appendingPathComponent("data/com.example.handoff.Shapes/events.log")
+            #expect(await waitUntil(15) { logLines(events).contains("created a triangle from another device (activity-version 1)") }, "beta's app: \(logLines(events))")
+
+            // An app of a newer version on alpha writes activity-version 2.
+            shapes.process.terminate()
+            let newer = LocalActivity(id: UUID(), activityType: "com.example.handoff.Shapes.create-shape", title: "Creating a shape", teamIdentifier: "EXAMPLETEAM")
+            let state = try UserInfoCoding.encode(["shape-type": "hexagon", "activity-version": 2] as [AnyHashable: Any])
+            _ = try await a.offer(newer, answering: .answer(LocalRecord(activity: newer, userInfo: state)), seenBy: b)
+            try await b.call(.continue(activity: newer.id))
+            #expect(await waitUntil(15) { logLines(events).contains("made by a newer version (activity-version 2); update Shapes to continue it") }, "beta's app: \(logLines(events))")
         }
     }
 }
