@@ -89,3 +89,26 @@ struct SourceCompatibilityTests {
         #expect(await eventually { !writer.editorIsOpen }, "the origin closes its editor from a main-queue block")
     }
 }
+
+/// The seeds' advice for a URL that came in a userInfo, as Apple's apps write it.
+func openAttachment(_ activity: NSUserActivity) -> String? {
+    guard let url = activity.userInfo?["attachment"] as? URL, url.startAccessingSecurityScopedResource() else { return nil }
+    defer { url.stopAccessingSecurityScopedResource() }
+    return try? String(contentsOf: url, encoding: .utf8)
+}
+
+@Suite("Security-scoped URLs")
+struct SecurityScopedURLTests {
+    @Test("startAccessingSecurityScopedResource compiles as on Apple platforms: true for a file here, false for one only on another device or a web URL")
+    func scoped() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("scoped-\(UUID()).txt")
+        try "hello".write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let activity = NSUserActivity(activityType: compatibleType)
+        activity.userInfo = ["attachment": file]
+        #expect(openAttachment(activity) == "hello")
+        activity.userInfo = ["attachment": URL(fileURLWithPath: "/nonexistent/\(UUID()).txt")]
+        #expect(openAttachment(activity) == nil)
+        #expect(!URL(string: "https://example.com/a.txt")!.startAccessingSecurityScopedResource())
+    }
+}
