@@ -1,24 +1,33 @@
-// Handoff's browser extension: the active tab's http(s) page is this device's current
-// activity, through the native-messaging host `handoff-browser-host` (installed with
-// `handoff browser install`). It works in Chromium-based browsers and Firefox (Manifest V3).
+// Handoff's browser extension: the page in the focused window's active tab, if it is an
+// http(s) page, is this device's current activity, through the native-messaging host
+// `handoff-browser-host` (installed with `handoff browser install`). It works in
+// Chromium-based browsers and Firefox (Manifest V3).
 "use strict";
 
 const api = globalThis.browser ?? globalThis.chrome;
 const HOST = "org.handoff.browser";
+/// Longer URLs are not offered: they could not be sent to the host whole.
+const MAXIMUM_URL = 32 * 1024;
 let port = null;
 let lastSent = null;
+let focusedWindow = api.windows.WINDOW_ID_NONE;
+let retry = 1000;
 
 function connect() {
   if (port) return port;
   port = api.runtime.connectNative(HOST);
   port.onMessage.addListener((answer) => {
+    retry = 1000;
     if (!answer.ok) console.warn("Handoff:", answer.error);
   });
-  port.onDisconnect.addListener(() => {
-    const error = api.runtime.lastError;
+  port.onDisconnect.addListener((closed) => {
+    const error = (closed && closed.error) || api.runtime.lastError;
     if (error) console.warn("Handoff: the native host is not available:", error.message, "(run 'handoff browser install')");
     port = null;
     lastSent = null;
+    // Try again later, and offer the current page then.
+    setTimeout(offerActive, retry);
+    retry = Math.min(retry * 2, 60000);
   });
   return port;
 }
@@ -32,29 +41,42 @@ function send(message) {
   } catch (error) {
     console.warn("Handoff:", error);
     port = null;
+    lastSent = null;
   }
 }
 
 function offer(tab) {
   if (!tab || !tab.url) return send({ type: "resign" });
   const url = tab.url;
-  if (!url.startsWith("http://") && !url.startsWith("https://")) return send({ type: "resign" });
-  send({ type: "page", tab: tab.id, url, title: tab.title || "" });
+  if (!(url.startsWith("http://") || url.startsWith("https://")) || url.length > MAXIMUM_URL) return send({ type: "resign" });
+  send({ type: "page", tab: tab.id, url, title: (tab.title || "").slice(0, 256) });
 }
 
 async function offerActive() {
-  const [tab] = await api.tabs.query({ active: true, lastFocusedWindow: true });
+  if (focusedWindow === api.windows.WINDOW_ID_NONE) return send({ type: "resign" });
+  const [tab] = await api.tabs.query({ active: true, windowId: focusedWindow });
   offer(tab);
 }
 
-api.tabs.onActivated.addListener(() => offerActive());
+api.tabs.onActivated.addListener((info) => {
+  if (info.windowId === focusedWindow) offerActive();
+});
 api.tabs.onUpdated.addListener((tabId, change, tab) => {
-  if (tab.active && (change.url || change.title || change.status === "complete")) offer(tab);
+  // Only the page the person is looking at: the active tab of the focused window.
+  if (tab.active && tab.windowId === focusedWindow && (change.url || change.title || change.status === "complete")) offer(tab);
 });
 api.tabs.onRemoved.addListener((tabId) => send({ type: "closed", tab: tabId }));
 api.windows.onFocusChanged.addListener((windowId) => {
-  if (windowId === api.windows.WINDOW_ID_NONE) send({ type: "resign" });
-  else offerActive();
+  focusedWindow = windowId;
+  offerActive();
 });
-api.windows.onRemoved.addListener(() => offerActive());
-offerActive();
+api.windows.onRemoved.addListener((windowId) => {
+  if (windowId === focusedWindow) focusedWindow = api.windows.WINDOW_ID_NONE;
+  offerActive();
+});
+api.windows.getLastFocused().then((window) => {
+  focusedWindow = window && window.focused !== false ? window.id : api.windows.WINDOW_ID_NONE;
+  // A headless or freshly started browser may report no focus: take its only window.
+  if (focusedWindow === api.windows.WINDOW_ID_NONE && window) focusedWindow = window.id;
+  offerActive();
+});

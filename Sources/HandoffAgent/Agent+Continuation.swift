@@ -180,8 +180,12 @@ extension Agent {
     func routeContinuation(_ offer: BeaconActivity, webpageURL: URL?, originBundleIdentifier: String?) async -> ActivityRoute {
         var approved: Set<String> = []
         if let host = webpageURL?.host?.lowercased() {
+            // Only a site an installed app claims is asked: a page never makes the agent
+            // contact a host no app here names.
             let candidates = Set(apps.compactMap { app -> String? in
-                guard !app.manifest.associatedDomains.isEmpty, let team = app.manifest.teamIdentifier else { return nil }
+                guard let team = app.manifest.teamIdentifier,
+                    app.manifest.associatedDomains.contains(where: { $0.service == "activitycontinuation" && $0.matches(host: host) })
+                else { return nil }
                 return "\(team).\(app.manifest.bundleIdentifier)"
             })
             if !candidates.isEmpty {

@@ -11,6 +11,8 @@ enum SignedAssociationFile {
     static let signedDataType = try! ASN1ObjectIdentifier(dotRepresentation: "1.2.840.113549.1.7.2")
     static let dataType = try! ASN1ObjectIdentifier(dotRepresentation: "1.2.840.113549.1.7.1")
     static let messageDigest = try! ASN1ObjectIdentifier(dotRepresentation: "1.2.840.113549.1.9.4")
+    /// The most certificates a signed file may carry: its signer and a few intermediates.
+    static let maximumCertificates = 6
 
     enum Digest {
         case sha256, sha384, sha512
@@ -102,6 +104,14 @@ enum SignedAssociationFile {
             }
         }
         guard signerInfos.count == 1 else { throw SiteAssociationError("the signed file has \(signerInfos.count) signatures, not one") }
+        // A chain search tries orderings of the certificates given: a few, all different, or a
+        // hostile file could keep the verifier busy for ever.
+        guard certificates.count <= maximumCertificates else {
+            throw SiteAssociationError("the signed file carries \(certificates.count) certificates, more than the \(maximumCertificates) a chain needs")
+        }
+        guard Set(certificates.map { "\($0.subject)|\($0.publicKey)" }).count == certificates.count else {
+            throw SiteAssociationError("the signed file carries the same certificate subject and key twice")
+        }
         let signer = try children(signerInfos[0])
         guard signer.count >= 5, let digestOID = try children(signer[2]).first,
             let digest = Digest(try ASN1ObjectIdentifier(berEncoded: digestOID))

@@ -33,8 +33,8 @@ enum HTTPSFetcher {
             throw error
         } catch is DeadlineExceeded {
             throw SiteAssociationError("no answer within \(deadline)")
-        } catch let error as NIOSSLError {
-            throw SiteAssociationError("the TLS handshake failed: \(error) (is the site's certificate valid for \(host)?)")
+        } catch NIOSSLError.handshakeFailed(let why) {
+            throw SiteAssociationError("the TLS handshake failed: \(why) (is the site's certificate valid for \(host)?)")
         } catch let error as BoringSSLError {
             throw SiteAssociationError("the TLS handshake failed: the site's certificate is not trusted or not valid for \(host) (\(error))")
         } catch {
@@ -65,7 +65,16 @@ enum HTTPSFetcher {
             try? await outbound.write(.head(head))
             try? await outbound.write(.end(nil))
             var document = FetchedDocument(status: 0, body: [])
-            for try await part in inbound {
+            var parts = inbound.makeAsyncIterator()
+            while true {
+                let next: HTTPClientResponsePart?
+                do {
+                    next = try await parts.next()
+                } catch NIOSSLError.uncleanShutdown where document.status != 0 {
+                    // A body without a length ends when the site closes, some without TLS's goodbye.
+                    return document
+                }
+                guard let part = next else { break }
                 switch part {
                 case .head(let response):
                     document.status = Int(response.status.code)
@@ -180,7 +189,8 @@ public actor WebSiteAssociations: SiteAssociations {
 
     private func fetch(host: String, port: Int, site: String) async -> Outcome {
         let result: Result<Set<String>, SiteAssociationError>
-        if host.isEmpty || host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) {
+        var address = in_addr()
+        if host.isEmpty || host.contains(":") || inet_aton(host, &address) != 0 {
             result = .failure(SiteAssociationError("association files are fetched only from a domain name, not \(host)"))
         } else {
             var reasons: [String] = []

@@ -8,7 +8,8 @@
 //   {"type": "page", "tab": 12, "url": "https://example.com/a", "title": "A"}   the active tab's page
 //   {"type": "resign"}                                                          no page is current (focus left the browser)
 //   {"type": "closed", "tab": 12}                                               a tab closed
-// Each gets one answer: {"ok": true} or {"ok": false, "error": "…"}.
+// Each gets one answer, in order: {"ok": true} or {"ok": false, "error": "…"}. A message over
+// 64 KiB (a page with a huge URL) is skipped with an error answer.
 // `handoff browser install` writes the manifests that let browsers start it. See docs/web.md.
 import Foundation
 import Handoff
@@ -32,6 +33,18 @@ func readExactly(_ count: Int) -> [UInt8]? {
     return bytes
 }
 
+/// Skips `count` bytes of standard input; false at its end.
+func skip(_ count: Int) -> Bool {
+    var left = count
+    while left > 0 {
+        let chunk = FileHandle.standardInput.readData(ofLength: min(left, 64 * 1024))
+        if chunk.isEmpty { return false }
+        left -= chunk.count
+    }
+    return true
+}
+
+/// Writes one answer; called on the main queue only, so answers go out whole and in order.
 func answer(_ object: [String: Any]) {
     guard let json = try? JSONSerialization.data(withJSONObject: object) else { return }
     var length = UInt32(json.count).littleEndian
@@ -72,7 +85,7 @@ final class Tabs {
             activities.removeValue(forKey: tab)?.invalidate()
             return nil
         case let other:
-            return "unknown message type \(other.map { "'\($0)'" } ?? "(none)"); the types are page, resign and closed"
+            return "unknown message type \(other.map { "'\($0.prefix(64))'" } ?? "(none)"); the types are page, resign and closed"
         }
     }
 }
@@ -84,13 +97,13 @@ Thread.detachNewThread {
         guard let header = readExactly(4) else { exit(0) }
         let length = Int(UInt32(littleEndian: header.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }))
         guard length <= maximumMessage else {
-            answer(["ok": false, "error": "a message of \(length) bytes is over the limit of \(maximumMessage)"])
-            logger.error("the browser sent a message of \(length) bytes; stopping")
-            exit(1)
+            guard skip(length) else { exit(0) }
+            DispatchQueue.main.async { answer(["ok": false, "error": "a message of \(length) bytes is over the limit of \(maximumMessage); skipped"]) }
+            continue
         }
         guard let body = readExactly(length) else { exit(0) }
         guard let message = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
-            answer(["ok": false, "error": "a message is not a JSON object"])
+            DispatchQueue.main.async { answer(["ok": false, "error": "a message is not a JSON object"]) }
             continue
         }
         let box = UncheckedMessage(message: message)

@@ -59,7 +59,8 @@ struct BrowserInstall: ParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         let home = environment["HOME"] ?? NSHomeDirectory()
         let configHome = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "\(home)/.config"
-        let program = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        // This very program, wherever PATH found it.
+        let program = (Bundle.main.executableURL ?? URL(fileURLWithPath: "/proc/self/exe")).resolvingSymlinksInPath()
         let hostPath = host.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
             ?? program.deletingLastPathComponent().appendingPathComponent("handoff-browser-host").path
         guard FileManager.default.isExecutableFile(atPath: hostPath) else {

@@ -117,6 +117,10 @@ struct BrowserTests {
             #expect(refused["ok"] as? Bool == false && (refused["error"] as? String)?.contains("http or https") == true)
             host.send(raw: Data("not json".utf8))
             #expect(try await host.answer()["ok"] as? Bool == false)
+            // A message over 64 KiB (a huge URL) is skipped with an error, and the host goes on.
+            host.send(raw: Data(repeating: 0x20, count: 70_000))
+            #expect((try await host.answer()["error"] as? String)?.contains("skipped") == true)
+            #expect(try await host.ask(["type": "resign"])["ok"] as? Bool == true)
 
             // The browser closes the port: the host ends.
             host.finish()

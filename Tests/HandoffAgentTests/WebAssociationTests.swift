@@ -280,6 +280,14 @@ struct WebAssociationTests {
         let (forged, forgedWhy) = try await outcome(tampered)
         #expect(forged.isEmpty)
         #expect(!forgedWhy.isEmpty)
+
+        // Many certificates would let a hostile file keep the chain search busy: refused at once.
+        let (signer, signerKey) = try ca.leaf(for: "localhost")
+        let padding = try (0..<7).map { _ in try ca.leaf(for: "pad.example").0 }
+        let crowded = try CMS.sign(Array(listed.utf8), additionalIntermediateCertificates: padding, certificate: signer, privateKey: .init(signerKey), detached: false)
+        let (tooMany, tooManyWhy) = try await outcome(crowded)
+        #expect(tooMany.isEmpty)
+        #expect(tooManyWhy.contains("more than the 6 a chain needs"), "\(tooManyWhy)")
     }
 
     @Test("A file signed the way Apple's guide shows, with openssl smime, is read", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs /usr/bin/openssl; skipped"))
