@@ -37,6 +37,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "HandoffApp", dependencies: ["Handoff"], swiftSettings: strict),
+        .target(name: "HandoffDesktop", swiftSettings: strict),
         .target(name: "HandoffWire", dependencies: ["HandoffLocalAPI", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .target(
             name: "HandoffAgent",
@@ -45,6 +46,7 @@ let package = Package(
                 "HandoffLocalAPI",
                 "Handoff",
                 "HandoffApp",
+                "HandoffDesktop",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -74,7 +76,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "handoff",
-            dependencies: ["Handoff", "HandoffLocalAPI", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Handoff", "HandoffLocalAPI", "HandoffDesktop", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         .executableTarget(name: "MapViewer", dependencies: ["Handoff", "HandoffApp", "MapViewerKit"], path: "Examples/MapViewer", exclude: ["App"], swiftSettings: strict),
@@ -110,7 +112,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -1,6 +1,7 @@
 import Foundation
 import Handoff
 import HandoffApp
+import HandoffDesktop
 import HandoffLocalAPI
 import HandoffWire
 import Logging
@@ -318,7 +319,41 @@ extension Agent {
         }
         for event in events {
             for watcher in watchers.values { watcher.send(.event(event)) }
+            await notify(event)
         }
+    }
+
+    /// Shows an activity that appeared or changed nearby as a desktop notification, whose
+    /// Continue button continues it here; takes it away when the activity goes.
+    func notify(_ event: LocalEvent) async {
+        guard let desktop = await desktopNotifier() else { return }
+        if let offer = event.activity {
+            let title = offer.activity.title ?? offer.activity.activityType
+            let handler = offer.handler.map { $0 == "browser" ? "in the browser" : "in \($0)" } ?? "(no app here can)"
+            let activity = offer.activity.id
+            let shown = try? await desktop.notify(
+                summary: "\(offer.deviceName): \(title)", body: "Continue it on this device \(handler)", replacing: notifications[event.device] ?? 0
+            ) { [weak self] in
+                Task { _ = await self?.continueActivity(activity, logger: self?.logger ?? Logger(label: "handoffd")) }
+            }
+            notifications[event.device] = shown
+        } else if let id = notifications.removeValue(forKey: event.device) {
+            await desktop.withdraw(id)
+        }
+    }
+
+    /// The session bus's notifications, connected on first use; nil without a desktop session
+    /// (said once in the log) or when notifications are off.
+    func desktopNotifier() async -> DesktopNotifier? {
+        if let desktop { return desktop }
+        guard let address = configuration.desktopBus, !desktopUnavailable else { return nil }
+        do {
+            desktop = try await DesktopNotifier.connect(environment: ["DBUS_SESSION_BUS_ADDRESS": address])
+        } catch {
+            desktopUnavailable = true
+            logger.info("no desktop notifications: \(error)")
+        }
+        return desktop
     }
 
     func nearbyActivity(_ device: NearbyDevice, _ activity: BeaconActivity) -> LocalNearbyActivity {

@@ -1,6 +1,7 @@
 import Foundation
 import Handoff
 import HandoffApp
+import HandoffDesktop
 import HandoffLocalAPI
 import HandoffWire
 import Logging
@@ -71,6 +72,10 @@ public actor Agent {
     /// Delivered continuations, for opening their streams; the order they came in.
     var streamSources: [UUID: StreamSource] = [:]
     var streamSourceOrder: [UUID] = []
+    /// Desktop notifications of activities nearby (`--notifications`), once connected.
+    var desktop: DesktopNotifier?
+    var desktopUnavailable = false
+    var notifications: [UUID: UInt32] = [:]
     /// Stream relays running now: an agent relaying a stream is not idle.
     let relaysUnderWay = LockedValue(0)
     /// Streams other devices opened, waiting for this device's app to take them.

@@ -57,6 +57,8 @@ public struct AgentConfiguration: Sendable {
     public var associationTrust: [NIOSSLCertificate] = []
     /// How long what a web site's association file says is kept before it is fetched again.
     public var associationRefresh: Duration = .seconds(3600)
+    /// The session bus desktop notifications go to (`DBUS_SESSION_BUS_ADDRESS`); nil for none.
+    public var desktopBus: String?
 
     public init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "::", port: 47_170),
@@ -162,7 +164,7 @@ public struct ConfigurationFile: Sendable, Hashable {
     public static let keys: Set<String> = [
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
         "maximum-payload", "browser", "default-browser", "idle-release", "dns-sd", "name-rotation", "container",
-        "association-ca", "association-refresh",
+        "association-ca", "association-refresh", "notifications",
     ]
     public static let repeatable: Set<String> = ["interface", "peer", "container"]
 
@@ -260,6 +262,7 @@ public struct AgentSettings: Sendable {
     public var containers: [String] = []
     public var associationCA: String?
     public var associationRefresh: String?
+    public var notifications: String?
 
     public init() {}
 }
@@ -386,6 +389,13 @@ extension AgentConfiguration {
             let period = try checked(refresh.origin) { () throws(ConfigurationError) in try Duration(parsing: refresh.value) }
             guard period >= .seconds(1) else { throw ConfigurationError("\(refresh.origin): give at least 1s") }
             configuration.associationRefresh = period
+        }
+        // Desktop notifications: on where there is a session bus, unless turned off.
+        let notifications = pick(flags.notifications, "notifications")
+        switch notifications?.value {
+        case nil, "on": configuration.desktopBus = environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 }
+        case "off": configuration.desktopBus = nil
+        case let other?: throw ConfigurationError("\(notifications!.origin): '\(other)' is not 'on' or 'off'")
         }
         configuration.idleRelease = .seconds(15)
         if let release = pick(flags.idleRelease, "idle-release") {

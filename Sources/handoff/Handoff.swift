@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Handoff
+import HandoffDesktop
 import HandoffLocalAPI
 import Logging
 
@@ -203,9 +204,12 @@ struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show activities as they appear nearby, until interrupted.")
     @OptionGroup var connection: Connection
     @OptionGroup var output: Output
+    @Flag(help: "Also show a desktop notification for each activity, whose Continue button continues it here (needs a desktop session).")
+    var notify = false
 
     func run() async throws {
         let json = output.json
+        let notifications = notify ? await Notifications.start(socket: connection.path) : nil
         let (events, sink) = AsyncStream<LocalEvent>.makeStream()
         let client = try connection.connect { message in
             if case .event(let event) = message { sink.yield(event) }
@@ -220,7 +224,13 @@ struct Watch: AsyncParsableCommand {
         }
         // What is offered already reaches a pipe at once, not at the first change.
         fflush(nil)
+        for offer in current { await notifications?.show(offer) }
         for await event in events {
+            if let offer = event.activity {
+                await notifications?.show(offer)
+            } else {
+                await notifications?.gone(event.device)
+            }
             if json {
                 printJSON(event)
             } else if let offer = event.activity {
@@ -314,5 +324,52 @@ struct Probe: AsyncParsableCommand {
         if output.json { return printJSON(probe) }
         print(probe.message)
         if !probe.member { throw ExitCode(probe.reachable ? Exit.notAllowed : Exit.notFound) }
+    }
+}
+
+/// The desktop notifications of `handoff watch --notify`: one per device nearby, replaced as
+/// its activity changes, taken away when it goes; "Continue" continues the activity here.
+actor Notifications {
+    let notifier: DesktopNotifier
+    let socket: String
+    var shown: [UUID: UInt32] = [:]
+
+    init(notifier: DesktopNotifier, socket: String) {
+        self.notifier = notifier
+        self.socket = socket
+    }
+
+    static func start(socket: String) async -> Notifications? {
+        do {
+            return Notifications(notifier: try await DesktopNotifier.connect(), socket: socket)
+        } catch {
+            FileHandle.standardError.write(Data("handoff: no desktop notifications: \(error); watching goes on\n".utf8))
+            return nil
+        }
+    }
+
+    func show(_ offer: LocalNearbyActivity) async {
+        let activity = offer.activity.id
+        let socket = self.socket
+        let title = offer.activity.title ?? offer.activity.activityType
+        let handler = offer.handler.map { $0 == "browser" ? "in the browser" : "in \($0)" } ?? "(no app here can)"
+        do {
+            shown[offer.device] = try await notifier.notify(
+                summary: "\(offer.deviceName): \(title)", body: "Continue it on this device \(handler)", replacing: shown[offer.device] ?? 0
+            ) {
+                Task {
+                    guard let client = try? await LocalClient.connect(path: socket, role: .control) else { return }
+                    defer { client.close() }
+                    _ = try? await client.call(.continue(activity: activity))
+                }
+            }
+        } catch {
+            FileHandle.standardError.write(Data("handoff: a notification could not be shown: \(error)\n".utf8))
+        }
+    }
+
+    func gone(_ device: UUID) async {
+        guard let id = shown.removeValue(forKey: device) else { return }
+        await notifier.withdraw(id)
     }
 }

@@ -70,6 +70,9 @@ struct Handoffd: AsyncParsableCommand {
     @Option(name: .customLong("association-refresh"), help: ArgumentHelp("How long a web site's association file is trusted before it is fetched again (default 1h).", valueName: "D"))
     var associationRefresh: String?
 
+    @Option(help: ArgumentHelp("Desktop notifications of activities nearby, with a Continue button: on (the default, where there is a desktop session) or off.", valueName: "on|off"))
+    var notifications: String?
+
     @Option(name: .customLong("idle-release"), help: "After this long idle, give back free memory and unused code pages, such as 15s (the default), or off.")
     var idleRelease: String?
 
@@ -125,6 +128,7 @@ struct Handoffd: AsyncParsableCommand {
         flags.browser = browser
         flags.defaultBrowser = defaultBrowser
         flags.idleRelease = idleRelease
+        flags.notifications = notifications
         flags.associationCA = associationCA
         flags.associationRefresh = associationRefresh
         let fileURL = config.map { URL(fileURLWithPath: $0) } ?? AgentConfiguration.defaultConfigFile()

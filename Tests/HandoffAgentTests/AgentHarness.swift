@@ -262,10 +262,11 @@ final class RunningCommand: Sendable {
         let text = Mutex("")
     }
 
-    init(_ executable: URL, _ arguments: [String]) throws {
+    init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws {
         process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        if let environment { process.environment = environment }
         input = Pipe()
         let output = Pipe()
         process.standardInput = input

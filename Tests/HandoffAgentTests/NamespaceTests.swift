@@ -86,7 +86,7 @@ final class Segment: Sendable {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "ip", "netns", "exec", "\(prefix)\(host)", binary.path, "--name", name, "--state-dir", state.path, "--socket", socket,
-            "--interface", "eth0", "--log-level", "error",
+            "--interface", "eth0", "--log-level", "error", "--notifications", "off",
         ]
         switch listen {
         case .none: process.arguments! += ["--listen", "\(address(host)):47170"]
