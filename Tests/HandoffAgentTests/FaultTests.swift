@@ -127,11 +127,10 @@ struct FaultTests {
             let first = Task { try await b.attempt(.continue(activity: activity.id)) }
             #expect(await waitUntil { app.messages.contains { if case .save = $0 { true } else { false } } })
 
-            // The hung save holds up nothing else on its agent.
-            let asked = ContinuousClock.now
+            // The hung save holds up nothing else on its agent: it answers while the save still hangs.
             let status = try await a.call(.status).status
             #expect(status?.currentActivity?.id == activity.id)
-            #expect(ContinuousClock.now - asked < .seconds(1), "alpha took \(ContinuousClock.now - asked) to answer while its app hung")
+            #expect(!app.messages.contains { if case .wasContinued = $0 { true } else { false } })
 
             let second = Task { try await b.attempt(.continue(activity: activity.id)) }
             let firstReply = try await first.value
@@ -185,10 +184,8 @@ extension NamespaceTests {
 
             // A's cable is pulled: its port on the bridge goes down, and nothing is closed or refused.
             try shell(["ip", "-n", "\(segment.prefix)br", "link", "set", "pa", "down"])
-            let dropped = ContinuousClock.now
             #expect(await waitUntil(45) { logLines(received).contains { $0.hasPrefix("receiver-end error") } }, "receiver log: \(logLines(received))")
             #expect(await waitUntil(45) { logLines(origin.log).contains { $0.hasPrefix("origin-write error") } }, "origin log: \(logLines(origin.log))")
-            #expect(ContinuousClock.now - dropped < .seconds(45))
         }
     }
 }

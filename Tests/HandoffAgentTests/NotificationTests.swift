@@ -41,21 +41,26 @@ final class FakeNotificationServer: Sendable {
     }
 }
 
+/// A session bus of a test's own (dbus-daemon, on a socket at `socket`), and its address.
+func privateSessionBus(in socket: URL) async throws -> (Process, String) {
+    let daemon = Process()
+    daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+    daemon.arguments = ["--session", "--nofork", "--address=unix:path=\(socket.path)"]
+    daemon.standardOutput = FileHandle.nullDevice
+    daemon.standardError = FileHandle.nullDevice
+    try daemon.run()
+    let started = await waitUntil { FileManager.default.fileExists(atPath: socket.path) }
+    try #require(started, "dbus-daemon did not start")
+    return (daemon, "unix:path=\(socket.path)")
+}
+
 @Suite("Desktop notifications", .serialized)
 struct NotificationTests {
     @Test("handoff watch --notify: an activity nearby becomes a desktop notification on the session bus, and its Continue button continues it here", .enabled(if: hasDBusDaemon, "needs dbus-daemon for a private session bus; skipped"))
     func continueFromNotification() async throws {
         try await withHarness { harness in
-            let busPath = harness.root.appendingPathComponent("bus").path
-            let daemon = Process()
-            daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-            daemon.arguments = ["--session", "--nofork", "--address=unix:path=\(busPath)"]
-            daemon.standardOutput = FileHandle.nullDevice
-            daemon.standardError = FileHandle.nullDevice
-            try daemon.run()
+            let (daemon, address) = try await privateSessionBus(in: harness.root.appendingPathComponent("bus"))
             defer { kill(daemon.processIdentifier, SIGKILL) }
-            try #require(await waitUntil { FileManager.default.fileExists(atPath: busPath) }, "dbus-daemon did not start")
-            let address = "unix:path=\(busPath)"
             let server = try await FakeNotificationServer(address: address)
 
             let opened = harness.root.appendingPathComponent("opened.txt")
@@ -97,21 +102,14 @@ extension NotificationTests {
     @Test("The agent itself, with a session bus: an activity appearing nearby becomes a notification, and Continue continues it here", .enabled(if: hasDBusDaemon, "needs dbus-daemon for a private session bus; skipped"))
     func agentNotifies() async throws {
         try await withHarness { harness in
-            let busPath = harness.root.appendingPathComponent("agent-bus").path
-            let daemon = Process()
-            daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-            daemon.arguments = ["--session", "--nofork", "--address=unix:path=\(busPath)"]
-            daemon.standardOutput = FileHandle.nullDevice
-            daemon.standardError = FileHandle.nullDevice
-            try daemon.run()
+            let (daemon, address) = try await privateSessionBus(in: harness.root.appendingPathComponent("agent-bus"))
             defer { kill(daemon.processIdentifier, SIGKILL) }
-            try #require(await waitUntil { FileManager.default.fileExists(atPath: busPath) }, "dbus-daemon did not start")
-            let server = try await FakeNotificationServer(address: "unix:path=\(busPath)")
+            let server = try await FakeNotificationServer(address: address)
 
             let opened = harness.root.appendingPathComponent("opened.txt")
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta") {
-                $0.desktopBus = "unix:path=\(busPath)"
+                $0.desktopBus = address
                 $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"]
             }
             try await harness.pair([a, b])
