@@ -85,6 +85,12 @@ let package = Package(
         .executableTarget(
             name: "MailCompose", dependencies: ["Handoff", "HandoffApp", .product(name: "Crypto", package: "swift-crypto")], path: "Examples/MailCompose",
             exclude: ["App"], swiftSettings: strict),
+        .target(
+            name: "HandoffFuzzing", dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "handoff-fuzz",
+            dependencies: ["HandoffFuzzing", .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
         .executableTarget(name: "handoff-state-torture", dependencies: ["HandoffAgent"], swiftSettings: strict),
         .executableTarget(name: "handoff-stream-app", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
         .executableTarget(
@@ -120,6 +126,8 @@ let package = Package(
             ],
             exclude: ["local_api_client.py"],
             swiftSettings: strict),
+        .testTarget(
+            name: "HandoffFuzzingTests", dependencies: ["HandoffFuzzing", "HandoffAgent", "HandoffWire", "handoff-fuzz"], swiftSettings: strict),
         .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffTesting"], swiftSettings: strict),
         .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
     ]

@@ -486,6 +486,12 @@ case "mcast-send"?:
     runMulticastSender(group: arguments[2], port: Int(arguments[3])!, local: arguments[4], count: Int(arguments[5])!)
 case "discovery"?:
     try await discoveryBenchmark()
+case "flood"?:
+    try await floodBenchmark()
+case "flood-source"?:
+    runFloodSource(arguments: Array(CommandLine.arguments.dropFirst()))
+case "forged-beacons"?:
+    forgedBeacons(count: Int(CommandLine.arguments.dropFirst(2).first ?? "") ?? 10_000_000)
 default:
     try await orchestrate()
 }

@@ -153,7 +153,7 @@ public actor Agent {
     ) throws(AgentError) {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
-        self.network = network ?? SocketNetwork(eventLoopGroup: eventLoopGroup)
+        self.network = network ?? SocketNetwork(eventLoopGroup: eventLoopGroup, logger: logger ?? Logger(label: "handoffd"))
         self.launcher = launcher
         if let siteAssociations {
             self.siteAssociations = siteAssociations

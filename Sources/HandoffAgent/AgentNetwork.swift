@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -54,9 +55,12 @@ public protocol AgentNetwork: Sendable {
 /// The real network: TLS 1.3 over TCP, beacons over UDP.
 public struct SocketNetwork: AgentNetwork {
     public let eventLoopGroup: any EventLoopGroup
+    /// Where listeners log (a flood of connections, once).
+    public let logger: Logger
 
-    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger = Logger(label: "handoff.link")) {
         self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
     }
 
     public func listen(
@@ -65,7 +69,8 @@ public struct SocketNetwork: AgentNetwork {
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
         try await LinkListener(
-            identity: identity, accepting: accepts, host: host, port: port, eventLoopGroup: eventLoopGroup, acceptStream: acceptStream, answer: answer)
+            identity: identity, accepting: accepts, host: host, port: port, eventLoopGroup: eventLoopGroup, logger: logger,
+            acceptStream: acceptStream, answer: answer)
     }
 
     public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking {

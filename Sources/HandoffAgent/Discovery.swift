@@ -43,6 +43,9 @@ public struct DiscoveryConfiguration: Sendable {
     public var serviceDiscoveryPort: Int?
     /// The longest time one set of DNS-SD names is used before new random ones replace it.
     public var nameRotation: Duration
+    /// How many datagrams a second from one address are opened; the rest are dropped unread.
+    /// A device sends about one a second, more when it answers newcomers.
+    public var beaconsPerSecondPerAddress = 200
 
     public init(
         group: String = "239.255.71.68", groupV6: String = "ff02::4846", port: Int = 47_168, interfaces: [String],
@@ -153,6 +156,12 @@ public actor Discovery {
     private let configuration: DiscoveryConfiguration
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
+    /// Beacons refused (over an address's budget, not opening, replayed, out of the time
+    /// window), to log a flood once.
+    public nonisolated let floodWatch: FloodWatch
+    /// At most `beaconsPerSecondPerAddress` datagrams a second from one address are looked at;
+    /// the rest are dropped before their seal costs anything.
+    private nonisolated let budget: SourceBudget
     /// Where beacons go instead of UDP (an in-memory network), and the address this device
     /// posts them from.
     private let bus: (bus: BeaconBus, address: String)?
@@ -243,6 +252,8 @@ public actor Discovery {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
+        self.floodWatch = FloodWatch(what: "beacons", logger: logger)
+        self.budget = SourceBudget(perSecond: configuration.beaconsPerSecondPerAddress)
         self.replayGuard = BeaconReplayGuard(window: configuration.replayWindow)
         // Milliseconds since 1970, shifted: a restarted agent keeps counting upwards.
         self.sequence = UInt64(Date().timeIntervalSince1970 * 1000) << 10
@@ -544,6 +555,7 @@ public actor Discovery {
         recentDatagrams.append((digest, via, now, nil))
         guard let content = Beacon.open(bytes, with: keys) else {
             statistics.unopened += 1
+            floodWatch.refused(from: address, reason: "did not open")
             if unopenedFrom[address] == nil && unopenedFrom.count >= 32, let oldest = unopenedFrom.min(by: { $0.value.last < $1.value.last }) {
                 unopenedFrom[oldest.key] = nil
             }
@@ -568,9 +580,11 @@ public actor Discovery {
             }
         case .replayed:
             statistics.replayed += 1
+            floodWatch.refused(from: address, reason: "replayed")
             return
         case .stale, .fromTheFuture:
             statistics.outsideWindow += 1
+            floodWatch.refused(from: address, reason: "outside the time window")
             logger.debug("beacon outside the time window: check the clocks", metadata: ["from": "\(address)"])
             return
         }
@@ -754,11 +768,13 @@ public actor Discovery {
         guard let group = v6 ? groupAddressV6 : groupAddress else { throw DiscoveryError.notMulticast(path.interface) }
         let scope = v6 ? path.interface : nil
         let index = device.interfaceIndex
+        let budget = self.budget, watch = floodWatch
         // IPv4 binds the group itself; IPv6 the wildcard, with packet info to keep to its interface.
         return try await MulticastSocket.open(
             path, device: device, group: group, bindHost: v6 ? "::" : configuration.group, hops: 1, eventLoopGroup: eventLoopGroup
         ) {
-            BeaconReceiver(sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index)
+            BeaconReceiver(
+                sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index, budget: budget, watch: watch)
         }
     }
 
@@ -769,7 +785,9 @@ public actor Discovery {
             var bootstrap = DatagramBootstrap(group: eventLoopGroup)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil, interfaceIndex: nil))
+                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(
+                            sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil, interfaceIndex: nil, budget: self.budget,
+                            watch: self.floodWatch))
                     }
                 }
             if v6Only {
@@ -832,7 +850,15 @@ private final class BeaconReceiver: ChannelInboundHandler, Sendable {
     let multicastOn: String?
     let interfaceIndex: Int?
 
-    init(sink: AsyncStream<Datagram>.Continuation, interface: String?, via: String, multicastOn: String?, interfaceIndex: Int?) {
+    let budget: SourceBudget
+    let watch: FloodWatch
+
+    init(
+        sink: AsyncStream<Datagram>.Continuation, interface: String?, via: String, multicastOn: String?, interfaceIndex: Int?,
+        budget: SourceBudget, watch: FloodWatch
+    ) {
+        self.budget = budget
+        self.watch = watch
         self.sink = sink
         self.interface = interface
         self.via = via
@@ -845,7 +871,12 @@ private final class BeaconReceiver: ChannelInboundHandler, Sendable {
         // A beacon has one size; anything else is dropped before it costs more.
         guard envelope.data.readableBytes == Beacon.size else { return }
         if let interfaceIndex, let arrived = envelope.metadata?.packetInfo?.interfaceIndex, arrived != interfaceIndex { return }
-        sink.yield(Datagram(bytes: Array(envelope.data.readableBytesView), from: Self.describe(envelope.remoteAddress, interface: interface), via: via, interface: multicastOn))
+        let from = Self.describe(envelope.remoteAddress, interface: interface)
+        guard budget.spend(from) else {
+            watch.refused(from: from, reason: "over \(budget.perSecond) a second from one address")
+            return
+        }
+        sink.yield(Datagram(bytes: Array(envelope.data.readableBytesView), from: from, via: via, interface: multicastOn))
     }
 
     /// The sender's address as a link can be opened to it: a link-local IPv6 address keeps

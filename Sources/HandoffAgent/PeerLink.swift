@@ -1,8 +1,10 @@
 import Foundation
 import HandoffWire
+import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import X509
 import Synchronization
 
 /// The fingerprints (`DeviceIdentity.fingerprint`) of the account's current members: the only
@@ -65,15 +67,22 @@ enum LinkTLS {
         verifier(accepting: { pins().contains($0) })
     }
 
-    /// Accepts a certificate when `accepts` says yes to its fingerprint.
+    /// Accepts a certificate when `accepts` says yes to its fingerprint and it is valid now:
+    /// a member's certificate that expired (or is not valid yet) is refused like a stranger's.
     static func verifier(accepting accepts: @escaping @Sendable (String) -> Bool) -> NIOSSLCustomVerificationCallback {
         { certificates, promise in
-            guard let leaf = certificates.first, let der = try? leaf.toDERBytes() else {
+            guard let leaf = certificates.first, let der = try? leaf.toDERBytes(),
+                let certificate = try? Certificate(derEncoded: der), isValidNow(certificate)
+            else {
                 promise.succeed(.failed)
                 return
             }
             promise.succeed(accepts(DeviceIdentity.fingerprint(ofCertificate: der)) ? .certificateVerified : .failed)
         }
+    }
+
+    static func isValidNow(_ certificate: Certificate, now: Date = Date()) -> Bool {
+        certificate.notValidBefore <= now && now <= certificate.notValidAfter
     }
 }
 
@@ -115,42 +124,73 @@ final class FrameHandler: ChannelDuplexHandler {
     }
 }
 
-/// Bounds what connections can cost before they prove anything: at most `limit` at once, and
-/// each must complete its TLS handshake and send a first frame within `deadline`, or it is
-/// closed. A stranger holding connections open cannot starve the agent of descriptors.
+/// Bounds what connections can cost before they prove anything: at most `limit` open at
+/// once, at most `perSourceLimit` of them from one address still before their first frame,
+/// and each must complete its TLS handshake and send a first frame within `deadline`, or it
+/// is closed. A stranger holding connections open cannot starve the agent of descriptors,
+/// nor keep a member's handshake out. Refusals are counted by `watch`, which logs a flood once.
 final class ConnectionGuard: ChannelInboundHandler, Sendable {
     typealias InboundIn = Frame
     typealias InboundOut = Frame
 
+    /// What the connections of one listener share.
     final class Count: Sendable {
         let value = Mutex(0)
+        /// Connections before their first frame, by source address.
+        let pending = Mutex<[String: Int]>([:])
     }
 
     private let count: Count
     private let limit: Int
+    private let perSourceLimit: Int
     private let deadline: TimeAmount
+    private let watch: FloodWatch?
     private let timer = Mutex<Scheduled<Void>?>(nil)
     private let counted = Mutex(false)
+    /// The source while this connection is pending (counted in `Count.pending`).
+    private let pendingSource = Mutex<String?>(nil)
 
-    init(count: Count, limit: Int, deadline: TimeAmount) {
+    init(count: Count, limit: Int, perSourceLimit: Int = 16, deadline: TimeAmount, watch: FloodWatch? = nil) {
         self.count = count
         self.limit = limit
+        self.perSourceLimit = perSourceLimit
         self.deadline = deadline
+        self.watch = watch
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        let source = context.channel.remoteAddress?.ipAddress ?? "?"
         let admitted = count.value.withLock { open in
             guard open < limit else { return false }
             open += 1
             return true
         }
         guard admitted else {
+            watch?.refused(from: source, reason: "over \(limit) connections open")
             context.close(promise: nil)
             return
         }
         counted.withLock { $0 = true }
+        let pendingAdmitted = count.pending.withLock { pending in
+            guard pending[source, default: 0] < perSourceLimit else { return false }
+            pending[source, default: 0] += 1
+            return true
+        }
+        guard pendingAdmitted else {
+            watch?.refused(from: source, reason: "over \(perSourceLimit) handshakes at once from one address")
+            context.close(promise: nil)
+            return
+        }
+        pendingSource.withLock { $0 = source }
         let channel = context.channel
-        timer.withLock { $0 = context.eventLoop.scheduleTask(in: deadline) { channel.close(promise: nil) } }
+        let watch = self.watch
+        let seconds = deadline.nanoseconds / 1_000_000_000
+        timer.withLock {
+            $0 = context.eventLoop.scheduleTask(in: deadline) {
+                watch?.refused(from: source, reason: "no first frame within \(seconds) s")
+                channel.close(promise: nil)
+            }
+        }
         context.fireChannelActive()
     }
 
@@ -159,13 +199,23 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
             scheduled?.cancel()
             scheduled = nil
         }
+        endPending()
         context.fireChannelRead(data)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         timer.withLock { $0?.cancel() }
+        endPending()
         if counted.withLock({ $0 }) { count.value.withLock { $0 -= 1 } }
         context.fireChannelInactive()
+    }
+
+    private func endPending() {
+        guard let source = pendingSource.withLock({ source in defer { source = nil }; return source }) else { return }
+        count.pending.withLock { pending in
+            let left = pending[source, default: 1] - 1
+            pending[source] = left > 0 ? left : nil
+        }
     }
 }
 
@@ -173,6 +223,8 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
 public final class LinkListener: Sendable {
     private let server: NIOAsyncChannel<NIOAsyncChannel<Frame, Frame>, Never>
     private let serving: Task<Void, Never>
+    /// Connections refused (over the limits, or silent past the deadline), to log a flood once.
+    public let floodWatch: FloodWatch
 
     /// The port it listens on (useful when it was asked for port 0).
     public let port: Int
@@ -196,11 +248,14 @@ public final class LinkListener: Sendable {
     public init(
         identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "handoff.link"),
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         let context = try LinkTLS.context(for: identity)
         let open = ConnectionGuard.Count()
+        let watch = FloodWatch(what: "link connections", threshold: 50, logger: logger)
+        self.floodWatch = watch
         let server = try await ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: host, port: port) { channel in
@@ -209,7 +264,7 @@ public final class LinkListener: Sendable {
                     try channel.pipeline.syncOperations.addHandler(
                         NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(accepting: accepts)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
-                    try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: .seconds(10)))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: .seconds(10), watch: watch))
                     return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
                 }
             }

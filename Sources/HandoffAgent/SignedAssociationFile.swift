@@ -7,14 +7,14 @@ import X509
 /// A signed association file (the 2014 form): CMS signed data (RFC 5652) with the JSON
 /// attached, as `openssl smime -sign -nodetach -outform DER` writes it. Verified here rather
 /// than with swift-certificates' CMS, which refuses the `NULL` digest parameters OpenSSL writes.
-enum SignedAssociationFile {
+package enum SignedAssociationFile {
     static let signedDataType = try! ASN1ObjectIdentifier(dotRepresentation: "1.2.840.113549.1.7.2")
     static let dataType = try! ASN1ObjectIdentifier(dotRepresentation: "1.2.840.113549.1.7.1")
     static let messageDigest = try! ASN1ObjectIdentifier(dotRepresentation: "1.2.840.113549.1.9.4")
     /// The most certificates a signed file may carry: its signer and a few intermediates.
     static let maximumCertificates = 6
 
-    enum Digest {
+    package enum Digest {
         case sha256, sha384, sha512
 
         init?(_ oid: ASN1ObjectIdentifier) {
@@ -74,7 +74,7 @@ enum SignedAssociationFile {
         return parsed.content
     }
 
-    static func parse(_ bytes: [UInt8]) throws -> (content: [UInt8], certificates: [Certificate], digest: Digest, signedBytes: [UInt8], signature: [UInt8]) {
+    package static func parse(_ bytes: [UInt8]) throws -> (content: [UInt8], certificates: [Certificate], digest: Digest, signedBytes: [UInt8], signature: [UInt8]) {
         func children(_ node: ASN1Node) throws -> [ASN1Node] {
             guard case .constructed(let nodes) = node.content else { throw SiteAssociationError("not CMS signed data") }
             return Array(nodes)

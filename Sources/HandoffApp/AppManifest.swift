@@ -408,6 +408,9 @@ private struct PlistDictionary {
         guard !data.isEmpty else {
             throw ManifestError(file: file, key: nil, problem: "the file is empty; expected an XML or binary property list")
         }
+        if let problem = BinaryPlistCheck.problem(in: data) {
+            throw ManifestError(file: file, key: nil, problem: "not a property list this reads: \(problem)")
+        }
         let decoded: Any
         do {
             decoded = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)
@@ -514,5 +517,49 @@ extension StringProtocol {
     /// Empty or only whitespace: a value a person left blank.
     var isBlank: Bool {
         allSatisfy(\.isWhitespace)
+    }
+}
+
+/// Looks over a binary property list's object table before Foundation reads it: the Linux
+/// Foundation crashes on some kinds of object (a set, found by fuzzing), which no manifest
+/// needs. Only the kinds a manifest can hold pass: booleans, integers, reals, dates, data,
+/// strings, arrays and dictionaries. Anything that is not a binary plist passes unchanged.
+enum BinaryPlistCheck {
+    static func problem(in data: Data) -> String? {
+        let bytes = [UInt8](data)
+        guard bytes.starts(with: Array("bplist0".utf8)) else { return nil }
+        guard bytes.count >= 8 + 32 else { return "a binary plist too short to hold its trailer" }
+        let trailer = bytes.count - 32
+        let offsetSize = Int(bytes[trailer + 6])
+        guard (1...8).contains(offsetSize), (1...8).contains(Int(bytes[trailer + 7])) else {
+            return "a binary plist whose trailer gives impossible sizes"
+        }
+        func integer(at start: Int, size: Int) -> Int? {
+            guard start >= 0, size <= 8, start + size <= bytes.count else { return nil }
+            var value: UInt64 = 0
+            for index in start..<(start + size) { value = value << 8 | UInt64(bytes[index]) }
+            return value > UInt64(Int.max) ? nil : Int(value)
+        }
+        guard let count = integer(at: trailer + 8, size: 8), let tableStart = integer(at: trailer + 24, size: 8),
+            count <= bytes.count, tableStart >= 8, tableStart <= trailer,
+            count.multipliedReportingOverflow(by: offsetSize).partialValue <= trailer - tableStart
+        else { return "a binary plist whose object table does not fit in it" }
+        for index in 0..<count {
+            guard let offset = integer(at: tableStart + index * offsetSize, size: offsetSize), offset >= 8, offset < tableStart else {
+                return "a binary plist object \(index) lies outside the objects"
+            }
+            let marker = bytes[offset]
+            switch marker >> 4 {
+            case 0x0 where marker == 0x00 || marker == 0x08 || marker == 0x09:
+                continue  // null, false, true
+            case 0x1, 0x2, 0x4, 0x5, 0x6, 0xA, 0xD:
+                continue  // integer, real, data, ASCII and UTF-16 strings, array, dictionary
+            case 0x3 where marker == 0x33:
+                continue  // date
+            default:
+                return "a binary plist holds an object of kind 0x\(String(marker, radix: 16)), which no manifest uses"
+            }
+        }
+        return nil
     }
 }

@@ -162,7 +162,7 @@ public enum Beacon {
 
     // MARK: The sealed part
 
-    static func encode(_ content: BeaconContent) throws(BeaconError) -> [UInt8] {
+    package static func encode(_ content: BeaconContent) throws(BeaconError) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(plaintextSize)
         out.append(version)
@@ -207,7 +207,7 @@ public enum Beacon {
         return out
     }
 
-    static func decode(_ bytes: [UInt8]) -> BeaconContent? {
+    package static func decode(_ bytes: [UInt8]) -> BeaconContent? {
         var reader = ByteReader(bytes)
         guard let format = reader.byte(), format == 1 || format == version, let kind = reader.byte().flatMap(Kind.init(rawValue:)),
             let sequence = reader.uint64(), let milliseconds = reader.uint64(), let sender = reader.uuid(),
@@ -226,7 +226,9 @@ public enum Beacon {
         var activity: BeaconActivity?
         if kind == .activity {
             guard let flags = reader.byte(), flags & ~0x0F == 0, let id = reader.uuid(),
-                let type = reader.string(), !type.isEmpty, let team = reader.string(), let title = reader.string()
+                let type = reader.string(), !type.isEmpty, let team = reader.string(), let title = reader.string(),
+                // What no sender writes is refused: fields over the limits the sealing side keeps.
+                type.utf8.count <= maximumActivityTypeBytes, team.utf8.count <= maximumTeamBytes
             else { return nil }
             activity = BeaconActivity(
                 id: id, activityType: type, title: flags & 8 != 0 ? title : nil,

@@ -358,7 +358,11 @@ struct DNSReader {
                 guard position + count <= bytes.count else { throw DNSError("a label runs past the end of the message") }
                 length += count + 1
                 guard length <= 255 else { throw DNSError("a name is longer than 255 bytes") }
-                labels.append(String(decoding: bytes[position..<position + count], as: UTF8.self))
+                // mDNS names are UTF-8 (RFC 6762, 16); a label that is not cannot be written back.
+                guard let label = String(validating: bytes[position..<position + count], as: UTF8.self) else {
+                    throw DNSError("a label is not UTF-8")
+                }
+                labels.append(label)
                 position += count
             case 0xC0:
                 guard position + 1 < bytes.count else { throw DNSError("a compression pointer is cut off") }

@@ -75,7 +75,7 @@ struct ActivityFetchTests {
             try? await Task.sleep(for: .seconds(30))
             return .failure(FetchFailure(code: 4608, message: "late"))
         }
-        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: .milliseconds(300))
+        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: .seconds(2))
         guard case .failure(let failure) = result else { Issue.record("fetched from a silent origin"); return }
         #expect(failure.code == 4608)
         #expect(failure.message.contains("did not answer"))

@@ -49,7 +49,7 @@ struct AgentTests {
         }
     }
 
-    @Test("A wrong, reused or expired code adds nobody", arguments: Network.allCases)
+    @Test("S6: A wrong, reused or expired code adds nobody", arguments: Network.allCases)
     func badCodes(network: Network) async throws {
         try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha")
@@ -154,7 +154,7 @@ struct AgentTests {
         }
     }
 
-    @Test("A process claiming to be an installed app with another executable is refused")
+    @Test("S8: A process claiming to be an installed app with another executable is refused")
     func impostor() async throws {
         try await withHarness { harness in
             let a = try await harness.start("alpha")
@@ -167,7 +167,7 @@ struct AgentTests {
         }
     }
 
-    @Test("An origin app that does not save in time fails the continuation with 4610, told to the receiving app", arguments: Network.allCases)
+    @Test("S11: An origin app that does not save in time fails the continuation with 4610, told to the receiving app", arguments: Network.allCases)
     func originTooSlow(network: Network) async throws {
         try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha") { $0.saveDeadline = .milliseconds(300) }
@@ -182,7 +182,7 @@ struct AgentTests {
         }
     }
 
-    @Test("A userInfo over the limit fails with 4611; an origin app that quits mid-save fails with 4608", arguments: Network.allCases)
+    @Test("S11: A userInfo over the limit fails with 4611; an origin app that quits mid-save fails with 4608", arguments: Network.allCases)
     func tooLargeAndQuit(network: Network) async throws {
         try await withHarness(inMemory: network == .memory) { harness in
             let a = try await harness.start("alpha") { $0.maximumPayload = 100 }
@@ -233,7 +233,7 @@ struct AgentTests {
         }
     }
 
-    @Test("A removed device loses access: its links are refused, it cannot read the account's beacons, and it knows")
+    @Test("S7: A removed device loses access: its links are refused, it cannot read the account's beacons, and it knows")
     func removal() async throws {
         try await withHarness { harness in
             let a = try await harness.start("alpha")

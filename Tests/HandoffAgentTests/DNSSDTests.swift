@@ -20,7 +20,7 @@ struct DNSSDTests {
         DNSMessage(isResponse: false, questions: [DNSQuestion(name: name, type: type, unicastResponse: unicast)], answers: known)
     }
 
-    @Test("The published records name nothing of the device: random names, the link port, and only allow-listed TXT keys")
+    @Test("S1: The published records name nothing of the device: random names, the link port, and only allow-listed TXT keys")
     func publishedRecords() {
         let responder = responder()
         let records = responder.allRecords(on: "eth0")
@@ -172,7 +172,7 @@ struct DNSSDTests {
         #expect(cache.services(on: "eth0", excluding: [], now: now + .seconds(3)).map(\.port) == [2000])
     }
 
-    @Test("A flood of records costs a bounded cache; records about other services and hosts are not kept at all")
+    @Test("S10: A flood of records costs a bounded cache; records about other services and hosts are not kept at all")
     func cacheBounded() {
         var cache = DNSSDCache(capacity: 64)
         let now = ContinuousClock.now

@@ -64,7 +64,7 @@ struct DiscoveryTests {
         await a.stop(); await b.stop()
     }
 
-    @Test("A device of another account opens none of the beacons and lists nothing")
+    @Test("S3: A device of another account opens none of the beacons and lists nothing")
     func otherAccount() async throws {
         let a = try await agent(BeaconKey.generate()), stranger = try await agent(BeaconKey.generate())
         try await a.announce(notes)
@@ -114,7 +114,7 @@ struct DiscoveryTests {
         await b.stop()
     }
 
-    @Test("A captured beacon sent again is refused and changes nothing")
+    @Test("S4: A captured beacon sent again is refused and changes nothing")
     func replayed() async throws {
         let key = BeaconKey.generate()
         let b = try await agent(key)
@@ -128,6 +128,31 @@ struct DiscoveryTests {
         #expect(after.replayed == 1)
         #expect(after.accepted == 1)
         #expect(await b.nearby.map(\.sender) == [sender])
+        await b.stop()
+    }
+
+    @Test("S10: A flood of beacons from one address is mostly dropped before it is opened, counted as one flood, and a member's beacon from another address is still heard")
+    func beaconFlood() async throws {
+        let key = BeaconKey.generate()
+        let b = try await agent(key)
+        let events = await b.changes()
+        let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.2", port: 0).get()
+        let options = try #require(channel as? any SocketOptionProvider)
+        try await options.setIPMulticastIF(in_addr(s_addr: inet_addr("127.0.0.1"))).get()
+        try await options.setIPMulticastTTL(1).get()
+        let group = try SocketAddress(ipAddress: "239.255.71.68", port: port)
+        for _ in 0..<2_000 {
+            let noise = (0..<Beacon.size).map { _ in UInt8.random(in: 0...255) }
+            try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: group, data: channel.allocator.buffer(bytes: noise)))
+        }
+        try await channel.close()
+        let sender = UUID()
+        try await sendRaw(try Beacon.seal(BeaconContent(sender: sender, sequence: 1, timestamp: Date(), linkPort: 1, activity: notes), with: key))
+        let heard = await next(events) { if case .heard(let device) = $0 { device.sender == sender } else { false } }
+        #expect(heard != nil, "the member's beacon was lost in the flood")
+        let statistics = await b.statistics
+        #expect(statistics.unopened <= 2 * DiscoveryConfiguration(interfaces: []).beaconsPerSecondPerAddress, "\(statistics.unopened) forged beacons were opened")
+        #expect(b.floodWatch.floods == 1)
         await b.stop()
     }
 

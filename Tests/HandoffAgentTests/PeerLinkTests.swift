@@ -46,7 +46,7 @@ struct PeerLinkTests {
         await listener.close()
     }
 
-    @Test("A device outside the account fails in the handshake, before any application byte")
+    @Test("S5: A device outside the account fails in the handshake, before any application byte")
     func strangerRefused() async throws {
         let pins: Set<String> = [a.fingerprint, b.fingerprint]
         let (listener, answered) = try await echo(a, pins: { pins })
@@ -55,6 +55,28 @@ struct PeerLinkTests {
         }
         #expect(answered.value == 0)
         await listener.close()
+    }
+
+    @Test("S5: A member whose certificate expired (or is not valid yet) is refused in the handshake, as a client and as a listener, though its key is pinned")
+    func expiredRefused() async throws {
+        let expired = try DeviceIdentity.generate(name: "expired", now: Date().addingTimeInterval(-30 * 86_400), validFor: 86_400)
+        let future = try DeviceIdentity.generate(name: "future", now: Date().addingTimeInterval(30 * 86_400), validFor: 86_400)
+        for old in [expired, future] {
+            let pins: Set<String> = [a.fingerprint, old.fingerprint]
+            let (listener, answered) = try await echo(a, pins: { pins })
+            await #expect(throws: (any Error).self) {
+                _ = try await LinkClient.exchange(Frame(kind: 1, payload: [1]), host: "127.0.0.1", port: listener.port, identity: old, pins: { pins })
+            }
+            #expect(answered.value == 0)
+            await listener.close()
+
+            let (oldListener, oldAnswered) = try await echo(old, pins: { pins })
+            await #expect(throws: (any Error).self) {
+                _ = try await LinkClient.exchange(Frame(kind: 1, payload: [1]), host: "127.0.0.1", port: oldListener.port, identity: a, pins: { pins })
+            }
+            #expect(oldAnswered.value == 0)
+            await oldListener.close()
+        }
     }
 
     @Test("A member does not talk to a listener whose certificate it does not pin")
@@ -67,7 +89,7 @@ struct PeerLinkTests {
         await listener.close()
     }
 
-    @Test("A removed member is refused from its next link on")
+    @Test("S7: A removed member is refused from its next link on")
     func removed() async throws {
         let members = Shared<Set<String>>([a.fingerprint, b.fingerprint])
         let (listener, answered) = try await echo(a, pins: { members.value })

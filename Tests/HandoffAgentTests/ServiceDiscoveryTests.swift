@@ -65,7 +65,7 @@ struct ServiceDiscoveryTests {
         await b.stop()
     }
 
-    @Test("Beacons captured across rotations share no run of six bytes, and no byte position keeps one value")
+    @Test("S1: Beacons captured across rotations share no run of six bytes, and no byte position keeps one value")
     func beaconsAcrossRotations() async throws {
         let beaconPort = port + 1
         let key = BeaconKey.generate()

@@ -62,7 +62,7 @@ struct StateStoreTests {
         #expect(throws: StateError.self) { try StateStore(directory: URL(fileURLWithPath: "/dev/null/handoff")) }
     }
 
-    @Test("Killed with SIGKILL in the middle of writes, again and again, the state always loads")
+    @Test("S12: Killed with SIGKILL in the middle of writes, again and again, the state always loads")
     func killNine() async throws {
         let binary = try #require(Self.tortureBinary(), "handoff-state-torture was not built next to the tests")
         let store = try temporaryStore()

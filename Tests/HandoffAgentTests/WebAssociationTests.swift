@@ -217,7 +217,7 @@ struct WebAssociationTests {
         #expect(server.paths == ["/.well-known/apple-app-site-association", "/apple-app-site-association"])
     }
 
-    @Test("A redirect, an untrusted certificate, an oversized file, invalid JSON, a signed file that is not CMS: nothing approved, each with its reason")
+    @Test("S13: A redirect, an untrusted certificate, an oversized file, invalid JSON, a signed file that is not CMS: nothing approved, each with its reason")
     func refusals() async throws {
         let redirect = WebAnswer(status: 301, headers: [("Location", "https://elsewhere.example/apple-app-site-association")], body: [])
         var (server, web) = try await site(["/.well-known/apple-app-site-association": redirect, "/apple-app-site-association": redirect])

@@ -27,7 +27,7 @@ struct BeaconTests {
         }
     }
 
-    @Test("Every beacon is the same size, whatever it carries")
+    @Test("S2: Every beacon is the same size, whatever it carries")
     func oneSize() throws {
         var long = editing
         long.title = String(repeating: "a long title ", count: 100)
@@ -50,7 +50,7 @@ struct BeaconTests {
         #expect(Beacon.open(sealed, with: [key, old]) != nil)
     }
 
-    @Test("Flipping any bit of a beacon makes it fail to open")
+    @Test("S3: Flipping any bit of a beacon makes it fail to open")
     func everyBitFlip() throws {
         let sealed = try Beacon.seal(content(activity: editing), with: key)
         for index in sealed.indices {
@@ -62,7 +62,7 @@ struct BeaconTests {
         }
     }
 
-    @Test("Random bytes, and bytes of the wrong size, never open")
+    @Test("S3: Random bytes, and bytes of the wrong size, never open")
     func randomBytes() {
         // A short run here; the fuzzing script runs the 10^7 the security promise asks for.
         var generator = SystemRandomNumberGenerator()
@@ -147,7 +147,7 @@ struct BeaconTests {
         #expect(opened.activity == editing && opened.refreshSeconds == nil && !opened.asksForAnswers)
     }
 
-    @Test("No byte of a sealed beacon is the same in every beacon: nothing in clear marks a sender, a version or a key")
+    @Test("S1: No byte of a sealed beacon is the same in every beacon: nothing in clear marks a sender, a version or a key")
     func nothingInClear() throws {
         let key = BeaconKey.generate()
         let beacons = try (0..<64).map { _ in try Beacon.seal(content(activity: nil), with: key) }
@@ -182,7 +182,7 @@ struct BeaconReplayGuardTests {
         #expect(guardian.admit(beacon(6), now: now) == .accepted)
     }
 
-    @Test("A captured beacon replayed later is refused as stale")
+    @Test("S4: A captured beacon replayed later is refused as stale")
     func stale() {
         var guardian = BeaconReplayGuard(window: 30)
         #expect(guardian.admit(beacon(1), now: now.addingTimeInterval(31)) == .stale)

@@ -20,7 +20,7 @@ struct FrameTests {
         }
     }
 
-    @Test("A frame that declares 16 MiB is refused from its header alone")
+    @Test("S9: A frame that declares 16 MiB is refused from its header alone")
     func hugeDeclared() {
         var decoder = FrameDecoder(maximumPayload: 1 << 20)
         decoder.append([0x01, 0x00, 0x00, 0x00, 0x09])

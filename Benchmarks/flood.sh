@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The flood load (SECURITY.md S3 and S10): 10^7 forged beacons offered to the beacon opener;
+# then two real handoffd processes paired in one account (in network namespaces it makes when
+# run as root, else on loopback; nothing leaves this machine) while a flooder sends A 10^5
+# beacons a second and opens 10^3 connections a second for FLOOD_SECONDS (default 40), and B
+# continues A's activity throughout. Prints Markdown tables; exits non-zero if a continuation
+# fails, A's memory passes its bound, or A logs a flood more than once.
+# FLOOD_SECONDS, FLOOD_BEACONS, FLOOD_CONNECTIONS and FORGED_BEACONS change the load.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
+flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
+swift build "${flags[@]}" --product AgentBenchmark >&2
+swift build "${flags[@]}" --product handoffd >&2
+exec "$(swift build "${flags[@]}" --show-bin-path)/AgentBenchmark" flood

@@ -1,0 +1,127 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Notices a flood of refused input (beacons that do not open or come again, connections
+/// over a limit) and logs it once: a warning when refusals pass `threshold` in one second,
+/// nothing more while it lasts, and one line with the total once `quiet` passes without one.
+/// A flood must not cost a log line per packet.
+public final class FloodWatch: Sendable {
+    public let what: String
+    public let threshold: Int
+    public let quiet: Duration
+    private let logger: Logger
+
+    private struct State {
+        var second = ContinuousClock.now
+        var inSecond = 0
+        var flooding = false
+        var total = 0
+        var reasons: [String: Int] = [:]
+        var sources: Set<String> = []
+        var last = ContinuousClock.now
+        var floods = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// `what` names what is refused, in a sentence: "beacons", "link connections".
+    public init(what: String, threshold: Int = 100, quiet: Duration = .seconds(10), logger: Logger) {
+        self.what = what
+        self.threshold = threshold
+        self.quiet = quiet
+        self.logger = logger
+    }
+
+    /// How many floods began since the agent started.
+    public var floods: Int { state.withLock { $0.floods } }
+
+    /// Whether a flood is under way now.
+    public var isFlooding: Bool { state.withLock { $0.flooding } }
+
+    /// One refusal, from `source` (an address), for `reason` ("did not open").
+    public func refused(from source: String, reason: String) {
+        let now = ContinuousClock.now
+        let began: (count: Int, sources: [String])? = state.withLock { state in
+            state.last = now
+            if now - state.second >= .seconds(1) {
+                state.second = now
+                state.inSecond = 0
+            }
+            state.inSecond += 1
+            if state.flooding {
+                state.total += 1
+                state.reasons[reason, default: 0] += 1
+                if state.sources.count < 8 { state.sources.insert(source) }
+                return nil
+            }
+            guard state.inSecond > threshold else { return nil }
+            state.flooding = true
+            state.floods += 1
+            state.total = state.inSecond
+            state.reasons = [reason: state.inSecond]
+            state.sources = [source]
+            return (state.inSecond, [source])
+        }
+        guard let began else { return }
+        logger.warning(
+            "a flood of \(what): more than \(began.count - 1) refused in a second (\(reason), from \(began.sources.joined(separator: ", ")) among others); refusing them without logging each until it stops")
+        let quiet = self.quiet
+        Task { [weak self] in
+            while true {
+                try? await Task.sleep(for: quiet)
+                guard let self, !self.endIfQuiet() else { return }
+            }
+        }
+    }
+
+    /// Logs the end of the flood if none was refused for `quiet`; true when it ended (or
+    /// there is no flood).
+    private func endIfQuiet() -> Bool {
+        let ended: (total: Int, reasons: [String: Int], sources: Set<String>)? = state.withLock { state in
+            guard state.flooding else { return (0, [:], []) }
+            guard ContinuousClock.now - state.last >= quiet else { return nil }
+            state.flooding = false
+            return (state.total, state.reasons, state.sources)
+        }
+        guard let ended else { return false }
+        if ended.total > 0 {
+            let reasons = ended.reasons.sorted { $0.value > $1.value }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+            logger.notice("the flood of \(what) stopped: \(ended.total) refused (\(reasons)) from \(ended.sources.sorted().joined(separator: ", "))")
+        }
+        return true
+    }
+}
+
+/// A per-source budget of events per second, for input that costs work before it can be
+/// judged (a beacon's seal, a connection's handshake). It remembers at most `capacity`
+/// sources; past that, a source it cannot remember shares one budget with all such sources.
+public final class SourceBudget: Sendable {
+    public let perSecond: Int
+    public let capacity: Int
+    private let spent = Mutex<[String: (second: ContinuousClock.Instant, count: Int)]>([:])
+    private static let overflow = "*"
+
+    public init(perSecond: Int, capacity: Int = 1024) {
+        precondition(perSecond > 0 && capacity > 0)
+        self.perSecond = perSecond
+        self.capacity = capacity
+    }
+
+    /// True when `source` may spend one more now.
+    public func spend(_ source: String) -> Bool {
+        let now = ContinuousClock.now
+        return spent.withLock { spent in
+            var key = source
+            if spent[key] == nil && spent.count >= capacity {
+                spent = spent.filter { now - $0.value.second < .seconds(1) }
+                if spent.count >= capacity { key = Self.overflow }
+            }
+            var entry = spent[key] ?? (now, 0)
+            if now - entry.second >= .seconds(1) { entry = (now, 0) }
+            entry.count += 1
+            spent[key] = entry
+            return entry.count <= perSecond
+        }
+    }
+}

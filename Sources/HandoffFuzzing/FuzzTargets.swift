@@ -1,0 +1,166 @@
+import Foundation
+import Handoff
+import HandoffAgent
+import HandoffApp
+import HandoffLocalAPI
+import HandoffWire
+
+/// Every decoder that reads bytes from outside the process, as a fuzz target: one function
+/// that takes any bytes and must neither trap nor leak, whatever they are. Where a decoder has
+/// an encoder, what decodes must also encode and decode again to the same value; a failure
+/// of that is a trap too, so that the fuzzer reports it.
+///
+/// `handoff-fuzz` runs these under libFuzzer (`Scripts/fuzz.sh`), and the test suite runs
+/// each over its committed corpus and mutations of it (`FuzzCorpusTests`).
+public enum FuzzTarget: String, CaseIterable, Sendable {
+    /// A datagram on the discovery port: a sealed beacon (512 bytes) opened with the
+    /// account's key, or any other length read as the sealed part's plaintext, which only an
+    /// opened beacon reaches.
+    case beacon
+    /// An mDNS packet (DNS-SD discovery).
+    case dnsMessage = "dns-message"
+    /// Bytes on a link between agents: frames, each read as a link message.
+    case linkFrames = "link-frames"
+    /// The account a member sends in a signed change (JSON), read before and after its
+    /// signature is checked.
+    case accountChange = "account-change"
+    /// Bytes on the local socket: frames, each read as a local-API message (JSON).
+    case localMessages = "local-messages"
+    /// The `userInfo` encoding.
+    case userInfo = "user-info"
+    /// An app's `Info.plist` (XML or binary).
+    case infoPlist = "info-plist"
+    /// An app's entitlements plist, beside a valid `Info.plist`.
+    case entitlements
+    /// A web site's association file, unsigned JSON.
+    case associationFile = "association-file"
+    /// A web site's association file in the signed (CMS) form.
+    case signedAssociationFile = "signed-association-file"
+    /// The agent's configuration file.
+    case configFile = "config-file"
+
+    /// The account beacon key the `beacon` target opens with (the seed corpus is sealed with
+    /// it, so mutations of real beacons reach the tag check).
+    public static let beaconKey = try! BeaconKey(rawRepresentation: Array(0..<32))
+
+    /// Runs the decoder on `bytes`.
+    public func run(_ bytes: [UInt8]) {
+        switch self {
+        case .beacon: Self.beacon(bytes)
+        case .dnsMessage: Self.dnsMessage(bytes)
+        case .linkFrames: Self.linkFrames(bytes)
+        case .accountChange: Self.accountChange(bytes)
+        case .localMessages: Self.localMessages(bytes)
+        case .userInfo: Self.userInfo(bytes)
+        case .infoPlist: _ = try? AppManifest(infoPlist: Data(bytes))
+        case .entitlements: _ = try? AppManifest(infoPlist: Self.validInfoPlist, entitlements: Data(bytes))
+        case .associationFile: _ = try? SiteAssociationFile(json: bytes)
+        case .signedAssociationFile: Self.signedAssociationFile(bytes)
+        case .configFile: _ = try? ConfigurationFile(text: String(decoding: bytes, as: UTF8.self), name: "fuzz.conf")
+        }
+    }
+
+    // MARK: The targets
+
+    private static func beacon(_ bytes: [UInt8]) {
+        if bytes.count == Beacon.size {
+            guard let content = Beacon.open(bytes, with: [beaconKey]) else { return }
+            var guardState = BeaconReplayGuard(window: 30, capacity: 4)
+            _ = guardState.admit(content, now: content.timestamp)
+            return
+        }
+        guard let content = Beacon.decode(bytes) else { return }
+        // What reads must write again (titles are shortened to fit, so only the identity is compared).
+        guard let written = try? Beacon.encode(content), let again = Beacon.decode(written) else {
+            preconditionFailure("a beacon that decodes does not encode again: \(content)")
+        }
+        check(again.sender == content.sender && again.sequence == content.sequence && again.activity?.id == content.activity?.id, "beacon", content, again)
+    }
+
+    private static func dnsMessage(_ bytes: [UInt8]) {
+        guard let message = try? DNSMessage(bytes: bytes) else { return }
+        let written = message.encoded()
+        guard let again = try? DNSMessage(bytes: written) else {
+            preconditionFailure("a DNS message that decodes does not decode after encoding: \(message)")
+        }
+        check(again == message, "DNS message", message, again)
+    }
+
+    private static func linkFrames(_ bytes: [UInt8]) {
+        var decoder = FrameDecoder(maximumPayload: 1 << 20)
+        // Fed in two pieces, as a stream arrives, so that split headers are read too.
+        let cut = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+        decoder.append(bytes[..<cut])
+        var frames: [Frame] = []
+        while let frame = try? decoder.next() { frames.append(frame) }
+        decoder.append(bytes[cut...])
+        while let frame = try? decoder.next() { frames.append(frame) }
+        for frame in frames {
+            guard let message = try? LinkMessage(frame: frame) else { continue }
+            guard let again = try? LinkMessage(frame: message.frame) else {
+                preconditionFailure("a link message that decodes does not decode after encoding: \(message)")
+            }
+            check(again == message, "link message", message, again)
+        }
+    }
+
+    private static func accountChange(_ bytes: [UInt8]) {
+        let change = SignedChange(signer: UUID(), state: bytes, signature: [])
+        guard let account = try? change.account() else { return }
+        // The joining device reads the account's members before it can check anything.
+        _ = account.members.map(\.name)
+        _ = try? change.verified(against: account)
+    }
+
+    private static func localMessages(_ bytes: [UInt8]) {
+        // The first byte picks the form: a bare JSON message, or a stream of frames.
+        guard let first = bytes.first else { return }
+        let rest = Array(bytes.dropFirst())
+        if first & 1 == 0 {
+            guard let message = try? LocalMessage(frame: Frame(kind: LocalMessage.frameKind, payload: rest)) else { return }
+            guard let again = try? LocalMessage(frame: message.frame) else {
+                preconditionFailure("a local message that decodes does not decode after encoding: \(message)")
+            }
+            _ = again
+            return
+        }
+        var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
+        decoder.append(rest)
+        while let frame = try? decoder.next() {
+            _ = try? LocalMessage(frame: frame)
+        }
+    }
+
+    private static func userInfo(_ bytes: [UInt8]) {
+        guard let value = try? UserInfoCoding.decode(Data(bytes)) else { return }
+        guard let written = try? UserInfoCoding.encode(value) else {
+            preconditionFailure("a userInfo value that decodes does not encode: \(value)")
+        }
+        guard (try? UserInfoCoding.decode(written)) != nil else {
+            preconditionFailure("a userInfo value that decodes does not decode after encoding: \(value)")
+        }
+        _ = try? UserInfoCoding.decodeUserInfo(Data(bytes))
+    }
+
+    private static func signedAssociationFile(_ bytes: [UInt8]) {
+        guard let parsed = try? SignedAssociationFile.parse(bytes) else { return }
+        _ = try? SiteAssociationFile(json: parsed.content)
+    }
+
+    private static func check<Value>(_ condition: Bool, _ what: String, _ first: Value, _ second: Value) {
+        guard condition else {
+            preconditionFailure("a \(what) reads differently after encoding: \(first) became \(second)")
+        }
+    }
+
+    static let validInfoPlist = Data(
+        """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+        <plist version="1.0"><dict>
+        <key>CFBundleIdentifier</key><string>com.example.fuzz</string>
+        <key>CFBundleExecutable</key><string>Fuzz</string>
+        <key>NSUserActivityTypes</key><array><string>com.example.fuzz.editing</string></array>
+        </dict></plist>
+        """.utf8)
+}

@@ -1,0 +1,133 @@
+import Foundation
+import HandoffFuzzing
+
+#if HANDOFF_LIBFUZZER
+// Built by Scripts/fuzz.sh with `-sanitize=fuzzer,address -DHANDOFF_LIBFUZZER`: libFuzzer's
+// own main drives the target named by HANDOFF_FUZZ_TARGET.
+
+nonisolated(unsafe) private var selected: FuzzTarget?
+
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzerInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+    let name = ProcessInfo.processInfo.environment["HANDOFF_FUZZ_TARGET"] ?? ""
+    guard let target = FuzzTarget(rawValue: name) else {
+        let names = FuzzTarget.allCases.map(\.rawValue).joined(separator: ", ")
+        FileHandle.standardError.write(Data("handoff-fuzz: set HANDOFF_FUZZ_TARGET to one of: \(names) (it is '\(name)')\n".utf8))
+        exit(2)
+    }
+    selected = target
+    return 0
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    guard let target = selected else { return 0 }
+    let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
+    target.run(bytes)
+    return 0
+}
+
+#else
+import ArgumentParser
+
+/// Without libFuzzer: writes the seed corpus, replays inputs (a crash file, say), and runs a
+/// target over its corpus and mutations of it, for machines where libFuzzer is not at hand.
+@main
+struct HandoffFuzz: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "handoff-fuzz",
+        abstract: "Handoff's fuzz targets, without libFuzzer (Scripts/fuzz.sh runs them with it).",
+        subcommands: [Targets.self, Seeds.self, Replay.self, Mutate.self]
+    )
+}
+
+extension FuzzTarget: ExpressibleByArgument {}
+
+struct Targets: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "targets", abstract: "Lists the targets.")
+
+    func run() {
+        for target in FuzzTarget.allCases { print(target.rawValue) }
+    }
+}
+
+struct Seeds: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Writes each target's seeds into DIRECTORY/TARGET/ (files that exist are left alone).")
+
+    @Argument(help: "The corpus directory, Fuzz/Corpus in the repository.")
+    var directory: String
+
+    func run() throws {
+        let root = URL(fileURLWithPath: directory)
+        var written = 0
+        for target in FuzzTarget.allCases {
+            let folder = root.appendingPathComponent(target.rawValue)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            for seed in FuzzSeeds.seeds(for: target) {
+                let file = folder.appendingPathComponent("seed-\(seed.name)")
+                guard !FileManager.default.fileExists(atPath: file.path) else { continue }
+                try Data(seed.bytes).write(to: file, options: .atomic)
+                written += 1
+            }
+        }
+        print("wrote \(written) seed files under \(root.path)")
+    }
+}
+
+struct Replay: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Runs a target on each file given (a crash file, or a corpus directory).")
+
+    @Argument(help: "The target: \(FuzzTarget.allCases.map(\.rawValue).joined(separator: ", ")).")
+    var target: FuzzTarget
+
+    @Argument(help: "Files or directories of inputs.")
+    var inputs: [String]
+
+    func run() throws {
+        let files = try FuzzCorpus.files(in: inputs)
+        for file in files {
+            print("\(target.rawValue): \(file.path)")
+            target.run(try FuzzCorpus.read(file))
+        }
+        print("\(target.rawValue): \(files.count) inputs ran without a fault")
+    }
+}
+
+struct Mutate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Runs a target over a corpus and random mutations of it, without coverage guidance.")
+
+    @Argument(help: "The target.")
+    var target: FuzzTarget
+
+    @Argument(help: "Corpus files or directories (default: the target's built-in seeds).")
+    var inputs: [String] = []
+
+    @Option(help: "How many mutated inputs to run.")
+    var runs: Int = 100_000
+
+    @Option(help: "The random generator's seed, to repeat a run.")
+    var seed: UInt64 = 1
+
+    @Option(help: "Writes each input to this file before running it: after a fault, it holds the input that caused it.")
+    var keepLast: String?
+
+    func validate() throws {
+        guard runs >= 0 else { throw ValidationError("--runs must be 0 or more, not \(runs)") }
+    }
+
+    func run() throws {
+        var corpus = try FuzzCorpus.files(in: inputs).map(FuzzCorpus.read)
+        if corpus.isEmpty { corpus = FuzzSeeds.seeds(for: target).map(\.bytes) }
+        if corpus.isEmpty { corpus = [[]] }
+        let started = ContinuousClock.now
+        let last = keepLast.map { URL(fileURLWithPath: $0) }
+        let executions = FuzzCorpus.mutate(target, corpus: corpus, runs: runs, seed: seed) { input in
+            if let last { try? Data(input).write(to: last) }
+        }
+        let seconds = (ContinuousClock.now - started) / .seconds(1)
+        print("\(target.rawValue): \(executions) executions in \(String(format: "%.1f", seconds)) s, no fault")
+    }
+}
+#endif

@@ -1,0 +1,94 @@
+import Foundation
+import HandoffWire
+import Logging
+import Synchronization
+import Testing
+
+@testable import HandoffAgent
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Keeps what is logged, for a test to read.
+final class LogLines: Sendable {
+    let lines = Mutex<[(Logger.Level, String)]>([])
+    var logger: Logger { Logger(label: "test") { _ in Handler(store: self) } }
+    func count(_ text: String, at level: Logger.Level? = nil) -> Int {
+        lines.withLock { $0.filter { (level == nil || $0.0 == level) && $0.1.contains(text) }.count }
+    }
+
+    struct Handler: LogHandler {
+        let store: LogLines
+        var logLevel: Logger.Level = .trace
+        var metadata: Logger.Metadata = [:]
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) { store.lines.withLock { $0.append((event.level, "\(event.message)")) } }
+    }
+}
+
+@Suite("Floods")
+struct FloodTests {
+    @Test("S10: A flood is logged once when it starts and once when it stops, however many refusals it brings; the next flood is logged again")
+    func watchLogsOnce() async throws {
+        let log = LogLines()
+        let watch = FloodWatch(what: "beacons", threshold: 100, quiet: .milliseconds(300), logger: log.logger)
+        for _ in 0..<50 { watch.refused(from: "10.0.0.9", reason: "did not open") }
+        #expect(log.count("flood") == 0, "50 in a second is not a flood")
+        for index in 0..<100_000 { watch.refused(from: "10.0.0.\(index % 300)", reason: index % 2 == 0 ? "did not open" : "replayed") }
+        #expect(log.count("a flood of beacons", at: .warning) == 1)
+        #expect(watch.isFlooding)
+        try await Task.sleep(for: .seconds(1))
+        #expect(!watch.isFlooding)
+        #expect(log.count("the flood of beacons stopped", at: .notice) == 1)
+        for _ in 0..<200 { watch.refused(from: "10.0.0.7", reason: "replayed") }
+        #expect(log.count("a flood of beacons", at: .warning) == 2)
+        #expect(watch.floods == 2)
+        #expect(log.lines.withLock { $0.count } == 3)
+    }
+
+    @Test("S10: A per-address budget admits its number a second from each address, and no more; other addresses keep theirs")
+    func budget() {
+        let budget = SourceBudget(perSecond: 200, capacity: 4)
+        #expect((0..<1_000).filter { _ in budget.spend("10.0.0.1") }.count == 200)
+        #expect(budget.spend("10.0.0.2"))
+        // More addresses than it remembers share one budget: memory stays bounded.
+        for index in 3..<100 { _ = budget.spend("10.0.0.\(index)") }
+        #expect(budget.spend("10.0.0.2"))
+    }
+
+    @Test("S10: Silent connections from one address are held to 16 and the flood is logged once; a member from another address still links at once")
+    func connectionFlood() async throws {
+        let a = try DeviceIdentity.generate(name: "a"), b = try DeviceIdentity.generate(name: "b")
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let log = LogLines()
+        let listener = try await LinkListener(identity: a, accepting: { pins.contains($0) }, logger: log.logger) { frame, _ in frame }
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<300 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var source = sockaddr_in()
+            source.sin_family = sa_family_t(AF_INET)
+            source.sin_addr.s_addr = inet_addr("127.0.0.2")
+            var target = source
+            target.sin_addr.s_addr = inet_addr("127.0.0.1")
+            target.sin_port = in_port_t(UInt16(listener.port).bigEndian)
+            _ = withUnsafePointer(to: &source) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            _ = withUnsafePointer(to: &target) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            held.append(fd)
+        }
+        let answer = try await LinkClient.exchange(Frame(kind: 1, payload: [7]), host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
+        #expect(answer.payload == [7])
+        var logged = false
+        for _ in 0..<100 where !logged {
+            logged = log.count("a flood of link connections", at: .warning) == 1
+            if !logged { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(logged)
+        #expect(listener.floodWatch.floods == 1)
+        await listener.close()
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import HandoffAgent
+import HandoffFuzzing
+import HandoffWire
+import Testing
+
+/// The CI run of the fuzz targets: every target over its committed corpus (seeds and the
+/// inputs of every fault found, kept as regression tests) and mutations of it. The long runs
+/// with libFuzzer's coverage guidance are `Scripts/fuzz.sh`.
+@Suite("Fuzz targets, short run")
+struct FuzzCorpusTests {
+    static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Fuzz/Corpus").standardized
+
+    static func inputs(_ target: FuzzTarget) throws -> [[UInt8]] {
+        try FuzzCorpus.files(in: [corpus.appendingPathComponent(target.rawValue).path]).map(FuzzCorpus.read)
+    }
+
+    @Test("S9: every decoder of outside bytes takes its corpus and 20,000 mutations of it without a fault", arguments: FuzzTarget.allCases)
+    func shortRun(target: FuzzTarget) throws {
+        let corpus = try Self.inputs(target)
+        #expect(!corpus.isEmpty, "Fuzz/Corpus/\(target.rawValue) holds no inputs")
+        let executions = FuzzCorpus.mutate(target, corpus: corpus, runs: 20_000, seed: 0x5EED)
+        #expect(executions == corpus.count + 20_000)
+    }
+
+    @Test("The committed corpus holds every built-in seed, as the encoders write it today")
+    func seedsCommitted() throws {
+        for target in FuzzTarget.allCases {
+            let folder = Self.corpus.appendingPathComponent(target.rawValue)
+            for seed in FuzzSeeds.seeds(for: target) {
+                let file = folder.appendingPathComponent("seed-\(seed.name)")
+                #expect(FileManager.default.fileExists(atPath: file.path), "missing \(file.path); run handoff-fuzz seeds Fuzz/Corpus")
+            }
+        }
+    }
+
+    @Test("The seeds reach past the first checks: sealed beacons open, signed association files parse, link frames decode")
+    func seedsAreValid() throws {
+        let beacons = try Self.inputs(.beacon).filter { $0.count == Beacon.size }
+        #expect(!beacons.isEmpty)
+        for beacon in beacons { #expect(Beacon.open(beacon, with: [FuzzTarget.beaconKey]) != nil) }
+        let signed = try Self.inputs(.signedAssociationFile)
+        #expect(signed.count >= 2)
+        for file in signed {
+            let parsed = try SignedAssociationFile.parse(file)
+            #expect(try SiteAssociationFile(json: parsed.content).activityContinuationApps == ["EXAMPLETEAM.com.example.notes"])
+        }
+    }
+}
