@@ -88,9 +88,11 @@ let package = Package(
         .target(
             name: "HandoffFuzzing", dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire"],
             swiftSettings: strict),
+        .target(name: "CFuzzerDriver"),
         .executableTarget(
             name: "handoff-fuzz",
-            dependencies: ["HandoffFuzzing", .product(name: "ArgumentParser", package: "swift-argument-parser")], swiftSettings: strict),
+            dependencies: ["HandoffFuzzing", "CFuzzerDriver", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict),
         .executableTarget(name: "handoff-state-torture", dependencies: ["HandoffAgent"], swiftSettings: strict),
         .executableTarget(name: "handoff-stream-app", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
         .executableTarget(

@@ -31,7 +31,7 @@ command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
 scratch=.build-fuzz
 echo "building handoff-fuzz with -sanitize=fuzzer,address into $scratch ..." >&2
 swift build -c release --scratch-path "$scratch" --product handoff-fuzz \
-  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DHANDOFF_LIBFUZZER >"$scratch.log" 2>&1 \
+  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DHANDOFF_LIBFUZZER -Xswiftc -use-ld=lld >"$scratch.log" 2>&1 \
   || { tail -30 "$scratch.log" >&2; echo "fuzz.sh: the sanitized build failed (log: $scratch.log)" >&2; exit 1; }
 binary="$scratch/release/handoff-fuzz"
 
@@ -53,7 +53,7 @@ for target in "${targets[@]}"; do
   [ "$target" = dns-message ] && max_len=9000
   start=$(date +%s.%N)
   set +e
-  HANDOFF_FUZZ_TARGET="$target" ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" "$binary" \
+  HANDOFF_FUZZ_TARGET="$target" SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" LSAN_OPTIONS="suppressions=$PWD/Fuzz/lsan.supp" "$binary" \
     -runs="$runs" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$scratch/faults/$target-" "$work" "Fuzz/Corpus/$target" >"$log" 2>&1
   status=$?

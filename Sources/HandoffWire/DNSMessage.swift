@@ -290,12 +290,12 @@ struct DNSWriter {
                 bytes.append(contentsOf: bytesOfLabel)
             }
             bytes.append(0)
-            // Window 0 only: the types mDNS announces are all below 256.
-            let present = types.filter { $0 < 256 }
-            if let highest = present.max() {
-                var bitmap = [UInt8](repeating: 0, count: Int(highest) / 8 + 1)
-                for type in present { bitmap[Int(type) / 8] |= 0x80 >> UInt8(type % 8) }
-                bytes.append(0)
+            // One bitmap per window of 256 types that has any, in order (RFC 4034, 4.1.2).
+            for window in Set(types.map { $0 >> 8 }).sorted() {
+                let present = Set(types.filter { $0 >> 8 == window }.map { Int($0 & 0xFF) })
+                var bitmap = [UInt8](repeating: 0, count: present.max()! / 8 + 1)
+                for type in present { bitmap[type / 8] |= 0x80 >> UInt8(type % 8) }
+                bytes.append(UInt8(window))
                 bytes.append(UInt8(bitmap.count))
                 bytes.append(contentsOf: bitmap)
             }
@@ -407,12 +407,17 @@ struct DNSReader {
                 guard offset + count <= end else { throw DNSError("a TXT string overruns its record") }
                 strings.append(try take(count))
             }
-            data = .txt(strings)
+            // No data at all reads as the one empty string it stands for (RFC 6763, 6.1), as
+            // this writer writes it.
+            data = .txt(strings.isEmpty ? [[]] : strings)
         case DNSType.nsec:
             let next = try self.name()
             var types: [UInt16] = []
+            var lastWindow = -1
             while offset < end {
                 let window = try u8()
+                guard Int(window) > lastWindow else { throw DNSError("an NSEC bitmap's windows are not in increasing order") }
+                lastWindow = Int(window)
                 let count = Int(try u8())
                 guard (1...32).contains(count), offset + count <= end else { throw DNSError("an NSEC bitmap overruns its record") }
                 for (index, bits) in try take(count).enumerated() {

@@ -2,29 +2,27 @@ import Foundation
 import HandoffFuzzing
 
 #if HANDOFF_LIBFUZZER
-// Built by Scripts/fuzz.sh with `-sanitize=fuzzer,address -DHANDOFF_LIBFUZZER`: libFuzzer's
-// own main drives the target named by HANDOFF_FUZZ_TARGET.
+// Built by Scripts/fuzz.sh with `-sanitize=fuzzer,address -DHANDOFF_LIBFUZZER`: main hands
+// over to libFuzzer's driver, which runs the target HANDOFF_FUZZ_TARGET names.
+import CFuzzerDriver
 
-nonisolated(unsafe) private var selected: FuzzTarget?
+nonisolated(unsafe) private var selected: FuzzTarget = .beacon
 
-@_cdecl("LLVMFuzzerInitialize")
-public func fuzzerInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> CInt {
+@_cdecl("handoff_fuzz_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
     let name = ProcessInfo.processInfo.environment["HANDOFF_FUZZ_TARGET"] ?? ""
     guard let target = FuzzTarget(rawValue: name) else {
         let names = FuzzTarget.allCases.map(\.rawValue).joined(separator: ", ")
         FileHandle.standardError.write(Data("handoff-fuzz: set HANDOFF_FUZZ_TARGET to one of: \(names) (it is '\(name)')\n".utf8))
-        exit(2)
+        return 2
     }
     selected = target
-    return 0
-}
-
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    guard let target = selected else { return 0 }
-    let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
-    target.run(bytes)
-    return 0
+    var count = argc
+    var arguments = argv
+    return LLVMFuzzerRunDriver(&count, &arguments) { data, size in
+        selected.run(data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
+        return 0
+    }
 }
 
 #else
