@@ -76,7 +76,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "handoff",
-            dependencies: ["Handoff", "HandoffLocalAPI", "HandoffDesktop", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "Handoff", "HandoffApp", "HandoffWire", "HandoffLocalAPI", "HandoffDesktop", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: strict
         ),
         .executableTarget(name: "MapViewer", dependencies: ["Handoff", "HandoffApp", "MapViewerKit"], path: "Examples/MapViewer", exclude: ["App"], swiftSettings: strict),

@@ -263,7 +263,7 @@ func floodBenchmark() async throws {
         process.arguments = host.command([
             binaries.appendingPathComponent("handoffd").path, "--name", host.name == "a" ? "origin" : "receiver", "--state-dir", host.state,
             "--socket", host.socket, "--listen", "\(host.address):\(host.port)", "--interface", interface, "--discovery-port", discoveryPort,
-            "--log-level", "notice", "--notifications", "off",
+            "--development-mode", "on", "--log-level", "notice", "--notifications", "off",
         ])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = handle

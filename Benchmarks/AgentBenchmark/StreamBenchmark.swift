@@ -299,7 +299,7 @@ func streamBenchmark() async throws {
         processes.append(start([
             binaries.appendingPathComponent("handoffd").path, "--name", host.name == "a" ? "origin" : "receiver", "--state-dir", host.state,
             "--socket", host.socket, "--listen", "\(host.address):\(host.port)", "--interface", "lo", "--discovery-port", discoveryPort,
-            "--dns-sd", "off", "--log-level", "error",
+            "--dns-sd", "off", "--development-mode", "on", "--log-level", "error",
         ]))
     }
     await pair(a, b)

@@ -277,7 +277,7 @@ func orchestrate() async throws {
         processes.append(start(host.command([
             binaries.appendingPathComponent("handoffd").path, "--name", host.name == "a" ? "origin" : "receiver", "--state-dir", host.state,
             "--socket", host.socket, "--listen", "\(host.address):\(host.port)", "--interface", interface, "--discovery-port", discoveryPort,
-            "--log-level", "error",
+            "--development-mode", "on", "--log-level", "error",
         ])))
     }
     await pair(a, b)

@@ -434,6 +434,7 @@ extension Agent {
         LocalApp(
             bundleIdentifier: app.manifest.bundleIdentifier, teamIdentifier: app.manifest.teamIdentifier, executable: app.executable.path,
             activityTypes: app.manifest.continuableActivityTypes.sorted(),
-            running: sessions.values.filter { $0.app?.manifest.bundleIdentifier == app.manifest.bundleIdentifier }.count)
+            running: sessions.values.filter { $0.app?.manifest.bundleIdentifier == app.manifest.bundleIdentifier }.count,
+            signedBy: app.signedBy)
     }
 }

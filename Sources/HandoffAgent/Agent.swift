@@ -172,7 +172,7 @@ public actor Agent {
         } catch {
             throw AgentError("\(error)")
         }
-        registry = AppRegistry(stateDirectory: configuration.stateDirectory)
+        registry = AppRegistry(stateDirectory: configuration.stateDirectory, allowsUnsignedApps: configuration.allowsUnsignedApps)
         var logger = logger ?? Logger(label: "handoffd")
         logger[metadataKey: "state"] = "\(configuration.stateDirectory.path)"
         self.logger = logger
@@ -576,10 +576,17 @@ public actor Agent {
             reply = LocalReply(apps: apps.map(localApp))
         case .installApp(let directory):
             do {
-                let installed = try registry.install(from: URL(fileURLWithPath: directory))
+                let (installed, warning) = try registry.install(from: URL(fileURLWithPath: directory))
                 reloadApps()
-                logger.notice("installed app '\(installed.manifest.bundleIdentifier)'", metadata: ["from": "\(directory)"])
-                reply = LocalReply(app: localApp(installed))
+                if let warning {
+                    logger.warning("installed app '\(installed.manifest.bundleIdentifier)' unsigned: \(warning)", metadata: ["from": "\(directory)"])
+                } else {
+                    logger.notice(
+                        "installed app '\(installed.manifest.bundleIdentifier)', signed by team \(installed.signedBy ?? "?")", metadata: ["from": "\(directory)"])
+                }
+                var installedReply = LocalReply(app: localApp(installed))
+                installedReply.warnings = warning.map { [$0] }
+                reply = installedReply
             } catch {
                 reply = .failure(LocalError(.failed, error.message))
             }

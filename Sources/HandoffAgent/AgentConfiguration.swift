@@ -59,6 +59,9 @@ public struct AgentConfiguration: Sendable {
     public var associationRefresh: Duration = .seconds(3600)
     /// The session bus desktop notifications go to (`DBUS_SESSION_BUS_ADDRESS`); nil for none.
     public var desktopBus: String?
+    /// Development mode: apps that are not signed are installed too, with a warning. Off by
+    /// default; an app whose signature does not hold is refused either way.
+    public var allowsUnsignedApps = false
 
     public init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "::", port: 47_170),
@@ -164,7 +167,7 @@ public struct ConfigurationFile: Sendable, Hashable {
     public static let keys: Set<String> = [
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
         "maximum-payload", "browser", "default-browser", "idle-release", "dns-sd", "name-rotation", "container",
-        "association-ca", "association-refresh", "notifications",
+        "association-ca", "association-refresh", "notifications", "development-mode",
     ]
     public static let repeatable: Set<String> = ["interface", "peer", "container"]
 
@@ -263,6 +266,7 @@ public struct AgentSettings: Sendable {
     public var associationCA: String?
     public var associationRefresh: String?
     public var notifications: String?
+    public var developmentMode: String?
 
     public init() {}
 }
@@ -396,6 +400,12 @@ extension AgentConfiguration {
         case nil, "on": configuration.desktopBus = environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 }
         case "off": configuration.desktopBus = nil
         case let other?: throw ConfigurationError("\(notifications!.origin): '\(other)' is not 'on' or 'off'")
+        }
+        let development = pick(flags.developmentMode, "development-mode")
+        switch development?.value {
+        case nil, "off": configuration.allowsUnsignedApps = false
+        case "on": configuration.allowsUnsignedApps = true
+        case let other?: throw ConfigurationError("\(development!.origin): '\(other)' is not 'on' or 'off'")
         }
         configuration.idleRelease = .seconds(15)
         if let release = pick(flags.idleRelease, "idle-release") {

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffApp
+import HandoffWire
 
 /// An app installed on this device: its manifest and the directory the agent keeps it in.
 public struct InstalledApp: Sendable, Hashable {
@@ -11,6 +12,8 @@ public struct InstalledApp: Sendable, Hashable {
     /// An app that runs in the agent's own process (`Agent.installInProcess`): only an
     /// in-process client may be it, never a process on the socket.
     public var runsInProcess = false
+    /// The team whose key signed it; nil for an unsigned app (development mode only).
+    public var signedBy: String? = nil
 }
 
 /// Why an app could not be installed or found.
@@ -25,11 +28,17 @@ public struct AppRegistryError: Error, Sendable, Hashable, CustomStringConvertib
 ///
 /// A copy, so that the executable the agent checks a process against cannot change under it
 /// when the developer rebuilds the original.
+///
+/// Apps must be signed by their team's key (`AppSignature`), and the team their entitlements
+/// name must be that key's. In development mode (`allowsUnsignedApps`) unsigned apps are
+/// taken too, with a warning; an app whose signature does not hold never is.
 public struct AppRegistry: Sendable {
     public let directory: URL
+    public let allowsUnsignedApps: Bool
 
-    public init(stateDirectory: URL) {
+    public init(stateDirectory: URL, allowsUnsignedApps: Bool = false) {
         directory = stateDirectory.appendingPathComponent("apps", isDirectory: true)
+        self.allowsUnsignedApps = allowsUnsignedApps
     }
 
     /// Every installed app, sorted by bundle identifier. A damaged app directory is skipped
@@ -40,7 +49,7 @@ public struct AppRegistry: Sendable {
         var problems: [String] = []
         for name in names.sorted() where !name.hasPrefix(".") {
             do {
-                apps.append(try Self.read(directory.appendingPathComponent(name, isDirectory: true)))
+                apps.append(try checked(directory.appendingPathComponent(name, isDirectory: true)).app)
             } catch {
                 problems.append("\(error)")
             }
@@ -49,10 +58,12 @@ public struct AppRegistry: Sendable {
     }
 
     /// Installs (or replaces) the app in `source`: a directory with `Info.plist`, optional
-    /// entitlements, and the executable that `CFBundleExecutable` names. Atomic: a failure
-    /// leaves the previous install as it was.
+    /// entitlements, the executable that `CFBundleExecutable` names, and its signature.
+    /// The copy is checked, not the source, so that nothing can change in between. Atomic: a
+    /// failure leaves the previous install as it was. The warning says when an unsigned app
+    /// was taken because of development mode.
     @discardableResult
-    public func install(from source: URL) throws(AppRegistryError) -> InstalledApp {
+    public func install(from source: URL) throws(AppRegistryError) -> (app: InstalledApp, warning: String?) {
         let checked = try Self.read(source)
         let fileManager = FileManager.default
         let bundle = checked.manifest.bundleIdentifier
@@ -65,6 +76,18 @@ public struct AppRegistry: Sendable {
         do {
             try fileManager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             try fileManager.copyItem(at: source.standardizedFileURL, to: staging)
+        } catch {
+            try? fileManager.removeItem(at: staging)
+            throw AppRegistryError("could not install \(source.path) into \(target.path): \(error.localizedDescription)")
+        }
+        let staged: (app: InstalledApp, warning: String?)
+        do throws(AppRegistryError) {
+            staged = try self.checked(staging, source: source)
+        } catch {
+            try? fileManager.removeItem(at: staging)
+            throw error
+        }
+        do {
             if fileManager.fileExists(atPath: target.path) {
                 try fileManager.moveItem(at: target, to: old)
             }
@@ -77,7 +100,40 @@ public struct AppRegistry: Sendable {
             }
             throw AppRegistryError("could not install \(source.path) into \(target.path): \(error.localizedDescription)")
         }
-        return try Self.read(target)
+        var installed = try Self.read(target)
+        installed.signedBy = staged.app.signedBy
+        return (installed, staged.warning)
+    }
+
+    /// Reads an app directory and checks its signature against its manifest's team. `source`
+    /// names the directory in messages (the one a person gave, not the agent's copy).
+    func checked(_ directory: URL, source: URL? = nil) throws(AppRegistryError) -> (app: InstalledApp, warning: String?) {
+        var app = try Self.read(directory)
+        let shown = (source ?? directory).path
+        let bundle = app.manifest.bundleIdentifier
+        let team: String
+        do throws(AppSignatureError) {
+            team = try AppSignature.verify(directory)
+        } catch {
+            guard error.kind == .unsigned else {
+                throw AppRegistryError("\(shown): refused: \(error.message.replacingOccurrences(of: directory.path, with: shown))")
+            }
+            guard allowsUnsignedApps else {
+                throw AppRegistryError(
+                    "\(shown): refused: '\(bundle)' is not signed. Sign it with 'handoff apps sign \(shown) --key TEAM.key', or run the agent in development mode (--development-mode) to allow unsigned apps on this device")
+            }
+            return (app, "'\(bundle)' is not signed; it is allowed only because the agent runs in development mode")
+        }
+        guard let declared = app.manifest.teamIdentifier else {
+            throw AppRegistryError(
+                "\(shown): '\(bundle)' is signed by team '\(team)', but its entitlements name no team; set com.apple.developer.team-identifier to '\(team)' and sign it again")
+        }
+        guard declared == team else {
+            throw AppRegistryError(
+                "\(shown): '\(bundle)' names team '\(declared)' in its entitlements, but it is signed by team '\(team)' (its key's identifier); set com.apple.developer.team-identifier to '\(team)' and sign it again")
+        }
+        app.signedBy = team
+        return (app, nil)
     }
 
     /// Removes an installed app. Throws when it is not installed.

@@ -34,6 +34,8 @@ public struct LocalReply: Codable, Sendable, Hashable {
     public var checks: [LocalCheck]?
     /// This device's synced containers (in the reply to an app's `hello`).
     public var containers: [LocalContainer]?
+    /// What the request did that a person should know of (an app installed unsigned).
+    public var warnings: [String]?
 
     public init(
         error: LocalError? = nil, version: Int? = nil, device: LocalDevice? = nil, app: LocalApp? = nil, status: LocalStatus? = nil,

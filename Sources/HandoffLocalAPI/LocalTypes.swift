@@ -224,8 +224,13 @@ public struct LocalApp: Codable, Sendable, Hashable {
     public var activityTypes: [String]
     /// How many processes of it are connected now.
     public var running: Int
+    /// The team whose key signed the app; absent for an unsigned app (development mode).
+    public var signedBy: String?
 
-    public init(bundleIdentifier: String, teamIdentifier: String?, executable: String, activityTypes: [String], running: Int) {
+    public init(
+        bundleIdentifier: String, teamIdentifier: String?, executable: String, activityTypes: [String], running: Int, signedBy: String? = nil
+    ) {
+        self.signedBy = signedBy
         self.bundleIdentifier = bundleIdentifier
         self.teamIdentifier = teamIdentifier
         self.executable = executable

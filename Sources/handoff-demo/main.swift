@@ -41,10 +41,10 @@ func indent(_ text: String) {
 /// Runs `handoff ARGUMENTS --socket` for a device, shows the command and what it printed.
 @MainActor
 @discardableResult
-func handoff(_ device: String, _ arguments: [String], show: Bool = true) -> String {
+func handoff(_ device: String, _ arguments: [String], show: Bool = true, agent: Bool = true) -> String {
     let process = Process()
     process.executableURL = binary("handoff")
-    process.arguments = arguments + ["--socket", socket(device)]
+    process.arguments = arguments + (agent ? ["--socket", socket(device)] : [])
     let output = Pipe()
     process.standardOutput = output
     process.standardError = output
@@ -133,7 +133,7 @@ handoff("desktop", ["join", token])
 waitFor("the devices to hear each other") { handoff("desktop", ["devices"], show: false).contains("nearby") }
 handoff("desktop", ["devices"])
 
-step(3, "Install the MapViewer sample app on both (its Info.plist, entitlements and executable).")
+step(3, "Sign the MapViewer sample app (its Info.plist, entitlements and executable) with a new team key, and install it on both.")
 let app = root.appendingPathComponent("MapViewer.app", isDirectory: true)
 try FileManager.default.createDirectory(at: app, withIntermediateDirectories: true)
 let manifests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewer/App").standardizedFileURL
@@ -141,6 +141,14 @@ for file in ["Info.plist", "MapViewer.entitlements"] {
     try FileManager.default.copyItem(at: manifests.appendingPathComponent(file), to: app.appendingPathComponent(file))
 }
 try FileManager.default.copyItem(at: binary("MapViewer"), to: app.appendingPathComponent("MapViewer"))
+// A team is its key: the app's entitlements name the identifier derived from it.
+let teamKey = root.appendingPathComponent("team.key").path
+handoff("laptop", ["team", "create", "--key", teamKey], agent: false)
+let team = handoff("laptop", ["team", "show", "--key", teamKey], show: false, agent: false).trimmingCharacters(in: .whitespacesAndNewlines)
+let entitlements = app.appendingPathComponent("MapViewer.entitlements")
+try String(contentsOf: entitlements, encoding: .utf8).replacingOccurrences(of: "EXAMPLETEAM", with: team).write(to: entitlements, atomically: true, encoding: .utf8)
+print("    (MapViewer.entitlements now names team \(team))")
+handoff("laptop", ["apps", "sign", app.path, "--key", teamKey], agent: false)
 handoff("laptop", ["apps", "install", app.path])
 handoff("desktop", ["apps", "install", app.path])
 

@@ -24,7 +24,7 @@ struct HandoffCommand: AsyncParsableCommand {
         abstract: "See and continue the activities of your other devices, and manage this device's Handoff agent.",
         version: handoffCLIVersion,
         subcommands: [
-            Status.self, Devices.self, List.self, Continue.self, Watch.self, Publish.self, Apps.self, AccountCommand.self,
+            Status.self, Devices.self, List.self, Continue.self, Watch.self, Publish.self, Apps.self, TeamCommand.self, AccountCommand.self,
             DeviceCommand.self, Join.self, Probe.self, Doctor.self, BrowserCommand.self,
         ])
 }
@@ -245,7 +245,8 @@ struct Watch: AsyncParsableCommand {
 
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "The apps installed for Handoff on this device.", subcommands: [ListApps.self, Install.self, Remove.self], defaultSubcommand: ListApps.self)
+        abstract: "The apps installed for Handoff on this device, and signing them.",
+        subcommands: [ListApps.self, Install.self, Remove.self, Sign.self, Verify.self], defaultSubcommand: ListApps.self)
 
     struct ListApps: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List the installed apps.")
@@ -258,8 +259,10 @@ struct Apps: AsyncParsableCommand {
             if output.json { return printJSON(apps) }
             if apps.isEmpty { return print("No app is installed; 'handoff apps install DIR' installs one.") }
             table(
-                ["APP", "TEAM", "RUNNING", "ACTIVITY TYPES"],
-                apps.map { [$0.bundleIdentifier, $0.teamIdentifier ?? "-", "\($0.running)", $0.activityTypes.joined(separator: ", ")] })
+                ["APP", "TEAM", "SIGNED", "RUNNING", "ACTIVITY TYPES"],
+                apps.map {
+                    [$0.bundleIdentifier, $0.teamIdentifier ?? "-", $0.signedBy == nil ? "no" : "yes", "\($0.running)", $0.activityTypes.joined(separator: ", ")]
+                })
         }
     }
 
@@ -272,9 +275,12 @@ struct Apps: AsyncParsableCommand {
         func run() async throws {
             let client = try connection.connect()
             let absolute = URL(fileURLWithPath: directory, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath)).standardizedFileURL.path
-            guard let app = await call(client, .installApp(directory: absolute)).app else { return }
+            let reply = await call(client, .installApp(directory: absolute))
+            for warning in reply.warnings ?? [] { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
+            guard let app = reply.app else { return }
             if output.json { return printJSON(app) }
-            print("Installed \(app.bundleIdentifier) (team \(app.teamIdentifier ?? "none")): \(app.activityTypes.joined(separator: ", "))")
+            let signed = app.signedBy.map { "signed by team \($0)" } ?? "not signed"
+            print("Installed \(app.bundleIdentifier) (team \(app.teamIdentifier ?? "none"), \(signed)): \(app.activityTypes.joined(separator: ", "))")
         }
     }
 

@@ -73,6 +73,11 @@ struct Handoffd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Desktop notifications of activities nearby, with a Continue button: on (the default, where there is a desktop session) or off.", valueName: "on|off"))
     var notifications: String?
 
+    @Option(
+        name: .customLong("development-mode"),
+        help: ArgumentHelp("Development mode: install apps that are not signed too, with a warning: on or off (the default).", valueName: "on|off"))
+    var developmentMode: String?
+
     @Option(name: .customLong("idle-release"), help: "After this long idle, give back free memory and unused code pages, such as 15s (the default), or off.")
     var idleRelease: String?
 
@@ -129,6 +134,7 @@ struct Handoffd: AsyncParsableCommand {
         flags.defaultBrowser = defaultBrowser
         flags.idleRelease = idleRelease
         flags.notifications = notifications
+        flags.developmentMode = developmentMode
         flags.associationCA = associationCA
         flags.associationRefresh = associationRefresh
         let fileURL = config.map { URL(fileURLWithPath: $0) } ?? AgentConfiguration.defaultConfigFile()

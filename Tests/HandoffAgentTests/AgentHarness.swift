@@ -106,13 +106,17 @@ final class AgentHarness: Sendable {
         discoveryPort = Int.random(in: 20_000..<40_000)
     }
 
+    /// Agents run in development mode: the examples and the tests' apps are not signed (their
+    /// teams are names such as EXAMPLETEAM, not keys). SigningTests run agents without it.
     func configuration(_ name: String) -> AgentConfiguration {
-        AgentConfiguration(
+        var configuration = AgentConfiguration(
             stateDirectory: root.appendingPathComponent(name, isDirectory: true), socketPath: root.appendingPathComponent("\(name).sock").path,
             name: name, listen: HostPort(host: "127.0.0.1", port: 0), interfaces: ["lo"], discoveryPort: discoveryPort,
             refreshInterval: .seconds(2), expiry: .seconds(8), saveDeadline: .seconds(2), fetchDeadline: .seconds(4), launchDeadline: .seconds(20),
             // DNS-SD on a port of this harness's own, so that tests running at once stay apart.
             serviceDiscoveryPort: discoveryPort + 1)
+        configuration.allowsUnsignedApps = true
+        return configuration
     }
 
     /// Starts an agent named `name`, with `adjust` applied to its configuration.

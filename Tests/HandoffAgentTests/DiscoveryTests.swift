@@ -141,17 +141,30 @@ struct DiscoveryTests {
         try await options.setIPMulticastIF(in_addr(s_addr: inet_addr("127.0.0.1"))).get()
         try await options.setIPMulticastTTL(1).get()
         let group = try SocketAddress(ipAddress: "239.255.71.68", port: port)
+        let started = ContinuousClock.now
         for _ in 0..<2_000 {
             let noise = (0..<Beacon.size).map { _ in UInt8.random(in: 0...255) }
-            try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: group, data: channel.allocator.buffer(bytes: noise)))
+            channel.write(AddressedEnvelope(remoteAddress: group, data: channel.allocator.buffer(bytes: noise)), promise: nil)
         }
+        try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: group, data: channel.allocator.buffer(bytes: [0])))
+        let seconds = Int(((ContinuousClock.now - started) / .seconds(1)).rounded(.up))
         try await channel.close()
+        // The member repeats its beacon, as devices do: one sent into a full socket buffer is
+        // lost, the next one is heard.
         let sender = UUID()
-        try await sendRaw(try Beacon.seal(BeaconContent(sender: sender, sequence: 1, timestamp: Date(), linkPort: 1, activity: notes), with: key))
+        let repeating = Task {
+            for sequence in 1...20 where !Task.isCancelled {
+                try? await sendRaw(try Beacon.seal(BeaconContent(sender: sender, sequence: UInt64(sequence), timestamp: Date(), linkPort: 1, activity: notes), with: key))
+                try? await Task.sleep(for: .milliseconds(500))
+            }
+        }
         let heard = await next(events) { if case .heard(let device) = $0 { device.sender == sender } else { false } }
+        repeating.cancel()
         #expect(heard != nil, "the member's beacon was lost in the flood")
         let statistics = await b.statistics
-        #expect(statistics.unopened <= 2 * DiscoveryConfiguration(interfaces: []).beaconsPerSecondPerAddress, "\(statistics.unopened) forged beacons were opened")
+        // At most the budget of each second the flood took (and of the one it spilled into).
+        let budget = DiscoveryConfiguration(interfaces: []).beaconsPerSecondPerAddress * (seconds + 1)
+        #expect(statistics.unopened <= budget, "\(statistics.unopened) forged beacons were opened, over \(budget)")
         #expect(b.floodWatch.floods == 1)
         await b.stop()
     }

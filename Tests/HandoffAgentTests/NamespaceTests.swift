@@ -86,7 +86,7 @@ final class Segment: Sendable {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "ip", "netns", "exec", "\(prefix)\(host)", binary.path, "--name", name, "--state-dir", state.path, "--socket", socket,
-            "--interface", "eth0", "--log-level", "error", "--notifications", "off",
+            "--interface", "eth0", "--log-level", "error", "--notifications", "off", "--development-mode", "on",
         ]
         switch listen {
         case .none: process.arguments! += ["--listen", "\(address(host)):47170"]
