@@ -19,8 +19,8 @@ seconds=0
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --runs) [ $# -ge 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --runs needs a number of executions" >&2; exit 2; }; runs=$2; shift 2 ;;
-    --seconds) [ $# -ge 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --seconds needs a number of seconds" >&2; exit 2; }; seconds=$2; runs=-1; shift 2 ;;
+    --runs) [ $# -ge 2 ] && [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --runs needs a number of executions" >&2; exit 2; }; runs=$2; shift 2 ;;
+    --seconds) [ $# -ge 2 ] && [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --seconds needs a number of seconds" >&2; exit 2; }; seconds=$2; runs=-1; shift 2 ;;
     -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
@@ -29,10 +29,11 @@ done
 
 command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
 scratch=.build-fuzz
+mkdir -p "$scratch"
 echo "building handoff-fuzz with -sanitize=fuzzer,address into $scratch ..." >&2
 swift build -c release --scratch-path "$scratch" --product handoff-fuzz \
-  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DHANDOFF_LIBFUZZER -Xswiftc -use-ld=lld >"$scratch.log" 2>&1 \
-  || { tail -30 "$scratch.log" >&2; echo "fuzz.sh: the sanitized build failed (log: $scratch.log)" >&2; exit 1; }
+  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DHANDOFF_LIBFUZZER -Xswiftc -use-ld=lld >"$scratch/build.log" 2>&1 \
+  || { tail -30 "$scratch/build.log" >&2; echo "fuzz.sh: the sanitized build failed (log: $scratch/build.log)" >&2; exit 1; }
 binary="$scratch/release/handoff-fuzz"
 
 all=(beacon dns-message link-frames account-change local-messages user-info info-plist entitlements association-file signed-association-file config-file)
@@ -59,7 +60,7 @@ for target in "${targets[@]}"; do
   status=$?
   set -e
   end=$(date +%s.%N)
-  executions=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  executions=$( (grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" || true) | (grep -o '[0-9]*$' || true) | tail -1)
   executions=${executions:-0}
   corpus=$(find "$work" -type f | wc -l)
   elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
@@ -68,7 +69,7 @@ for target in "${targets[@]}"; do
     result=clean
   else
     failed=$((failed + 1))
-    fault=$(grep -o "Test unit written to .*" "$log" | sed 's/Test unit written to //' | tail -1)
+    fault=$( (grep -o "Test unit written to .*" "$log" || true) | sed 's/Test unit written to //' | tail -1)
     result="FAULT: ${fault:-see $log} (replay: swift run handoff-fuzz replay $target ${fault:-FILE})"
   fi
   total=$((total + executions))

@@ -398,13 +398,16 @@ public enum UserInfoCoding {
         static func stringDictionary(capacity: Int) -> [String: Any] { [String: Any](minimumCapacity: capacity) }
         static func stringKey(_ value: String) -> AnyHashable { AnyHashable(value) }
 
-        /// Containers become their hashable forms so that they can be keys and members too.
+        /// Containers become their hashable forms so that they can be keys and members too:
+        /// `[AnyHashable]` and `[AnyHashable: AnyHashable]`, one type for each kind. Two keys of
+        /// different dictionary types would be compared by casting one to the other, which on
+        /// Linux goes through NSDictionary and traps on nested dictionaries (found by fuzzing).
         static func key(_ value: Any) -> AnyHashable {
             switch value {
             case let items as [Any]: return AnyHashable(items.map(key))
             case let items as [String: Any]:
-                var hashable: [String: AnyHashable] = [:]
-                for (k, v) in items { hashable[k] = key(v) }
+                var hashable: [AnyHashable: AnyHashable] = [:]
+                for (k, v) in items { hashable[AnyHashable(k)] = key(v) }
                 return AnyHashable(hashable)
             case let items as [AnyHashable: Any]:
                 var hashable: [AnyHashable: AnyHashable] = [:]

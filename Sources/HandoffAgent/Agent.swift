@@ -193,6 +193,9 @@ public actor Agent {
             throw AgentError("another handoffd already uses the state folder \(configuration.stateDirectory.path); stop it first, or give this one another --state-dir")
         }
         store.sweep()
+        if configuration.allowsUnsignedApps {
+            logger.warning("development mode: apps that are not signed are installed too (each with a warning); turn it off for everyday use")
+        }
         do {
             if let loaded = try DeviceIdentity.load(from: store) {
                 identity = loaded

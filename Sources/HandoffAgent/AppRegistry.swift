@@ -64,6 +64,7 @@ public struct AppRegistry: Sendable {
     /// was taken because of development mode.
     @discardableResult
     public func install(from source: URL) throws(AppRegistryError) -> (app: InstalledApp, warning: String?) {
+        try Self.onlyFilesAndFolders(source, shown: source.path)
         let checked = try Self.read(source)
         let fileManager = FileManager.default
         let bundle = checked.manifest.bundleIdentifier
@@ -83,6 +84,9 @@ public struct AppRegistry: Sendable {
         let staged: (app: InstalledApp, warning: String?)
         do throws(AppRegistryError) {
             staged = try self.checked(staging, source: source)
+            guard staged.app.manifest.bundleIdentifier == bundle else {
+                throw AppRegistryError("\(source.path) changed while it was being installed; install it again")
+            }
         } catch {
             try? fileManager.removeItem(at: staging)
             throw error
@@ -108,9 +112,9 @@ public struct AppRegistry: Sendable {
     /// Reads an app directory and checks its signature against its manifest's team. `source`
     /// names the directory in messages (the one a person gave, not the agent's copy).
     func checked(_ directory: URL, source: URL? = nil) throws(AppRegistryError) -> (app: InstalledApp, warning: String?) {
-        var app = try Self.read(directory)
         let shown = (source ?? directory).path
-        let bundle = app.manifest.bundleIdentifier
+        // The signature first: nothing in the directory is parsed before it is known to be
+        // what its team signed.
         let team: String
         do throws(AppSignatureError) {
             team = try AppSignature.verify(directory)
@@ -118,12 +122,21 @@ public struct AppRegistry: Sendable {
             guard error.kind == .unsigned else {
                 throw AppRegistryError("\(shown): refused: \(error.message.replacingOccurrences(of: directory.path, with: shown))")
             }
+            try Self.onlyFilesAndFolders(directory, shown: shown)
+            let app = try Self.read(directory)
+            let bundle = app.manifest.bundleIdentifier
+            if let claimed = app.manifest.teamIdentifier, TeamKey.isDerivedIdentifier(claimed) {
+                throw AppRegistryError(
+                    "\(shown): refused: '\(bundle)' is not signed, but names team '\(claimed)', which only that team's key can claim; sign it with that key")
+            }
             guard allowsUnsignedApps else {
                 throw AppRegistryError(
                     "\(shown): refused: '\(bundle)' is not signed. Sign it with 'handoff apps sign \(shown) --key TEAM.key', or run the agent in development mode (--development-mode) to allow unsigned apps on this device")
             }
             return (app, "'\(bundle)' is not signed; it is allowed only because the agent runs in development mode")
         }
+        var app = try Self.read(directory)
+        let bundle = app.manifest.bundleIdentifier
         guard let declared = app.manifest.teamIdentifier else {
             throw AppRegistryError(
                 "\(shown): '\(bundle)' is signed by team '\(team)', but its entitlements name no team; set com.apple.developer.team-identifier to '\(team)' and sign it again")
@@ -146,6 +159,27 @@ public struct AppRegistry: Sendable {
             try FileManager.default.removeItem(at: target)
         } catch {
             throw AppRegistryError("could not remove \(target.path): \(error.localizedDescription)")
+        }
+    }
+
+    /// Refuses a directory holding links, pipes or devices: what they lead to could change
+    /// after the check, and a pipe would make the reader wait forever.
+    static func onlyFilesAndFolders(_ directory: URL, shown: String) throws(AppRegistryError) {
+        let fileManager = FileManager.default
+        var pending = [""]
+        while let folder = pending.popLast() {
+            let path = folder.isEmpty ? directory.path : directory.path + "/" + folder
+            guard let names = try? fileManager.contentsOfDirectory(atPath: path) else {
+                throw AppRegistryError("\(shown): cannot list \(folder.isEmpty ? "the directory" : folder)")
+            }
+            for name in names {
+                let relative = folder.isEmpty ? name : folder + "/" + name
+                switch (try? fileManager.attributesOfItem(atPath: directory.path + "/" + relative))?[.type] as? FileAttributeType {
+                case .typeDirectory?: pending.append(relative)
+                case .typeRegular?: continue
+                default: throw AppRegistryError("\(shown)/\(relative) is a link or special file; an app directory holds only files and folders")
+                }
+            }
         }
     }
 

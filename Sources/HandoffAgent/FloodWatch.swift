@@ -66,13 +66,18 @@ public final class FloodWatch: Sendable {
         guard let began else { return }
         logger.warning(
             "a flood of \(what): more than \(began.count - 1) refused in a second (\(reason), from \(began.sources.joined(separator: ", ")) among others); refusing them without logging each until it stops")
-        let quiet = self.quiet
         Task { [weak self] in
-            while true {
-                try? await Task.sleep(for: quiet)
+            while let wait = self?.untilQuiet() {
+                try? await Task.sleep(for: wait)
                 guard let self, !self.endIfQuiet() else { return }
             }
         }
+    }
+
+    /// How long until `quiet` has passed since the last refusal.
+    private func untilQuiet() -> Duration {
+        let last = state.withLock { $0.last }
+        return max(.milliseconds(10), quiet - (ContinuousClock.now - last))
     }
 
     /// Logs the end of the flood if none was refused for `quiet`; true when it ended (or
@@ -82,6 +87,7 @@ public final class FloodWatch: Sendable {
             guard state.flooding else { return (0, [:], []) }
             guard ContinuousClock.now - state.last >= quiet else { return nil }
             state.flooding = false
+            state.inSecond = 0
             return (state.total, state.reasons, state.sources)
         }
         guard let ended else { return false }
@@ -99,7 +105,7 @@ public final class FloodWatch: Sendable {
 public final class SourceBudget: Sendable {
     public let perSecond: Int
     public let capacity: Int
-    private let spent = Mutex<[String: (second: ContinuousClock.Instant, count: Int)]>([:])
+    private let spent = Mutex<(sources: [String: (second: ContinuousClock.Instant, count: Int)], pruned: ContinuousClock.Instant)>(([:], .now))
     private static let overflow = "*"
 
     public init(perSecond: Int, capacity: Int = 1024) {
@@ -113,14 +119,20 @@ public final class SourceBudget: Sendable {
         let now = ContinuousClock.now
         return spent.withLock { spent in
             var key = source
-            if spent[key] == nil && spent.count >= capacity {
-                spent = spent.filter { now - $0.value.second < .seconds(1) }
-                if spent.count >= capacity { key = Self.overflow }
+            if spent.sources[key] == nil && spent.sources.count >= capacity {
+                // Forgetting the sources quiet for a second costs a pass over the table: at
+                // most once a second, so that a flood of new addresses cannot make every
+                // packet pay for it. Meanwhile new addresses share one budget.
+                if now - spent.pruned >= .seconds(1) {
+                    spent.sources = spent.sources.filter { now - $0.value.second < .seconds(1) }
+                    spent.pruned = now
+                }
+                if spent.sources.count >= capacity { key = Self.overflow }
             }
-            var entry = spent[key] ?? (now, 0)
+            var entry = spent.sources[key] ?? (now, 0)
             if now - entry.second >= .seconds(1) { entry = (now, 0) }
             entry.count += 1
-            spent[key] = entry
+            spent.sources[key] = entry
             return entry.count <= perSecond
         }
     }

@@ -225,6 +225,8 @@ public final class LinkListener: Sendable {
     private let serving: Task<Void, Never>
     /// Connections refused (over the limits, or silent past the deadline), to log a flood once.
     public let floodWatch: FloodWatch
+    /// The connections open, and those before their first frame by address.
+    let connections: ConnectionGuard.Count
 
     /// The port it listens on (useful when it was asked for port 0).
     public let port: Int
@@ -256,6 +258,7 @@ public final class LinkListener: Sendable {
         let open = ConnectionGuard.Count()
         let watch = FloodWatch(what: "link connections", threshold: 50, logger: logger)
         self.floodWatch = watch
+        self.connections = open
         let server = try await ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: host, port: port) { channel in

@@ -46,7 +46,7 @@ public struct TeamKey: Sendable {
 
     /// Whether `text` has the form of a derived team identifier.
     public static func isDerivedIdentifier(_ text: String) -> Bool {
-        text.count == 16 && text.allSatisfy { ("A"..."Z").contains($0) || ("2"..."7").contains($0) }
+        text.utf8.count == 16 && text.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "2")...UInt8(ascii: "7")).contains($0) }
     }
 }
 
@@ -128,19 +128,24 @@ public struct AppSignature: Codable, Sendable, Hashable {
     /// Returns the team that signed.
     public static func verify(_ directory: URL) throws(AppSignatureError) -> String {
         let file = directory.appendingPathComponent(path)
-        guard FileManager.default.fileExists(atPath: file.path) else {
+        // Not followed if it is a link: a link or a pipe here could make the reader wait forever.
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: file.path) else {
             throw AppSignatureError(.unsigned, "\(directory.path) is not signed (no \(path))")
         }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else {
+            throw AppSignatureError(.invalid, "\(file.path) is a link or special file, not a signature")
+        }
+        let size = (attributes[.size] as? NSNumber)?.intValue ?? 0
+        guard size <= maximumSize else { throw AppSignatureError(.invalid, "\(file.path) is \(size) bytes, over the limit of \(maximumSize)") }
         let data: Data
         do {
-            let size = (try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber)?.intValue ?? 0
-            guard size <= maximumSize else { throw AppSignatureError(.invalid, "\(file.path) is \(size) bytes, over the limit of \(maximumSize)") }
-            data = try Data(contentsOf: file)
-        } catch let error as AppSignatureError {
-            throw error
+            let handle = try FileHandle(forReadingFrom: file)
+            defer { try? handle.close() }
+            data = try handle.read(upToCount: maximumSize + 1) ?? Data()
         } catch {
             throw AppSignatureError(.invalid, "cannot read \(file.path): \(error.localizedDescription)")
         }
+        guard data.count <= maximumSize else { throw AppSignatureError(.invalid, "\(file.path) is over the limit of \(maximumSize) bytes") }
         let signed: AppSignature
         do {
             signed = try JSONDecoder().decode(AppSignature.self, from: data)
@@ -207,6 +212,10 @@ public struct AppSignature: Codable, Sendable, Hashable {
                 case .typeDirectory?:
                     pending.append(relative)
                 case .typeRegular?:
+                    // Names Swift compares as equal (Unicode equivalents) would share one entry.
+                    guard files[relative] == nil else {
+                        throw AppSignatureError(.invalid, "\(directory.path): two file names read as the same text: \(relative.debugDescription)")
+                    }
                     guard files.count < maximumFiles else {
                         throw AppSignatureError(.invalid, "\(directory.path) holds more than \(maximumFiles) files")
                     }

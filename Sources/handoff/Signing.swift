@@ -37,9 +37,13 @@ struct TeamCommand: AsyncParsableCommand {
                 failWith("\(key) exists; a team key is never replaced (the apps it signed would lose their team)")
             }
             let team = TeamKey.generate()
-            guard FileManager.default.createFile(atPath: key, contents: Data(team.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]) else {
-                failWith("cannot write \(key)")
-            }
+            // Made owner-only from the start, and never over a file that appeared meanwhile.
+            let fd = open(key, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { failWith("cannot create \(key): \(String(cString: strerror(errno)))") }
+            let bytes = Array(team.pemRepresentation.utf8)
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            guard written == bytes.count else { failWith("cannot write \(key)") }
             print("Team \(team.teamIdentifier): its key is in \(key). Keep it secret; set com.apple.developer.team-identifier to \(team.teamIdentifier) in your apps' entitlements.")
         }
     }

@@ -57,9 +57,12 @@ struct FloodTests {
         let budget = SourceBudget(perSecond: 200, capacity: 4)
         #expect((0..<1_000).filter { _ in budget.spend("10.0.0.1") }.count == 200)
         #expect(budget.spend("10.0.0.2"))
-        // More addresses than it remembers share one budget: memory stays bounded.
-        for index in 3..<100 { _ = budget.spend("10.0.0.\(index)") }
-        #expect(budget.spend("10.0.0.2"))
+        _ = budget.spend("10.0.0.3")
+        _ = budget.spend("10.0.0.4")
+        // More addresses than it remembers share one budget: memory stays bounded, and a
+        // flood of new addresses gets one address's worth, not one each.
+        #expect((5..<505).filter { budget.spend("10.0.0.\($0)") }.count == 200)
+        #expect(budget.spend("10.0.0.2"), "an address it remembers keeps its own budget")
     }
 
     @Test("S10: Silent connections from one address are held to 16 and the flood is logged once; a member from another address still links at once")
@@ -84,6 +87,13 @@ struct FloodTests {
         }
         let answer = try await LinkClient.exchange(Frame(kind: 1, payload: [7]), host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
         #expect(answer.payload == [7])
+        var pending = 0
+        for _ in 0..<100 {
+            pending = listener.connections.pending.withLock { $0["127.0.0.2"] ?? 0 }
+            if pending == 16 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(pending == 16, "\(pending) silent connections from one address are waiting for their first frame")
         var logged = false
         for _ in 0..<100 where !logged {
             logged = log.count("a flood of link connections", at: .warning) == 1

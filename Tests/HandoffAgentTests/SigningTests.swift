@@ -219,3 +219,39 @@ struct SigningTests {
         }
     }
 }
+
+extension SigningTests {
+    @Test("A signature file or Info.plist that is a pipe or a link is refused without reading it (a pipe would make the agent wait forever)")
+    func specialFilesRefused() throws {
+        let app = try makeApp(in: root, team: key.teamIdentifier)
+        try AppSignature.sign(app, with: key)
+        let signature = app.appendingPathComponent(AppSignature.path)
+        try FileManager.default.removeItem(at: signature)
+        #expect(mkfifo(signature.path, 0o600) == 0)
+        #expect(refusal(registry(), app).contains("link or special file"))
+        try FileManager.default.removeItem(at: signature)
+        try FileManager.default.createSymbolicLink(atPath: signature.path, withDestinationPath: "/dev/zero")
+        #expect(refusal(registry(unsigned: true), app).contains("link or special file"))
+
+        let unsigned = try makeApp(in: root, team: "EXAMPLETEAM")
+        let info = unsigned.appendingPathComponent("Info.plist")
+        try FileManager.default.removeItem(at: info)
+        #expect(mkfifo(info.path, 0o600) == 0)
+        #expect(refusal(registry(unsigned: true), unsigned).contains("link or special file"))
+    }
+
+    @Test("An unsigned app may not name a team identifier of the derived form, even in development mode: only that team's key can claim it")
+    func unsignedDerivedTeamRefused() throws {
+        let app = try makeApp(in: root, team: key.teamIdentifier)
+        let message = refusal(registry(unsigned: true), app)
+        #expect(message.contains("only that team's key can claim"), "\(message)")
+    }
+
+    @Test("Two file names that read as the same text (Unicode equivalents) cannot share one entry of a signature")
+    func equivalentNames() throws {
+        let app = try makeApp(in: root, team: key.teamIdentifier)
+        try Data([1]).write(to: app.appendingPathComponent("caf\u{E9}"))
+        try Data([2]).write(to: app.appendingPathComponent("cafe\u{301}"))
+        #expect(throws: AppSignatureError.self) { try AppSignature.sign(app, with: key) }
+    }
+}

@@ -415,3 +415,18 @@ struct UserInfoDecodingErrorTests {
         #expect(refused > 0)
     }
 }
+
+@Suite("userInfo keys that are containers")
+struct ContainerKeyTests {
+    @Test("Dictionaries used as keys are all of one type, so comparing two never casts one dictionary type to another (which traps on Linux with nested dictionaries; found by fuzzing)")
+    func dictionaryKeysOfOneType() {
+        let nested: [String: Any] = ["y": 1]
+        let stringKeyed = UserInfoCoding.AnyBuilder.key(["x": nested] as [String: Any])
+        let anyKeyed = UserInfoCoding.AnyBuilder.key([AnyHashable("x"): nested] as [AnyHashable: Any])
+        #expect(type(of: stringKeyed.base) == type(of: anyKeyed.base))
+        #expect(stringKeyed == anyKeyed)
+        // Many such keys in one set compare with each other without trapping.
+        let keys = (0..<200).map { index in UserInfoCoding.AnyBuilder.key(index % 2 == 0 ? ["k": ["v": index % 7]] as [String: Any] : [AnyHashable(index % 7): ["v": 1]] as [AnyHashable: Any]) }
+        #expect(Set(keys).count <= 14)
+    }
+}
