@@ -258,7 +258,7 @@ func floodBenchmark() async throws {
         if useNamespaces {
             for name in ["a", "b", "f", "br"] { shell(["ip", "netns", "del", "\(prefix)\(name)"]) }
         }
-        try? FileManager.default.removeItem(atPath: root)
+        if ProcessInfo.processInfo.environment["FLOOD_KEEP"] == nil { try? FileManager.default.removeItem(atPath: root) }
     }
 
     func startAgent(_ host: Host) throws -> Process {

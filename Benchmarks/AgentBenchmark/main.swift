@@ -95,8 +95,11 @@ final class ReceiverDelegate: ApplicationDelegate {
 func runReceiver() -> Never {
     let folder = ProcessInfo.processInfo.environment["HANDOFF_APP_DATA"] ?? "/tmp"
     let path = folder + "/restored.log"
-    _ = FileManager.default.createFile(atPath: path, contents: nil)
-    guard let log = FileHandle(forWritingAtPath: path) else { fail("cannot write \(path)") }
+    // Appended to, never replaced: a second instance of the app (one started while the first
+    // was reconnecting to a restarted agent) writes to the same log.
+    let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { fail("cannot write \(path)") }
+    let log = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
     MainActor.assumeIsolated {
         let delegate = ReceiverDelegate(restorer: Restorer(log: log))
         _ = Application(delegate: delegate)
