@@ -130,6 +130,12 @@ public enum UserInfoCoding {
             case dictionaryKey(AnyHashable)
             case index(Int)
             case member(AnyHashable)
+            /// Keys and members of the typed model, kept as they are: making an `AnyHashable`
+            /// of a collection key compares it with the others, which traps in Foundation on
+            /// Linux when kinds are mixed (found by fuzzing).
+            case valueKey(UserInfoValue)
+            case valueDictionaryKey(UserInfoValue)
+            case valueMember(UserInfoValue)
 
             var text: String {
                 switch self {
@@ -137,6 +143,27 @@ public enum UserInfoCoding {
                 case .dictionaryKey(let key): return "\(key.base) (key)"
                 case .index(let index): return "[\(index)]"
                 case .member(let member): return "{\(member.base)}"
+                case .valueKey(let key): return Self.describe(key)
+                case .valueDictionaryKey(let key): return "\(Self.describe(key)) (key)"
+                case .valueMember(let member): return "{\(Self.describe(member))}"
+                }
+            }
+
+            static func describe(_ value: UserInfoValue) -> String {
+                switch value {
+                case .string(let text): return text
+                case .integer(let integer): return "\(integer.anyValue)"
+                case .bool(let flag): return "\(flag)"
+                case .double(let number): return "\(number)"
+                case .float(let number): return "\(number)"
+                case .uuid(let id): return id.uuidString
+                case .url(let url): return url.absoluteString
+                case .date(let date): return "\(date)"
+                case .data(let data): return "\(data.count) bytes"
+                case .null: return "null"
+                case .array: return "(an array)"
+                case .set: return "(a set)"
+                case .dictionary: return "(a dictionary)"
                 }
             }
         }
@@ -232,7 +259,7 @@ public enum UserInfoCoding {
                 bytes.append(Tag.set.rawValue)
                 varint(UInt64(items.count))
                 for item in items {
-                    path.append(.member(item.hashableValue))
+                    path.append(.valueMember(item))
                     try write(item)
                     path.removeLast()
                 }
@@ -240,9 +267,9 @@ public enum UserInfoCoding {
                 bytes.append(Tag.dictionary.rawValue)
                 varint(UInt64(items.count))
                 for (key, item) in items {
-                    path.append(.dictionaryKey(key.hashableValue))
+                    path.append(.valueDictionaryKey(key))
                     try write(key)
-                    path[path.count - 1] = .key(key.hashableValue)
+                    path[path.count - 1] = .valueKey(key)
                     try write(item)
                     path.removeLast()
                 }
@@ -587,8 +614,10 @@ public enum UserInfoCoding {
                 let count = try length(minimumElementSize: 1)
                 var items = Set<Builder.Key>()
                 items.reserveCapacity(count)
+                var kinds = KeyKinds()
                 for _ in 0..<count {
                     let memberOffset = offset
+                    try admitKey(&kinds)
                     guard items.insert(try key(depth: depth + 1)).inserted else {
                         throw .malformed(offset: memberOffset, "set member appears twice")
                     }
@@ -613,8 +642,10 @@ public enum UserInfoCoding {
                 var items: [Builder.Key: Builder.Value] = [:]
                 items.reserveCapacity(count)
                 for (key, item) in strings { items[Builder.stringKey(key)] = item }
+                var kinds = KeyKinds(seen: read > 0 ? 0xFF : nil)
                 for _ in read..<count {
                     let keyOffset = offset
+                    try admitKey(&kinds)
                     let key = try key(depth: depth + 1)
                     let item = try value(depth: depth + 1)
                     guard items.updateValue(item, forKey: key) == nil else {
@@ -636,6 +667,34 @@ public enum UserInfoCoding {
             }
             return Builder.key(try value(depth: depth))
         }
+
+        /// The kinds of key one dictionary or set holds. As `[AnyHashable: Any]`, collections
+        /// used as keys are safe on Linux only among keys of the same kind: comparing one with
+        /// a key of another type casts it through NSDictionary or NSArray, and Foundation traps
+        /// there when it holds dictionaries (found by fuzzing). Such a mix is refused with a
+        /// reason; the typed model (`UserInfoValue`) reads it.
+        struct KeyKinds {
+            var seen: UInt8?
+
+            mutating func admit(_ tag: UInt8?) -> Bool {
+                let collections: [UInt8] = [Tag.array.rawValue, Tag.set.rawValue, Tag.dictionary.rawValue]
+                let kind = tag.flatMap { collections.contains($0) ? $0 : nil } ?? 0xFF
+                guard let seen else {
+                    self.seen = kind
+                    return true
+                }
+                return seen == kind || (seen == 0xFF && kind == 0xFF)
+            }
+        }
+
+        /// Checks the next key's kind against the others of its dictionary or set.
+        func admitKey(_ kinds: inout KeyKinds) throws(UserInfoDecodingError) {
+            guard Builder.self == UserInfoCoding.AnyBuilder.self else { return }
+            guard kinds.admit(offset < bytes.count ? bytes[offset] : nil) else {
+                throw .malformed(
+                    offset: offset, "a dictionary's keys (or a set's members) mix collections with other kinds, which a userInfo cannot hold here")
+            }
+        }
     }
 }
 
@@ -650,8 +709,10 @@ extension UserInfoCoding.Reader where Builder == UserInfoCoding.AnyBuilder {
         let count = try length(minimumElementSize: 2)
         // Room to spare: probing a full table compares `AnyHashable`s, which is slow.
         var result = [AnyHashable: Any](minimumCapacity: count * 2)
+        var kinds = KeyKinds()
         for index in 0..<count {
             let keyOffset = offset
+            try admitKey(&kinds)
             let key = try key(depth: 1)
             result[key] = try value(depth: 1)
             guard result.count == index + 1 else {

@@ -430,3 +430,22 @@ struct ContainerKeyTests {
         #expect(Set(keys).count <= 14)
     }
 }
+
+extension ContainerKeyTests {
+    @Test("A userInfo whose dictionary keys or set members mix collections with other kinds is refused with a reason when read as [AnyHashable: Any] (Foundation on Linux traps comparing such keys); the typed model reads it")
+    func collectionKeysRefused() throws {
+        let keyed = UserInfoValue.dictionary([
+            .dictionary([.string("k"): .array([.dictionary([.string("a"): .integer(UserInfoInteger(1))])])]): .string("v"),
+            .null: .string("n"),
+        ])
+        let bytes = try UserInfoCoding.encode(keyed)
+        #expect(try UserInfoCoding.decode(bytes) == keyed)
+        #expect {
+            _ = try UserInfoCoding.decodeUserInfo(bytes)
+        } throws: { error in
+            "\(error)".contains("mix collections with other kinds")
+        }
+        let member = UserInfoValue.dictionary([.string("s"): .set([.array([.string("x")]), .null])])
+        #expect(throws: UserInfoDecodingError.self) { try UserInfoCoding.decodeUserInfo(try UserInfoCoding.encode(member)) }
+    }
+}
