@@ -126,71 +126,82 @@ func runFloodSource(arguments: [String]) -> Never {
     let counts = FloodCounts()
     let done = DispatchGroup()
 
-    done.enter()
-    Thread.detachNewThread {
-        defer { done.leave() }
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        bindSource(fd)
-        var destination = address(target, udpPort)
-        var sent = 0
-        let perMillisecond = max(1, beaconRate / 1000)
-        var tick = now()
-        while now() < deadline {
-            for index in 0..<perMillisecond {
-                let kind = kinds[(sent + index) % 4]
-                let bytes = kind[(sent / 4 + index) % kind.count]
-                _ = withUnsafePointer(to: &destination) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                }
-            }
-            sent += perMillisecond
-            tick += 1_000_000
-            let current = now()
-            if tick > current { usleep(UInt32((tick - current) / 1000)) }
-        }
-        close(fd)
-        counts.value.withLock { $0.beacons = sent }
-    }
-    done.enter()
-    Thread.detachNewThread {
-        defer { done.leave() }
-        var held: [Int32] = []
-        var opened = 0
-        var refused = 0
-        let interval = UInt64(1e9) / UInt64(max(1, connectionRate))
-        var tick = now()
-        var destination = address(target, tcpPort)
-        while now() < deadline {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    // Several threads for each load: one alone cannot make enough system calls a second, nor
+    // wait out enough connection handshakes.
+    let beaconThreads = 2
+    let connectionThreads = 4
+    for _ in 0..<beaconThreads {
+        done.enter()
+        Thread.detachNewThread {
+            defer { done.leave() }
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
             bindSource(fd)
-            var patience = timeval(tv_sec: 0, tv_usec: 200_000)
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, socklen_t(MemoryLayout<timeval>.size))
-            let connected = withUnsafePointer(to: &destination) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            if connected == 0 {
-                opened += 1
-                switch opened % 3 {
-                case 0:
-                    close(fd)
-                case 1:
-                    let garbage = randomBytes(64)
-                    _ = send(fd, garbage, garbage.count, Int32(MSG_NOSIGNAL))
-                    close(fd)
-                default:
-                    held.append(fd)
-                    if held.count > 4000 { close(held.removeFirst()) }
+            var destination = address(target, udpPort)
+            var sent = 0
+            let perMillisecond = max(1, beaconRate / 1000 / beaconThreads)
+            var tick = now()
+            while now() < deadline {
+                for index in 0..<perMillisecond {
+                    let kind = kinds[(sent + index) % 4]
+                    let bytes = kind[(sent / 4 + index) % kind.count]
+                    _ = withUnsafePointer(to: &destination) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                    }
                 }
-            } else {
-                refused += 1
-                close(fd)
+                sent += perMillisecond
+                tick += 1_000_000
+                let current = now()
+                if tick > current { usleep(UInt32((tick - current) / 1000)) }
             }
-            tick += interval
-            let current = now()
-            if tick > current { usleep(UInt32((tick - current) / 1000)) }
+            close(fd)
+            counts.value.withLock { $0.beacons += sent }
         }
-        for fd in held { close(fd) }
-        counts.value.withLock { $0.opened = opened; $0.refused = refused }
+    }
+    for _ in 0..<connectionThreads {
+        done.enter()
+        Thread.detachNewThread {
+            defer { done.leave() }
+            var held: [Int32] = []
+            var opened = 0
+            var refused = 0
+            let interval = UInt64(1e9) / UInt64(max(1, connectionRate / connectionThreads))
+            var tick = now()
+            var destination = address(target, tcpPort)
+            while now() < deadline {
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                bindSource(fd)
+                var patience = timeval(tv_sec: 0, tv_usec: 200_000)
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, socklen_t(MemoryLayout<timeval>.size))
+                let connected = withUnsafePointer(to: &destination) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                if connected == 0 {
+                    opened += 1
+                    switch opened % 3 {
+                    case 0:
+                        close(fd)
+                    case 1:
+                        let garbage = randomBytes(64)
+                        _ = send(fd, garbage, garbage.count, Int32(MSG_NOSIGNAL))
+                        close(fd)
+                    default:
+                        held.append(fd)
+                        if held.count > 4000 / connectionThreads { close(held.removeFirst()) }
+                    }
+                } else {
+                    refused += 1
+                    close(fd)
+                }
+                tick += interval
+                let current = now()
+                if tick > current { usleep(UInt32((tick - current) / 1000)) }
+            }
+            for fd in held { close(fd) }
+            counts.value.withLock {
+                $0.opened += opened
+                $0.refused += refused
+            }
+        }
     }
     done.wait()
     let result = counts.value.withLock { $0 }
@@ -396,7 +407,7 @@ func floodBenchmark() async throws {
         Flood: \(useNamespaces ? "three network namespaces on one bridge (A, B, the flooder)" : "loopback, the flooder from 127.0.0.2"). \
         The flooder sent \(sentBeacons) beacons (\(Int(Double(sentBeacons) / floodSeconds))/s: random, bit-flipped, replayed, stale) to A's \
         unicast beacon port and opened \(openedConnections) connections (\(Int(Double(openedConnections) / floodSeconds))/s: closed at once, \
-        garbage, held open) to A's link port, for \(Int(floodSeconds)) s.
+        garbage, held open; \(counts.count > 2 ? counts[2] : 0) more did not connect) to A's link port, for \(Int(floodSeconds)) s.
 
         | continuations of A's activity on B | succeeded | failed | p50 | p99 |
         | --- | --- | --- | --- | --- |
