@@ -84,20 +84,11 @@ func discoveryBenchmark() async throws {
     try? FileManager.default.removeItem(atPath: root)
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     let prefix = "hd\(getpid() % 100_000)"
-    shell(["ip", "netns", "add", "\(prefix)br"])
-    shell(["ip", "-n", "\(prefix)br", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
-    shell(["ip", "-n", "\(prefix)br", "link", "set", "br0", "up"])
-    var hosts: [Host] = []
-    for (index, name) in ["a", "b"].enumerated() {
-        let namespace = "\(prefix)\(name)"
-        shell(["ip", "netns", "add", namespace])
+    makeBridgedNamespaces(prefix: prefix, names: ["a", "b"], subnet: "10.79.0") { namespace in
         shell(["ip", "netns", "exec", namespace, "sysctl", "-q", "-w", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"])
-        shell(["ip", "-n", namespace, "link", "add", "eth0", "type", "veth", "peer", "name", "p\(name)", "netns", "\(prefix)br"])
-        shell(["ip", "-n", namespace, "addr", "add", "10.79.0.\(index + 1)/24", "dev", "eth0"])
-        shell(["ip", "-n", namespace, "link", "set", "eth0", "up"])
-        shell(["ip", "-n", namespace, "link", "set", "lo", "up"])
-        shell(["ip", "-n", "\(prefix)br", "link", "set", "p\(name)", "master", "br0", "up"])
-        hosts.append(Host(name: name, namespace: namespace, address: "10.79.0.\(index + 1)", port: 47_170))
+    }
+    let hosts = ["a", "b"].enumerated().map { index, name in
+        Host(name: name, namespace: "\(prefix)\(name)", address: "10.79.0.\(index + 1)", port: 47_170)
     }
     let (a, b) = (hosts[0], hosts[1])
     var processes: [Process] = []

@@ -235,18 +235,7 @@ func floodBenchmark() async throws {
     let b: Host
     let flooder: (namespace: String?, address: String)
     if useNamespaces {
-        shell(["ip", "netns", "add", "\(prefix)br"])
-        shell(["ip", "-n", "\(prefix)br", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
-        shell(["ip", "-n", "\(prefix)br", "link", "set", "br0", "up"])
-        for (index, name) in ["a", "b", "f"].enumerated() {
-            let namespace = "\(prefix)\(name)"
-            shell(["ip", "netns", "add", namespace])
-            shell(["ip", "-n", namespace, "link", "add", "eth0", "type", "veth", "peer", "name", "p\(name)", "netns", "\(prefix)br"])
-            shell(["ip", "-n", namespace, "addr", "add", "10.79.0.\(index + 1)/24", "dev", "eth0"])
-            shell(["ip", "-n", namespace, "link", "set", "eth0", "up"])
-            shell(["ip", "-n", namespace, "link", "set", "lo", "up"])
-            shell(["ip", "-n", "\(prefix)br", "link", "set", "p\(name)", "master", "br0", "up"])
-        }
+        makeBridgedNamespaces(prefix: prefix, names: ["a", "b", "f"], subnet: "10.79.0")
         a = Host(name: "a", namespace: "\(prefix)a", address: "10.79.0.1", port: 47_170)
         b = Host(name: "b", namespace: "\(prefix)b", address: "10.79.0.2", port: 47_170)
         flooder = ("\(prefix)f", "10.79.0.3")
@@ -301,15 +290,7 @@ func floodBenchmark() async throws {
     try origin.send(.becameCurrent(LocalActivity(id: activityID, activityType: activityType, title: "Flood", teamIdentifier: team)))
     await waitFor("B to list the activity") { (await call(b, .nearby).activities ?? []).contains { $0.activity.id == activityID } }
 
-    let restored = "\(b.state)/data/\(bundleIdentifier)/restored.log"
-    func restoredAt(_ iteration: Int) -> UInt64? {
-        let text = (try? String(contentsOfFile: restored, encoding: .utf8)) ?? ""
-        for line in text.split(separator: "\n").reversed() {
-            let parts = line.split(separator: " ")
-            if parts.count == 2, Int(parts[0]) == iteration { return UInt64(parts[1]) }
-        }
-        return nil
-    }
+    func restoredAt(_ iteration: Int) -> UInt64? { restoredTime(of: iteration, on: b) }
     /// Continues A's activity on B `count` times; the latencies, and the failures with their reasons.
     func continueRepeatedly(_ count: Int, until end: UInt64? = nil) async -> (latencies: [Double], failures: [String]) {
         var latencies: [Double] = []

@@ -219,6 +219,34 @@ func pair(_ a: Host, _ b: Host) async {
     await waitFor("the devices to hear each other") { (await call(b, .devices).devices ?? []).contains { $0.isNearby && !$0.isThisDevice } }
 }
 
+/// When the receiving app on `host` restored the activity saved as `iteration` (its log).
+func restoredTime(of iteration: Int, on host: Host) -> UInt64? {
+    let text = (try? String(contentsOfFile: "\(host.state)/data/\(bundleIdentifier)/restored.log", encoding: .utf8)) ?? ""
+    for line in text.split(separator: "\n").reversed() {
+        let parts = line.split(separator: " ")
+        if parts.count == 2, Int(parts[0]) == iteration { return UInt64(parts[1]) }
+    }
+    return nil
+}
+
+/// Network namespaces `prefix` + each name, each with `eth0` at `subnet`.1, .2, … on one bridge
+/// (in namespace `prefix`br, multicast snooping off), and `lo` up.
+func makeBridgedNamespaces(prefix: String, names: [String], subnet: String, setUp: (String) -> Void = { _ in }) {
+    shell(["ip", "netns", "add", "\(prefix)br"])
+    shell(["ip", "-n", "\(prefix)br", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
+    shell(["ip", "-n", "\(prefix)br", "link", "set", "br0", "up"])
+    for (index, name) in names.enumerated() {
+        let namespace = "\(prefix)\(name)"
+        shell(["ip", "netns", "add", namespace])
+        setUp(namespace)
+        shell(["ip", "-n", namespace, "link", "add", "eth0", "type", "veth", "peer", "name", "p\(name)", "netns", "\(prefix)br"])
+        shell(["ip", "-n", namespace, "addr", "add", "\(subnet).\(index + 1)/24", "dev", "eth0"])
+        shell(["ip", "-n", namespace, "link", "set", "eth0", "up"])
+        shell(["ip", "-n", namespace, "link", "set", "lo", "up"])
+        shell(["ip", "-n", "\(prefix)br", "link", "set", "p\(name)", "master", "br0", "up"])
+    }
+}
+
 /// Resident memory (kB) and CPU time (clock ticks) of a process, from /proc.
 func usage(_ pid: Int32) -> (rssKB: Int, ticks: Int) {
     let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
@@ -241,18 +269,7 @@ func orchestrate() async throws {
     let a: Host
     let b: Host
     if useNamespaces {
-        shell(["ip", "netns", "add", "\(prefix)br"])
-        shell(["ip", "-n", "\(prefix)br", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
-        shell(["ip", "-n", "\(prefix)br", "link", "set", "br0", "up"])
-        for (index, name) in ["a", "b"].enumerated() {
-            let namespace = "\(prefix)\(name)"
-            shell(["ip", "netns", "add", namespace])
-            shell(["ip", "-n", namespace, "link", "add", "eth0", "type", "veth", "peer", "name", "p\(name)", "netns", "\(prefix)br"])
-            shell(["ip", "-n", namespace, "addr", "add", "10.78.0.\(index + 1)/24", "dev", "eth0"])
-            shell(["ip", "-n", namespace, "link", "set", "eth0", "up"])
-            shell(["ip", "-n", namespace, "link", "set", "lo", "up"])
-            shell(["ip", "-n", "\(prefix)br", "link", "set", "p\(name)", "master", "br0", "up"])
-        }
+        makeBridgedNamespaces(prefix: prefix, names: ["a", "b"], subnet: "10.78.0")
         a = Host(name: "a", namespace: "\(prefix)a", address: "10.78.0.1", port: 47_170)
         b = Host(name: "b", namespace: "\(prefix)b", address: "10.78.0.2", port: 47_170)
     } else {
@@ -313,15 +330,7 @@ func orchestrate() async throws {
     watcher.close()
 
     // Continue latency, through the receiving app started by B's agent.
-    let restored = "\(b.state)/data/\(bundleIdentifier)/restored.log"
-    func restoredAt(_ iteration: Int) -> UInt64? {
-        let text = (try? String(contentsOfFile: restored, encoding: .utf8)) ?? ""
-        for line in text.split(separator: "\n").reversed() {
-            let parts = line.split(separator: " ")
-            if parts.count == 2, Int(parts[0]) == iteration { return UInt64(parts[1]) }
-        }
-        return nil
-    }
+    func restoredAt(_ iteration: Int) -> UInt64? { restoredTime(of: iteration, on: b) }
     let control = try LocalClient(path: b.socket, role: .control)
     var continues: [Double] = []
     for round in 0..<(iterations + 5) {

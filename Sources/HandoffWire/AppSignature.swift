@@ -24,29 +24,16 @@ public struct TeamKey: Sendable {
 
     public var teamIdentifier: String { Self.identifier(of: privateKey.publicKey) }
 
-    /// The first 80 bits of the SHA-256 of the public key (DER), in RFC 4648 base32: 16
-    /// characters, A–Z and 2–7. Eighty bits keep a second key with the same identifier out
-    /// of reach.
+    /// The first 80 bits of the SHA-256 of the public key (DER), in Crockford's base32 (digits
+    /// and capitals without I, L, O and U): 16 characters. Eighty bits keep a second key with
+    /// the same identifier out of reach.
     public static func identifier(of publicKey: P256.Signing.PublicKey) -> String {
-        let digest = Array(SHA256.hash(data: publicKey.derRepresentation).prefix(10))
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
-        var bits = 0
-        var value = 0
-        var out = ""
-        for byte in digest {
-            value = value << 8 | Int(byte)
-            bits += 8
-            while bits >= 5 {
-                out.append(alphabet[(value >> (bits - 5)) & 31])
-                bits -= 5
-            }
-        }
-        return out
+        Base32.encode(Array(SHA256.hash(data: publicKey.derRepresentation).prefix(10)))
     }
 
     /// Whether `text` has the form of a derived team identifier.
     public static func isDerivedIdentifier(_ text: String) -> Bool {
-        text.utf8.count == 16 && text.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "2")...UInt8(ascii: "7")).contains($0) }
+        text.utf8.count == 16 && text.allSatisfy { Base32.alphabet.contains($0) }
     }
 }
 
