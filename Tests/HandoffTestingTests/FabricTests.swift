@@ -2,6 +2,7 @@ import Foundation
 import Handoff
 import HandoffApp
 import HandoffTesting
+import Synchronization
 import Testing
 
 @MainActor
@@ -178,8 +179,23 @@ struct FabricTests {
         let devices = await TwoDevices()
         let (_, nearby) = try await devices.offer()
         let target = devices.target
+        // The origin's save stalls until all twenty have started, so that they all overlap (on
+        // a loaded machine one could otherwise finish before the next begins, and two
+        // continuations one after the other both succeed, rightly); a last one, once the save
+        // no longer stalls, replaces them all.
+        await devices.origin.inject(.appStallsOnSave(bundleIdentifier: "com.example.notes"))
+        let started = Started()
         let outcomes = await withTaskGroup(of: ContinuationOutcome.self) { group in
-            for _ in 0..<20 { group.addTask { await target.continueActivity(nearby) } }
+            for _ in 0..<20 {
+                group.addTask {
+                    started.add()
+                    return await target.continueActivity(nearby)
+                }
+            }
+            #expect(await eventually { started.count == 20 && !devices.targetDelegate.events.isEmpty })
+            try? await Task.sleep(for: .milliseconds(200))
+            await devices.origin.clear(.appStallsOnSave(bundleIdentifier: "com.example.notes"))
+            group.addTask { await target.continueActivity(nearby) }
             var outcomes: [ContinuationOutcome] = []
             for await outcome in group { outcomes.append(outcome) }
             return outcomes
@@ -300,4 +316,11 @@ struct FabricTests {
 struct UncheckedBox<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
+}
+
+/// Counts the tasks that have started.
+final class Started: Sendable {
+    private let value = Mutex(0)
+    func add() { value.withLock { $0 += 1 } }
+    var count: Int { value.withLock { $0 } }
 }
