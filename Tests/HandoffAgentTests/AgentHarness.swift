@@ -153,9 +153,10 @@ final class AgentHarness: Sendable {
         try await installExample("MapViewer", on: device)
     }
 
-    /// Installs the example `name` (Examples/NAME/App's manifest and the built executable) on `device`.
-    func installExample(_ name: String, on device: TestDevice) async throws {
-        let binary = try #require(builtExecutable(name), "\(name) was not built next to the tests")
+    /// Installs the example `name` (Examples/NAME/App's manifest and the built executable, or
+    /// `executable` in its place) on `device`.
+    func installExample(_ name: String, on device: TestDevice, executable: URL? = nil) async throws {
+        let binary = try #require(executable ?? builtExecutable(name), "\(name) was not built next to the tests")
         let folder = root.appendingPathComponent("\(name)-app-\(device.name)", isDirectory: true)
         try? FileManager.default.removeItem(at: folder)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
