@@ -47,6 +47,7 @@ let package = Package(
                 "Handoff",
                 "HandoffApp",
                 "HandoffDesktop",
+                "CHandoffSystem",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -91,6 +92,7 @@ let package = Package(
             name: "HandoffFuzzing", dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire"],
             swiftSettings: strict),
         .target(name: "CFuzzerDriver"),
+        .target(name: "CHandoffSystem"),
         .executableTarget(
             name: "handoff-fuzz",
             dependencies: ["HandoffFuzzing", "CFuzzerDriver", .product(name: "ArgumentParser", package: "swift-argument-parser")],

@@ -542,7 +542,7 @@ public actor Agent {
         case .streamRefused(let token, let error):
             guard pendingStreams[token]?.session == session.id else { return }
             settleStream(token, FetchFailure(code: error.code ?? FetchFailure.handoffFailed, message: error.message))
-        case .reply, .save, .willContinue, .deliver, .fail, .wasContinued, .event, .streamRequest:
+        case .reply, .save, .willContinue, .deliver, .fail, .wasContinued, .event, .streamRequest, .prove, .proof:
             logger.warning("a local client sent a message only the agent sends")
         }
     }

@@ -14,7 +14,8 @@ import Glibc
 public final class LocalPeer: Sendable {
     public let pid: Int32
     public let uid: UInt32
-    /// The executable of the process, resolved when it connected; nil when unreadable.
+    /// The executable the process ran when it proved it holds the connection (`LocalHandshake`);
+    /// nil when unreadable, or for a connection that did not say hello.
     public let executable: URL?
     private let outbox: AsyncStream<LocalMessage>.Continuation?
     /// For a client in the agent's process: messages are handed to it at once, in order.
@@ -25,14 +26,14 @@ public final class LocalPeer: Sendable {
     /// it names in `hello`, as there is no other executable to check.
     public let isInProcess: Bool
 
-    init(pid: Int32, uid: UInt32, outbox: AsyncStream<LocalMessage>.Continuation, inProcess: Bool = false, hangUp: @escaping @Sendable () -> Void) {
+    init(pid: Int32, uid: UInt32, executable: URL?, outbox: AsyncStream<LocalMessage>.Continuation, inProcess: Bool = false, hangUp: @escaping @Sendable () -> Void) {
         self.pid = pid
         self.uid = uid
         self.outbox = outbox
         self.deliver = nil
         self.hangUp = hangUp
         self.isInProcess = inProcess
-        executable = inProcess ? nil : (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")).map { URL(fileURLWithPath: $0) }
+        self.executable = inProcess ? nil : executable
     }
 
     /// A client in the agent's own process, which `deliver` hands every message to as it is sent.
@@ -86,14 +87,16 @@ public final class LocalAPIServer: Sendable {
     /// How many messages may wait in each direction for one client.
     static let queueLimit = 1024
 
+    /// The most clients served at once; more are refused with a message saying so.
+    static let maximumClients = 256
+
     public let path: String
-    private let server: NIOAsyncChannel<ConnectedClient, Never>
+    private let acceptor: LocalAcceptor
     private let serving: Task<Void, Never>
 
     struct ConnectedClient: Sendable {
         var channel: NIOAsyncChannel<Frame, Frame>
-        var pid: Int32
-        var uid: UInt32
+        var accepted: AcceptedLocalClient
     }
 
     /// Serves a connection that carries continuation streams: its first message (`request`,
@@ -125,62 +128,45 @@ public final class LocalAPIServer: Sendable {
             running.close()
             throw LocalAPIServerError(message: "another agent is already running at \(path); stop it first, or give this one another --socket")
         }
-        let server: NIOAsyncChannel<ConnectedClient, Never>
-        do {
-            server = try await ServerBootstrap(group: eventLoopGroup)
-                .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
-                    guard let provider = channel as? any SocketOptionProvider else {
-                        return channel.eventLoop.makeFailedFuture(LocalAPIServerError(message: "the socket cannot report its peer"))
-                    }
-                    let credentials: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-                    return credentials.flatMapThrowing { credentials in
-                        try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: LocalMessage.maximumFrame))
-                        let wrapped = try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
-                        return ConnectedClient(channel: wrapped, pid: credentials.pid, uid: credentials.uid)
-                    }
-                }
-        } catch {
-            throw LocalAPIServerError(message: "cannot listen on \(path): \(error)")
-        }
-        chmod(path, 0o600)
-        self.server = server
+        let (accepted, arrivals) = AsyncStream<AcceptedLocalClient>.makeStream()
+        let acceptor = try LocalAcceptor(path: path, maximumClients: Self.maximumClients, logger: logger) { arrivals.yield($0) }
+        self.acceptor = acceptor
         self.serving = Task {
-            try? await server.executeThenClose { clients in
-                await withDiscardingTaskGroup { group in
-                    do {
-                        for try await client in clients {
-                            group.addTask { await Self.run(client, logger: logger, serveStream: serveStream, serve: serve) }
+            await withDiscardingTaskGroup { group in
+                for await client in accepted {
+                    group.addTask {
+                        defer { acceptor.served.subtract(1, ordering: .relaxed) }
+                        let channel: NIOAsyncChannel<Frame, Frame>
+                        do {
+                            channel = try await ClientBootstrap(group: eventLoopGroup).withConnectedSocket(client.descriptor) { channel in
+                                channel.eventLoop.makeCompletedFuture {
+                                    try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: LocalMessage.maximumFrame))
+                                    return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
+                                }
+                            }
+                        } catch {
+                            logger.warning("could not serve a local client: \(error)", metadata: ["pid": "\(client.pid)"])
+                            return
                         }
-                    } catch where !Task.isCancelled {
-                        logger.warning("the local socket stopped accepting: \(error)")
-                    } catch {}
+                        await Self.run(ConnectedClient(channel: channel, accepted: client), logger: logger, serveStream: serveStream, serve: serve)
+                    }
                 }
+                group.cancelAll()
             }
         }
+        // Cancelling the serving task ends the stream of arrivals.
+        arrivals.onTermination = { _ in }
     }
 
     private static func run(
         _ client: ConnectedClient, logger: Logger, serveStream: StreamServe?,
         serve: @escaping @Sendable (LocalPeer, AsyncStream<Result<LocalMessage, LocalError>>) async -> Void
     ) async {
-        // A client of another user is refused: the socket is owner-only, but root's agent
-        // must not serve other users either.
-        guard client.uid == getuid() else {
-            logger.warning("refused a local client of another user", metadata: ["pid": "\(client.pid)", "uid": "\(client.uid)"])
-            try? await client.channel.channel.close()
-            return
-        }
+        let client = (channel: client.channel, pid: client.accepted.pid, uid: client.accepted.uid, executable: client.accepted.executable, first: client.accepted.first)
         try? await client.channel.executeThenClose { inbound, outbound in
             let channel = client.channel.channel
             var iterator = inbound.makeAsyncIterator()
-            let first: Frame?
-            do {
-                first = try await iterator.next()
-            } catch {
-                logger.debug("a local client's connection failed: \(error)", metadata: ["pid": "\(client.pid)"])
-                return
-            }
-            guard let first else { return }
+            let first = client.first
             // A connection that opens with a stream request carries stream frames, not messages.
             if let serveStream, case .call(let request, let call)? = try? LocalMessage(frame: first), call.opensStream {
                 let streamClient = LocalStreamClient(pid: client.pid, request: request, call: call) { channel.close(promise: nil) }
@@ -189,7 +175,7 @@ public final class LocalAPIServer: Sendable {
             }
             let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
             let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
-            let peer = LocalPeer(pid: client.pid, uid: client.uid, outbox: outbox) { channel.close(promise: nil) }
+            let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, outbox: outbox) { channel.close(promise: nil) }
             let writer = Task {
                 for await message in outgoing {
                     do { try await outbound.write(message.frame) } catch { break }
@@ -262,9 +248,8 @@ public final class LocalAPIServer: Sendable {
 
     /// Stops listening, closes every client and removes the socket file.
     public func close() async {
+        await acceptor.close()
         serving.cancel()
-        try? await server.channel.close()
-        unlink(path)
     }
 }
 

@@ -68,15 +68,25 @@ public final class LocalClient: Sendable {
             // An agent answers hello at once; a socket that does not is not an agent.
             Self.setReceiveTimeout(fd, seconds: 5)
             try Self.write(fd, LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: role, bundleIdentifier: bundleIdentifier)).frame)
-            // The answer to hello comes first, before any other message.
-            guard let frame = try Self.readFrame(fd, &decoder) else {
-                throw LocalError(.failed, "the agent at \(path) closed the connection during hello")
+            // The agent asks this process to prove it holds the connection, then answers hello;
+            // nothing else comes first.
+            var answer: LocalReply?
+            while answer == nil {
+                guard let frame = try Self.readFrame(fd, &decoder) else {
+                    throw LocalError(.failed, "the agent at \(path) closed the connection during hello")
+                }
+                switch try LocalMessage(frame: frame) {
+                case .prove(let nonce):
+                    try Self.write(fd, LocalMessage.proof(nonce: nonce).frame)
+                case .reply(1, let reply):
+                    answer = reply
+                default:
+                    throw LocalError(.failed, "the agent at \(path) did not answer hello")
+                }
             }
-            guard case .reply(1, let reply) = try LocalMessage(frame: frame) else {
-                throw LocalError(.failed, "the agent at \(path) did not answer hello")
-            }
-            if let error = reply.error { throw error }
-            hello = reply
+            guard let answer else { throw LocalError(.failed, "the agent at \(path) did not answer hello") }
+            if let error = answer.error { throw error }
+            hello = answer
             Self.setReceiveTimeout(fd, seconds: 0)
         } catch {
             systemClose(fd)

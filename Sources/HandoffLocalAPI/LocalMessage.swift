@@ -148,9 +148,14 @@ public enum LocalMessage: Sendable, Hashable {
     case saveFailed(request: UInt64, LocalError)
     /// The app does not take the streams the agent asked it to (`streamRequest`).
     case streamRefused(stream: UUID, error: LocalError)
+    /// The answer to `prove`: the nonce the agent sent, written by the process that connected.
+    case proof(nonce: Data)
 
     // From the agent.
     case reply(request: UInt64, LocalReply)
+    /// Sent after `hello` and before its reply: the client answers `proof` with this nonce, so
+    /// that the agent knows the process that connected wrote it (see `docs/local-api.md`).
+    case prove(nonce: Data)
     /// Asks an app to save activity `activity` now and answer with `saved` or `saveFailed`.
     case save(request: UInt64, activity: UUID)
     /// A continuation is coming for this app: the app hears `willContinueUserActivityWithType`.
@@ -170,7 +175,8 @@ public enum LocalMessage: Sendable, Hashable {
     /// The frame kind of a JSON message: ASCII `J`.
     public static let frameKind: UInt8 = 0x4A
     /// The protocol version this build speaks; `hello` carries it.
-    public static let version = 1
+    /// Version 2 added `prove` and `proof` to `hello`.
+    public static let version = 2
     /// The largest frame either side accepts.
     public static let maximumFrame = 1 << 20
 
@@ -251,7 +257,7 @@ public enum LocalMessage: Sendable, Hashable {
 extension LocalMessage: Codable {
     enum Key: String, CodingKey {
         case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code, port
-        case record, error, reply, continuation, activityType, origin, event, stream
+        case record, error, reply, continuation, activityType, origin, event, stream, nonce
     }
 
     public init(from decoder: any Decoder) throws {
@@ -316,6 +322,8 @@ extension LocalMessage: Codable {
                 continuation: try c.decode(UUID.self, forKey: .continuation), activityType: try c.decode(String.self, forKey: .activityType),
                 error: try c.decode(LocalError.self, forKey: .error))
         case "wasContinued": self = .wasContinued(activity: try c.decode(UUID.self, forKey: .activity))
+        case "prove": self = .prove(nonce: try c.decode(Data.self, forKey: .nonce))
+        case "proof": self = .proof(nonce: try c.decode(Data.self, forKey: .nonce))
         case "event": self = .event(try c.decode(LocalEvent.self, forKey: .event))
         default:
             throw LocalError(.badRequest, "unknown message type '\(type)'")
@@ -438,6 +446,12 @@ extension LocalMessage: Codable {
             try c.encode("streamRequest", forKey: .type)
             try c.encode(stream, forKey: .stream)
             try c.encode(activity, forKey: .activity)
+        case .prove(let nonce):
+            try c.encode("prove", forKey: .type)
+            try c.encode(nonce, forKey: .nonce)
+        case .proof(let nonce):
+            try c.encode("proof", forKey: .type)
+            try c.encode(nonce, forKey: .nonce)
         }
     }
 }

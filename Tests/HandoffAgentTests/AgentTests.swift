@@ -560,7 +560,17 @@ struct AgentTests {
                     var timeout = timeval(tv_sec: 20, tv_usec: 0)
                     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
                     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                    var bytes = LocalMessage.call(request: 1, .hello(version: 1, role: .control, bundleIdentifier: nil)).frame.encoded
+                    // Hello and its proof, as any client does; then it only writes.
+                    let hello = LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil)).frame.encoded
+                    _ = hello.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+                    var challenge = [UInt8](repeating: 0, count: 4096)
+                    let read = challenge.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+                    var decoder = FrameDecoder()
+                    decoder.append(challenge[..<max(0, read)])
+                    guard let frame = try? decoder.next(), case .prove(let nonce)? = try? LocalMessage(frame: frame) else {
+                        return continuation.resume(returning: false)
+                    }
+                    var bytes = LocalMessage.proof(nonce: nonce).frame.encoded
                     for request in 2..<20_000 { bytes += LocalMessage.call(request: UInt64(request), .status).frame.encoded }
                     _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
                     // Now read: the agent must have hung up, so this ends (rather than waiting).
@@ -617,12 +627,12 @@ struct AgentTests {
                 }
             }
             originBox.client = origin
-            origin.send(.call(request: 1, .hello(version: 1, role: .app, bundleIdentifier: nil)))
+            origin.send(.call(request: 1, .hello(version: LocalMessage.version, role: .app, bundleIdentifier: nil)))
             origin.send(.becameCurrent(activity))
 
             let heardByReceiver = Heard()
             let receiver = await agentB.connectInProcess { heardByReceiver.append($0) }
-            receiver.send(.call(request: 1, .hello(version: 1, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")))
+            receiver.send(.call(request: 1, .hello(version: LocalMessage.version, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")))
             #expect(await waitUntil { heardByReceiver.messages.contains { if case .reply(1, let reply) = $0 { reply.app?.bundleIdentifier == "com.example.handoff.MapViewer" } else { false } } })
 
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == activity.id })

@@ -26,6 +26,7 @@ struct LocalMessageTests {
             .fail(continuation: UUID(), activityType: activity.activityType, error: LocalError(.continuation, code: 4609, "gone")),
             .wasContinued(activity: activity.id),
             .event(LocalEvent(change: .gone, device: UUID(), deviceName: "desk", activity: nil)),
+            .prove(nonce: Data(repeating: 7, count: 16)), .proof(nonce: Data(repeating: 7, count: 16)),
         ]
         for message in messages {
             let frame = message.frame

@@ -406,7 +406,7 @@ struct StreamTests {
             let continuation = try #require(continued.continuation)
             let refused = try await onThread { () -> LocalError? in
                 do throws(LocalError) {
-                    _ = try LocalStreamSocket.open(path: scene.b.socket, call: .openStream(version: 1, continuation: continuation.continuationID))
+                    _ = try LocalStreamSocket.open(path: scene.b.socket, call: .openStream(version: LocalMessage.version, continuation: continuation.continuationID))
                     return nil
                 } catch {
                     return error
@@ -424,7 +424,7 @@ struct StreamTests {
             await #expect(throws: CocoaError.self) { try await scene.activity.continuationStreams() }
             let refused = try await onThread { () -> LocalError? in
                 do throws(LocalError) {
-                    _ = try LocalStreamSocket.open(path: scene.b.socket, call: .openStream(version: 1, continuation: UUID()))
+                    _ = try LocalStreamSocket.open(path: scene.b.socket, call: .openStream(version: LocalMessage.version, continuation: UUID()))
                     return nil
                 } catch {
                     return error

@@ -41,6 +41,7 @@ from typing import Any, Callable
 KIND_JSON = 0x4A                    # 'J': the payload is one JSON object in UTF-8
 MAX_PAYLOAD = 1024 * 1024           # 1 MiB; the agent closes the connection beyond it
 HEADER = struct.Struct(">IB")       # length (payload only), kind
+API_VERSION = 2                     # the local API version hello and stream connections carry
 
 
 def encode_frame(payload: bytes, kind: int = KIND_JSON) -> bytes:
@@ -237,7 +238,7 @@ class LocalAPIClient:
     # --- the API, spelled out -------------------------------------------------------
 
     def hello(self, role: str = "control", bundle_identifier: str | None = None,
-              version: int = 1, timeout: float = 10.0) -> dict[str, Any]:
+              version: int = API_VERSION, timeout: float = 10.0) -> dict[str, Any]:
         """The first message. Nothing else may be sent until its reply has arrived,
         which is why this waits."""
         return self.call("hello", timeout=timeout, version=version, role=role,
@@ -300,6 +301,10 @@ class LocalAPIClient:
                 message = json.loads(payload.decode("utf-8"))
                 if not isinstance(message, dict):
                     raise ProtocolError(f"the agent sent JSON that is not an object: {payload!r}")
+                if message.get("type") == "prove":
+                    # Between hello and its reply: this process proves it holds the connection.
+                    self.send({"type": "proof", "nonce": message.get("nonce")})
+                    continue
                 if message.get("type") == "reply" and isinstance(message.get("request"), int):
                     self.expect_reply(message["request"])._resolve(message)
                 else:
@@ -702,7 +707,7 @@ class StreamConnection:
     def __init__(self, path: str, first: dict[str, Any]):
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.connect(path)
-        self._sock.sendall(encode_message({"request": 1, "version": 1, **first}))
+        self._sock.sendall(encode_message({"request": 1, "version": API_VERSION, **first}))
         frame = read_frame(self._sock)
         if frame is None:
             raise ProtocolError("the agent closed the stream connection before answering")

@@ -1,0 +1,22 @@
+// Linux calls that Glibc shows Swift only under _GNU_SOURCE: accepting and piping with flags
+// (so that no descriptor leaks into a process the agent starts), and reading who wrote the
+// bytes of a Unix socket (SCM_CREDENTIALS). Declared with plain types; CHandoffSystem.c
+// defines them with the system's headers.
+#ifndef C_HANDOFF_SYSTEM_H
+#define C_HANDOFF_SYSTEM_H
+
+/// accept4 with SOCK_CLOEXEC and SOCK_NONBLOCK.
+int handoff_accept(int listener);
+
+/// A pipe whose ends are close-on-exec and non-blocking.
+int handoff_pipe(int ends[2]);
+
+/// One non-blocking recvmsg into `buffer`. `*writer` is the pid the kernel gives for the
+/// bytes' writer (SCM_CREDENTIALS; 0 when none came); descriptors sent along (SCM_RIGHTS)
+/// are closed. Returns what recvmsg returned.
+long handoff_receive(int fd, void *buffer, unsigned long count, int *writer);
+
+/// Asks the kernel to name the writer of every byte this socket (or those it accepts) receives.
+int handoff_pass_credentials(int fd);
+
+#endif
