@@ -102,6 +102,33 @@ struct PeerLinkTests {
         await listener.close()
     }
 
+    @Test("S5, S7: A removed member that kept a TLS session ticket cannot resume its way back: nothing it sends is answered")
+    func removedWithATicket() async throws {
+        let members = Shared<Set<String>>([a.fingerprint, b.fingerprint])
+        let (listener, answered) = try await echo(a, pins: { members.value })
+        defer { Task { await listener.close() } }
+        // b's certificate and key, as files for another TLS stack that keeps sessions.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("resume-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let certificate = "-----BEGIN CERTIFICATE-----\n" + Data(b.certificateDER).base64EncodedString(options: .lineLength64Characters) + "\n-----END CERTIFICATE-----\n"
+        try certificate.write(to: folder.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
+        try b.privateKey.pemRepresentation.write(to: folder.appendingPathComponent("key.pem"), atomically: true, encoding: .utf8)
+        let frame = Frame(kind: 1, payload: Array("hello".utf8)).encoded.map { String(format: "%02x", $0) }.joined()
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("tls_resume.py").path
+        let client = try RunningCommand(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["python3", script, "127.0.0.1", "\(listener.port)", folder.appendingPathComponent("cert.pem").path, folder.appendingPathComponent("key.pem").path, frame])
+        try #require(await waitUntil(15) { client.output.contains("FIRST") }, "the client never finished its first exchange: \(client.output)")
+        try #require(client.output.contains("FIRST answered=True"), "a member's first exchange failed: \(client.output)")
+        members.update { $0.remove(b.fingerprint) }
+        client.type("again")
+        try #require(await waitUntil(15) { client.output.contains("SECOND") }, "the client never finished its second exchange: \(client.output)")
+        #expect(client.output.contains("SECOND answered=False"), "the removed member was answered: \(client.output)")
+        #expect(client.output.contains("SECOND answered=False reused=False"), "the removed member resumed its session: \(client.output)")
+        #expect(answered.value == 1)
+    }
+
     @Test("A frame over the listener's limit closes the link unanswered")
     func oversized() async throws {
         let pins: Set<String> = [a.fingerprint, b.fingerprint]

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""A device's TLS client that keeps its session ticket, for the S5/S7 resumption test.
+
+    tls_resume.py HOST PORT CERT_PEM KEY_PEM FRAME_HEX
+
+Connects with the certificate, sends the frame, reads the answer and keeps the session the
+listener gave. Then waits for a line on standard input (the test removes the device from the
+account meanwhile) and connects again offering that session, sending the same frame. Prints
+`FIRST answered=BOOL reused=BOOL` and `SECOND answered=BOOL reused=BOOL`.
+"""
+
+import socket
+import ssl
+import struct
+import sys
+
+
+def exchange(context: ssl.SSLContext, host: str, port: int, frame: bytes, session=None):
+    raw = socket.create_connection((host, port), timeout=5)
+    try:
+        tls = context.wrap_socket(raw, session=session)
+    except (ssl.SSLError, OSError):
+        raw.close()
+        return None, False, False
+    reused = tls.session_reused
+    answered = False
+    try:
+        tls.sendall(frame)
+        header = b""
+        while len(header) < 5:
+            chunk = tls.recv(5 - len(header))
+            if not chunk:
+                break
+            header += chunk
+        if len(header) == 5:
+            length = struct.unpack(">I", header[:4])[0]
+            body = b""
+            while len(body) < length:
+                chunk = tls.recv(length - len(body))
+                if not chunk:
+                    break
+                body += chunk
+            answered = len(body) == length
+    except (ssl.SSLError, OSError):
+        pass
+    session = tls.session
+    tls.close()
+    return session, answered, reused
+
+
+def main() -> None:
+    host, port, cert, key, frame_hex = sys.argv[1:6]
+    frame = bytes.fromhex(frame_hex)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    context.load_cert_chain(cert, key)
+    session, answered, reused = exchange(context, host, int(port), frame)
+    print(f"FIRST answered={answered} reused={reused} ticket={session is not None and session.has_ticket}", flush=True)
+    sys.stdin.readline()
+    _, answered, reused = exchange(context, host, int(port), frame, session=session)
+    print(f"SECOND answered={answered} reused={reused}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
