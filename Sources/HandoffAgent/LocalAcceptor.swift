@@ -56,13 +56,11 @@ final class LocalAcceptor: Sendable {
             raw.copyBytes(from: bytes)
             raw[bytes.count] = 0
         }
-        // Owner-only from the moment the file exists.
-        let mask = umask(0o177)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        umask(mask)
-        guard bound == 0, listen(fd, 128) == 0 else {
+        // Owner-only (its folder already is: LocalAPIServer.checkDirectory).
+        guard bound == 0, chmod(path, 0o600) == 0, listen(fd, 128) == 0 else {
             let reason = String(cString: strerror(errno))
             Glibc.close(fd)
             throw LocalAPIServerError(message: "cannot listen on \(path): \(reason)")
