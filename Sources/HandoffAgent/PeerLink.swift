@@ -31,6 +31,15 @@ public enum LinkError: Error, Sendable, CustomStringConvertible {
 /// application byte.
 enum LinkTLS {
     static func context(for identity: DeviceIdentity) throws -> NIOSSLContext {
+        try NIOSSLContext(configuration: configuration(for: identity))
+    }
+
+    /// The configuration both ends of a link use. A listener makes a new context from it for
+    /// every connection: a TLS context keeps the keys of the session tickets it issues (and a
+    /// cache of sessions), and a resumed session skips the certificate check. A context that
+    /// lives for one connection can resume nothing, so every handshake presents and checks a
+    /// certificate, against the members of that moment.
+    static func configuration(for identity: DeviceIdentity) throws -> TLSConfiguration {
         let certificate: NIOSSLCertificate
         let key: NIOSSLPrivateKey
         do {
@@ -44,7 +53,7 @@ enum LinkTLS {
         configuration.maximumTLSVersion = .tlsv13
         // Ask for (and send) certificates; who is accepted is decided by the pins below.
         configuration.certificateVerification = .noHostnameVerification
-        return try NIOSSLContext(configuration: configuration)
+        return configuration
     }
 
     /// A link notices a peer that vanished without closing (its network dropped, its machine
@@ -254,7 +263,7 @@ public final class LinkListener: Sendable {
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
-        let context = try LinkTLS.context(for: identity)
+        let configuration = try LinkTLS.configuration(for: identity)
         let open = ConnectionGuard.Count()
         let watch = FloodWatch(what: "link connections", threshold: 50, logger: logger)
         self.floodWatch = watch
@@ -264,6 +273,8 @@ public final class LinkListener: Sendable {
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try LinkTLS.watchForDeadPeers(channel)
+                    // A context of its own: no session of another connection resumes here.
+                    let context = try NIOSSLContext(configuration: configuration)
                     try channel.pipeline.syncOperations.addHandler(
                         NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(accepting: accepts)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
@@ -301,6 +312,9 @@ public final class LinkListener: Sendable {
         // A frame arrives only after the handshake, so the peer's certificate is known now.
         guard let certificate = try await channel.nioSSL_peerCertificate().get(), let der = try? certificate.toDERBytes() else { return }
         let peer = LinkPeer(fingerprint: DeviceIdentity.fingerprint(ofCertificate: der), certificate: der)
+        // Checked again here, as before every later frame: whatever the handshake was, only a
+        // member of this moment, with a certificate valid now, is answered.
+        guard accepts(peer.fingerprint), let parsed = try? Certificate(derEncoded: der), LinkTLS.isValidNow(parsed) else { return }
         if let reply = await answer(first, peer) { try await outbound.write(reply) }
         let (replies, sink) = AsyncStream<Frame>.makeStream()
         // Streams the peer opens; their frames are handled here, in order, never in a task.
