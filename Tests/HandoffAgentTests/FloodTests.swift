@@ -1,4 +1,6 @@
 import Foundation
+import Handoff
+import HandoffLocalAPI
 import HandoffWire
 import Logging
 import Synchronization
@@ -63,6 +65,44 @@ struct FloodTests {
         // flood of new addresses gets one address's worth, not one each.
         #expect((5..<505).filter { budget.spend("10.0.0.\($0)") }.count == 200)
         #expect(budget.spend("10.0.0.2"), "an address it remembers keeps its own budget")
+    }
+
+    @Test("S10: 6,000 spoofed sources at 6,000 a second do not starve a member's beacons: B stays listed on A and continues throughout")
+    func spoofedSources() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: a)
+            let activity = mapActivity()
+            let record = LocalRecord(activity: activity, userInfo: try UserInfoCoding.encode(["latitude": 37.79] as [AnyHashable: Any]))
+            let origin = try await b.offer(activity, answering: .answer(record), seenBy: a)
+            defer { origin.client.close() }
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("spoof_flood.py").path
+            let seconds = 24
+            let flood = try RunningCommand(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                ["python3", script, "239.255.71.68", "\(harness.discoveryPort)", "6000", "6000", "\(seconds)", "\(Beacon.size)"])
+            // Past the harness's 8 s expiry, B's activity must still be listed every time A is
+            // asked, and continue.
+            let started = ContinuousClock.now
+            var missing: [Int] = []
+            var continued = 0
+            while flood.isRunning, ContinuousClock.now - started < .seconds(seconds - 1) {
+                try await Task.sleep(for: .seconds(2))
+                let second = Int((ContinuousClock.now - started).components.seconds)
+                guard second >= 10 else { continue }
+                if (try? await a.nearby().contains { $0.activity.id == activity.id }) != true {
+                    missing.append(second)
+                } else if continued == 0, try await a.attempt(.continue(activity: activity.id)).error == nil {
+                    continued += 1
+                }
+            }
+            #expect(missing.isEmpty, "A lost B's activity at seconds \(missing) of the flood")
+            #expect(continued == 1, "B's activity did not continue on A during the flood")
+            try #require(await waitUntil(30) { !flood.isRunning })
+            #expect(flood.output.contains("SENT"), "the flood did not run: \(flood.output)")
+        }
     }
 
     @Test("S10: Silent connections from one address are held to 16 and the flood is logged once; a member from another address still links at once")
