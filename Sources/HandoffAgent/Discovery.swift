@@ -569,6 +569,8 @@ public actor Discovery {
         switch replayGuard.admit(content) {
         case .accepted:
             statistics.accepted += 1
+            // A member's address: spoofed strangers, however many, never take its budget.
+            budget.trust(address)
             // From accepted beacons only: a replayed old one says nothing of a clock.
             if clockOffsets[content.sender] != nil || clockOffsets.count < 256 {
                 clockOffsets[content.sender] = Date().timeIntervalSince(content.timestamp)

@@ -102,22 +102,43 @@ public final class FloodWatch: Sendable {
 /// A per-source budget of events per second, for input that costs work before it can be
 /// judged (a beacon's seal, a connection's handshake). It remembers at most `capacity`
 /// sources; past that, a source it cannot remember shares one budget with all such sources.
+///
+/// A source that proved itself (`trust`: a member's beacon opened and was fresh) keeps a budget
+/// of its own for `trustPeriod`, however many strangers arrive: it is never forgotten for being
+/// quiet, nor put in the shared budget. So spoofed addresses, however many, cannot starve a
+/// member that beacons only every 15 seconds. At most `trustedCapacity` sources are trusted at
+/// once (the longest quiet is let go for a new one).
 public final class SourceBudget: Sendable {
     public let perSecond: Int
     public let capacity: Int
-    private let spent = Mutex<(sources: [String: (second: ContinuousClock.Instant, count: Int)], pruned: ContinuousClock.Instant)>(([:], .now))
+    public let trustedCapacity: Int
+    public let trustPeriod: Duration
+    private struct Spent {
+        var sources: [String: (second: ContinuousClock.Instant, count: Int)] = [:]
+        var pruned: ContinuousClock.Instant
+        /// Sources that proved themselves: their budget, and until when they are trusted.
+        var trusted: [String: (second: ContinuousClock.Instant, count: Int, until: ContinuousClock.Instant)] = [:]
+    }
+    private let spent = Mutex(Spent(pruned: .now))
     private static let overflow = "*"
 
-    public init(perSecond: Int, capacity: Int = 1024) {
-        precondition(perSecond > 0 && capacity > 0)
+    public init(perSecond: Int, capacity: Int = 1024, trustedCapacity: Int = 64, trustPeriod: Duration = .seconds(300)) {
+        precondition(perSecond > 0 && capacity > 0 && trustedCapacity > 0)
         self.perSecond = perSecond
         self.capacity = capacity
+        self.trustedCapacity = trustedCapacity
+        self.trustPeriod = trustPeriod
     }
 
     /// True when `source` may spend one more now.
-    public func spend(_ source: String) -> Bool {
-        let now = ContinuousClock.now
-        return spent.withLock { spent in
+    public func spend(_ source: String, now: ContinuousClock.Instant = .now) -> Bool {
+        spent.withLock { spent in
+            if var entry = spent.trusted[source], entry.until > now {
+                if now - entry.second >= .seconds(1) { (entry.second, entry.count) = (now, 0) }
+                entry.count += 1
+                spent.trusted[source] = entry
+                return entry.count <= perSecond
+            }
             var key = source
             if spent.sources[key] == nil && spent.sources.count >= capacity {
                 // Forgetting the sources quiet for a second costs a pass over the table: at
@@ -134,6 +155,21 @@ public final class SourceBudget: Sendable {
             entry.count += 1
             spent.sources[key] = entry
             return entry.count <= perSecond
+        }
+    }
+
+    /// `source` proved itself now (what it sent was authentic and fresh): it keeps a budget of
+    /// its own for `trustPeriod` from now.
+    public func trust(_ source: String, now: ContinuousClock.Instant = .now) {
+        spent.withLock { spent in
+            if spent.trusted[source] == nil && spent.trusted.count >= trustedCapacity {
+                spent.trusted = spent.trusted.filter { $0.value.until > now }
+                if spent.trusted.count >= trustedCapacity, let oldest = spent.trusted.min(by: { $0.value.until < $1.value.until }) {
+                    spent.trusted[oldest.key] = nil
+                }
+            }
+            let entry = spent.trusted[source] ?? (now, 0, now)
+            spent.trusted[source] = (entry.second, entry.count, now + trustPeriod)
         }
     }
 }

@@ -67,6 +67,26 @@ struct FloodTests {
         #expect(budget.spend("10.0.0.2"), "an address it remembers keeps its own budget")
     }
 
+    @Test("S10: A member's address keeps its own budget through 120 s of 6,000 spoofed addresses at 6,000 a second, beaconing every 15 s")
+    func memberKeepsItsBudget() {
+        let budget = SourceBudget(perSecond: 200)
+        let start = ContinuousClock.now
+        budget.trust("192.0.2.10", now: start)
+        var heard = 0
+        for tick in 0..<(120 * 100) {
+            let now = start + .milliseconds(tick * 10)
+            for spoofed in 0..<60 { _ = budget.spend("10.1.\((tick * 60 + spoofed) % 6000 / 250).\((tick * 60 + spoofed) % 250)", now: now) }
+            if tick % 1500 == 0 {
+                if budget.spend("192.0.2.10", now: now) {
+                    heard += 1
+                    budget.trust("192.0.2.10", now: now)
+                }
+            }
+        }
+        #expect(heard == 8, "the member's beacons were heard \(heard) times of 8")
+        #expect(!budget.spend("10.9.9.9", now: start + .seconds(120)), "a new stranger shares the spent overflow budget")
+    }
+
     @Test("S10: 6,000 spoofed sources at 6,000 a second do not starve a member's beacons: B stays listed on A and continues throughout")
     func spoofedSources() async throws {
         try await withHarness { harness in
