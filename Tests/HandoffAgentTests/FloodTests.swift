@@ -12,6 +12,22 @@ import Testing
 import Glibc
 #endif
 
+/// A TCP connection from `source` (a loopback address) to `port` on 127.0.0.1 that sends
+/// nothing; its descriptor, for the test to close. It does not wait for the connection to be
+/// made (a listener that is full would hold up the thread, one of the few async code shares).
+func silentConnection(from source: String, to port: Int) -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+    var local = sockaddr_in()
+    local.sin_family = sa_family_t(AF_INET)
+    local.sin_addr.s_addr = inet_addr(source)
+    var target = local
+    target.sin_addr.s_addr = inet_addr("127.0.0.1")
+    target.sin_port = in_port_t(UInt16(port).bigEndian)
+    _ = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    _ = withUnsafePointer(to: &target) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    return fd
+}
+
 /// Keeps what is logged, for a test to read.
 final class LogLines: Sendable {
     let lines = Mutex<[(Logger.Level, String)]>([])
@@ -32,7 +48,7 @@ final class LogLines: Sendable {
     }
 }
 
-@Suite("Floods")
+@Suite("Floods", .serialized)
 struct FloodTests {
     @Test("S10: A flood is logged once when it starts and once when it stops, however many refusals it brings; the next flood is logged again")
     func watchLogsOnce() async throws {
@@ -123,6 +139,25 @@ struct FloodTests {
             try #require(await waitUntil(30) { !flood.isRunning })
             #expect(flood.output.contains("SENT"), "the flood did not run: \(flood.output)")
         }
+    }
+
+    @Test("S10: 40 addresses holding 16 silent connections each fill no slot a member needs: its new link gets through at once")
+    func manyAddressesFillTheCap() async throws {
+        let a = try DeviceIdentity.generate(name: "a"), b = try DeviceIdentity.generate(name: "b")
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let listener = try await LinkListener(identity: a, accepting: { pins.contains($0) }, logger: LogLines().logger) { frame, _ in frame }
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for address in 2..<42 {
+            for _ in 0..<16 { held.append(silentConnection(from: "127.0.0.\(address)", to: listener.port)) }
+        }
+        // Every slot is taken (256 of the 640 got in).
+        try #require(await waitUntil { listener.connections.value.withLock { $0 } >= 256 }, "the silent connections did not fill the listener")
+        for attempt in 0..<3 {
+            let answer = try await LinkClient.exchange(Frame(kind: 1, payload: [UInt8(attempt)]), host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
+            #expect(answer.payload == [UInt8(attempt)])
+        }
+        await listener.close()
     }
 
     @Test("S10: Silent connections from one address are held to 16 and the flood is logged once; a member from another address still links at once")
