@@ -139,8 +139,11 @@ final class FrameHandler: ChannelDuplexHandler {
 /// Bounds what connections can cost before they prove anything: at most `limit` open at
 /// once, at most `perSourceLimit` of them from one address still before their first frame,
 /// and each must complete its TLS handshake and send a first frame within `deadline`, or it
-/// is closed. A stranger holding connections open cannot starve the agent of descriptors,
-/// nor keep a member's handshake out. Refusals are counted by `watch`, which logs a flood once.
+/// is closed. When every slot is taken, a new connection takes the slot of one still waiting
+/// for its first frame: the longest waiting, from the address with the most waiting. So
+/// strangers holding connections open from many addresses cannot keep a member's new link
+/// (or a join) out; only links that have proved themselves keep their slots. Refusals are
+/// counted by `watch`, which logs a flood once.
 final class ConnectionGuard: ChannelInboundHandler, Sendable {
     typealias InboundIn = Frame
     typealias InboundOut = Frame
@@ -150,6 +153,8 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
         let value = Mutex(0)
         /// Connections before their first frame, by source address.
         let pending = Mutex<[String: Int]>([:])
+        /// The same connections, oldest first, for one to give its slot to a newcomer.
+        let waiting = Mutex<[String: [ConnectionGuard]]>([:])
     }
 
     private let count: Count
@@ -161,6 +166,7 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
     private let counted = Mutex(false)
     /// The source while this connection is pending (counted in `Count.pending`).
     private let pendingSource = Mutex<String?>(nil)
+    private let channel = Mutex<(any Channel)?>(nil)
 
     init(count: Count, limit: Int, perSourceLimit: Int = 16, deadline: TimeAmount, watch: FloodWatch? = nil) {
         self.count = count
@@ -172,17 +178,6 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
 
     func channelActive(context: ChannelHandlerContext) {
         let source = context.channel.remoteAddress?.ipAddress ?? "?"
-        let admitted = count.value.withLock { open in
-            guard open < limit else { return false }
-            open += 1
-            return true
-        }
-        guard admitted else {
-            watch?.refused(from: source, reason: "over \(limit) connections open")
-            context.close(promise: nil)
-            return
-        }
-        counted.withLock { $0 = true }
         let pendingAdmitted = count.pending.withLock { pending in
             guard pending[source, default: 0] < perSourceLimit else { return false }
             pending[source, default: 0] += 1
@@ -194,6 +189,35 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
             return
         }
         pendingSource.withLock { $0 = source }
+        // A free slot, or the slot of the connection that waits longest from the address with
+        // the most waiting (which then counts as closed).
+        let (admitted, victim): (Bool, ConnectionGuard?) = count.value.withLock { open in
+            if open < limit {
+                open += 1
+                return (true, nil)
+            }
+            let victim: ConnectionGuard? = count.waiting.withLock { waiting in
+                guard let crowded = waiting.max(by: { $0.value.count < $1.value.count })?.key, var queue = waiting[crowded], !queue.isEmpty else { return nil }
+                let oldest = queue.removeFirst()
+                waiting[crowded] = queue.isEmpty ? nil : queue
+                return oldest
+            }
+            return (victim != nil, victim)
+        }
+        if let victim {
+            let from = victim.pendingSource.withLock { $0 } ?? "?"
+            victim.evict()
+            watch?.refused(from: from, reason: "waiting for a first frame when every slot was taken")
+        }
+        guard admitted else {
+            endPending()
+            watch?.refused(from: source, reason: "over \(limit) connections open")
+            context.close(promise: nil)
+            return
+        }
+        counted.withLock { $0 = true }
+        channel.withLock { $0 = context.channel }
+        count.waiting.withLock { $0[source, default: []].append(self) }
         let channel = context.channel
         let watch = self.watch
         let seconds = deadline.nanoseconds / 1_000_000_000
@@ -204,6 +228,14 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
             }
         }
         context.fireChannelActive()
+    }
+
+    /// Gives this connection's slot away: it no longer counts as open, and closes.
+    private func evict() {
+        counted.withLock { $0 = false }
+        timer.withLock { $0?.cancel() }
+        endPending()
+        channel.withLock { $0 }?.close(promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -218,7 +250,8 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
     func channelInactive(context: ChannelHandlerContext) {
         timer.withLock { $0?.cancel() }
         endPending()
-        if counted.withLock({ $0 }) { count.value.withLock { $0 -= 1 } }
+        channel.withLock { $0 = nil }
+        if counted.withLock({ counted in defer { counted = false }; return counted }) { count.value.withLock { $0 -= 1 } }
         context.fireChannelInactive()
     }
 
@@ -227,6 +260,11 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
         count.pending.withLock { pending in
             let left = pending[source, default: 1] - 1
             pending[source] = left > 0 ? left : nil
+        }
+        count.waiting.withLock { waiting in
+            guard var queue = waiting[source] else { return }
+            queue.removeAll { $0 === self }
+            waiting[source] = queue.isEmpty ? nil : queue
         }
     }
 }
