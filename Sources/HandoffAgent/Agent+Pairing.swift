@@ -31,9 +31,13 @@ extension Agent {
             // On the link port plus one, so a firewall needs one more port; with a random link
             // port (tests), a random one.
             let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
+            // Certificates of its own, pinned by the codes made while it listens: a stranger
+            // who connects learns nothing of this device, and the next listener shows another.
+            let shown = identity.showingOwnCertificates()
+            pairingIdentity = shown
             do {
                 pairingListener = try await network.listen(
-                    identity: identity, accepting: { _ in true }, host: listenHost, port: port,
+                    identity: shown, accepting: { _ in true }, host: listenHost, port: port,
                     acceptStream: { _, _, _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the pairing listener carries no streams") }
                 ) { [weak self] frame, peer in
                     await self?.answerJoin(frame, from: peer)
@@ -42,7 +46,8 @@ extension Agent {
                 return .failure(LocalError(.failed, "cannot listen for joining devices on \(listenHost):\(port): \(error)"))
             }
         }
-        let invitation = Invitation.make(kind, host: address, port: pairingListener!.port, fingerprint: identity.fingerprint)
+        let pinned = DeviceIdentity.fingerprint(ofCertificate: (pairingIdentity ?? identity).links.current().certificateDER)
+        let invitation = Invitation.make(kind, host: address, port: pairingListener!.port, fingerprint: pinned)
         let id = UUID()
         let expires = Date().addingTimeInterval(lifetime)
         invitations[id] = PendingInvitation(invitation: invitation, expires: expires)
@@ -93,6 +98,7 @@ extension Agent {
     func closePairingListenerIfIdle() async {
         guard invitations.isEmpty, let listener = pairingListener else { return }
         pairingListener = nil
+        pairingIdentity = nil
         await listener.close()
     }
 
@@ -132,7 +138,10 @@ extension Agent {
             return LinkMessage.joinRefused(reason: reason).frame
         }
         guard version == LinkMessage.version else { return refuse("it speaks link protocol version \(version), this device \(LinkMessage.version)") }
-        guard certificate == peer.certificate else { return refuse("the certificate in the request is not the one it connected with") }
+        // The certificate it showed is its long-term one, or one that key signed.
+        guard certificate == peer.presented || ((try? Certificate(derEncoded: peer.presented)).map { LinkCertificates.isSigned($0, by: certificate) } ?? false) else {
+            return refuse("the certificate in the request is not the one it connected with")
+        }
         let now = Date()
         guard let (id, pending) = invitations.first(where: { !$0.value.used && $0.value.expires > now && $0.value.invitation.isValid(proof: proof, certificate: certificate, name: name) }) else {
             return refuse("the code is wrong, was used already, or has expired; ask for a new one with 'handoff device invite'")

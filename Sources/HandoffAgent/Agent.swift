@@ -89,6 +89,8 @@ public actor Agent {
     var accountChanging = false
     var accountWaiters: [CheckedContinuation<Void, Never>] = []
     var pairingListener: (any LinkListening)?
+    /// The identity the pairing listener shows (certificates of its own, pinned by invitations).
+    var pairingIdentity: DeviceIdentity?
     var openingPairingListener = false
     /// Held (flock) while the agent runs, so that a second agent on the same state refuses to start.
     var lockFile: Int32 = -1
@@ -309,8 +311,10 @@ public actor Agent {
     }
 
     func updatePins() {
-        let fingerprints = (account?.members ?? []).compactMap { $0.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) } }
-        pins.value = Set(fingerprints)
+        let certificates = (account?.members ?? []).compactMap { $0.certificate.map(Array.init) }
+        // Recognised first: a member's handshake is told by its long-term key's signature.
+        identity.links.recognise(certificates)
+        pins.value = Set(certificates.map { DeviceIdentity.fingerprint(ofCertificate: $0) })
     }
 
     func reloadApps() {
@@ -345,7 +349,7 @@ public actor Agent {
         } catch {
             throw AgentError("\(error)")
         }
-        let discoveryConfiguration = DiscoveryConfiguration(
+        var discoveryConfiguration = DiscoveryConfiguration(
             port: configuration.discoveryPort, interfaces: configuration.interfaces ?? [],
             allMulticastInterfaces: configuration.interfaces == nil,
             // Beacons go out over the families links are taken on: their source is where a link is opened.
@@ -354,6 +358,9 @@ public actor Agent {
             expiry: configuration.expiry, unicastListen: (listenHost, linkPort),
             staticPeers: configuration.staticPeers.map { ($0.host, $0.port) },
             serviceDiscoveryPort: configuration.serviceDiscoveryPort, nameRotation: configuration.nameRotation)
+        // The certificate handshakes show changes with the DNS-SD names, and at least as often.
+        identity.links.lifetime = configuration.nameRotation
+        discoveryConfiguration.namesRenewed = { [links = identity.links] in links.renew() }
         let made = Discovery(
             device: identity.id, keys: keys, retiredKeys: account.retiredKeys, accountRevision: account.revision,
             linkPort: UInt16(clamping: linkPort), configuration: discoveryConfiguration,

@@ -207,9 +207,8 @@ public final class InMemoryNetwork: AgentNetwork {
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
             throw unavailable("cannot be reached")
         }
-        let me = LinkPeer(fingerprint: identity.fingerprint, certificate: identity.certificateDER)
-        // What TLS with pinning decides, both ways.
-        guard listener.accepts(me.fingerprint), pins().contains(listener.identity.fingerprint) else {
+        // What TLS with pinning decides, both ways, from the certificates each side shows.
+        guard let me = Self.handshake(identity, listener, accepting: { pins().contains($0) }) else {
             throw unavailable("refused the link or is not a member of this account")
         }
         guard case .hello(let version, let device)? = try? LinkMessage(frame: await listener.answer(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame, me) ?? Frame(kind: 0, payload: [])) else {
@@ -223,15 +222,22 @@ public final class InMemoryNetwork: AgentNetwork {
 
     public func exchange(_ frame: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool) async throws -> Frame {
         let key = "\(host):\(port)"
-        let me = LinkPeer(fingerprint: identity.fingerprint, certificate: identity.certificateDER)
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
             throw LinkError.ended(answers: 0, reason: "nothing listens at \(key)")
         }
-        guard listener.accepts(me.fingerprint), accepts(listener.identity.fingerprint) else {
+        guard let me = Self.handshake(identity, listener, accepting: accepts) else {
             throw LinkError.ended(answers: 0, reason: "the link was refused")
         }
         guard let answer = await listener.answer(frame, me) else { throw LinkError.ended(answers: 0, reason: "closed by the peer") }
         return answer
+    }
+
+    /// What a TLS handshake between `identity` (connecting, accepting what `accepts` says yes
+    /// to) and `listener` decides: the client as the listener sees it, or nil when either side
+    /// refuses the other's certificate.
+    private static func handshake(_ identity: DeviceIdentity, _ listener: Listener, accepting accepts: (String) -> Bool) -> LinkPeer? {
+        guard LinkTLS.identify(listener.identity.links.current().certificateDER, accepting: accepts, recognising: identity.links) != nil else { return nil }
+        return LinkTLS.identify(identity.links.current().certificateDER, accepting: listener.accepts, recognising: listener.identity.links)
     }
 
     /// The listener at `key`, if it is there, reachable, and still accepts `peer`.

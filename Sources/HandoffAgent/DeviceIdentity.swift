@@ -11,8 +11,25 @@ public struct DeviceIdentity: Sendable {
     public let name: String
     public let privateKey: P256.Signing.PrivateKey
     public let certificate: Certificate
+    /// What this device shows in handshakes instead of `certificate`, and whose signatures it
+    /// recognises there (`LinkCertificates`). Copies of an identity share it.
+    public let links: LinkCertificates
 
     public static let fileName = "device.json"
+
+    public init(id: UUID, name: String, privateKey: P256.Signing.PrivateKey, certificate: Certificate, links: LinkCertificates? = nil) {
+        self.id = id
+        self.name = name
+        self.privateKey = privateKey
+        self.certificate = certificate
+        self.links = links ?? LinkCertificates(signer: privateKey)
+    }
+
+    /// The same identity showing certificates of its own in handshakes (the pairing listener's,
+    /// pinned by the codes it hands out), with no signer recognised.
+    public func showingOwnCertificates() -> DeviceIdentity {
+        DeviceIdentity(id: id, name: name, privateKey: privateKey, certificate: certificate, links: LinkCertificates(signer: privateKey, lifetime: .seconds(86_400 * 365)))
+    }
 
     /// Makes a new identity: a fresh key and a self-signed certificate naming the device.
     public static func generate(id: UUID = UUID(), name: String, now: Date = Date(), validFor: TimeInterval = 10 * 365 * 86_400) throws -> DeviceIdentity {

@@ -43,6 +43,9 @@ public struct DiscoveryConfiguration: Sendable {
     public var serviceDiscoveryPort: Int?
     /// The longest time one set of DNS-SD names is used before new random ones replace it.
     public var nameRotation: Duration
+    /// Called each time the DNS-SD names are renewed: what else identifies the device to
+    /// strangers (the certificate its handshakes show) is renewed with them.
+    public var namesRenewed: (@Sendable () -> Void)?
     /// How many datagrams a second from one address are opened; the rest are dropped unread.
     /// A device sends about one a second, more when it answers newcomers.
     public var beaconsPerSecondPerAddress = 200
@@ -288,7 +291,9 @@ public actor Discovery {
         if let port = configuration.serviceDiscoveryPort, bus == nil {
             let made = ServiceDiscovery(
                 linkPort: linkPort,
-                configuration: .init(port: port, rotation: configuration.nameRotation, ipv4: configuration.ipv4, ipv6: configuration.ipv6),
+                configuration: .init(
+                    port: port, rotation: configuration.nameRotation, ipv4: configuration.ipv4, ipv6: configuration.ipv6,
+                    namesRenewed: configuration.namesRenewed),
                 eventLoopGroup: eventLoopGroup, logger: logger)
             await made.start()
             serviceDiscovery = made

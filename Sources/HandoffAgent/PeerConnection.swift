@@ -61,7 +61,7 @@ public final class PeerConnection: Sendable {
                     .connect(host: host, port: port) { channel in
                         channel.eventLoop.makeCompletedFuture {
                             try LinkTLS.watchForDeadPeers(channel)
-                            let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(pins))
+                            let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(pins, recognising: identity.links))
                             try channel.pipeline.syncOperations.addHandler(tls)
                             try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                             return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)

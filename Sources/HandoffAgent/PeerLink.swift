@@ -25,10 +25,11 @@ public enum LinkError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// TLS for links between the account's devices: TLS 1.3 only, both sides present their device
-/// certificate, and each accepts only a certificate pinned in the account. No certificate
-/// authority and no host name is trusted; a stranger fails in the handshake, before any
-/// application byte.
+/// TLS for links between the account's devices: TLS 1.3 only, both sides present a
+/// certificate, and each accepts only a member of the account: a certificate signed by the
+/// long-term key of a pinned member (what devices show, `LinkCertificates`), or a pinned
+/// certificate itself. No certificate authority and no host name is trusted; a stranger fails
+/// in the handshake, before any application byte, and learns nothing that names the device.
 enum LinkTLS {
     static func context(for identity: DeviceIdentity) throws -> NIOSSLContext {
         try NIOSSLContext(configuration: configuration(for: identity))
@@ -42,9 +43,11 @@ enum LinkTLS {
     static func configuration(for identity: DeviceIdentity) throws -> TLSConfiguration {
         let certificate: NIOSSLCertificate
         let key: NIOSSLPrivateKey
+        // The certificate of this period, never the long-term one.
+        let shown = identity.links.current()
         do {
-            certificate = try NIOSSLCertificate(bytes: identity.certificateDER, format: .der)
-            key = try NIOSSLPrivateKey(bytes: Array(identity.privateKey.pemRepresentation.utf8), format: .pem)
+            certificate = try NIOSSLCertificate(bytes: shown.certificateDER, format: .der)
+            key = try NIOSSLPrivateKey(bytes: Array(shown.privateKey.pemRepresentation.utf8), format: .pem)
         } catch {
             throw LinkError.badIdentity("\(error)")
         }
@@ -74,23 +77,35 @@ enum LinkTLS {
         #endif
     }
 
-    /// Accepts exactly the pinned certificates.
-    static func verifier(_ pins: @escaping LinkPins) -> NIOSSLCustomVerificationCallback {
-        verifier(accepting: { pins().contains($0) })
+    /// Accepts the members `pins` names (`identify`).
+    static func verifier(_ pins: @escaping LinkPins, recognising links: LinkCertificates) -> NIOSSLCustomVerificationCallback {
+        verifier(accepting: { pins().contains($0) }, recognising: links)
     }
 
-    /// Accepts a certificate when `accepts` says yes to its fingerprint and it is valid now:
-    /// a member's certificate that expired (or is not valid yet) is refused like a stranger's.
-    static func verifier(accepting accepts: @escaping @Sendable (String) -> Bool) -> NIOSSLCustomVerificationCallback {
+    /// Accepts a certificate that `identify` finds a peer behind.
+    static func verifier(accepting accepts: @escaping @Sendable (String) -> Bool, recognising links: LinkCertificates) -> NIOSSLCustomVerificationCallback {
         { certificates, promise in
-            guard let leaf = certificates.first, let der = try? leaf.toDERBytes(),
-                let certificate = try? Certificate(derEncoded: der), isValidNow(certificate)
-            else {
+            guard let leaf = certificates.first, let der = try? leaf.toDERBytes() else {
                 promise.succeed(.failed)
                 return
             }
-            promise.succeed(accepts(DeviceIdentity.fingerprint(ofCertificate: der)) ? .certificateVerified : .failed)
+            promise.succeed(identify(der, accepting: accepts, recognising: links) != nil ? .certificateVerified : .failed)
         }
+    }
+
+    /// Who presented the certificate `der`: the member whose long-term key signed it (among the
+    /// certificates `links` recognises) if `accepts` says yes to that member's fingerprint, or
+    /// the certificate itself if `accepts` says yes to its own (a pinned certificate, as an
+    /// invitation pins the pairing listener's). Both certificates must be valid now: a member
+    /// whose certificate expired (or is not valid yet) is refused like a stranger.
+    static func identify(_ der: [UInt8], accepting accepts: (String) -> Bool, recognising links: LinkCertificates, now: Date = Date()) -> LinkPeer? {
+        guard let presented = try? Certificate(derEncoded: der), isValidNow(presented, now: now) else { return nil }
+        let fingerprint = DeviceIdentity.fingerprint(ofCertificate: der)
+        if accepts(fingerprint) { return LinkPeer(fingerprint: fingerprint, certificate: der, presented: der) }
+        guard let signer = links.signer(of: presented), let longTerm = try? Certificate(derEncoded: signer), isValidNow(longTerm, now: now) else { return nil }
+        let member = DeviceIdentity.fingerprint(ofCertificate: signer)
+        guard accepts(member) else { return nil }
+        return LinkPeer(fingerprint: member, certificate: signer, presented: der)
     }
 
     static func isValidNow(_ certificate: Certificate, now: Date = Date()) -> Bool {
@@ -100,10 +115,18 @@ enum LinkTLS {
 
 /// The device at the other end of a link, as its certificate says.
 public struct LinkPeer: Sendable, Hashable {
-    /// SHA-256 of its certificate, as `DeviceIdentity.fingerprint`.
+    /// SHA-256 of its long-term certificate, as `DeviceIdentity.fingerprint`.
     public var fingerprint: String
-    /// Its certificate, DER.
+    /// Its long-term certificate, DER; the presented one when no recognised key signed that.
     public var certificate: [UInt8]
+    /// The certificate it showed in the handshake, DER.
+    public var presented: [UInt8]
+
+    public init(fingerprint: String, certificate: [UInt8], presented: [UInt8]? = nil) {
+        self.fingerprint = fingerprint
+        self.certificate = certificate
+        self.presented = presented ?? certificate
+    }
 }
 
 /// Turns the bytes of a link into frames and back, refusing oversized frames by closing.
@@ -304,7 +327,8 @@ public final class LinkListener: Sendable {
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
-        let configuration = try LinkTLS.configuration(for: identity)
+        // Fails early if the identity cannot be used at all.
+        _ = try LinkTLS.configuration(for: identity)
         let open = ConnectionGuard.Count()
         let watch = FloodWatch(what: "link connections", threshold: 50, logger: logger)
         self.floodWatch = watch
@@ -314,10 +338,11 @@ public final class LinkListener: Sendable {
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try LinkTLS.watchForDeadPeers(channel)
-                    // A context of its own: no session of another connection resumes here.
-                    let context = try NIOSSLContext(configuration: configuration)
+                    // A context of its own, with the certificate of this period: no session of
+                    // another connection resumes here.
+                    let context = try LinkTLS.context(for: identity)
                     try channel.pipeline.syncOperations.addHandler(
-                        NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(accepting: accepts)))
+                        NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(accepting: accepts, recognising: identity.links)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                     try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: .seconds(10), watch: watch))
                     return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
@@ -331,7 +356,8 @@ public final class LinkListener: Sendable {
                     for try await connection in connections {
                         group.addTask {
                             try? await connection.executeThenClose { inbound, outbound in
-                                try await Self.serve(connection.channel, inbound, outbound, accepts: accepts, acceptStream: acceptStream, answer: answer)
+                                try await Self.serve(
+                                    connection.channel, inbound, outbound, accepts: accepts, links: identity.links, acceptStream: acceptStream, answer: answer)
                             }
                         }
                     }
@@ -345,17 +371,17 @@ public final class LinkListener: Sendable {
     /// no other request on the link. Answers are written by one writer, whole.
     private static func serve(
         _ channel: any Channel, _ inbound: NIOAsyncChannelInboundStream<Frame>, _ outbound: NIOAsyncChannelOutboundWriter<Frame>,
-        accepts: @escaping @Sendable (String) -> Bool, acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)?,
+        accepts: @escaping @Sendable (String) -> Bool, links: LinkCertificates,
+        acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         var iterator = inbound.makeAsyncIterator()
         guard let first = try await iterator.next() else { return }
         // A frame arrives only after the handshake, so the peer's certificate is known now.
         guard let certificate = try await channel.nioSSL_peerCertificate().get(), let der = try? certificate.toDERBytes() else { return }
-        let peer = LinkPeer(fingerprint: DeviceIdentity.fingerprint(ofCertificate: der), certificate: der)
         // Checked again here, as before every later frame: whatever the handshake was, only a
         // member of this moment, with a certificate valid now, is answered.
-        guard accepts(peer.fingerprint), let parsed = try? Certificate(derEncoded: der), LinkTLS.isValidNow(parsed) else { return }
+        guard let peer = LinkTLS.identify(der, accepting: accepts, recognising: links) else { return }
         if let reply = await answer(first, peer) { try await outbound.write(reply) }
         let (replies, sink) = AsyncStream<Frame>.makeStream()
         // Streams the peer opens; their frames are handled here, in order, never in a task.
@@ -430,7 +456,7 @@ public enum LinkClient {
         let channel = try await ClientBootstrap(group: eventLoopGroup)
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(accepting: accepts))
+                    let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(accepting: accepts, recognising: identity.links))
                     try channel.pipeline.syncOperations.addHandler(tls)
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                     return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)

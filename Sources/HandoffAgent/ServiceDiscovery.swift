@@ -36,6 +36,8 @@ actor ServiceDiscovery {
         var ipv6 = true
         /// The most messages looked at per second on each socket; the rest are counted and dropped.
         var budgetPerSecond = 200
+        /// Called after each renewal of the names.
+        var namesRenewed: (@Sendable () -> Void)?
     }
 
     /// An interface as DNS-SD uses it: its devices (for joining and sending) and its addresses.
@@ -246,6 +248,7 @@ actor ServiceDiscovery {
         rememberOwn(responder.instanceName)
         generation += 1
         statistics.rotations += 1
+        configuration.namesRenewed?()
         logger.debug("DNS-SD names renewed (\(reason))")
         scheduleRotation()
         publishing?.cancel()

@@ -24,6 +24,9 @@ struct PeerLinkTests {
         a = try DeviceIdentity.generate(name: "a")
         b = try DeviceIdentity.generate(name: "b")
         stranger = try DeviceIdentity.generate(name: "stranger")
+        // What an agent does for its account's members: their signatures are recognised (the
+        // pins still decide who is accepted).
+        for identity in [a, b, stranger] { identity.links.recognise([a.certificateDER, b.certificateDER, stranger.certificateDER]) }
     }
 
     /// A listener for `identity` that echoes frames and counts them.
@@ -62,6 +65,9 @@ struct PeerLinkTests {
         let expired = try DeviceIdentity.generate(name: "expired", now: Date().addingTimeInterval(-30 * 86_400), validFor: 86_400)
         let future = try DeviceIdentity.generate(name: "future", now: Date().addingTimeInterval(30 * 86_400), validFor: 86_400)
         for old in [expired, future] {
+            // Recognised, so that only the dates refuse it.
+            a.links.recognise([old.certificateDER])
+            old.links.recognise([a.certificateDER])
             let pins: Set<String> = [a.fingerprint, old.fingerprint]
             let (listener, answered) = try await echo(a, pins: { pins })
             await #expect(throws: (any Error).self) {
