@@ -8,6 +8,10 @@ import Testing
 
 @testable import HandoffAgent
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// DNS-SD and rotation on loopback only: mDNS on a test port of `lo`, nothing elsewhere.
 @Suite("DNS-SD and rotation on loopback")
 struct ServiceDiscoveryTests {
@@ -40,6 +44,60 @@ struct ServiceDiscoveryTests {
         // A's goodbye removes it at once, not at the end of its TTL.
         let gone = await waitUntil(5) { await !b.services.contains { $0.port == 1111 } }
         #expect(gone)
+        await b.stop()
+    }
+
+    @Test("S10: After an mDNS flood of 400 fake services the real one is listed again within seconds, and the fakes are not logged one by one")
+    func floodOfFakeServices() async throws {
+        let log = LogLines()
+        let a = await serviceDiscovery(linkPort: 1111)
+        let b = ServiceDiscovery(
+            linkPort: 2222, configuration: .init(port: port, rotation: .seconds(600), ipv6: false),
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: log.logger)
+        await b.start()
+        await b.follow(ServiceDiscovery.links(named: ["lo"], ipv4: true, ipv6: false))
+        try #require(await waitUntil(10) { await b.services.contains { $0.port == 1111 } }, "B never found A")
+
+        // A host on the link answers with 400 services nobody asked for, from the mDNS port
+        // (sharing it, as responders do), to the group on lo only.
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_port = in_port_t(UInt16(port).bigEndian)
+        local.sin_addr.s_addr = inet_addr("127.0.0.2")
+        try #require(withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0)
+        var interface = in_addr(s_addr: inet_addr("127.0.0.1"))
+        setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &interface, socklen_t(MemoryLayout<in_addr>.size))
+        var group = local
+        group.sin_addr.s_addr = inet_addr("224.0.0.251")
+        for message in 0..<40 {
+            var records: [DNSRecord] = []
+            for index in 0..<10 {
+                let instance = "fake\(message)x\(index)"
+                let name = DNSSDResponder.serviceType.prepending(instance)
+                let host = DNSName(labels: ["host-\(instance)", "local"])
+                records += [
+                    DNSRecord(name: DNSSDResponder.serviceType, ttl: 4500, data: .ptr(name)),
+                    DNSRecord(name: name, cacheFlush: true, ttl: 4500, data: .srv(priority: 0, weight: 0, port: 9, target: host)),
+                    DNSRecord(name: host, cacheFlush: true, ttl: 4500, data: .a([127, 0, 3, UInt8(index + 1)])),
+                ]
+            }
+            let bytes = DNSMessage(isResponse: true, isAuthoritative: true, answers: records).encoded()
+            _ = bytes.withUnsafeBytes { raw in
+                withUnsafePointer(to: &group) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            }
+            try await Task.sleep(for: .milliseconds(15))
+        }
+        // The fakes took the cache; A's records were pushed out.
+        let listedAgain = await waitUntil(15) { await b.services.contains { $0.port == 1111 } }
+        #expect(listedAgain, "A was not listed again within 15 s of the flood")
+        let lines = log.count("found a Handoff service")
+        #expect(lines <= 12, "\(lines) lines logged for the fake services")
+        await a.stop()
         await b.stop()
     }
 
