@@ -17,9 +17,11 @@ public struct DNSSDService: Sendable, Hashable {
 }
 
 /// The records heard for `_handoff._tcp` on one link, each kept for its TTL (RFC 6762, 10),
-/// and the services they resolve to. Bounded: past `capacity` records, those closest to
-/// expiry go first, so a flood of records costs a fixed amount of memory. Records about
-/// anything but our service type, its instances and their hosts are not kept at all.
+/// and the services they resolve to. Bounded: past `capacity` records, those heard longest ago
+/// go first (but for those of `kept` names: services known to be the account's), so a
+/// flood of records costs a fixed amount of memory. `evicted` counts what a flood pushed
+/// out, for the browser to ask again once it is over. Records about anything but our service
+/// type, its instances and their hosts are not kept at all.
 struct DNSSDCache: Sendable {
     struct Entry: Sendable {
         var record: DNSRecord
@@ -37,6 +39,8 @@ struct DNSSDCache: Sendable {
 
     let capacity: Int
     private var entries: [Key: Entry] = [:]
+    /// Records pushed out to stay within `capacity`, ever.
+    private(set) var evicted = 0
 
     init(capacity: Int = 256) { self.capacity = capacity }
 
@@ -46,7 +50,7 @@ struct DNSSDCache: Sendable {
     /// name and type heard more than a second ago (RFC 6762, 10.2); a TTL of 0 (a goodbye)
     /// keeps a record for one more second. Returns whether the resolved services may have changed.
     @discardableResult
-    mutating func insert(_ records: [DNSRecord], now: ContinuousClock.Instant) -> Bool {
+    mutating func insert(_ records: [DNSRecord], now: ContinuousClock.Instant, keeping kept: Set<DNSName> = []) -> Bool {
         // Service records first, so that the addresses of the hosts they name are kept.
         let ordered = records.sorted { rank($0) < rank($1) }
         var changed = false
@@ -72,8 +76,14 @@ struct DNSSDCache: Sendable {
             entries[key] = Entry(record: record, received: now, expires: now + lifetime)
         }
         if entries.count > capacity {
-            let excess = entries.sorted { $0.value.expires < $1.value.expires }.prefix(entries.count - capacity)
+            let excess = entries.sorted { left, right in
+                let (leftKept, rightKept) = (Self.isKept(left.key, kept), Self.isKept(right.key, kept))
+                // The oldest news go first: what a host answers after a flood is kept, even when
+                // the flood's records claim longer lives.
+                return leftKept != rightKept ? !leftKept : left.value.received < right.value.received
+            }.prefix(entries.count - capacity)
             for (key, _) in excess { entries[key] = nil }
+            evicted += excess.count
             changed = true
         }
         return changed
@@ -85,6 +95,13 @@ struct DNSSDCache: Sendable {
         let before = entries.count
         entries = entries.filter { $0.value.expires > now }
         return entries.count != before
+    }
+
+    /// A record of a kept instance or host, or the PTR that names a kept instance.
+    private static func isKept(_ key: Key, _ kept: Set<DNSName>) -> Bool {
+        if kept.contains(key.name) { return true }
+        if case .ptr(let instance) = key.data { return kept.contains(instance) }
+        return false
     }
 
     private func rank(_ record: DNSRecord) -> Int {

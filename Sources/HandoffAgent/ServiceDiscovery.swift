@@ -84,6 +84,11 @@ actor ServiceDiscovery {
     private var lastUnicast: [String: ContinuousClock.Instant] = [:]
     private var subscribers: [UUID: AsyncStream<[DNSSDService]>.Continuation] = [:]
     private var lastServices: [DNSSDService] = []
+    /// When records were last pushed out of a full cache (a flood), until the browser has
+    /// asked again after it.
+    private var floodSeen: ContinuousClock.Instant?
+    /// Services found and logged in the current minute, to log a flood of them once.
+    private var foundLogged: (minute: ContinuousClock.Instant, count: Int)?
     /// Instances whose device's beacons arrive anyway: their records are not refreshed.
     private var covered: Set<String> = []
     /// When each question for something missing was asked, and how often: asked again after
@@ -334,6 +339,13 @@ actor ServiceDiscovery {
     private func tick() async {
         guard !stopped else { return }
         let now = ContinuousClock.now
+        // A flood pushed records out of the cache, real services' among them: once it has
+        // been quiet for 2 s, ask again, so they answer and are listed again at once.
+        if let flood = floodSeen, now - flood >= .seconds(2) {
+            floodSeen = nil
+            logger.notice("the DNS-SD cache was full during a flood of records; asking for the services again")
+            await query()
+        }
         var questions: [String: [DNSQuestion]] = [:]
         let skipped = Set(lastServices.filter { covered.contains($0.instance) }.flatMap { [DNSSDResponder.serviceType.prepending($0.instance), DNSName($0.host)] })
         if asked.count > 256 {
@@ -376,7 +388,20 @@ actor ServiceDiscovery {
         }
         guard found != lastServices else { return }
         for service in found where !lastServices.contains(where: { $0.instance == service.instance && $0.interface == service.interface }) {
-            logger.info("found a Handoff service with DNS-SD", metadata: ["instance": "\(service.instance)", "interface": "\(service.interface)", "addresses": "\(service.addresses.joined(separator: " "))", "port": "\(service.port)"])
+            // Five a minute are logged one by one; a flood of them is summed up.
+            if let logged = foundLogged, now - logged.minute < .seconds(60) {
+                foundLogged?.count += 1
+            } else {
+                if let logged = foundLogged, logged.count > 5 {
+                    logger.notice("found \(logged.count - 5) more Handoff services with DNS-SD in a minute than were logged (a flood of announcements?)")
+                }
+                foundLogged = (now, 1)
+            }
+            if (foundLogged?.count ?? 0) <= 5 {
+                logger.info("found a Handoff service with DNS-SD", metadata: ["instance": "\(service.instance)", "interface": "\(service.interface)", "addresses": "\(service.addresses.joined(separator: " "))", "port": "\(service.port)"])
+            } else if foundLogged?.count == 6 {
+                logger.notice("more than 5 Handoff services found with DNS-SD in a minute; the rest are not logged one by one")
+            }
         }
         lastServices = found
         for subscriber in subscribers.values { subscriber.yield(found) }
@@ -417,9 +442,12 @@ actor ServiceDiscovery {
         if message.isResponse {
             // RFC 6762, 11: responses come from the mDNS port.
             guard !legacy else { return }
-            if caches[path.interface, default: DNSSDCache()].insert(message.answers + message.additionals, now: now) {
+            let before = caches[path.interface]?.evicted ?? 0
+            let kept = Set(lastServices.filter { covered.contains($0.instance) }.flatMap { [DNSSDResponder.serviceType.prepending($0.instance), DNSName($0.host)] })
+            if caches[path.interface, default: DNSSDCache()].insert(message.answers + message.additionals, now: now, keeping: kept) {
                 publishServices()
             }
+            if (caches[path.interface]?.evicted ?? 0) > before { floodSeen = now }
         }
         let reply = responder.receive(message, on: path.interface, legacy: legacy, now: now)
         if responder.conflicted, responder.phase == .announced {

@@ -186,6 +186,23 @@ struct DNSSDTests {
         #expect(unrelated.count == 0)
     }
 
+    @Test("S10: A flood of records pushes out the oldest, never those of a service known to be the account's; what comes after the flood is kept")
+    func floodKeepsKnownServices() {
+        var cache = DNSSDCache(capacity: 64)
+        let start = ContinuousClock.now
+        let known = DNSSDResponder.serviceType.prepending("member")
+        let kept: Set<DNSName> = [known, DNSName(labels: ["host-member", "local"])]
+        cache.insert(service("member", port: 1111), now: start, keeping: kept)
+        cache.insert(service("other", port: 2222), now: start, keeping: kept)
+        for index in 0..<1000 { cache.insert(service("s\(index)", ttl: 4500), now: start + .milliseconds(index + 1), keeping: kept) }
+        let after = start + .seconds(2)
+        #expect(cache.services(on: "lo", excluding: [], now: after).contains { $0.port == 1111 }, "the account's service was pushed out")
+        #expect(!cache.services(on: "lo", excluding: [], now: after).contains { $0.port == 2222 })
+        #expect(cache.evicted > 0)
+        cache.insert(service("other", port: 2222), now: after, keeping: kept)
+        #expect(cache.services(on: "lo", excluding: [], now: after).contains { $0.port == 2222 }, "an answer after the flood was pushed out by the flood's records")
+    }
+
     @Test("The browser asks for what is missing for 10 s, and refreshes a record at 80% of its TTL")
     func cacheQuestions() {
         var cache = DNSSDCache()
