@@ -93,6 +93,90 @@ struct StateStoreTests {
         }
     }
 
+    /// Runs the torture writer with `arguments` and kills it with SIGKILL after a random moment,
+    /// `rounds` times, calling `check` after each kill.
+    func killRepeatedly(_ arguments: [String], rounds: Int, check: (Int) throws -> Void) async throws {
+        let binary = try #require(Self.tortureBinary(), "handoff-state-torture was not built next to the tests")
+        for round in 0..<rounds {
+            let process = Process()
+            process.executableURL = binary
+            process.arguments = arguments
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            try await Task.sleep(for: .microseconds(Int.random(in: 20_000..<120_000)))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            try check(round)
+        }
+    }
+
+    @Test("S12: Killed with SIGKILL while writing the device's keys, again and again, the identity always loads")
+    func killNineKeys() async throws {
+        let store = try temporaryStore()
+        try DeviceIdentity.generate(name: "first").save(to: store)
+        try await killRepeatedly(["keys", store.directory.path], rounds: 15) { round in
+            let identity = try #require(try DeviceIdentity.load(from: store), "round \(round): no identity")
+            #expect(identity.name.hasPrefix("device") || identity.name == "first")
+        }
+    }
+
+    @Test("S12: Killed with SIGKILL while reinstalling an app, again and again, the app is always installed, and no half-made folder is left once the registry loads")
+    func killNineInstalls() async throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-install-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let source = state.appendingPathComponent("source", isDirectory: true)
+        try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewer/App").standardizedFileURL
+        for file in ["Info.plist", "MapViewer.entitlements"] {
+            try FileManager.default.copyItem(at: sources.appendingPathComponent(file), to: source.appendingPathComponent(file))
+        }
+        // Files of some size, so that a kill often lands in the middle of a copy.
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: "/bin/sleep"), to: source.appendingPathComponent("MapViewer"))
+        for index in 0..<20 { try Data(repeating: UInt8(index), count: 64 * 1024).write(to: source.appendingPathComponent("resource-\(index)")) }
+        let registry = AppRegistry(stateDirectory: state, allowsUnsignedApps: true)
+        try registry.install(from: source)
+        var leftovers = 0
+        try await killRepeatedly(["install", state.path, source.path], rounds: 40) { round in
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: registry.directory.path)) ?? []
+            leftovers += names.filter { $0.hasPrefix(".") }.count
+            let (apps, problems) = registry.load()
+            #expect(apps.map(\.manifest.bundleIdentifier) == ["com.example.handoff.MapViewer"], "round \(round): installed \(apps.map(\.manifest.bundleIdentifier)), problems \(problems)")
+            let after = (try? FileManager.default.contentsOfDirectory(atPath: registry.directory.path)) ?? []
+            #expect(after == ["com.example.handoff.MapViewer"], "round \(round): the apps folder holds \(after) after loading")
+        }
+        #expect(leftovers > 0, "no kill landed mid-install: the test proved nothing")
+    }
+
+    @Test("S12: A state write is flushed to disk before it replaces the old file, and the folder after it (strace)")
+    func writesAreFlushed() async throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {
+            print("skipped: needs strace (apt-get install strace)")
+            return
+        }
+        let binary = try #require(Self.tortureBinary(), "handoff-state-torture was not built next to the tests")
+        let store = try temporaryStore()
+        let trace = store.directory.appendingPathComponent("trace.txt")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
+        process.arguments = ["-f", "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2", "-o", trace.path, binary.path, "account", store.directory.path, "30"]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try await onThread { process.waitUntilExit() }
+        #expect(try store.load(AccountState.self, from: AccountState.fileName)?.revision == 30)
+        let lines = try String(contentsOf: trace, encoding: .utf8).split(separator: "\n").map(String.init)
+        // Each rename onto account.json comes after an fsync of the file written, and is
+        // followed by an fsync of a descriptor opened on the folder.
+        let renames = lines.indices.filter { lines[$0].contains("rename") && lines[$0].contains("account.json\"") && !lines[$0].contains("= -1") }
+        try #require(renames.count > 5, "no renames traced: \(lines.prefix(20))")
+        for index in renames.dropLast() {
+            #expect(lines[..<index].last { $0.contains("fsync(") || $0.contains("fdatasync(") } != nil)
+            let before = lines[max(0, index - 3)..<index]
+            #expect(before.contains { $0.contains("fsync(") }, "no fsync right before: \(before)")
+            let after = lines[(index + 1)..<min(lines.count, index + 4)]
+            #expect(after.contains { $0.contains("O_DIRECTORY") } && after.contains { $0.contains("fsync(") }, "the folder was not flushed after: \(after)")
+        }
+    }
+
     /// The torture writer, built beside the test bundle.
     static func tortureBinary() -> URL? {
         var folder = Bundle.main.bundleURL
