@@ -2,6 +2,7 @@
 #include "CHandoffSystem.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,4 +52,8 @@ long handoff_receive(int fd, void *buffer, unsigned long count, int *writer) {
 int handoff_pass_credentials(int fd) {
     int one = 1;
     return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+}
+
+int handoff_exchange(const char *first, const char *second) {
+    return renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE);
 }

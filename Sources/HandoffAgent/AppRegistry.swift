@@ -1,6 +1,11 @@
+import CHandoffSystem
 import Foundation
 import HandoffApp
 import HandoffWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An app installed on this device: its manifest and the directory the agent keeps it in.
 public struct InstalledApp: Sendable, Hashable {
@@ -44,6 +49,7 @@ public struct AppRegistry: Sendable {
     /// Every installed app, sorted by bundle identifier. A damaged app directory is skipped
     /// and reported in `problems`.
     public func load() -> (apps: [InstalledApp], problems: [String]) {
+        recoverInterruptedInstalls()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         var apps: [InstalledApp] = []
         var problems: [String] = []
@@ -72,11 +78,12 @@ public struct AppRegistry: Sendable {
             throw AppRegistryError("\(source.path)/Info.plist: CFBundleIdentifier '\(bundle)' may hold only letters, digits, '.', '-' and '_'")
         }
         let target = directory.appendingPathComponent(bundle, isDirectory: true)
-        let staging = directory.appendingPathComponent(".\(bundle).installing-\(UUID().uuidString)", isDirectory: true)
-        let old = directory.appendingPathComponent(".\(bundle).old-\(UUID().uuidString)", isDirectory: true)
+        let staging = directory.appendingPathComponent(".\(bundle)\(Self.stagingMark)\(UUID().uuidString)", isDirectory: true)
         do {
             try fileManager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             try fileManager.copyItem(at: source.standardizedFileURL, to: staging)
+            // On disk before it takes the app's place: a power cut never leaves a torn app.
+            Self.flush(staging)
         } catch {
             try? fileManager.removeItem(at: staging)
             throw AppRegistryError("could not install \(source.path) into \(target.path): \(error.localizedDescription)")
@@ -91,19 +98,17 @@ public struct AppRegistry: Sendable {
             try? fileManager.removeItem(at: staging)
             throw error
         }
-        do {
-            if fileManager.fileExists(atPath: target.path) {
-                try fileManager.moveItem(at: target, to: old)
-            }
-            try fileManager.moveItem(at: staging, to: target)
-            try? fileManager.removeItem(at: old)
-        } catch {
+        // One step: the new app takes the old one's place (which the staging name then holds,
+        // to be removed), so a crash at any moment leaves the old app or the new one installed.
+        let replaced = fileManager.fileExists(atPath: target.path)
+        let swapped = replaced ? handoff_exchange(staging.path, target.path) : rename(staging.path, target.path)
+        guard swapped == 0 else {
+            let reason = String(cString: strerror(errno))
             try? fileManager.removeItem(at: staging)
-            if !fileManager.fileExists(atPath: target.path), fileManager.fileExists(atPath: old.path) {
-                try? fileManager.moveItem(at: old, to: target)
-            }
-            throw AppRegistryError("could not install \(source.path) into \(target.path): \(error.localizedDescription)")
+            throw AppRegistryError("could not install \(source.path) into \(target.path): \(reason)")
         }
+        Self.flush(directory)
+        if replaced { try? fileManager.removeItem(at: staging) }
         var installed = try Self.read(target)
         installed.signedBy = staged.app.signedBy
         return (installed, staged.warning)
@@ -147,6 +152,44 @@ public struct AppRegistry: Sendable {
         }
         app.signedBy = team
         return (app, nil)
+    }
+
+    /// Marks a staging folder's name: `.BUNDLE.installing-UUID`.
+    static let stagingMark = ".installing-"
+
+    /// What interrupted installs left: staging folders (a copy not yet in place, or the old
+    /// app swapped out and not yet removed) are removed. An app folder an older version of the
+    /// agent moved aside (`.BUNDLE.old-UUID`) and never replaced is put back.
+    func recoverInterruptedInstalls() {
+        let fileManager = FileManager.default
+        let names = (try? fileManager.contentsOfDirectory(atPath: directory.path)) ?? []
+        for name in names where name.hasPrefix(".") {
+            let path = directory.appendingPathComponent(name, isDirectory: true)
+            if let mark = name.range(of: ".old-"), !name.contains(Self.stagingMark) {
+                let bundle = String(name[name.index(after: name.startIndex)..<mark.lowerBound])
+                let target = directory.appendingPathComponent(bundle, isDirectory: true)
+                if !bundle.isEmpty, !fileManager.fileExists(atPath: target.path), (try? fileManager.moveItem(at: path, to: target)) != nil { continue }
+                try? fileManager.removeItem(at: path)
+            } else if name.contains(Self.stagingMark) {
+                try? fileManager.removeItem(at: path)
+            }
+        }
+    }
+
+    /// Flushes `url` to disk: a file, or a folder with everything in it.
+    static func flush(_ url: URL) {
+        var pending = [url.path]
+        while let path = pending.popLast() {
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFDIR {
+                pending += ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).map { path + "/" + $0 }
+            }
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            fsync(fd)
+            close(fd)
+        }
     }
 
     /// Removes an installed app. Throws when it is not installed.

@@ -147,6 +147,25 @@ struct StateStoreTests {
         #expect(leftovers > 0, "no kill landed mid-install: the test proved nothing")
     }
 
+    @Test("An app an older agent moved aside mid-install and never replaced is put back when the registry loads")
+    func movedAsideIsPutBack() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-aside-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let source = state.appendingPathComponent("source", isDirectory: true)
+        try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewer/App").standardizedFileURL
+        for file in ["Info.plist", "MapViewer.entitlements"] {
+            try FileManager.default.copyItem(at: sources.appendingPathComponent(file), to: source.appendingPathComponent(file))
+        }
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: "/bin/sleep"), to: source.appendingPathComponent("MapViewer"))
+        let registry = AppRegistry(stateDirectory: state, allowsUnsignedApps: true)
+        try registry.install(from: source)
+        let installed = registry.directory.appendingPathComponent("com.example.handoff.MapViewer")
+        try FileManager.default.moveItem(at: installed, to: registry.directory.appendingPathComponent(".com.example.handoff.MapViewer.old-\(UUID())"))
+        #expect(registry.load().apps.map(\.manifest.bundleIdentifier) == ["com.example.handoff.MapViewer"])
+        #expect((try FileManager.default.contentsOfDirectory(atPath: registry.directory.path)) == ["com.example.handoff.MapViewer"])
+    }
+
     @Test("S12: A state write is flushed to disk before it replaces the old file, and the folder after it (strace)")
     func writesAreFlushed() async throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/strace") else {

@@ -19,4 +19,8 @@ long handoff_receive(int fd, void *buffer, unsigned long count, int *writer);
 /// Asks the kernel to name the writer of every byte this socket (or those it accepts) receives.
 int handoff_pass_credentials(int fd);
 
+/// Swaps two paths in one step (renameat2 with RENAME_EXCHANGE): each then names what the
+/// other named, and no moment exists where either names nothing.
+int handoff_exchange(const char *first, const char *second);
+
 #endif
