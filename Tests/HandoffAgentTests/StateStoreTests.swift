@@ -147,6 +147,28 @@ struct StateStoreTests {
         #expect(leftovers > 0, "no kill landed mid-install: the test proved nothing")
     }
 
+    @Test("A state folder other users may write in is refused, naming its mode and the fix; a link to a folder too")
+    func unsafeFolder() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-unsafe-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for mode in [0o777, 0o775, 0o722] as [mode_t] {
+            chmod(folder.path, mode)
+            #expect {
+                _ = try StateStore(directory: folder)
+            } throws: { error in
+                let text = "\(error)"
+                return text.contains(String(format: "%04o", mode)) && text.contains("chmod 700 \(folder.path)")
+            }
+        }
+        chmod(folder.path, 0o755)
+        #expect(throws: Never.self) { _ = try StateStore(directory: folder) }
+        let link = folder.appendingPathExtension("link")
+        defer { try? FileManager.default.removeItem(at: link) }
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: folder)
+        #expect(throws: StateError.self) { _ = try StateStore(directory: link) }
+    }
+
     @Test("An app an older agent moved aside mid-install and never replaced is put back when the registry loads")
     func movedAsideIsPutBack() throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-aside-\(UUID().uuidString.prefix(8))")
