@@ -13,9 +13,13 @@ public enum StateError: Error, Sendable, Hashable, CustomStringConvertible {
     case unreadable(path: String, reason: String)
     case corrupt(path: String, reason: String)
     case unwritable(path: String, reason: String)
+    /// The state folder is not safe to keep keys in: someone else owns it or may write in it.
+    case unsafe(path: String, reason: String)
 
     public var description: String {
         switch self {
+        case .unsafe(let path, let reason):
+            return "refusing to use the state folder \(path): \(reason)"
         case .unreadable(let path, let reason):
             return "cannot read the state file \(path): \(reason)"
         case .corrupt(let path, let reason):
@@ -40,6 +44,28 @@ public struct StateStore: Sendable {
             try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw .unwritable(path: self.directory.path, reason: "\(error.localizedDescription)")
+        }
+        try Self.checkOwnership(self.directory.path)
+    }
+
+    /// As ssh does with its own folder: the state folder must be a folder, this user's, and
+    /// writable by no one else, or another user could replace the account or the keys in it.
+    static func checkOwnership(_ path: String) throws(StateError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            throw .unreadable(path: path, reason: String(cString: strerror(errno)))
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw .unsafe(path: path, reason: "it is not a folder (a link?); give a folder with --state-dir")
+        }
+        guard info.st_uid == getuid() else {
+            throw .unsafe(path: path, reason: "it belongs to another user (uid \(info.st_uid)); give a folder of your own with --state-dir")
+        }
+        let mode = info.st_mode & 0o7777
+        guard mode & 0o022 == 0 else {
+            throw .unsafe(
+                path: path,
+                reason: "its mode is \(String(format: "%04o", mode)), so other users may write in it and replace the account or the keys; make it yours alone: chmod 700 \(path)")
         }
     }
 
