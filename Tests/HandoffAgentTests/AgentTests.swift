@@ -252,10 +252,29 @@ struct AgentTests {
             #expect(try await c.nearby().isEmpty)
 
             let identity = try #require(try DeviceIdentity.load(from: StateStore(directory: c.state)))
+            // It still knows alpha's key, as it did when it was a member: only alpha's refusal stops it.
+            identity.links.recognise([try #require(await a.agent?.identity.certificateDER)])
             let port = try #require(await a.agent?.linkPort)
             let alpha = try #require(try await a.call(.status).status?.device.fingerprint)
             let fetched = await ActivityFetcher.fetch(activity.id, from: "127.0.0.1", port: port, identity: identity, pins: { [alpha] }, deadline: .seconds(2))
             #expect(fetched.failureValue?.code == 4609)
+        }
+    }
+
+    @Test("S7: A device removed while it was away learns it when it comes back, and leaves the account")
+    func removedWhileAway() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            var b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            await b.agent?.stop()
+            try await a.call(.removeDevice(name: "beta"))
+            #expect(try await a.call(.status).status?.members == 1)
+            // beta starts again on its old state, still thinking it is a member.
+            b = try await harness.start("beta")
+            #expect(try await b.call(.status).status?.account == "home")
+            let left = await waitUntil(30) { (try? await b.call(.status).status?.account) == .some(nil) }
+            #expect(left, "beta kept the account it was removed from")
         }
     }
 
