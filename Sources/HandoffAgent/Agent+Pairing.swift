@@ -389,19 +389,38 @@ extension Agent {
 
     /// Sends a member that is behind (heard with an older revision, or under a retired key)
     /// the changes it missed, at most every 5 seconds.
+    ///
+    /// A device removed while it was away is sent the changes up to the one that removed it,
+    /// over a link pinned to the certificate it had, so that it leaves the account instead of
+    /// keeping it forever.
     func catchUp(_ member: UUID, address: String, linkPort: UInt16, revision: UInt64) async {
-        guard let account, revision < account.revision, account.members.contains(where: { $0.id == member }), member != identity.id else { return }
+        guard let account, revision < account.revision, member != identity.id else { return }
         let now = ContinuousClock.now
         if let last = lastCatchUp[member], now - last < .seconds(5) { return }
+        var missed = changes.filter { $0.revision > revision }
+        var pinned = pins.value
+        let isMember = account.members.contains(where: { $0.id == member })
+        if !isMember {
+            let states = changes.compactMap { try? $0.change.account() }
+            guard let removal = missed.first(where: { (try? $0.change.account())?.members.contains { $0.id == member } == false }),
+                let certificate = states.reversed().lazy.compactMap({ $0.members.first { $0.id == member }?.certificate }).first
+            else { return }
+            missed = missed.filter { $0.revision <= removal.revision }
+            identity.links.recognise([Array(certificate)])
+            pinned = [DeviceIdentity.fingerprint(ofCertificate: Array(certificate))]
+        }
         lastCatchUp[member] = now
-        let missed = changes.filter { $0.revision > revision }
         guard let first = missed.first, first.revision == revision + 1 else {
             logger.warning("'\(memberName(member))' is too many changes behind to catch up; remove it and pair it again", metadata: ["its revision": "\(revision)"])
             return
         }
         let device = NearbyDevice(sender: member, address: address, linkPort: linkPort, activity: nil, lastHeard: Date(), accountRevision: revision)
-        logger.info("sending '\(memberName(member))' the \(missed.count) account change(s) it missed")
-        await send(.accountUpdate(missed.map(\.change)), to: device, pins: pins.value)
+        if isMember {
+            logger.info("sending '\(memberName(member))' the \(missed.count) account change(s) it missed")
+        } else {
+            logger.notice("a device removed from the account while it was away is back; telling it it was removed", metadata: ["device": "\(member)"])
+        }
+        await send(.accountUpdate(missed.map(\.change)), to: device, pins: pinned)
     }
 
     /// Takes up changes another member sent, oldest first; each must be signed by a member of
