@@ -6,6 +6,7 @@ import HandoffWire
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 import X509
 
 /// Accounts and pairing: invitations, joins, signed account changes, removal, catching up.
@@ -128,11 +129,27 @@ extension Agent {
         return LocalReply()
     }
 
-    /// Answers a frame on the pairing listener: only `joinRequest` is heard there.
+    /// Answers a frame on the pairing listener: `joinRequest`, then `joinConfirmed`.
+    ///
+    /// A join is committed only when the joining device confirms it has the answer: a request
+    /// whose answer is lost adds nobody. (If the last answer, after the commit, is lost, the
+    /// device is a member that does not know it; it joins again with a new code and is
+    /// answered as the member it is.)
     func answerJoin(_ frame: Frame, from peer: LinkPeer) async -> Frame? {
-        guard case .joinRequest(let version, let name, let certificate, let proof)? = try? LinkMessage(frame: frame) else {
+        switch try? LinkMessage(frame: frame) {
+        case .joinRequest(let version, let name, let certificate, let proof)?:
+            return await requestJoin(version: version, name: name, certificate: certificate, proof: proof, from: peer)
+        case .joinConfirmed?:
+            return await confirmJoin(from: peer)
+        default:
             return LinkMessage.joinRefused(reason: "only a join request is answered here").frame
         }
+    }
+
+    /// How long a join answered waits for the joining device's confirmation.
+    static let joinConfirmationDeadline: Duration = .seconds(10)
+
+    private func requestJoin(version: UInt8, name: String, certificate: [UInt8], proof: [UInt8], from peer: LinkPeer) async -> Frame? {
         let refuse = { (reason: String) -> Frame? in
             self.logger.warning("refused a device asking to join: \(reason)", metadata: ["name": "\(name)"])
             return LinkMessage.joinRefused(reason: reason).frame
@@ -151,12 +168,24 @@ extension Agent {
         guard let account else { return refuse("this device has left its account") }
         let trimmed = name.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty, trimmed.utf8.count <= 64 else { return refuse("a device name has 1 to 64 bytes") }
+        let fingerprint = DeviceIdentity.fingerprint(ofCertificate: certificate)
+        let confirmation = DeviceIdentity.fingerprint(ofCertificate: peer.presented)
+        if let member = account.members.first(where: { $0.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) } == fingerprint }) {
+            // A member asking again with a valid code: it never heard that it joined.
+            guard member.name == name else { return refuse("that device is already a member, named '\(member.name)'") }
+            expire(id)
+            let signed: SignedChange
+            do {
+                signed = try SignedAccount(account, by: identity)
+            } catch {
+                return refuse("this device could not sign the account: \(error)")
+            }
+            pendingJoins[confirmation] = PendingJoin(signed: signed, account: account, previous: account.members, name: name, isMember: true)
+            logger.notice("'\(name)' asked to join again: it is a member that never heard it joined")
+            return LinkMessage.joinAccepted(signed).frame
+        }
         guard !account.members.contains(where: { $0.name == name }) else {
             return refuse("a device named '\(name)' is already in the account; start the new device's agent with another --name")
-        }
-        let fingerprint = DeviceIdentity.fingerprint(ofCertificate: certificate)
-        guard !account.members.contains(where: { $0.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) } == fingerprint }) else {
-            return refuse("that device is already a member")
         }
         if pending.invitation.kind == .interactive {
             let request = LocalJoinRequest(name: name, verification: pending.invitation.verificationNumber(certificate: certificate), fingerprint: fingerprint)
@@ -176,43 +205,69 @@ extension Agent {
         guard let memberID = UUID(uuidString: peerID(certificate)) else {
             return refuse("its certificate does not name a device id")
         }
-        let committed: Result<(SignedChange, [AccountState.Member]), PairingError> = await changingAccount {
-            // From the account as it is now: another change may have come while the person decided.
-            guard var account = self.account else { return .failure(PairingError("this device has left its account")) }
-            guard !account.members.contains(where: { $0.id == memberID || $0.name == name }) else {
-                return .failure(PairingError("a device with that id or name is already in the account"))
-            }
-            let previous = account.members
-            account.members.append(AccountState.Member(id: memberID, name: name, certificate: Data(certificate)))
-            account.revision += 1
-            let signed: SignedChange
-            do {
-                signed = try SignedAccount(account, by: identity)
-                try store.save(account, to: AccountState.fileName)
-            } catch {
-                return .failure(PairingError("this device could not save the account: \(error)"))
-            }
-            self.account = account
-            updatePins()
-            record(signed, revision: account.revision)
-            await discovery?.setAccountRevision(account.revision)
-            return .success((signed, previous))
+        // From the account as it is now: another change may have come while the person decided.
+        guard var proposed = self.account else { return refuse("this device has left its account") }
+        guard !proposed.members.contains(where: { $0.id == memberID || $0.name == name }) else {
+            return refuse("a device with that id or name is already in the account")
         }
+        let previous = proposed.members
+        proposed.members.append(AccountState.Member(id: memberID, name: name, certificate: Data(certificate)))
+        proposed.revision += 1
         let signed: SignedChange
-        let previous: [AccountState.Member]
-        switch committed {
-        case .success(let made): (signed, previous) = made
-        case .failure(let error): return refuse(error.message)
+        do {
+            signed = try SignedAccount(proposed, by: identity)
+        } catch {
+            return refuse("this device could not sign the account: \(error)")
         }
-        logger.notice("'\(name)' joined the account")
+        // Committed when the device confirms it has this answer, within the deadline.
+        pendingJoins[confirmation] = PendingJoin(signed: signed, account: proposed, previous: previous, name: name, isMember: false)
+        Task { [weak self] in
+            try? await Task.sleep(for: Self.joinConfirmationDeadline)
+            await self?.dropUnconfirmedJoin(confirmation, revision: proposed.revision)
+        }
+        return LinkMessage.joinAccepted(signed).frame
+    }
+
+    private func dropUnconfirmedJoin(_ key: String, revision: UInt64) {
+        guard let pending = pendingJoins[key], pending.account.revision == revision else { return }
+        pendingJoins[key] = nil
+        logger.warning("'\(pending.name)' did not confirm its join within \(Self.joinConfirmationDeadline); it was not added")
+    }
+
+    private func confirmJoin(from peer: LinkPeer) async -> Frame? {
+        let key = DeviceIdentity.fingerprint(ofCertificate: peer.presented)
+        guard let pending = pendingJoins.removeValue(forKey: key) else {
+            return LinkMessage.joinRefused(reason: "no join waits for this device's confirmation (more than \(Self.joinConfirmationDeadline) passed?); join again with a new code").frame
+        }
+        if pending.isMember { return LinkMessage.joinAccepted(pending.signed).frame }
+        let committed: PairingError? = await changingAccount {
+            guard let account = self.account, account.revision + 1 == pending.account.revision, account.members.map(\.id) == pending.previous.map(\.id) else {
+                return PairingError("the account changed while the device joined; join again with a new code")
+            }
+            do {
+                try store.save(pending.account, to: AccountState.fileName)
+            } catch {
+                return PairingError("this device could not save the account: \(error)")
+            }
+            self.account = pending.account
+            updatePins()
+            record(pending.signed, revision: pending.account.revision)
+            await discovery?.setAccountRevision(pending.account.revision)
+            return nil
+        }
+        if let committed {
+            logger.warning("refused a device asking to join: \(committed.message)", metadata: ["name": "\(pending.name)"])
+            return LinkMessage.joinRefused(reason: committed.message).frame
+        }
+        logger.notice("'\(pending.name)' joined the account")
         // The answer goes first; the other members hear of the new device meanwhile, and the
         // new device hears this one at once, not at the next refresh.
         let pinned = pins.value
         Task {
-            await self.push([signed], to: previous, pins: pinned)
+            await self.push([pending.signed], to: pending.previous, pins: pinned)
             try? await self.discovery?.announce(self.offered.map(Self.beaconActivity))
         }
-        return LinkMessage.joinAccepted(signed).frame
+        return LinkMessage.joinAccepted(pending.signed).frame
     }
 
     /// The device id a certificate names (its organizational unit), as `DeviceIdentity.generate` writes it.
@@ -246,15 +301,27 @@ extension Agent {
         let request = LinkMessage.joinRequest(version: LinkMessage.version, name: name, certificate: certificate, proof: invitation.proof(certificate: certificate, name: name))
         let deadline: Duration = invitation.kind == .interactive ? .seconds(600) : .seconds(30)
         joining = Task { [identity, network] in
-            let answer: Frame
+            let answers: [Frame]
+            // The first answer accepted is confirmed, once; the second is the commit.
+            let confirmed = Mutex(false)
             do {
-                answer = try await withDeadline(deadline) {
-                    try await network.exchange(
+                answers = try await withDeadline(deadline) {
+                    try await network.converse(
                         request.frame, host: invitation.host, port: invitation.port, identity: identity!,
-                        accepting: { invitation.matches(fingerprint: $0) })
+                        accepting: { invitation.matches(fingerprint: $0) }
+                    ) { answer in
+                        guard case .joinAccepted? = try? LinkMessage(frame: answer), !confirmed.withLock({ $0 }) else { return nil }
+                        confirmed.withLock { $0 = true }
+                        return LinkMessage.joinConfirmed.frame
+                    }
                 }
+            } catch LinkError.ended(let answered, _) where answered == 1 {
+                return self.joinEnded(.failure(LocalError(.failed, "the inviting device answered but the join was not completed (the link ended); nothing changed, join again with a new code")))
             } catch {
                 return self.joinEnded(.failure(LocalError(.failed, "cannot reach the inviting device at \(invitation.host):\(invitation.port), or it is not the device that made the code: \(error)")))
+            }
+            guard let answer = answers.last else {
+                return self.joinEnded(.failure(LocalError(.failed, "the inviting device did not answer")))
             }
             return self.joinEnded(await self.joined(answer))
         }

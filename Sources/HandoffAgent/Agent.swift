@@ -95,6 +95,8 @@ public actor Agent {
     /// Held (flock) while the agent runs, so that a second agent on the same state refuses to start.
     var lockFile: Int32 = -1
     var invitations: [UUID: PendingInvitation] = [:]
+    /// Joins answered and not yet confirmed, by the certificate the joining device showed.
+    var pendingJoins: [String: PendingJoin] = [:]
     var joining: Task<LocalReply, Never>?
     /// How the last join ended, for an `awaitJoinResult` that comes after it did.
     var joinResult: LocalReply?
@@ -111,6 +113,18 @@ public actor Agent {
 
     /// How many changes are kept for members that were away.
     static let keptChanges = 32
+
+    /// A join answered, waiting for the joining device to confirm it has the answer.
+    struct PendingJoin {
+        var signed: SignedChange
+        /// The account with the device in it.
+        var account: AccountState
+        /// The members before it.
+        var previous: [AccountState.Member]
+        var name: String
+        /// It was a member already (it asked again, never having heard it joined).
+        var isMember: Bool
+    }
 
     /// An invitation this device made, until it is used or expires.
     struct PendingInvitation {
@@ -780,7 +794,7 @@ public actor Agent {
         case .accountUpdate(let changes):
             await apply(changes, from: peer)
             return nil
-        case .joinRequest, .joinAccepted, .joinRefused:
+        case .joinRequest, .joinAccepted, .joinRefused, .joinConfirmed:
             return nil
         case .hello, .fetch:
             return await FetchService.answer(message, device: identity.id) { await self.save($0) }

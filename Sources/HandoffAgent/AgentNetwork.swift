@@ -44,9 +44,13 @@ public protocol AgentNetwork: Sendable {
     /// Opens a link and exchanges `hello`; every failure is 4609, as `PeerConnection.open`.
     func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking
 
-    /// One frame and its answer on a link of its own (joining an account), accepting the
-    /// server whose certificate `accepts` approves.
-    func exchange(_ frame: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool) async throws -> Frame
+    /// A conversation on a link of its own (joining an account), accepting the server whose
+    /// certificate `accepts` approves: `first`, then whatever `next` makes of each answer,
+    /// until it makes nothing. Returns the answers.
+    func converse(
+        _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
+        next: @escaping @Sendable (Frame) -> Frame?
+    ) async throws -> [Frame]
 
     /// Where beacons go instead of UDP, or nil for UDP multicast and unicast.
     var beaconBus: BeaconBus? { get }
@@ -77,8 +81,11 @@ public struct SocketNetwork: AgentNetwork {
         try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, eventLoopGroup: eventLoopGroup)
     }
 
-    public func exchange(_ frame: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool) async throws -> Frame {
-        try await LinkClient.exchange(frame, host: host, port: port, identity: identity, accepting: accepts, eventLoopGroup: eventLoopGroup)
+    public func converse(
+        _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
+        next: @escaping @Sendable (Frame) -> Frame?
+    ) async throws -> [Frame] {
+        try await LinkClient.converse(first, host: host, port: port, identity: identity, accepting: accepts, eventLoopGroup: eventLoopGroup, next: next)
     }
 
     public var beaconBus: BeaconBus? { nil }
@@ -220,7 +227,10 @@ public final class InMemoryNetwork: AgentNetwork {
         return InMemoryLink(device: device, host: host, port: port, me: me, network: self, key: key)
     }
 
-    public func exchange(_ frame: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool) async throws -> Frame {
+    public func converse(
+        _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
+        next: @escaping @Sendable (Frame) -> Frame?
+    ) async throws -> [Frame] {
         let key = "\(host):\(port)"
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
             throw LinkError.ended(answers: 0, reason: "nothing listens at \(key)")
@@ -228,8 +238,14 @@ public final class InMemoryNetwork: AgentNetwork {
         guard let me = Self.handshake(identity, listener, accepting: accepts) else {
             throw LinkError.ended(answers: 0, reason: "the link was refused")
         }
-        guard let answer = await listener.answer(frame, me) else { throw LinkError.ended(answers: 0, reason: "closed by the peer") }
-        return answer
+        var answers: [Frame] = []
+        var frame: Frame? = first
+        while let sent = frame {
+            guard let answer = await listener.answer(sent, me) else { throw LinkError.ended(answers: answers.count, reason: "closed by the peer") }
+            answers.append(answer)
+            frame = next(answer)
+        }
+        return answers
     }
 
     /// What a TLS handshake between `identity` (connecting, accepting what `accepts` says yes

@@ -452,6 +452,24 @@ public enum LinkClient {
         _ frames: [Frame], host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> [Frame] {
+        guard let first = frames.first else { return [] }
+        let rest = Array(frames.dropFirst())
+        let sent = Mutex(0)
+        return try await converse(first, host: host, port: port, identity: identity, accepting: accepts, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup) { _ in
+            sent.withLock { count in
+                defer { count += 1 }
+                return count < rest.count ? rest[count] : nil
+            }
+        }
+    }
+
+    /// Sends `first` on one link, then whatever `next` makes of each answer, waiting for each
+    /// answer before the next frame, until `next` makes nothing; returns the answers.
+    public static func converse(
+        _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
+        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        next: @escaping @Sendable (Frame) -> Frame?
+    ) async throws -> [Frame] {
         let context = try LinkTLS.context(for: identity)
         let channel = try await ClientBootstrap(group: eventLoopGroup)
             .connect(host: host, port: port) { channel in
@@ -465,14 +483,16 @@ public enum LinkClient {
         return try await channel.executeThenClose { inbound, outbound in
             var iterator = inbound.makeAsyncIterator()
             var answers: [Frame] = []
-            for frame in frames {
+            var frame: Frame? = first
+            while let sending = frame {
                 // How far the conversation got tells a refused link from a peer that left.
                 do {
-                    try await outbound.write(frame)
+                    try await outbound.write(sending)
                     guard let answer = try await iterator.next() else {
                         throw LinkError.ended(answers: answers.count, reason: "closed by the peer")
                     }
                     answers.append(answer)
+                    frame = next(answer)
                 } catch let error as LinkError {
                     throw error
                 } catch {

@@ -84,6 +84,7 @@ public enum FuzzSeeds {
             ("join-request", .joinRequest(version: 1, name: "desk", certificate: [0x30, 0x82, 0, 0], proof: [UInt8](repeating: 9, count: 32))),
             ("join-accepted", .joinAccepted(SignedChange(signer: sender, state: Array(accountJSON.utf8), signature: [4]))),
             ("join-refused", .joinRefused(reason: "the code is wrong")),
+            ("join-confirmed", .joinConfirmed),
             ("stream-open", .streamOpen(stream: 1, activityID: activityID, window: 1 << 20)),
             ("stream-accepted", .streamAccepted(stream: 1, window: 1 << 20)),
             ("stream-refused", .streamRefused(stream: 3, code: 4610, message: "the app did not take the streams")),

@@ -105,6 +105,9 @@ public enum LinkMessage: Sendable, Hashable {
     case joinAccepted(SignedChange)
     /// The join was refused, and why.
     case joinRefused(reason: String)
+    /// The joining device has the answer (`joinAccepted`) and asks the inviting device to
+    /// commit the join, which it does only now and answers with `joinAccepted` again.
+    case joinConfirmed
     /// Opens continuation stream `stream` to the app whose activity is `activityID`; the
     /// opener may receive `window` bytes before it grants more. Only the side that opened the
     /// link opens streams.
@@ -137,6 +140,7 @@ public enum LinkMessage: Sendable, Hashable {
         case joinRequest = 0x30
         case joinAccepted = 0x31
         case joinRefused = 0x32
+        case joinConfirmed = 0x33
         case streamOpen = 0x40
         case streamAccepted = 0x41
         case streamRefused = 0x42
@@ -194,6 +198,8 @@ public enum LinkMessage: Sendable, Hashable {
         case .joinRefused(let reason):
             writer.string(reason)
             return Frame(kind: Kind.joinRefused.rawValue, payload: writer.bytes)
+        case .joinConfirmed:
+            return Frame(kind: Kind.joinConfirmed.rawValue, payload: [])
         case .streamOpen(let stream, let activityID, let window):
             writer.varint(stream)
             writer.uuid(activityID)
@@ -262,6 +268,8 @@ public enum LinkMessage: Sendable, Hashable {
             self = .joinAccepted(try reader.change())
         case .joinRefused:
             self = .joinRefused(reason: try reader.string())
+        case .joinConfirmed:
+            self = .joinConfirmed
         case .streamOpen:
             self = .streamOpen(stream: try reader.varint(), activityID: try reader.uuid(), window: try reader.window())
         case .streamAccepted:

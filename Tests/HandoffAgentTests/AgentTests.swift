@@ -3,6 +3,7 @@ import Synchronization
 import Handoff
 import HandoffApp
 import HandoffLocalAPI
+import HandoffWire
 import MapViewerKit
 import Testing
 
@@ -275,6 +276,50 @@ struct AgentTests {
             #expect(try await b.call(.status).status?.account == "home")
             let left = await waitUntil(30) { (try? await b.call(.status).status?.account) == .some(nil) }
             #expect(left, "beta kept the account it was removed from")
+        }
+    }
+
+    @Test("A join whose answer never reaches the joining device adds nobody; the device joins later with a new code")
+    func lostJoinAnswer() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let ghost = try await harness.start("ghost")
+            try await a.call(.createAccount(name: "home"))
+            let identity = try #require(await ghost.agent?.identity)
+            let invitation = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            let parsed = try Invitation(parsing: invitation.code)
+            let request = LinkMessage.joinRequest(
+                version: LinkMessage.version, name: "ghost", certificate: identity.certificateDER, proof: parsed.proof(certificate: identity.certificateDER, name: "ghost"))
+            // The request arrives; the joining device is gone before it can take the answer.
+            _ = try? await LinkClient.exchange(request.frame, host: "127.0.0.1", port: invitation.port, identity: identity, accepting: { parsed.matches(fingerprint: $0) })
+            let ghostMember = await waitUntil(Double(Agent.joinConfirmationDeadline.components.seconds) + 3) { (try? await a.call(.status).status?.members) == 2 }
+            #expect(!ghostMember, "alpha lists a member that never learnt it joined")
+            let again = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            try await ghost.call(.join(code: again.code))
+            #expect(try await ghost.call(.awaitJoinResult).account == "home")
+            #expect(try await a.call(.status).status?.members == 2)
+        }
+    }
+
+    @Test("A device whose last join answer was lost after it was added joins again with a new code and is taken as the member it is")
+    func lostLastJoinAnswer() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let late = try await harness.start("late")
+            try await a.call(.createAccount(name: "home"))
+            let identity = try #require(await late.agent?.identity)
+            let invitation = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            let parsed = try Invitation(parsing: invitation.code)
+            let request = LinkMessage.joinRequest(
+                version: LinkMessage.version, name: "late", certificate: identity.certificateDER, proof: parsed.proof(certificate: identity.certificateDER, name: "late"))
+            // The whole exchange happens, but the joining agent never hears its end.
+            _ = try? await LinkClient.converse(
+                [request.frame, LinkMessage.joinConfirmed.frame], host: "127.0.0.1", port: invitation.port, identity: identity, accepting: { parsed.matches(fingerprint: $0) })
+            #expect(await waitUntil { (try? await a.call(.status).status?.members) == 2 })
+            let again = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            try await late.call(.join(code: again.code))
+            #expect(try await late.call(.awaitJoinResult).account == "home")
+            #expect(try await a.call(.status).status?.members == 2)
         }
     }
 
