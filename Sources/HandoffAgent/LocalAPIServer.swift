@@ -89,6 +89,8 @@ public final class LocalAPIServer: Sendable {
 
     /// The most clients served at once; more are refused with a message saying so.
     static let maximumClients = 256
+    /// How long a frame a client has begun may take to arrive in full.
+    static let partialFrameDeadline: TimeAmount = .seconds(10)
 
     public let path: String
     private let acceptor: LocalAcceptor
@@ -140,7 +142,7 @@ public final class LocalAPIServer: Sendable {
                         do {
                             channel = try await ClientBootstrap(group: eventLoopGroup).withConnectedSocket(client.descriptor) { channel in
                                 channel.eventLoop.makeCompletedFuture {
-                                    try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: LocalMessage.maximumFrame))
+                                    try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: LocalMessage.maximumFrame, partialDeadline: Self.partialFrameDeadline))
                                     return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
                                 }
                             }

@@ -137,8 +137,14 @@ final class FrameHandler: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private var decoder: FrameDecoder
+    /// How long a frame may take to arrive once it has begun; nil for no limit.
+    private let partialDeadline: TimeAmount?
+    private var partialTimer: Scheduled<Void>?
 
-    init(maximumPayload: Int) { decoder = FrameDecoder(maximumPayload: maximumPayload) }
+    init(maximumPayload: Int, partialDeadline: TimeAmount? = nil) {
+        decoder = FrameDecoder(maximumPayload: maximumPayload)
+        self.partialDeadline = partialDeadline
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
@@ -150,7 +156,21 @@ final class FrameHandler: ChannelDuplexHandler {
         } catch {
             context.fireErrorCaught(error)
             context.close(promise: nil)
+            return
         }
+        // A frame begun must end within the deadline: a sender that stops half-way would
+        // otherwise hold its buffer and connection for ever.
+        if decoder.bufferedByteCount == 0 {
+            partialTimer?.cancel()
+            partialTimer = nil
+        } else if partialTimer == nil, let partialDeadline {
+            let channel = context.channel
+            partialTimer = context.eventLoop.scheduleTask(in: partialDeadline) { channel.close(promise: nil) }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        partialTimer?.cancel()
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

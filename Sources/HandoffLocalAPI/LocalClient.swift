@@ -67,7 +67,15 @@ public final class LocalClient: Sendable {
             try Self.checkServer(fd, path: path)
             // An agent answers hello at once; a socket that does not is not an agent.
             Self.setReceiveTimeout(fd, seconds: 5)
-            try Self.write(fd, LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: role, bundleIdentifier: bundleIdentifier)).frame)
+            do {
+                try Self.write(fd, LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: role, bundleIdentifier: bundleIdentifier)).frame)
+            } catch {
+                // An agent that refuses a client at once (it serves too many) says why first.
+                if let frame = try? Self.readFrame(fd, &decoder), case .reply(_, let reply)? = try? LocalMessage(frame: frame), let refusal = reply.error {
+                    throw refusal
+                }
+                throw error
+            }
             // The agent asks this process to prove it holds the connection, then answers hello;
             // nothing else comes first.
             var answer: LocalReply?

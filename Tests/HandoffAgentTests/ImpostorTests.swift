@@ -5,6 +5,10 @@ import Testing
 
 @testable import HandoffAgent
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// S8 attacked the way a local attacker would: a process connects to the agent, then makes the
 /// installed app's executable run behind the pid the socket names, and talks through the
 /// socket itself (`impostor.py`).
@@ -48,6 +52,72 @@ struct ImpostorTests {
             #expect(reply.error != nil, "the continuation went to the impostor")
             #expect(!impostor.output.contains("\"deliver\""), "the impostor received the activity: \(impostor.output)")
             #expect(!impostor.output.contains("willContinue"), "the impostor heard of the continuation: \(impostor.output)")
+        }
+    }
+
+    @Test("S10: The local socket serves at most 256 clients; the next hears why, and memory stays bounded")
+    func localClientCap() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            var clients: [LocalClient] = []
+            var refusals: [String] = []
+            for _ in 0..<300 {
+                do {
+                    clients.append(try await LocalClient.connect(path: a.socket, role: .control))
+                } catch {
+                    refusals.append("\(error)")
+                }
+            }
+            defer { for client in clients { client.close() } }
+            #expect(clients.count == LocalAPIServer.maximumClients, "\(clients.count) clients served")
+            #expect(refusals.count == 300 - LocalAPIServer.maximumClients)
+            #expect(refusals.allSatisfy { $0.contains("256 local clients already") }, "\(Set(refusals))")
+            // Once one leaves, the next is served.
+            clients.removeLast().close()
+            #expect(await waitUntil { (try? await LocalClient.connect(path: a.socket, role: .control)).map { $0.close(); return true } ?? false })
+        }
+    }
+
+    @Test("S10: A local client that starts a frame and never finishes it is disconnected")
+    func halfFrame() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let ended = try await onThread { () -> Bool in
+                let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+                defer { close(fd) }
+                var address = sockaddr_un()
+                address.sun_family = sa_family_t(AF_UNIX)
+                withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(a.socket.utf8)) }
+                guard withUnsafePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }) == 0 else { return false }
+                var timeout = timeval(tv_sec: 30, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                // A control client's hello and its proof, as any client; then half a frame.
+                func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+                send(LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil)).frame.encoded)
+                var decoder = FrameDecoder()
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                var answered = false
+                while !answered {
+                    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                    guard count > 0 else { return false }
+                    decoder.append(buffer[..<count])
+                    while let frame = try? decoder.next() {
+                        switch try? LocalMessage(frame: frame) {
+                        case .prove(let nonce)?: send(LocalMessage.proof(nonce: nonce).frame.encoded)
+                        case .reply(1, _)?: answered = true
+                        default: break
+                        }
+                    }
+                }
+                send(Array(LocalMessage.call(request: 2, .status).frame.encoded.prefix(12)))
+                // The agent hangs up (rather than waiting for the rest forever).
+                while true {
+                    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                    if count == 0 || (count < 0 && errno == ECONNRESET) { return true }
+                    if count < 0 { return false }
+                }
+            }
+            #expect(ended, "the agent kept a half-sent frame's connection open for 30 s")
         }
     }
 }
