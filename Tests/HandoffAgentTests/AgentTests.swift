@@ -301,6 +301,39 @@ struct AgentTests {
         }
     }
 
+    @Test("S6: Join attempts are limited: five a minute from one address, and ten wrong codes withdraw the invitations", arguments: Network.allCases)
+    func joinAttemptsLimited(network: Network) async throws {
+        try await withHarness(inMemory: network == .memory) { harness in
+            let a = try await harness.start("alpha")
+            try await a.call(.createAccount(name: "home"))
+            let invitation = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            let parsed = try Invitation(parsing: invitation.code)
+            let guesser = try DeviceIdentity.generate(name: "guesser")
+            func attempt(proof: [UInt8]) async -> String {
+                let request = LinkMessage.joinRequest(version: LinkMessage.version, name: "guesser", certificate: guesser.certificateDER, proof: proof)
+                let network: any AgentNetwork = harness.network ?? SocketNetwork()
+                guard let answer = try? await network.converse(
+                    request.frame, host: "127.0.0.1", port: invitation.port, identity: guesser, accepting: { parsed.matches(fingerprint: $0) }, next: { _ in nil }
+                ).first, case .joinRefused(let reason)? = try? LinkMessage(frame: answer) else { return "accepted or unanswered" }
+                return reason
+            }
+            var reasons: [String] = []
+            for guess in 0..<12 { reasons.append(await attempt(proof: [UInt8](repeating: UInt8(guess), count: 32))) }
+            switch network {
+            case .sockets:
+                // One address: the sixth attempt in a minute is not even looked at.
+                #expect(reasons.prefix(5).allSatisfy { $0.contains("code is wrong") }, "\(reasons)")
+                #expect(reasons.dropFirst(5).allSatisfy { $0.contains("too many join attempts") }, "\(reasons)")
+            case .memory:
+                // No addresses in memory: ten wrong codes, and the invitations are withdrawn.
+                #expect(reasons.prefix(10).allSatisfy { $0.contains("code is wrong") }, "\(reasons)")
+                let right = await attempt(proof: parsed.proof(certificate: guesser.certificateDER, name: "guesser"))
+                #expect(right.contains("code is wrong") || right.contains("withdrawn"), "the right code was taken after ten wrong ones: \(right)")
+                #expect(try await a.call(.status).status?.members == 1)
+            }
+        }
+    }
+
     @Test("A device whose last join answer was lost after it was added joins again with a new code and is taken as the member it is")
     func lostLastJoinAnswer() async throws {
         try await withHarness { harness in
