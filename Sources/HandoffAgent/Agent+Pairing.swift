@@ -100,6 +100,7 @@ extension Agent {
         guard invitations.isEmpty, let listener = pairingListener else { return }
         pairingListener = nil
         pairingIdentity = nil
+        wrongJoinCodes = 0
         await listener.close()
     }
 
@@ -146,6 +147,11 @@ extension Agent {
         }
     }
 
+    /// Join requests looked at per minute from one address.
+    static let joinAttemptsPerMinute = 5
+    /// Wrong codes after which the invitations are withdrawn.
+    static let wrongJoinCodesAllowed = 10
+
     /// How long a join answered waits for the joining device's confirmation.
     static let joinConfirmationDeadline: Duration = .seconds(10)
 
@@ -159,8 +165,25 @@ extension Agent {
         guard certificate == peer.presented || ((try? Certificate(derEncoded: peer.presented)).map { LinkCertificates.isSigned($0, by: certificate) } ?? false) else {
             return refuse("the certificate in the request is not the one it connected with")
         }
+        // Guessing is slow: five requests a minute from one address are looked at, and ten
+        // wrong codes withdraw the invitations (the person makes a new one), as ssh limits tries.
+        if let address = peer.address {
+            let instant = ContinuousClock.now
+            if joinAttempts.count >= 256 { joinAttempts = joinAttempts.filter { $0.value.contains { instant - $0 < .seconds(60) } } }
+            let recent = (joinAttempts[address] ?? []).filter { instant - $0 < .seconds(60) }
+            guard recent.count < Self.joinAttemptsPerMinute else {
+                return refuse("too many join attempts from this address; wait a minute and try again")
+            }
+            joinAttempts[address] = recent + [instant]
+        }
         let now = Date()
         guard let (id, pending) = invitations.first(where: { !$0.value.used && $0.value.expires > now && $0.value.invitation.isValid(proof: proof, certificate: certificate, name: name) }) else {
+            wrongJoinCodes += 1
+            if wrongJoinCodes >= Self.wrongJoinCodesAllowed, !invitations.isEmpty {
+                logger.warning("\(wrongJoinCodes) wrong join codes: the invitations are withdrawn; make a new one with 'handoff device invite'")
+                for id in Array(invitations.keys) { expire(id) }
+                wrongJoinCodes = 0
+            }
             return refuse("the code is wrong, was used already, or has expired; ask for a new one with 'handoff device invite'")
         }
         // One use, whatever comes of it.

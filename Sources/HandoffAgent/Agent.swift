@@ -97,6 +97,10 @@ public actor Agent {
     var invitations: [UUID: PendingInvitation] = [:]
     /// Joins answered and not yet confirmed, by the certificate the joining device showed.
     var pendingJoins: [String: PendingJoin] = [:]
+    /// Join requests of the last minute, by address (at most 5 each are looked at).
+    var joinAttempts: [String: [ContinuousClock.Instant]] = [:]
+    /// Wrong codes since the invitations were made; at 10 they are withdrawn.
+    var wrongJoinCodes = 0
     var joining: Task<LocalReply, Never>?
     /// How the last join ended, for an `awaitJoinResult` that comes after it did.
     var joinResult: LocalReply?

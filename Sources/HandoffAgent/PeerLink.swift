@@ -121,11 +121,14 @@ public struct LinkPeer: Sendable, Hashable {
     public var certificate: [UInt8]
     /// The certificate it showed in the handshake, DER.
     public var presented: [UInt8]
+    /// The address it connected from, where known.
+    public var address: String?
 
-    public init(fingerprint: String, certificate: [UInt8], presented: [UInt8]? = nil) {
+    public init(fingerprint: String, certificate: [UInt8], presented: [UInt8]? = nil, address: String? = nil) {
         self.fingerprint = fingerprint
         self.certificate = certificate
         self.presented = presented ?? certificate
+        self.address = address
     }
 }
 
@@ -401,7 +404,9 @@ public final class LinkListener: Sendable {
         guard let certificate = try await channel.nioSSL_peerCertificate().get(), let der = try? certificate.toDERBytes() else { return }
         // Checked again here, as before every later frame: whatever the handshake was, only a
         // member of this moment, with a certificate valid now, is answered.
-        guard let peer = LinkTLS.identify(der, accepting: accepts, recognising: links) else { return }
+        guard var identified = LinkTLS.identify(der, accepting: accepts, recognising: links) else { return }
+        identified.address = channel.remoteAddress?.ipAddress
+        let peer = identified
         if let reply = await answer(first, peer) { try await outbound.write(reply) }
         let (replies, sink) = AsyncStream<Frame>.makeStream()
         // Streams the peer opens; their frames are handled here, in order, never in a task.
