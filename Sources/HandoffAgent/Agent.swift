@@ -604,7 +604,19 @@ public actor Agent {
             reply = LocalReply(apps: apps.map(localApp))
         case .installApp(let directory):
             do {
-                let (installed, warning) = try registry.install(from: URL(fileURLWithPath: directory))
+                // Copying, hashing and flushing an app to disk take a while: on a thread of their
+                // own, not one of the few that async code shares.
+                let registry = self.registry
+                let outcome: Result<(app: InstalledApp, warning: String?), AppRegistryError> = await withCheckedContinuation { continuation in
+                    Thread.detachNewThread {
+                        do throws(AppRegistryError) {
+                            continuation.resume(returning: .success(try registry.install(from: URL(fileURLWithPath: directory))))
+                        } catch {
+                            continuation.resume(returning: .failure(error))
+                        }
+                    }
+                }
+                let (installed, warning) = try outcome.get()
                 reloadApps()
                 if let warning {
                     logger.warning("installed app '\(installed.manifest.bundleIdentifier)' unsigned: \(warning)", metadata: ["from": "\(directory)"])
