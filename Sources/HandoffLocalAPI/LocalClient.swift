@@ -65,8 +65,9 @@ public final class LocalClient: Sendable {
         var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
         do throws(LocalError) {
             try Self.checkServer(fd, path: path)
-            // An agent answers hello at once; a socket that does not is not an agent.
-            Self.setReceiveTimeout(fd, seconds: 5)
+            // An agent answers hello at once; a socket that does not is not an agent. (At once
+            // on an idle machine: one busy with a build or a flood may take seconds.)
+            Self.setReceiveTimeout(fd, seconds: Self.helloTimeout)
             do {
                 try Self.write(fd, LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: role, bundleIdentifier: bundleIdentifier)).frame)
             } catch {
@@ -281,6 +282,9 @@ public final class LocalClient: Sendable {
         #endif
     }
 
+    /// How long a client waits for the agent's answer to `hello`.
+    static let helloTimeout = 15
+
     static func setReceiveTimeout(_ fd: Int32, seconds: Int) {
         var timeout = timeval(tv_sec: seconds, tv_usec: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -313,7 +317,7 @@ public final class LocalClient: Sendable {
             let count = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress!, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw LocalError(.failed, "no answer within 5 seconds") }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw LocalError(.failed, "no answer within \(helloTimeout) seconds") }
                 throw LocalError(.failed, String(cString: strerror(errno)))
             }
             if count == 0 { return nil }

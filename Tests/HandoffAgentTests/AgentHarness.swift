@@ -103,7 +103,8 @@ final class AgentHarness: Sendable {
         // Socket paths are limited to about 100 bytes: keep the folder short.
         root = URL(fileURLWithPath: "/tmp/ho-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        discoveryPort = Int.random(in: 20_000..<40_000)
+        // Below the ephemeral ports (32768 and up), which other sockets take at random.
+        discoveryPort = Int.random(in: 20_000..<32_000)
     }
 
     /// Agents run in development mode: the examples and the tests' apps are not signed (their

@@ -9,7 +9,7 @@ import Testing
 /// Discovery on loopback only: these tests send multicast on `lo` and nowhere else.
 @Suite("Discovery over UDP multicast on loopback")
 struct DiscoveryTests {
-    let port = Int.random(in: 40_000..<60_000)
+    let port = Int.random(in: 12_000..<16_000)
 
     func configuration(expiry: Duration = .seconds(45), refresh: Duration = .seconds(30)) -> DiscoveryConfiguration {
         DiscoveryConfiguration(port: port, interfaces: ["lo"], refreshInterval: refresh, idleRefreshInterval: refresh, expiry: expiry)
@@ -219,7 +219,7 @@ struct DiscoveryTests {
     @Test("Static peers hear each other's beacons by unicast, without multicast")
     func staticPeers() async throws {
         let key = BeaconKey.generate()
-        let portA = Int.random(in: 40_000..<50_000), portB = Int.random(in: 50_000..<60_000)
+        let portA = Int.random(in: 16_000..<18_000), portB = Int.random(in: 18_000..<20_000)
         func unicastOnly(listen: Int, peer: Int) -> DiscoveryConfiguration {
             DiscoveryConfiguration(
                 port: port, interfaces: [], refreshInterval: .seconds(30),
