@@ -8,7 +8,13 @@
 //     once, sent garbage, or held open), while B continues A's activity again and again,
 //     through a new link after B restarts mid-flood. Measured in the same run without the
 //     flood, as the baseline. It checks that every continuation succeeds, that A's memory
-//     stays under a fixed bound, and that A logs each flood once.
+//     stays under a fixed bound, and that A logs each flood once;
+//   - spoofed sources: 6,000 addresses that are nobody's send A 6,000 beacons a second
+//     (Scripts/spoof-flood.py) for SPOOF_SECONDS: A must list B every second of it, and B keep
+//     continuing A's activity;
+//   - many addresses: 40 addresses hold 16 silent connections each to A's link port,
+//     refilled, for MANY_SECONDS, and B restarts in it: its first continuation needs a new
+//     link while every slot is wanted.
 import Crypto
 import Foundation
 import Handoff
@@ -206,6 +212,54 @@ func runFloodSource(arguments: [String]) -> Never {
     done.wait()
     let result = counts.value.withLock { $0 }
     print("\(result.beacons) \(result.opened) \(result.refused)")
+    fflush(nil)
+    exit(0)
+}
+
+/// Holds `perAddress` silent connections to TARGET:PORT from each of ADDRESSES for SECONDS,
+/// opening a new one for each the target closes (the many-address attack on the link cap).
+func runConnectionHolder(arguments: [String]) -> Never {
+    guard arguments.count == 6, let port = Int(arguments[2]), let perAddress = Int(arguments[4]), let seconds = Double(arguments[5]) else {
+        fail("hold-connections TARGET PORT ADDRESS,ADDRESS,... PER-ADDRESS SECONDS")
+    }
+    let target = arguments[1]
+    let addresses = arguments[3].split(separator: ",").map(String.init)
+    var limit = rlimit()
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    limit.rlim_cur = limit.rlim_max
+    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    func open(from source: String) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
+        var remote = local
+        remote.sin_addr.s_addr = inet_addr(target)
+        remote.sin_port = in_port_t(UInt16(port).bigEndian)
+        _ = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        _ = withUnsafePointer(to: &remote) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        return fd
+    }
+    var held: [(source: String, fd: Int32)] = addresses.flatMap { source in (0..<perAddress).map { _ in (source, open(from: source)) } }
+    var opened = held.count
+    let deadline = now() + UInt64(seconds * 1e9)
+    var scratch = [UInt8](repeating: 0, count: 256)
+    while now() < deadline {
+        usleep(50_000)
+        for index in held.indices {
+            var probe = pollfd(fd: held[index].fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&probe, 1, 0) > 0 else { continue }
+            // Readable with nothing to read, or an error: the target closed it. Refill.
+            let count = recv(held[index].fd, &scratch, scratch.count, Int32(MSG_DONTWAIT))
+            if count <= 0 && !(count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                close(held[index].fd)
+                held[index].fd = open(from: held[index].source)
+                opened += 1
+            }
+        }
+    }
+    for entry in held { close(entry.fd) }
+    print("\(opened)")
     fflush(nil)
     exit(0)
 }
@@ -408,6 +462,96 @@ func floodBenchmark() async throws {
         """)
     for line in endLines { print("    \(line)") }
     var problems: [String] = []
+
+    // Spoofed sources (S10): 6,000 addresses that are nobody's, 6,000 beacons a second to A's
+    // beacon port, for SPOOF_SECONDS (120 by default). A must keep listing B, and B keep
+    // continuing A's activity, throughout.
+    let spoofSeconds = Double(ProcessInfo.processInfo.environment["SPOOF_SECONDS"] ?? "120") ?? 120
+    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Scripts/spoof-flood.py").standardizedFileURL.path
+    if useNamespaces {
+        // A cannot route answers back to the spoofed addresses; it must not drop them for that.
+        shell(["ip", "netns", "exec", "\(prefix)a", "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.eth0.rp_filter=0"])
+    }
+    let spoofOutput = Pipe()
+    let spoofer = start(
+        (flooder.namespace.map { ["ip", "netns", "exec", $0] } ?? []) + [
+            "python3", script, a.address, String(a.port), "6000", "6000", String(spoofSeconds), String(Beacon.size),
+            useNamespaces ? "10.80" : "127.1", useNamespaces ? "eth0" : "lo",
+        ], output: spoofOutput)
+    processes.append(spoofer)
+    let spoofEnd = now() + UInt64(spoofSeconds * 1e9)
+    let bID = try DeviceIdentity.load(from: StateStore(directory: URL(fileURLWithPath: b.state)))!.id
+    let unlisted = Task {
+        var missing = 0
+        while now() < spoofEnd {
+            let devices = await call(a, .devices).devices ?? []
+            if !devices.contains(where: { $0.id == bID && $0.isNearby }) { missing += 1 }
+            try? await Task.sleep(for: .seconds(1))
+        }
+        return missing
+    }
+    let spoofed = await continueRepeatedly(0, until: spoofEnd)
+    let unlistedSeconds = await unlisted.value
+    let spoofSent = String(decoding: spoofOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    spoofer.waitUntilExit()
+
+    // Many addresses (S10): 40 addresses hold 16 silent connections each to A's link port,
+    // opening a new one for each A closes, for MANY_SECONDS (30 by default); B restarts in the
+    // middle, so that its link to A is made anew while every slot is wanted.
+    let manySeconds = Double(ProcessInfo.processInfo.environment["MANY_SECONDS"] ?? "30") ?? 30
+    let manyAddresses = (100..<140).map { useNamespaces ? "10.79.0.\($0)" : "127.0.0.\($0)" }
+    if let namespace = flooder.namespace {
+        for address in manyAddresses { shell(["ip", "-n", namespace, "addr", "add", "\(address)/24", "dev", "eth0"]) }
+    }
+    let holderOutput = Pipe()
+    let holder = start(
+        (flooder.namespace.map { ["ip", "netns", "exec", $0] } ?? []) + [
+            CommandLine.arguments[0], "hold-connections", a.address, String(a.port), manyAddresses.joined(separator: ","), "16", String(manySeconds),
+        ], output: holderOutput)
+    processes.append(holder)
+    let manyEnd = now() + UInt64(manySeconds * 1e9)
+    try await Task.sleep(for: .seconds(3))
+    let heldBefore = await continueRepeatedly(0, until: now() + UInt64(manySeconds / 3 * 1e9))
+    agentB?.terminate()
+    agentB?.waitUntilExit()
+    try? FileManager.default.removeItem(atPath: b.socket)
+    agentB = try startAgent(b)
+    await waitFor("B to restart") { FileManager.default.fileExists(atPath: b.socket) }
+    let restartedAt = now()
+    await waitFor("B to list A's activity again, while the link slots are held", seconds: 30) {
+        (await call(b, .nearby).activities ?? []).contains { $0.activity.id == activityID }
+    }
+    // B's first continuation after the restart needs a new link to A.
+    let firstAfterRestart = await continueRepeatedly(1)
+    let firstSeconds = Double(now() - restartedAt) / 1e9
+    let heldAfter = await continueRepeatedly(0, until: manyEnd - 1_000_000_000)
+    let reopened = String(decoding: holderOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    holder.waitUntilExit()
+    print("""
+
+        Spoofed sources: \(spoofSent.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "SENT ", with: "")) beacons from 6,000 \
+        addresses that are nobody's (\(useNamespaces ? "10.80.0.0/16, sent with IP_TRANSPARENT" : "127.1.0.0/16")) at 6,000/s for \(Int(spoofSeconds)) s. \
+        Many addresses: 40 addresses held 16 silent connections each to A's link port for \(Int(manySeconds)) s (\(reopened) opened in all, \
+        refilled as A closed them), and B restarted in the middle.
+
+        | continuations of A's activity on B | succeeded | failed | p50 | p99 |
+        | --- | --- | --- | --- | --- |
+        \(row("quiet (the baseline above)", baseline))
+        \(row("during the spoofed-source flood", spoofed))
+        \(row("during the many-address flood, over the existing link", heldBefore))
+        \(row("B restarted in it: the first, over a new link", firstAfterRestart))
+        \(row("B restarted in it: the rest", heldAfter))
+
+        | under the spoofed-source flood | measured | bound |
+        | --- | --- | --- |
+        | seconds A did not list B as nearby (asked every second) | \(unlistedSeconds) | 0 |
+        | B restarted in the many-address flood: its first continuation, from the restart | \(String(format: "%.1f", firstSeconds)) s | |
+        """)
+    for (name, result) in [("during the spoofed-source flood", spoofed), ("in the many-address flood", heldBefore), ("first after B's restart in the many-address flood", firstAfterRestart), ("after B's restart in the many-address flood", heldAfter)] {
+        if !result.failures.isEmpty { problems.append("continuations \(name) failed: \(Set(result.failures).joined(separator: "; "))") }
+        if result.latencies.isEmpty { problems.append("no continuation \(name) completed") }
+    }
+    if unlistedSeconds > 0 { problems.append("A did not list B for \(unlistedSeconds) s of the spoofed-source flood") }
     for (name, result) in [("during", during), ("after the restart", afterRestart), ("after", after), ("baseline", baseline)] {
         if !result.failures.isEmpty { problems.append("continuations \(name) failed: \(Set(result.failures).joined(separator: "; "))") }
         if result.latencies.isEmpty { problems.append("no continuation \(name) completed") }

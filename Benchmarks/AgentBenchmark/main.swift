@@ -502,6 +502,8 @@ case "flood"?:
     try await floodBenchmark()
 case "flood-source"?:
     runFloodSource(arguments: Array(CommandLine.arguments.dropFirst()))
+case "hold-connections"?:
+    runConnectionHolder(arguments: Array(CommandLine.arguments.dropFirst()))
 case "forged-beacons"?:
     forgedBeacons(count: Int(CommandLine.arguments.dropFirst(2).first ?? "") ?? 10_000_000)
 default:

@@ -115,7 +115,7 @@ struct FloodTests {
             let record = LocalRecord(activity: activity, userInfo: try UserInfoCoding.encode(["latitude": 37.79] as [AnyHashable: Any]))
             let origin = try await b.offer(activity, answering: .answer(record), seenBy: a)
             defer { origin.client.close() }
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("spoof_flood.py").path
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Scripts/spoof-flood.py").standardizedFileURL.path
             let seconds = 14
             let flood = try RunningCommand(
                 URL(fileURLWithPath: "/usr/bin/env"),
