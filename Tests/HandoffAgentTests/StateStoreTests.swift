@@ -124,14 +124,8 @@ struct StateStoreTests {
     func killNineInstalls() async throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-install-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: state) }
-        let source = state.appendingPathComponent("source", isDirectory: true)
-        try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
-        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewer/App").standardizedFileURL
-        for file in ["Info.plist", "MapViewer.entitlements"] {
-            try FileManager.default.copyItem(at: sources.appendingPathComponent(file), to: source.appendingPathComponent(file))
-        }
+        let source = try Self.appSource(in: state)
         // Files of some size, so that a kill often lands in the middle of a copy.
-        try FileManager.default.copyItem(at: URL(fileURLWithPath: "/bin/sleep"), to: source.appendingPathComponent("MapViewer"))
         for index in 0..<20 { try Data(repeating: UInt8(index), count: 64 * 1024).write(to: source.appendingPathComponent("resource-\(index)")) }
         let registry = AppRegistry(stateDirectory: state, allowsUnsignedApps: true)
         try registry.install(from: source)
@@ -173,13 +167,7 @@ struct StateStoreTests {
     func movedAsideIsPutBack() throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-aside-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: state) }
-        let source = state.appendingPathComponent("source", isDirectory: true)
-        try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
-        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewer/App").standardizedFileURL
-        for file in ["Info.plist", "MapViewer.entitlements"] {
-            try FileManager.default.copyItem(at: sources.appendingPathComponent(file), to: source.appendingPathComponent(file))
-        }
-        try FileManager.default.copyItem(at: URL(fileURLWithPath: "/bin/sleep"), to: source.appendingPathComponent("MapViewer"))
+        let source = try Self.appSource(in: state)
         let registry = AppRegistry(stateDirectory: state, allowsUnsignedApps: true)
         try registry.install(from: source)
         let installed = registry.directory.appendingPathComponent("com.example.handoff.MapViewer")
@@ -216,6 +204,19 @@ struct StateStoreTests {
             let after = lines[(index + 1)..<min(lines.count, index + 4)]
             #expect(after.contains { $0.contains("O_DIRECTORY") } && after.contains { $0.contains("fsync(") }, "the folder was not flushed after: \(after)")
         }
+    }
+
+    /// An unsigned app folder in `state/source`: MapViewer's manifest with a copy of sleep as
+    /// its executable.
+    static func appSource(in state: URL) throws -> URL {
+        let source = state.appendingPathComponent("source", isDirectory: true)
+        try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewer/App").standardizedFileURL
+        for file in ["Info.plist", "MapViewer.entitlements"] {
+            try FileManager.default.copyItem(at: sources.appendingPathComponent(file), to: source.appendingPathComponent(file))
+        }
+        try FileManager.default.copyItem(at: URL(fileURLWithPath: "/bin/sleep"), to: source.appendingPathComponent("MapViewer"))
+        return source
     }
 
     /// The torture writer, built beside the test bundle.
