@@ -426,8 +426,15 @@ extension Agent {
         case .failure(let error):
             return .failure(error)
         case .success(let (signed, account, previous)):
-            // With the pins from before, so that the removed device too can be told.
-            await push([signed], to: previous, pins: pinned, nearby: nearby)
+            let removed = previous.filter { member in !account.members.contains { $0.id == member.id } }
+            await push([signed], to: previous.filter { member in account.members.contains { $0.id == member.id } }, pins: pinned, nearby: nearby)
+            // The removed device is told with a notice that holds no keys, pinned as before.
+            if let notice = removalNotice() {
+                for member in removed {
+                    guard let device = nearby.first(where: { $0.sender == member.id }) else { continue }
+                    await send(.removed(notice), to: device, pins: pinned)
+                }
+            }
             logger.notice("removed '\(name)' from the account and rotated the beacon key")
             return LocalReply(account: account.name)
         }
@@ -487,30 +494,52 @@ extension Agent {
         guard let account, revision < account.revision, member != identity.id else { return }
         let now = ContinuousClock.now
         if let last = lastCatchUp[member], now - last < .seconds(5) { return }
-        var missed = changes.filter { $0.revision > revision }
-        var pinned = pins.value
-        let isMember = account.members.contains(where: { $0.id == member })
-        if !isMember {
+        guard account.members.contains(where: { $0.id == member }) else {
+            // A device removed while it was away: told with a notice that holds no keys (never
+            // the changes, which carry the new beacon key), over a link pinned to its old
+            // certificate.
             let states = changes.compactMap { try? $0.change.account() }
-            guard let removal = missed.first(where: { (try? $0.change.account())?.members.contains { $0.id == member } == false }),
-                let certificate = states.reversed().lazy.compactMap({ $0.members.first { $0.id == member }?.certificate }).first
+            guard let certificate = states.reversed().lazy.compactMap({ $0.members.first { $0.id == member }?.certificate }).first,
+                let notice = removalNotice()
             else { return }
-            missed = missed.filter { $0.revision <= removal.revision }
+            lastCatchUp[member] = now
             identity.links.recognise([Array(certificate)])
-            pinned = [DeviceIdentity.fingerprint(ofCertificate: Array(certificate))]
+            logger.notice("a device removed from the account while it was away is back; telling it it was removed", metadata: ["device": "\(member)"])
+            let device = NearbyDevice(sender: member, address: address, linkPort: linkPort, activity: nil, lastHeard: Date(), accountRevision: revision)
+            await send(.removed(notice), to: device, pins: [DeviceIdentity.fingerprint(ofCertificate: Array(certificate))])
+            return
         }
+        let missed = changes.filter { $0.revision > revision }
         lastCatchUp[member] = now
         guard let first = missed.first, first.revision == revision + 1 else {
             logger.warning("'\(memberName(member))' is too many changes behind to catch up; remove it and pair it again", metadata: ["its revision": "\(revision)"])
             return
         }
         let device = NearbyDevice(sender: member, address: address, linkPort: linkPort, activity: nil, lastHeard: Date(), accountRevision: revision)
-        if isMember {
-            logger.info("sending '\(memberName(member))' the \(missed.count) account change(s) it missed")
-        } else {
-            logger.notice("a device removed from the account while it was away is back; telling it it was removed", metadata: ["device": "\(member)"])
+        logger.info("sending '\(memberName(member))' the \(missed.count) account change(s) it missed")
+        await send(.accountUpdate(missed.map(\.change)), to: device, pins: pins.value)
+    }
+
+    /// The account as it is, without its keys, signed by this device: what tells a removed
+    /// device it was removed (`LinkMessage.removed`).
+    func removalNotice() -> SignedChange? {
+        guard var account else { return nil }
+        account.beaconKeys = []
+        account.retiredBeaconKeys = nil
+        return try? SignedAccount(account, by: identity)
+    }
+
+    /// A member says this device was removed: checked against the account it has (a member's
+    /// signature, a newer revision, a list without this device), then the account is left. The
+    /// notice is never taken up as the account.
+    func removedNotice(_ notice: SignedChange) async {
+        await changingAccount {
+            guard let current = self.account, let updated = try? notice.verified(against: current),
+                !updated.members.contains(where: { $0.id == self.identity.id })
+            else { return }
+            self.logger.notice("this device was removed from the account '\(current.name)' by '\(self.memberName(notice.signer))'")
+            await self.leave()
         }
-        await send(.accountUpdate(missed.map(\.change)), to: device, pins: pinned)
     }
 
     /// Takes up changes another member sent, oldest first; each must be signed by a member of

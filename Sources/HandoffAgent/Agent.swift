@@ -810,6 +810,9 @@ public actor Agent {
         case .accountUpdate(let changes):
             await apply(changes, from: peer)
             return nil
+        case .removed(let notice):
+            await removedNotice(notice)
+            return nil
         case .joinRequest, .joinAccepted, .joinRefused, .joinConfirmed:
             return nil
         case .hello, .fetch:

@@ -85,6 +85,7 @@ public enum FuzzSeeds {
             ("join-accepted", .joinAccepted(SignedChange(signer: sender, state: Array(accountJSON.utf8), signature: [4]))),
             ("join-refused", .joinRefused(reason: "the code is wrong")),
             ("join-confirmed", .joinConfirmed),
+            ("removed", .removed(SignedChange(signer: sender, state: Array(accountJSON.utf8), signature: [4]))),
             ("stream-open", .streamOpen(stream: 1, activityID: activityID, window: 1 << 20)),
             ("stream-accepted", .streamAccepted(stream: 1, window: 1 << 20)),
             ("stream-refused", .streamRefused(stream: 3, code: 4610, message: "the app did not take the streams")),

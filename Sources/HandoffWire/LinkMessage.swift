@@ -98,6 +98,10 @@ public enum LinkMessage: Sendable, Hashable {
     /// Changes to the account's membership, oldest first: each the account as JSON (`state`),
     /// signed by the member `signer` with its device key over `state`.
     case accountUpdate([SignedChange])
+    /// Tells a device it was removed: the account after its removal, signed by a member, with
+    /// its keys left out (a removed device must not learn the new beacon key). Never taken up
+    /// as the account; the device only checks it and leaves.
+    case removed(SignedChange)
     /// Sent on the pairing listener by a device asking to join: its name, its certificate
     /// (DER), and a proof that it holds the invitation's secret (see `docs/wire-protocol.md`, Pairing).
     case joinRequest(version: UInt8, name: String, certificate: [UInt8], proof: [UInt8])
@@ -137,6 +141,7 @@ public enum LinkMessage: Sendable, Hashable {
         case fetchFailed = 0x12
         case continued = 0x13
         case accountUpdate = 0x20
+        case removed = 0x21
         case joinRequest = 0x30
         case joinAccepted = 0x31
         case joinRefused = 0x32
@@ -195,6 +200,9 @@ public enum LinkMessage: Sendable, Hashable {
         case .joinAccepted(let change):
             writer.change(change)
             return Frame(kind: Kind.joinAccepted.rawValue, payload: writer.bytes)
+        case .removed(let change):
+            writer.change(change)
+            return Frame(kind: Kind.removed.rawValue, payload: writer.bytes)
         case .joinRefused(let reason):
             writer.string(reason)
             return Frame(kind: Kind.joinRefused.rawValue, payload: writer.bytes)
@@ -266,6 +274,8 @@ public enum LinkMessage: Sendable, Hashable {
             self = .joinRequest(version: try reader.byte(), name: try reader.string(), certificate: try reader.data(), proof: try reader.data())
         case .joinAccepted:
             self = .joinAccepted(try reader.change())
+        case .removed:
+            self = .removed(try reader.change())
         case .joinRefused:
             self = .joinRefused(reason: try reader.string())
         case .joinConfirmed:

@@ -276,6 +276,9 @@ struct AgentTests {
             #expect(try await b.call(.status).status?.account == "home")
             let left = await waitUntil(30) { (try? await b.call(.status).status?.account) == .some(nil) }
             #expect(left, "beta kept the account it was removed from")
+            // What tells it holds no key: a removed device must not learn the new beacon key.
+            let notice = try #require(await a.agent?.removalNotice())
+            #expect(try notice.account().beaconKeys.isEmpty && notice.account().retiredBeaconKeys == nil)
         }
     }
 

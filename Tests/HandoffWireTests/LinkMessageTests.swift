@@ -27,6 +27,7 @@ struct LinkMessageTests {
             .joinRequest(version: 1, name: "desk", certificate: [0x30, 0x82], proof: [UInt8](repeating: 9, count: 32)),
             .joinAccepted(SignedChange(signer: UUID(), state: Array("{\"revision\":2}".utf8), signature: [4])),
             .joinRefused(reason: "the code is wrong"), .joinConfirmed,
+            .removed(SignedChange(signer: UUID(), state: Array("{}".utf8), signature: [1, 2])),
             .streamOpen(stream: 1, activityID: UUID(), window: 1 << 20),
             .streamAccepted(stream: 1, window: UInt32.max),
             .streamRefused(stream: 300, code: 4610, message: "the app did not take the streams"),
