@@ -234,6 +234,8 @@ public actor Agent {
             throw AgentError("cannot make this device's identity: \(error)")
         }
         updatePins()
+        // No install runs yet: what an interrupted one left can go.
+        registry.recoverInterruptedInstalls()
         reloadApps()
 
         do {

@@ -49,7 +49,6 @@ public struct AppRegistry: Sendable {
     /// Every installed app, sorted by bundle identifier. A damaged app directory is skipped
     /// and reported in `problems`.
     public func load() -> (apps: [InstalledApp], problems: [String]) {
-        recoverInterruptedInstalls()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         var apps: [InstalledApp] = []
         var problems: [String] = []
@@ -158,14 +157,15 @@ public struct AppRegistry: Sendable {
     static let stagingMark = ".installing-"
 
     /// What interrupted installs left: staging folders (a copy not yet in place, or the old
-    /// app swapped out and not yet removed) are removed. An app folder an older version of the
+    /// app swapped out and not yet removed) are removed. Only when no install runs: the agent
+    /// calls it when it starts. An app folder an older version of the
     /// agent moved aside (`.BUNDLE.old-UUID`) and never replaced is put back.
     func recoverInterruptedInstalls() {
         let fileManager = FileManager.default
         let names = (try? fileManager.contentsOfDirectory(atPath: directory.path)) ?? []
         for name in names where name.hasPrefix(".") {
             let path = directory.appendingPathComponent(name, isDirectory: true)
-            if let mark = name.range(of: ".old-"), !name.contains(Self.stagingMark) {
+            if let mark = name.range(of: ".old-", options: .backwards), !name.contains(Self.stagingMark) {
                 let bundle = String(name[name.index(after: name.startIndex)..<mark.lowerBound])
                 let target = directory.appendingPathComponent(bundle, isDirectory: true)
                 if !bundle.isEmpty, !fileManager.fileExists(atPath: target.path), (try? fileManager.moveItem(at: path, to: target)) != nil { continue }

@@ -117,6 +117,9 @@ final class LocalAcceptor: Sendable {
     private func run(logger: Logger, serve: @escaping @Sendable (AcceptedLocalClient) -> Void) {
         var pending: [Pending] = []
         var refusedFull = 0
+        // Set when accepting failed for want of descriptors: the listener is not polled until then.
+        var backOffUntil: ContinuousClock.Instant?
+        var outOfDescriptors = false
         defer {
             for client in pending { Glibc.close(client.descriptor) }
             Glibc.close(listener)
@@ -125,10 +128,12 @@ final class LocalAcceptor: Sendable {
             unlink(path)
         }
         while true {
-            var polled = [pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0), pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
-            polled += pending.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
             let now = ContinuousClock.now
-            let nearest = pending.map(\.deadline).min()
+            if let until = backOffUntil, until <= now { backOffUntil = nil }
+            // A negative descriptor is skipped by poll: the listener, while backing off.
+            var polled = [pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0), pollfd(fd: backOffUntil == nil ? listener : -1, events: Int16(POLLIN), revents: 0)]
+            polled += pending.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
+            let nearest = (pending.map(\.deadline) + [backOffUntil].compactMap { $0 }).min()
             let timeout = nearest.map { max(0, Int32(($0 - now).components.seconds * 1000 + ($0 - now).components.attoseconds / 1_000_000_000_000_000) + 1) } ?? -1
             let ready = poll(&polled, nfds_t(polled.count), timeout)
             if ready < 0 && errno != EINTR { logger.error("the local socket's poll failed: \(String(cString: strerror(errno)))") }
@@ -147,18 +152,25 @@ final class LocalAcceptor: Sendable {
                 return true
             }
             if polled[1].revents & Int16(POLLIN) != 0 {
-                acceptAll(into: &pending, refusedFull: &refusedFull, logger: logger)
+                acceptAll(into: &pending, refusedFull: &refusedFull, backOffUntil: &backOffUntil, outOfDescriptors: &outOfDescriptors, logger: logger)
             }
         }
     }
 
-    private func acceptAll(into pending: inout [Pending], refusedFull: inout Int, logger: Logger) {
+    private func acceptAll(into pending: inout [Pending], refusedFull: inout Int, backOffUntil: inout ContinuousClock.Instant?, outOfDescriptors: inout Bool, logger: Logger) {
         while true {
             let fd = handoff_accept(listener)
             if fd < 0 {
                 if errno == EINTR { continue }
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
+                    // The listener stays readable: wait a little rather than spin on it.
+                    if !outOfDescriptors { logger.warning("cannot accept local clients: \(String(cString: strerror(errno))); trying again every 100 ms") }
+                    outOfDescriptors = true
+                    backOffUntil = .now + .milliseconds(100)
+                }
                 return
             }
+            outOfDescriptors = false
             var credentials = PeerCredentials()
             var length = socklen_t(MemoryLayout<PeerCredentials>.size)
             guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {

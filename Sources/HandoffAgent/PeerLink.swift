@@ -248,7 +248,15 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
                 waiting[crowded] = queue.isEmpty ? nil : queue
                 return oldest
             }
-            return (victim != nil, victim)
+            guard let victim else { return (false, nil) }
+            // Under the count's lock, as `channelInactive` decrements it: the victim's slot passes
+            // to this connection, unless the victim closed meanwhile and gave it back already.
+            let stillCounted = victim.counted.withLock { counted in
+                defer { counted = false }
+                return counted
+            }
+            if !stillCounted { open += 1 }
+            return (true, victim)
         }
         if let victim {
             let from = victim.pendingSource.withLock { $0 } ?? "?"
@@ -276,9 +284,8 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
         context.fireChannelActive()
     }
 
-    /// Gives this connection's slot away: it no longer counts as open, and closes.
+    /// Closes this connection, whose slot was given away (it no longer counts as open).
     private func evict() {
-        counted.withLock { $0 = false }
         timer.withLock { $0?.cancel() }
         endPending()
         channel.withLock { $0 }?.close(promise: nil)
@@ -297,7 +304,9 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
         timer.withLock { $0?.cancel() }
         endPending()
         channel.withLock { $0 = nil }
-        if counted.withLock({ counted in defer { counted = false }; return counted }) { count.value.withLock { $0 -= 1 } }
+        count.value.withLock { open in
+            if counted.withLock({ counted in defer { counted = false }; return counted }) { open -= 1 }
+        }
         context.fireChannelInactive()
     }
 

@@ -271,9 +271,9 @@ struct AgentTests {
             await b.agent?.stop()
             try await a.call(.removeDevice(name: "beta"))
             #expect(try await a.call(.status).status?.members == 1)
-            // beta starts again on its old state, still thinking it is a member.
+            // beta starts again on its old state, still thinking it is a member (it may learn
+            // otherwise before it is first asked).
             b = try await harness.start("beta")
-            #expect(try await b.call(.status).status?.account == "home")
             let left = await waitUntil(30) { (try? await b.call(.status).status?.account) == .some(nil) }
             #expect(left, "beta kept the account it was removed from")
             // What tells it holds no key: a removed device must not learn the new beacon key.

@@ -120,7 +120,7 @@ struct StateStoreTests {
         }
     }
 
-    @Test("S12: Killed with SIGKILL while reinstalling an app, again and again, the app is always installed, and no half-made folder is left once the registry loads")
+    @Test("S12: Killed with SIGKILL while reinstalling an app, again and again, the app is always installed, and no half-made folder is left once the agent starts")
     func killNineInstalls() async throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-install-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: state) }
@@ -133,6 +133,8 @@ struct StateStoreTests {
         try await killRepeatedly(["install", state.path, source.path], rounds: 40) { round in
             let names = (try? FileManager.default.contentsOfDirectory(atPath: registry.directory.path)) ?? []
             leftovers += names.filter { $0.hasPrefix(".") }.count
+            // What an agent does when it starts.
+            registry.recoverInterruptedInstalls()
             let (apps, problems) = registry.load()
             #expect(apps.map(\.manifest.bundleIdentifier) == ["com.example.handoff.MapViewer"], "round \(round): installed \(apps.map(\.manifest.bundleIdentifier)), problems \(problems)")
             let after = (try? FileManager.default.contentsOfDirectory(atPath: registry.directory.path)) ?? []
@@ -163,7 +165,7 @@ struct StateStoreTests {
         #expect(throws: StateError.self) { _ = try StateStore(directory: link) }
     }
 
-    @Test("An app an older agent moved aside mid-install and never replaced is put back when the registry loads")
+    @Test("An app an older agent moved aside mid-install and never replaced is put back when the agent starts")
     func movedAsideIsPutBack() throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-aside-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: state) }
@@ -172,6 +174,7 @@ struct StateStoreTests {
         try registry.install(from: source)
         let installed = registry.directory.appendingPathComponent("com.example.handoff.MapViewer")
         try FileManager.default.moveItem(at: installed, to: registry.directory.appendingPathComponent(".com.example.handoff.MapViewer.old-\(UUID())"))
+        registry.recoverInterruptedInstalls()
         #expect(registry.load().apps.map(\.manifest.bundleIdentifier) == ["com.example.handoff.MapViewer"])
         #expect((try FileManager.default.contentsOfDirectory(atPath: registry.directory.path)) == ["com.example.handoff.MapViewer"])
     }
