@@ -222,7 +222,7 @@ final class LocalAcceptor: Sendable {
                 case .challenge:
                     // The executable is read now, and only then is the nonce sent: a proof
                     // comes from what the process ran at this moment or later.
-                    client.executable = Self.executable(of: client.pid)
+                    client.executable = Self.sharesNamespaces(client.pid) ? Self.executable(of: client.pid) : nil
                     // The system's generator (getrandom): not guessable ahead of time.
                     let nonce = Data((0..<16).map { _ in UInt8.random(in: .min ... .max) })
                     let frame = LocalMessage.prove(nonce: nonce).frame.encoded
@@ -256,6 +256,20 @@ final class LocalAcceptor: Sendable {
         let frame = LocalMessage.reply(request: request, .failure(LocalError(.notAllowed, reason))).frame.encoded
         _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         Glibc.close(fd)
+    }
+
+    /// Whether process `pid` is in this process's user and pid namespaces. A process with a
+    /// user namespace of its own may name any pid of its pid namespace as the writer of what it
+    /// sends (it holds CAP_SYS_ADMIN there), so the kernel's word on who wrote a proof holds
+    /// only for processes in ours: others are never taken for an installed app.
+    static func sharesNamespaces(_ pid: Int32) -> Bool {
+        let fileManager = FileManager.default
+        return ["user", "pid"].allSatisfy { kind in
+            guard let theirs = try? fileManager.destinationOfSymbolicLink(atPath: "/proc/\(pid)/ns/\(kind)"),
+                let ours = try? fileManager.destinationOfSymbolicLink(atPath: "/proc/self/ns/\(kind)")
+            else { return false }
+            return theirs == ours
+        }
     }
 
     static func executable(of pid: Int32) -> URL? {

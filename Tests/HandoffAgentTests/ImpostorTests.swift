@@ -55,6 +55,31 @@ struct ImpostorTests {
         }
     }
 
+    @Test("S8: Inside a user and pid namespace of its own, a process that names another's pid in its credentials is not taken for the app")
+    func namespaceForgery() async throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else {
+            print("skipped: needs unshare (util-linux)")
+            return
+        }
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            try await harness.installExample("MapViewer", on: a, executable: URL(fileURLWithPath: "/bin/sleep"))
+            let executable = a.state.appendingPathComponent("apps/com.example.handoff.MapViewer/MapViewer").resolvingSymlinksInPath().path
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("impostor.py").path
+            let (status, probe) = try await runCommand(URL(fileURLWithPath: "/usr/bin/unshare"), ["--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "true"])
+            guard status == 0 else {
+                print("skipped: this system does not allow a user namespace (\(probe.prefix(200)))")
+                return
+            }
+            let impostor = try RunningCommand(
+                URL(fileURLWithPath: "/usr/bin/unshare"),
+                ["--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "python3", script, a.socket, executable, "com.example.handoff.MapViewer", "\(LocalMessage.version)", "namespace"])
+            let answered = await waitUntil(15) { impostor.output.contains("\"type\": \"reply\"") || impostor.output.contains("CLOSED") }
+            try #require(answered, "the impostor's hello got no answer: \(impostor.output)")
+            #expect(!impostor.output.contains("\"app\": {"), "the impostor was taken for the app: \(impostor.output)")
+        }
+    }
+
     @Test("S10: The local socket serves at most 256 clients; the next hears why, and memory stays bounded")
     func localClientCap() async throws {
         try await withHarness { harness in

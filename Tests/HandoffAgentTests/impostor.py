@@ -12,6 +12,9 @@ MODE:
                 the socket and reads (and answers whatever the agent asks next).
   pass          fork a helper first; connect, hand the socket to the helper over SCM_RIGHTS,
                 close it, exec the app: the helper speaks through the passed socket.
+  namespace     run inside a user and pid namespace of its own (unshare -Urp), where it may
+                name any pid of its namespace in SCM_CREDENTIALS: connect, fork; the parent
+                execs the app, and the child sends hello and the proof naming the parent's pid.
 
 Every message the agent sends prints as one line, `MESSAGE <json>`, for the test to read;
 `SPEAKER <pid>` says which process speaks. The process that talks exits after 60 s.
@@ -57,7 +60,7 @@ def wait_until_running(pid: int, executable: str) -> None:
     raise SystemExit(f"process {pid} never ran {executable}")
 
 
-def speak(sock: socket.socket, bundle: str, version: int, send_hello: bool) -> None:
+def speak(sock: socket.socket, bundle: str, version: int, send_hello: bool, claim_pid: int | None = None) -> None:
     print(f"SPEAKER {os.getpid()}", flush=True)
     if send_hello:
         sock.sendall(frame({"type": "hello", "request": 1, "version": version, "role": "app",
@@ -69,7 +72,12 @@ def speak(sock: socket.socket, bundle: str, version: int, send_hello: bool) -> N
             print("MESSAGE " + json.dumps(message), flush=True)
             if message.get("type") == "prove":
                 # What the real library answers; here written by the wrong process.
-                sock.sendall(frame({"type": "proof", "nonce": message.get("nonce")}))
+                proof = frame({"type": "proof", "nonce": message.get("nonce")})
+                if claim_pid is None:
+                    sock.sendall(proof)
+                else:
+                    credentials = struct.pack("iII", claim_pid, os.getuid(), os.getgid())
+                    sock.sendmsg([proof], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, credentials)])
     except (EOFError, OSError):
         print("CLOSED", flush=True)
 
@@ -97,6 +105,17 @@ def main() -> None:
         os.execve(executable, [executable, "60"], env)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(path)
+    if mode == "namespace":
+        parent = os.getpid()
+        if os.fork() != 0:
+            os.set_inheritable(sock.fileno(), True)
+            os.execve(executable, [executable, "60"], env)
+        wait_until_running(parent, executable)
+        # Hello and proof both name the parent, which now runs the app.
+        hello = frame({"type": "hello", "request": 1, "version": version, "role": "app", "bundleIdentifier": bundle})
+        sock.sendmsg([hello], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, struct.pack("iII", parent, os.getuid(), os.getgid()))])
+        speak(sock, bundle, version, send_hello=False, claim_pid=parent)
+        os._exit(0)
     if mode == "hello-first":
         sock.sendall(frame({"type": "hello", "request": 1, "version": version, "role": "app",
                             "bundleIdentifier": bundle}))
