@@ -51,6 +51,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -130,7 +131,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
-            exclude: ["local_api_client.py", "impostor.py", "tls_resume.py", "tls_probe.py"],
+            exclude: ["local_api_client.py", "impostor.py", "tls_resume.py", "tls_probe.py", "link_proof.py"],
             swiftSettings: strict),
         .testTarget(
             name: "HandoffFuzzingTests", dependencies: ["HandoffFuzzing", "HandoffAgent", "HandoffWire", "handoff-fuzz"], swiftSettings: strict),

@@ -112,14 +112,24 @@ func runReceiver() -> Never {
 func identities(_ folder: String) throws -> (server: DeviceIdentity, client: DeviceIdentity) {
     let serverStore = try StateStore(directory: URL(fileURLWithPath: folder + "/server"))
     let clientStore = try StateStore(directory: URL(fileURLWithPath: folder + "/client"))
+    // The account key both hold, as members do (their links prove membership with it).
+    let keyFile = URL(fileURLWithPath: folder + "/account-key")
+    if !FileManager.default.fileExists(atPath: keyFile.path) {
+        try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: keyFile, options: .atomic)
+    }
+    let key = try [UInt8](Data(contentsOf: keyFile))
+    func member(_ identity: DeviceIdentity) -> DeviceIdentity {
+        identity.links.useAccountKeys([key])
+        return identity
+    }
     if let server = try DeviceIdentity.load(from: serverStore), let client = try DeviceIdentity.load(from: clientStore) {
-        return (server, client)
+        return (member(server), member(client))
     }
     let server = try DeviceIdentity.generate(name: "server")
     let client = try DeviceIdentity.generate(name: "client")
     try server.save(to: serverStore)
     try client.save(to: clientStore)
-    return (server, client)
+    return (member(server), member(client))
 }
 
 /// An echo server: each request frame comes back as the answer.

@@ -38,7 +38,7 @@ extension Agent {
             pairingIdentity = shown
             do {
                 pairingListener = try await network.listen(
-                    identity: shown, accepting: { _ in true }, host: listenHost, port: port,
+                    identity: shown, trust: .shown({ _ in true }), host: listenHost, port: port,
                     acceptStream: { _, _, _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the pairing listener carries no streams") }
                 ) { [weak self] frame, peer in
                     await self?.answerJoin(frame, from: peer)
@@ -161,8 +161,8 @@ extension Agent {
             return LinkMessage.joinRefused(reason: reason).frame
         }
         guard version == LinkMessage.version else { return refuse("it speaks link protocol version \(version), this device \(LinkMessage.version)") }
-        // The certificate it showed is its long-term one, or one that key signed.
-        guard certificate == peer.presented || ((try? Certificate(derEncoded: peer.presented)).map { LinkCertificates.isSigned($0, by: certificate) } ?? false) else {
+        // The certificate it showed in the handshake is its long-term one (the key is its own).
+        guard certificate == peer.presented else {
             return refuse("the certificate in the request is not the one it connected with")
         }
         // Guessing is slow: five requests a minute from one address are looked at, and ten
@@ -330,7 +330,7 @@ extension Agent {
             do {
                 answers = try await withDeadline(deadline) {
                     try await network.converse(
-                        request.frame, host: invitation.host, port: invitation.port, identity: identity!,
+                        request.frame, host: invitation.host, port: invitation.port, identity: identity!.showingLongTermCertificate(),
                         accepting: { invitation.matches(fingerprint: $0) }
                     ) { answer in
                         guard case .joinAccepted? = try? LinkMessage(frame: answer), !confirmed.withLock({ $0 }) else { return nil }
@@ -503,7 +503,6 @@ extension Agent {
                 let notice = removalNotice()
             else { return }
             lastCatchUp[member] = now
-            identity.links.recognise([Array(certificate)])
             logger.notice("a device removed from the account while it was away is back; telling it it was removed", metadata: ["device": "\(member)"])
             let device = NearbyDevice(sender: member, address: address, linkPort: linkPort, activity: nil, lastHeard: Date(), accountRevision: revision)
             await send(.removed(notice), to: device, pins: [DeviceIdentity.fingerprint(ofCertificate: Array(certificate))])

@@ -240,7 +240,7 @@ public actor Agent {
 
         do {
             listener = try await network.listen(
-                identity: identity, accepting: { [pins] in pins.value.contains($0) }, host: listenHost,
+                identity: identity, trust: .members({ [pins] in pins.value.contains($0) }), host: listenHost,
                 port: configuration.listen.port,
                 acceptStream: { [weak self] activityID, stream, peer in
                     guard let self else { return FetchFailure(code: FetchFailure.handoffFailed, message: "the agent stopped") }
@@ -332,8 +332,9 @@ public actor Agent {
 
     func updatePins() {
         let certificates = (account?.members ?? []).compactMap { $0.certificate.map(Array.init) }
-        // Recognised first: a member's handshake is told by its long-term key's signature.
-        identity.links.recognise(certificates)
+        // Links prove membership sealed with the account's keys: the retired ones too, which
+        // are all a member that was away (or a device removed while away) still holds.
+        identity.links.useAccountKeys(((account?.beaconKeys ?? []) + (account?.retiredBeaconKeys ?? [])).map(Array.init))
         pins.value = Set(certificates.map { DeviceIdentity.fingerprint(ofCertificate: $0) })
     }
 
@@ -815,7 +816,7 @@ public actor Agent {
         case .removed(let notice):
             await removedNotice(notice)
             return nil
-        case .joinRequest, .joinAccepted, .joinRefused, .joinConfirmed:
+        case .proof, .joinRequest, .joinAccepted, .joinRefused, .joinConfirmed:
             return nil
         case .hello, .fetch:
             return await FetchService.answer(message, device: identity.id) { await self.save($0) }

@@ -32,11 +32,11 @@ extension LinkListener: LinkListening {}
 /// How an agent reaches the account's other devices: the links between them and the bus its
 /// beacons travel on. The agent's logic is the same over any of them.
 public protocol AgentNetwork: Sendable {
-    /// Listens for links, accepting the certificates `accepts` approves (asked again before
-    /// each frame), answering each frame with `answer` and giving the continuation streams
-    /// peers open to `acceptStream`.
+    /// Listens for links, accepting the peers `trust` approves (asked again before each
+    /// frame), answering each frame with `answer` and giving the continuation streams peers
+    /// open to `acceptStream`.
     func listen(
-        identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String, port: Int,
+        identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening
@@ -45,8 +45,9 @@ public protocol AgentNetwork: Sendable {
     func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking
 
     /// A conversation on a link of its own (joining an account), accepting the server whose
-    /// certificate `accepts` approves: `first`, then whatever `next` makes of each answer,
-    /// until it makes nothing. Returns the answers.
+    /// shown certificate `accepts` approves (`LinkTrust.shown`, pinned by an invitation):
+    /// `first`, then whatever `next` makes of each answer, until it makes nothing. Returns the
+    /// answers.
     func converse(
         _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
         next: @escaping @Sendable (Frame) -> Frame?
@@ -68,12 +69,12 @@ public struct SocketNetwork: AgentNetwork {
     }
 
     public func listen(
-        identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String, port: Int,
+        identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
         try await LinkListener(
-            identity: identity, accepting: accepts, host: host, port: port, eventLoopGroup: eventLoopGroup, logger: logger,
+            identity: identity, trust: trust, host: host, port: port, eventLoopGroup: eventLoopGroup, logger: logger,
             acceptStream: acceptStream, answer: answer)
     }
 
@@ -85,7 +86,7 @@ public struct SocketNetwork: AgentNetwork {
         _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
         next: @escaping @Sendable (Frame) -> Frame?
     ) async throws -> [Frame] {
-        try await LinkClient.converse(first, host: host, port: port, identity: identity, accepting: accepts, eventLoopGroup: eventLoopGroup, next: next)
+        try await LinkClient.converse(first, host: host, port: port, identity: identity, trust: .shown(accepts), eventLoopGroup: eventLoopGroup, next: next)
     }
 
     public var beaconBus: BeaconBus? { nil }
@@ -129,8 +130,10 @@ public final class InMemoryNetwork: AgentNetwork {
 
     struct Listener: Sendable {
         let identity: DeviceIdentity
-        let accepts: @Sendable (String) -> Bool
+        let trust: LinkTrust
         let answer: @Sendable (Frame, LinkPeer) async -> Frame?
+
+        var accepts: @Sendable (String) -> Bool { trust.accepts }
     }
 
     final class Registration: LinkListening {
@@ -192,7 +195,7 @@ public final class InMemoryNetwork: AgentNetwork {
     /// Streams are not carried: in-memory devices (`HandoffTesting`) connect their apps'
     /// streams directly.
     public func listen(
-        identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String, port: Int,
+        identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
@@ -203,7 +206,7 @@ public final class InMemoryNetwork: AgentNetwork {
         let key = "\(host):\(chosen)"
         try listeners.withLock { listeners in
             guard listeners[key] == nil else { throw AgentError("\(key) is already taken on the in-memory network") }
-            listeners[key] = Listener(identity: identity, accepts: accepts, answer: answer)
+            listeners[key] = Listener(identity: identity, trust: trust, answer: answer)
         }
         return Registration(port: chosen, key: key, network: self)
     }
@@ -214,8 +217,8 @@ public final class InMemoryNetwork: AgentNetwork {
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
             throw unavailable("cannot be reached")
         }
-        // What TLS with pinning decides, both ways, from the certificates each side shows.
-        guard let me = Self.handshake(identity, listener, accepting: { pins().contains($0) }) else {
+        // What TLS and the membership proof decide, both ways.
+        guard let me = Self.handshake(identity, listener, trust: .members({ pins().contains($0) })) else {
             throw unavailable("refused the link or is not a member of this account")
         }
         guard case .hello(let version, let device)? = try? LinkMessage(frame: await listener.answer(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame, me) ?? Frame(kind: 0, payload: [])) else {
@@ -235,7 +238,7 @@ public final class InMemoryNetwork: AgentNetwork {
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
             throw LinkError.ended(answers: 0, reason: "nothing listens at \(key)")
         }
-        guard let me = Self.handshake(identity, listener, accepting: accepts) else {
+        guard let me = Self.handshake(identity, listener, trust: .shown(accepts)) else {
             throw LinkError.ended(answers: 0, reason: "the link was refused")
         }
         var answers: [Frame] = []
@@ -248,12 +251,27 @@ public final class InMemoryNetwork: AgentNetwork {
         return answers
     }
 
-    /// What a TLS handshake between `identity` (connecting, accepting what `accepts` says yes
-    /// to) and `listener` decides: the client as the listener sees it, or nil when either side
-    /// refuses the other's certificate.
-    private static func handshake(_ identity: DeviceIdentity, _ listener: Listener, accepting accepts: (String) -> Bool) -> LinkPeer? {
-        guard LinkTLS.identify(listener.identity.links.current().certificateDER, accepting: accepts, recognising: identity.links) != nil else { return nil }
-        return LinkTLS.identify(identity.links.current().certificateDER, accepting: listener.accepts, recognising: listener.identity.links)
+    /// What a TLS handshake and a membership proof between `identity` (connecting, under
+    /// `trust`) and `listener` decide: the client as the listener sees it, or nil when either
+    /// side refuses the other. Between members, each side must accept the other's long-term
+    /// certificate and both must hold one account key; on a pairing link, each must accept the
+    /// certificate the other shows.
+    private static func handshake(_ identity: DeviceIdentity, _ listener: Listener, trust: LinkTrust) -> LinkPeer? {
+        let shown = identity.links.current().certificateDER
+        let listenerShown = listener.identity.links.current().certificateDER
+        switch (trust, listener.trust) {
+        case (.members(let accepts), .members(let listenerAccepts)):
+            let mine = identity.links.accountKeys, theirs = listener.identity.links.accountKeys
+            guard mine.contains(where: { key in theirs.contains { $0 == key } }), listenerAccepts(identity.fingerprint), accepts(listener.identity.fingerprint) else {
+                return nil
+            }
+            return LinkPeer(fingerprint: identity.fingerprint, certificate: identity.certificateDER, presented: shown)
+        case (.shown(let accepts), .shown):
+            guard LinkTLS.acceptsShown(listenerShown, .shown(accepts)), LinkTLS.acceptsShown(shown, listener.trust) else { return nil }
+            return LinkPeer(fingerprint: DeviceIdentity.fingerprint(ofCertificate: shown), certificate: shown)
+        default:
+            return nil
+        }
     }
 
     /// The listener at `key`, if it is there, reachable, and still accepts `peer`.

@@ -11,8 +11,8 @@ public struct DeviceIdentity: Sendable {
     public let name: String
     public let privateKey: P256.Signing.PrivateKey
     public let certificate: Certificate
-    /// What this device shows in handshakes instead of `certificate`, and whose signatures it
-    /// recognises there (`LinkCertificates`). Copies of an identity share it.
+    /// What this device shows in handshakes instead of `certificate`, and the account keys its
+    /// links prove membership with (`LinkCertificates`). Copies of an identity share it.
     public let links: LinkCertificates
 
     public static let fileName = "device.json"
@@ -22,13 +22,23 @@ public struct DeviceIdentity: Sendable {
         self.name = name
         self.privateKey = privateKey
         self.certificate = certificate
-        self.links = links ?? LinkCertificates(signer: privateKey)
+        self.links = links ?? LinkCertificates()
     }
 
-    /// The same identity showing certificates of its own in handshakes (the pairing listener's,
-    /// pinned by the codes it hands out), with no signer recognised.
+    /// The same identity showing a certificate of its own in handshakes, the same for as long
+    /// as it is used (the pairing listener's, pinned by the codes it hands out), and holding no
+    /// account keys.
     public func showingOwnCertificates() -> DeviceIdentity {
-        DeviceIdentity(id: id, name: name, privateKey: privateKey, certificate: certificate, links: LinkCertificates(signer: privateKey, lifetime: .seconds(86_400 * 365)))
+        DeviceIdentity(id: id, name: name, privateKey: privateKey, certificate: certificate, links: LinkCertificates(lifetime: .seconds(86_400 * 365)))
+    }
+
+    /// The same identity showing its long-term certificate in handshakes, holding no account
+    /// keys: a device joining an account, on the link to the pairing listener its invitation
+    /// pins. TLS 1.3 sends a client's certificate only once the server's is accepted, so no one
+    /// else is shown it; and the inviting device sees that the certificate in the request is
+    /// the one whose key made the handshake.
+    public func showingLongTermCertificate() -> DeviceIdentity {
+        DeviceIdentity(id: id, name: name, privateKey: privateKey, certificate: certificate, links: LinkCertificates(showing: certificateDER, key: privateKey))
     }
 
     /// Makes a new identity: a fresh key and a self-signed certificate naming the device.

@@ -4,20 +4,22 @@ import SwiftASN1
 import Synchronization
 import X509
 
-/// The certificates of a device's TLS handshakes (links and pairing).
+/// What a device shows in its TLS handshakes (links and pairing), and the account keys its
+/// links prove membership with.
 ///
 /// A device never shows its long-term certificate (which names it, and whose key is its
-/// identity in the account) in a handshake: anyone can start one, and an active prober would
-/// learn a stable identifier that undoes the rotating DNS-SD names. It shows instead a
-/// certificate made on the device for a period: a fresh key, a random serial number, random
-/// validity bounds, the subject `CN=Handoff` that every device uses, and a signature by its
-/// long-term key. A stranger sees nothing that names the device or stays the same from one
-/// period to the next; a member checks the signature against the long-term certificates it
-/// knows, and so learns which member it is talking to. The shown certificate is renewed with
-/// the DNS-SD names, and at the latest after `lifetime`.
+/// identity in the account) in a handshake, nor anything its long-term key signed: anyone can
+/// start a handshake, and an active prober would learn a stable identifier that undoes the
+/// rotating DNS-SD names (an ECDSA signature gives away the public key that made it). It
+/// shows instead a certificate made on the device for a period: a fresh key that signs its own
+/// certificate, a random serial number, random validity bounds and the subject `CN=Handoff`
+/// that every device uses. The shown certificate is renewed with the DNS-SD names, and at the
+/// latest after `lifetime`.
 ///
-/// It also holds the long-term certificates this device recognises as signers (members, and
-/// former members: recognising is not accepting; the pins decide who is accepted).
+/// Who is at the other end of a link is learned inside it, once TLS is up: each side proves it
+/// holds a member's long-term key (`LinkProof`), sealed with the account's keys, which this
+/// object also holds; the side that connected proves first, so a stranger never sees the
+/// answering device's proof.
 public final class LinkCertificates: Sendable {
     /// What a handshake shows: the certificate (DER) and its key.
     public struct Shown: Sendable {
@@ -28,13 +30,12 @@ public final class LinkCertificates: Sendable {
 
     /// The subject and issuer of every shown certificate, the same on every device.
     static let commonName = "Handoff"
-    /// The most long-term certificates recognised; the oldest are let go past it.
-    static let recognisedCapacity = 256
 
-    private let signer: P256.Signing.PrivateKey
     private let shown = Mutex<Shown?>(nil)
-    private let recognised = Mutex<[[UInt8]]>([])
+    /// What is shown instead of certificates made for a period (`init(showing:)`).
+    private let fixed: Shown?
     private let lifetimeStorage: Mutex<Duration>
+    private let keys = Mutex<[SymmetricKey]>([])
 
     /// How long one shown certificate is used at most.
     public var lifetime: Duration {
@@ -42,17 +43,24 @@ public final class LinkCertificates: Sendable {
         set { lifetimeStorage.withLock { $0 = newValue } }
     }
 
-    init(signer: P256.Signing.PrivateKey, lifetime: Duration = .seconds(15 * 60)) {
-        self.signer = signer
+    init(lifetime: Duration = .seconds(15 * 60)) {
         self.lifetimeStorage = Mutex(lifetime)
+        self.fixed = nil
+    }
+
+    /// Shows `certificate` (DER) with `key` in every handshake.
+    init(showing certificate: [UInt8], key: P256.Signing.PrivateKey) {
+        self.lifetimeStorage = Mutex(.seconds(0))
+        self.fixed = Shown(certificateDER: certificate, privateKey: key, made: .now)
     }
 
     /// The certificate to show now, made anew when the last one is older than `lifetime`.
     public func current(now: ContinuousClock.Instant = .now) -> Shown {
+        if let fixed { return fixed }
         let lifetime = self.lifetime
         return shown.withLock { shown in
             if let existing = shown, now - existing.made < lifetime { return existing }
-            let made = Self.make(signedBy: signer, made: now)
+            let made = Self.make(made: now)
             shown = made
             return made
         }
@@ -63,30 +71,20 @@ public final class LinkCertificates: Sendable {
         shown.withLock { $0 = nil }
     }
 
-    /// Recognises `certificates` (long-term, DER) as signers from now on.
-    public func recognise(_ certificates: [[UInt8]]) {
-        recognised.withLock { recognised in
-            for certificate in certificates where !recognised.contains(certificate) {
-                recognised.append(certificate)
-            }
-            if recognised.count > Self.recognisedCapacity { recognised.removeFirst(recognised.count - Self.recognisedCapacity) }
-        }
+    /// The account keys membership proofs are sealed with (`LinkProof`): the account's beacon
+    /// keys, current first, then the retired ones (a member that was away has only those). No
+    /// keys, no account: every link that proves membership is refused.
+    public var accountKeys: [SymmetricKey] {
+        get { keys.withLock { $0 } }
+        set { keys.withLock { $0 = newValue } }
     }
 
-    /// The long-term certificate (DER) behind `presented`: a recognised certificate whose key
-    /// signed it, or nil.
-    public func signer(of presented: Certificate) -> [UInt8]? {
-        let candidates = recognised.withLock { $0 }
-        return candidates.first { Self.isSigned(presented, by: $0) }
+    /// Uses the raw keys `raw` (32 bytes each; others are skipped) as `accountKeys`.
+    public func useAccountKeys(_ raw: [[UInt8]]) {
+        accountKeys = raw.filter { $0.count == 32 }.map { SymmetricKey(data: $0) }
     }
 
-    /// Whether the key of `longTerm` (DER) signed `presented`, a shown certificate.
-    public static func isSigned(_ presented: Certificate, by longTerm: [UInt8]) -> Bool {
-        guard let signer = try? Certificate(derEncoded: longTerm) else { return false }
-        return signer.publicKey.isValidSignature(presented.signature, for: presented)
-    }
-
-    static func make(signedBy signer: P256.Signing.PrivateKey, made: ContinuousClock.Instant, now: Date = Date()) -> Shown {
+    static func make(made: ContinuousClock.Instant, now: Date = Date()) -> Shown {
         let key = P256.Signing.PrivateKey()
         // Random bounds: a certificate's dates say nothing of when the device made it.
         let notBefore = now.addingTimeInterval(-Double.random(in: 3_600...86_400))
@@ -106,7 +104,8 @@ public final class LinkCertificates: Sendable {
                     Critical(KeyUsage(digitalSignature: true))
                     try ExtendedKeyUsage([.serverAuth, .clientAuth])
                 },
-                issuerPrivateKey: .init(signer))
+                // Signed by its own fresh key: the signature gives away only that key.
+                issuerPrivateKey: .init(key))
             var serializer = DER.Serializer()
             try serializer.serialize(certificate)
             return Shown(certificateDER: serializer.serializedBytes, privateKey: key, made: made)

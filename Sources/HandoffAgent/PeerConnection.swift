@@ -7,7 +7,7 @@ import NIOSSL
 import Synchronization
 
 /// A link to another device of the account, kept open and shared by every request to that
-/// device: TLS 1.3 with both certificates pinned, then `hello` each way, then any number of
+/// device: TLS 1.3, the membership proof each way (`LinkProof`), then `hello` each way, then any number of
 /// requests at once, matched to their answers by number.
 public final class PeerConnection: Sendable {
     public let host: String
@@ -54,16 +54,20 @@ public final class PeerConnection: Sendable {
         let unavailable: @Sendable (String) -> FetchFailure = { why in FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
         let channel: NIOAsyncChannel<Frame, Frame>
         do {
-            let context = try LinkTLS.context(for: identity)
+            let shown = identity.links.current()
+            let context = try LinkTLS.context(showing: shown)
+            let trust = LinkTrust.members({ pins().contains($0) })
             channel = try await withDeadline(deadline) {
                 try await ClientBootstrap(group: eventLoopGroup)
                     .connectTimeout(.nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000))
                     .connect(host: host, port: port) { channel in
                         channel.eventLoop.makeCompletedFuture {
                             try LinkTLS.watchForDeadPeers(channel)
-                            let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(pins, recognising: identity.links))
+                            let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(trust))
                             try channel.pipeline.syncOperations.addHandler(tls)
                             try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
+                            // Hello waits in it until the device answering proves it is a member.
+                            _ = try LinkTLS.addProof(to: channel, .connecting, trust: trust, identity: identity, shown: shown)
                             return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
                         }
                     }

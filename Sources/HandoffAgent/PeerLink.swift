@@ -25,26 +25,25 @@ public enum LinkError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// TLS for links between the account's devices: TLS 1.3 only, both sides present a
-/// certificate, and each accepts only a member of the account: a certificate signed by the
-/// long-term key of a pinned member (what devices show, `LinkCertificates`), or a pinned
-/// certificate itself. No certificate authority and no host name is trusted; a stranger fails
-/// in the handshake, before any application byte, and learns nothing that names the device.
+/// TLS for links between the account's devices: TLS 1.3 only, and both sides present a
+/// certificate: the one shown for the period (`LinkCertificates`), which names no one. Who is
+/// at the other end is decided by the link's `LinkTrust`: for members, by the membership proof
+/// inside the link (`LinkProofHandler`); for pairing, by the shown certificate's fingerprint,
+/// checked in the handshake. No certificate authority and no host name is trusted, and a
+/// stranger learns nothing that names the device.
 enum LinkTLS {
-    static func context(for identity: DeviceIdentity) throws -> NIOSSLContext {
-        try NIOSSLContext(configuration: configuration(for: identity))
+    static func context(showing shown: LinkCertificates.Shown) throws -> NIOSSLContext {
+        try NIOSSLContext(configuration: configuration(showing: shown))
     }
 
     /// The configuration both ends of a link use. A listener makes a new context from it for
     /// every connection: a TLS context keeps the keys of the session tickets it issues (and a
     /// cache of sessions), and a resumed session skips the certificate check. A context that
     /// lives for one connection can resume nothing, so every handshake presents and checks a
-    /// certificate, against the members of that moment.
-    static func configuration(for identity: DeviceIdentity) throws -> TLSConfiguration {
+    /// certificate, and every link between members proves membership anew.
+    static func configuration(showing shown: LinkCertificates.Shown) throws -> TLSConfiguration {
         let certificate: NIOSSLCertificate
         let key: NIOSSLPrivateKey
-        // The certificate of this period, never the long-term one.
-        let shown = identity.links.current()
         do {
             certificate = try NIOSSLCertificate(bytes: shown.certificateDER, format: .der)
             key = try NIOSSLPrivateKey(bytes: Array(shown.privateKey.pemRepresentation.utf8), format: .pem)
@@ -54,10 +53,10 @@ enum LinkTLS {
         var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
         configuration.minimumTLSVersion = .tlsv13
         configuration.maximumTLSVersion = .tlsv13
-        // Ask for (and send) certificates; who is accepted is decided by the pins below.
+        // Ask for (and send) certificates; who is accepted is decided by the link's trust.
         configuration.certificateVerification = .noHostnameVerification
-        // No authority is trusted (the pins decide), so the system's store is never loaded:
-        // loading it costs a context tens of milliseconds.
+        // No authority is trusted, so the system's store is never loaded: loading it costs a
+        // context tens of milliseconds.
         configuration.trustRoots = .certificates([])
         return configuration
     }
@@ -77,47 +76,50 @@ enum LinkTLS {
         #endif
     }
 
-    /// Accepts the members `pins` names (`identify`).
-    static func verifier(_ pins: @escaping LinkPins, recognising links: LinkCertificates) -> NIOSSLCustomVerificationCallback {
-        verifier(accepting: { pins().contains($0) }, recognising: links)
-    }
-
-    /// Accepts a certificate that `identify` finds a peer behind.
-    static func verifier(accepting accepts: @escaping @Sendable (String) -> Bool, recognising links: LinkCertificates) -> NIOSSLCustomVerificationCallback {
+    /// What the handshake accepts: for members, any well-formed certificate valid now (the
+    /// membership proof decides); for pairing, the certificate `trust` approves.
+    static func verifier(_ trust: LinkTrust) -> NIOSSLCustomVerificationCallback {
         { certificates, promise in
             guard let leaf = certificates.first, let der = try? leaf.toDERBytes() else {
                 promise.succeed(.failed)
                 return
             }
-            promise.succeed(identify(der, accepting: accepts, recognising: links) != nil ? .certificateVerified : .failed)
+            promise.succeed(acceptsShown(der, trust) ? .certificateVerified : .failed)
         }
     }
 
-    /// Who presented the certificate `der`: the member whose long-term key signed it (among the
-    /// certificates `links` recognises) if `accepts` says yes to that member's fingerprint, or
-    /// the certificate itself if `accepts` says yes to its own (a pinned certificate, as an
-    /// invitation pins the pairing listener's). Both certificates must be valid now: a member
-    /// whose certificate expired (or is not valid yet) is refused like a stranger.
-    static func identify(_ der: [UInt8], accepting accepts: (String) -> Bool, recognising links: LinkCertificates, now: Date = Date()) -> LinkPeer? {
-        guard let presented = try? Certificate(derEncoded: der), isValidNow(presented, now: now) else { return nil }
-        let fingerprint = DeviceIdentity.fingerprint(ofCertificate: der)
-        if accepts(fingerprint) { return LinkPeer(fingerprint: fingerprint, certificate: der, presented: der) }
-        guard let signer = links.signer(of: presented), let longTerm = try? Certificate(derEncoded: signer), isValidNow(longTerm, now: now) else { return nil }
-        let member = DeviceIdentity.fingerprint(ofCertificate: signer)
-        guard accepts(member) else { return nil }
-        return LinkPeer(fingerprint: member, certificate: signer, presented: der)
+    /// Whether the handshake accepts the shown certificate `der` under `trust`.
+    static func acceptsShown(_ der: [UInt8], _ trust: LinkTrust, now: Date = Date()) -> Bool {
+        guard let presented = try? Certificate(derEncoded: der), isValidNow(presented, now: now) else { return false }
+        switch trust {
+        case .members: return true
+        case .shown(let accepts): return accepts(DeviceIdentity.fingerprint(ofCertificate: der))
+        }
     }
 
     static func isValidNow(_ certificate: Certificate, now: Date = Date()) -> Bool {
         certificate.notValidBefore <= now && now <= certificate.notValidAfter
     }
+
+    /// The handlers after TLS that decide who the peer is, for a link under `trust`: a
+    /// `LinkProofHandler` for members (returned, to learn the peer from), nothing for pairing.
+    static func addProof(
+        to channel: any Channel, _ role: LinkProof.Role, trust: LinkTrust, identity: DeviceIdentity, shown: LinkCertificates.Shown
+    ) throws -> LinkProofHandler? {
+        guard case .members(let accepts) = trust else { return nil }
+        let handler = LinkProofHandler(role, identity: identity, shown: shown.certificateDER, accepting: accepts, eventLoop: channel.eventLoop)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        return handler
+    }
 }
 
-/// The device at the other end of a link, as its certificate says.
+/// The device at the other end of a link, as its membership proof (or, on a pairing link, its
+/// shown certificate) says.
 public struct LinkPeer: Sendable, Hashable {
-    /// SHA-256 of its long-term certificate, as `DeviceIdentity.fingerprint`.
+    /// SHA-256 of its long-term certificate, as `DeviceIdentity.fingerprint` (on a pairing
+    /// link, of the certificate it showed).
     public var fingerprint: String
-    /// Its long-term certificate, DER; the presented one when no recognised key signed that.
+    /// Its long-term certificate, DER (on a pairing link, the one it showed).
     public var certificate: [UInt8]
     /// The certificate it showed in the handshake, DER.
     public var presented: [UInt8]
@@ -326,7 +328,14 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
 
 /// Listens for links from the account's other devices and answers each request frame.
 public final class LinkListener: Sendable {
-    private let server: NIOAsyncChannel<NIOAsyncChannel<Frame, Frame>, Never>
+    /// A connection accepted, and who its peer turns out to be (for links between members,
+    /// once its membership proof is in).
+    struct Accepted: Sendable {
+        let channel: NIOAsyncChannel<Frame, Frame>
+        let peer: EventLoopFuture<LinkPeer>?
+    }
+
+    private let server: NIOAsyncChannel<Accepted, Never>
     private let serving: Task<Void, Never>
     /// Connections refused (over the limits, or silent past the deadline), to log a flood once.
     public let floodWatch: FloodWatch
@@ -336,31 +345,31 @@ public final class LinkListener: Sendable {
     /// The port it listens on (useful when it was asked for port 0).
     public let port: Int
 
-    /// Starts listening. `answer` is called for every frame a peer sends; what it returns is
-    /// sent back.
+    /// Starts listening for members of the account `pins` names. `answer` is called for every
+    /// frame a peer sends; what it returns is sent back.
     public convenience init(
         identity: DeviceIdentity, pins: @escaping LinkPins, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         answer: @escaping @Sendable (Frame) async -> Frame?
     ) async throws {
         try await self.init(
-            identity: identity, accepting: { pins().contains($0) }, host: host, port: port, maximumFrame: maximumFrame,
+            identity: identity, trust: .members({ pins().contains($0) }), host: host, port: port, maximumFrame: maximumFrame,
             eventLoopGroup: eventLoopGroup, answer: { frame, _ in await answer(frame) })
     }
 
-    /// Starts listening, accepting the certificates whose fingerprints `accepts` approves.
-    /// `accepts` is asked again before each frame, so a peer that stops being accepted (a
-    /// removed member) is cut off on links it already has. `answer` learns who sent each frame;
-    /// `acceptStream` takes the continuation streams peers open (nil refuses them).
+    /// Starts listening, accepting the peers `trust` approves. Its approval is asked again
+    /// before each frame, so a peer that stops being accepted (a removed member) is cut off on
+    /// links it already has. `answer` learns who sent each frame; `acceptStream` takes the
+    /// continuation streams peers open (nil refuses them).
     public init(
-        identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool, host: String = "127.0.0.1", port: Int = 0,
+        identity: DeviceIdentity, trust: LinkTrust, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "handoff.link"),
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         // Fails early if the identity cannot be used at all.
-        _ = try LinkTLS.configuration(for: identity)
+        _ = try LinkTLS.configuration(showing: identity.links.current())
         let open = ConnectionGuard.Count()
         let watch = FloodWatch(what: "link connections", threshold: 50, logger: logger)
         self.floodWatch = watch
@@ -372,12 +381,13 @@ public final class LinkListener: Sendable {
                     try LinkTLS.watchForDeadPeers(channel)
                     // A context of its own, with the certificate of this period: no session of
                     // another connection resumes here.
-                    let context = try LinkTLS.context(for: identity)
-                    try channel.pipeline.syncOperations.addHandler(
-                        NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(accepting: accepts, recognising: identity.links)))
+                    let shown = identity.links.current()
+                    let context = try LinkTLS.context(showing: shown)
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(trust)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
+                    let proof = try LinkTLS.addProof(to: channel, .answering, trust: trust, identity: identity, shown: shown)
                     try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: .seconds(10), watch: watch))
-                    return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
+                    return Accepted(channel: try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel), peer: proof?.peer.futureResult)
                 }
             }
         self.server = server
@@ -385,11 +395,12 @@ public final class LinkListener: Sendable {
         self.serving = Task {
             try? await server.executeThenClose { connections in
                 try await withThrowingDiscardingTaskGroup { group in
-                    for try await connection in connections {
+                    for try await accepted in connections {
                         group.addTask {
+                            let connection = accepted.channel
                             try? await connection.executeThenClose { inbound, outbound in
                                 try await Self.serve(
-                                    connection.channel, inbound, outbound, accepts: accepts, links: identity.links, acceptStream: acceptStream, answer: answer)
+                                    connection.channel, inbound, outbound, proven: accepted.peer, accepts: trust.accepts, acceptStream: acceptStream, answer: answer)
                             }
                         }
                     }
@@ -403,17 +414,24 @@ public final class LinkListener: Sendable {
     /// no other request on the link. Answers are written by one writer, whole.
     private static func serve(
         _ channel: any Channel, _ inbound: NIOAsyncChannelInboundStream<Frame>, _ outbound: NIOAsyncChannelOutboundWriter<Frame>,
-        accepts: @escaping @Sendable (String) -> Bool, links: LinkCertificates,
+        proven: EventLoopFuture<LinkPeer>?, accepts: @escaping @Sendable (String) -> Bool,
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         var iterator = inbound.makeAsyncIterator()
         guard let first = try await iterator.next() else { return }
-        // A frame arrives only after the handshake, so the peer's certificate is known now.
-        guard let certificate = try await channel.nioSSL_peerCertificate().get(), let der = try? certificate.toDERBytes() else { return }
-        // Checked again here, as before every later frame: whatever the handshake was, only a
-        // member of this moment, with a certificate valid now, is answered.
-        guard var identified = LinkTLS.identify(der, accepting: accepts, recognising: links) else { return }
+        // A frame arrives only after the handshake and, between members, after the proof: who
+        // the peer is is known now.
+        var identified: LinkPeer
+        if let proven {
+            identified = try await proven.get()
+        } else {
+            guard let certificate = try await channel.nioSSL_peerCertificate().get(), let der = try? certificate.toDERBytes() else { return }
+            identified = LinkPeer(fingerprint: DeviceIdentity.fingerprint(ofCertificate: der), certificate: der, address: channel.remoteAddress?.ipAddress)
+        }
+        // Checked again here, as before every later frame: only a peer accepted at this moment
+        // is answered.
+        guard accepts(identified.fingerprint) else { return }
         identified.address = channel.remoteAddress?.ipAddress
         let peer = identified
         if let reply = await answer(first, peer) { try await outbound.write(reply) }
@@ -456,8 +474,8 @@ public final class LinkListener: Sendable {
     }
 }
 
-/// One exchange with another device of the account: connect, TLS handshake with pinning,
-/// one request frame, its answer, close. (Keeping one link per peer open for reuse comes with
+/// One exchange with another device: connect, TLS handshake, the membership proof (between
+/// members), one request frame, its answer, close. (Keeping one link per peer open for reuse comes with
 /// the continuation protocol.)
 public enum LinkClient {
     /// Sends `frame` to the device at `host:port` and returns its answer. Throws if the TLS
@@ -467,29 +485,28 @@ public enum LinkClient {
         _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Frame {
-        try await exchange(frame, host: host, port: port, identity: identity, accepting: { pins().contains($0) }, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
+        try await exchange(frame, host: host, port: port, identity: identity, trust: .members({ pins().contains($0) }), maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
     }
 
-    /// As `exchange(_:host:port:identity:pins:)`, accepting the peer whose certificate's
-    /// fingerprint `accepts` approves.
+    /// As `exchange(_:host:port:identity:pins:)`, accepting the peer `trust` approves.
     public static func exchange(
-        _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
+        _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, trust: LinkTrust,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Frame {
         let answers = try await converse(
-            [frame], host: host, port: port, identity: identity, accepting: accepts, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
+            [frame], host: host, port: port, identity: identity, trust: trust, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
         return answers[0]
     }
 
     /// Sends `frames` in order on one link and returns the peer's answers, one per frame.
     public static func converse(
-        _ frames: [Frame], host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
+        _ frames: [Frame], host: String, port: Int, identity: DeviceIdentity, trust: LinkTrust,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> [Frame] {
         guard let first = frames.first else { return [] }
         let rest = Array(frames.dropFirst())
         let sent = Mutex(0)
-        return try await converse(first, host: host, port: port, identity: identity, accepting: accepts, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup) { _ in
+        return try await converse(first, host: host, port: port, identity: identity, trust: trust, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup) { _ in
             sent.withLock { count in
                 defer { count += 1 }
                 return count < rest.count ? rest[count] : nil
@@ -500,17 +517,19 @@ public enum LinkClient {
     /// Sends `first` on one link, then whatever `next` makes of each answer, waiting for each
     /// answer before the next frame, until `next` makes nothing; returns the answers.
     public static func converse(
-        _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
+        _ first: Frame, host: String, port: Int, identity: DeviceIdentity, trust: LinkTrust,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         next: @escaping @Sendable (Frame) -> Frame?
     ) async throws -> [Frame] {
-        let context = try LinkTLS.context(for: identity)
+        let shown = identity.links.current()
+        let context = try LinkTLS.context(showing: shown)
         let channel = try await ClientBootstrap(group: eventLoopGroup)
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(accepting: accepts, recognising: identity.links))
+                    let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(trust))
                     try channel.pipeline.syncOperations.addHandler(tls)
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
+                    _ = try LinkTLS.addProof(to: channel, .connecting, trust: trust, identity: identity, shown: shown)
                     return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
                 }
             }

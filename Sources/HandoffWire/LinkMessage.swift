@@ -85,6 +85,11 @@ public struct SignedChange: Sendable, Hashable {
 /// The messages of a link, each carried in one frame whose kind says which it is.
 /// See `docs/wire-protocol.md`.
 public enum LinkMessage: Sendable, Hashable {
+    /// Before anything else on a link between members, each side proves it holds a member's
+    /// long-term key, the connecting side first: its long-term certificate and a signature
+    /// binding it to this link, sealed with the account's keys (one box per key the sender
+    /// holds; the answer has one). See `docs/wire-protocol.md`, Membership proof.
+    case proof(boxes: [[UInt8]])
     /// The first frame each side sends: the protocol version it speaks and who it is.
     case hello(version: UInt8, device: UUID)
     /// Asks the peer for its activity `activityID`, saved now.
@@ -132,10 +137,15 @@ public enum LinkMessage: Sendable, Hashable {
     case streamReset(stream: UInt64, reason: String)
 
     /// The version this build speaks.
-    public static let version: UInt8 = 1
+    /// Version 2 proves membership inside the link (`proof`) instead of in the certificates.
+    public static let version: UInt8 = 2
+
+    /// The most boxes a `proof` carries.
+    public static let maximumProofBoxes = 8
 
     enum Kind: UInt8 {
         case hello = 0x01
+        case proof = 0x02
         case fetch = 0x10
         case fetched = 0x11
         case fetchFailed = 0x12
@@ -171,6 +181,10 @@ public enum LinkMessage: Sendable, Hashable {
             writer.byte(version)
             writer.uuid(device)
             return Frame(kind: Kind.hello.rawValue, payload: writer.bytes)
+        case .proof(let boxes):
+            writer.varint(UInt64(boxes.count))
+            for box in boxes { writer.data(box) }
+            return Frame(kind: Kind.proof.rawValue, payload: writer.bytes)
         case .fetch(let request, let activityID):
             writer.varint(request)
             writer.uuid(activityID)
@@ -252,6 +266,12 @@ public enum LinkMessage: Sendable, Hashable {
         switch kind {
         case .hello:
             self = .hello(version: try reader.byte(), device: try reader.uuid())
+        case .proof:
+            let count = try reader.varint()
+            guard count > 0, count <= UInt64(Self.maximumProofBoxes) else { throw .malformed("a proof of \(count) boxes (1 to \(Self.maximumProofBoxes))") }
+            var boxes: [[UInt8]] = []
+            for _ in 0..<count { boxes.append(try reader.data()) }
+            self = .proof(boxes: boxes)
         case .fetch:
             self = .fetch(request: try reader.varint(), activityID: try reader.uuid())
         case .fetched:

@@ -16,9 +16,8 @@ struct ActivityFetchTests {
     init() throws {
         origin = try DeviceIdentity.generate(name: "origin")
         continuing = try DeviceIdentity.generate(name: "continuing")
-        // As their agents would: each recognises the other's signature.
-        origin.links.recognise([continuing.certificateDER])
-        continuing.links.recognise([origin.certificateDER])
+        // As their agents would: both hold the account's key.
+        shareAccountKey(origin, continuing)
         record = WireActivityRecord(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", userInfo: [0x48, 1, 0x0C, 0])
     }
 

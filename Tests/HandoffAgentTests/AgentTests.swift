@@ -242,6 +242,8 @@ struct AgentTests {
             let c = try await harness.start("gamma")
             try await harness.pair([a, b, c])
             try await harness.installMapViewer(on: c)
+            // The account's key as gamma holds it when it is removed.
+            let keys = try #require(await c.agent?.account?.beaconKeys)
             try await a.call(.removeDevice(name: "gamma"))
 
             #expect(await waitUntil { (try? await c.call(.status).status?.account) == .some(nil) }, "gamma still thinks it is in the account")
@@ -253,8 +255,9 @@ struct AgentTests {
             #expect(try await c.nearby().isEmpty)
 
             let identity = try #require(try DeviceIdentity.load(from: StateStore(directory: c.state)))
-            // It still knows alpha's key, as it did when it was a member: only alpha's refusal stops it.
-            identity.links.recognise([try #require(await a.agent?.identity.certificateDER)])
+            // It still holds the account key it had, which alpha keeps as a retired key (its
+            // proof opens): only alpha's refusal of its certificate stops it.
+            identity.links.useAccountKeys(keys.map(Array.init))
             let port = try #require(await a.agent?.linkPort)
             let alpha = try #require(try await a.call(.status).status?.device.fingerprint)
             let fetched = await ActivityFetcher.fetch(activity.id, from: "127.0.0.1", port: port, identity: identity, pins: { [alpha] }, deadline: .seconds(2))
@@ -294,7 +297,7 @@ struct AgentTests {
             let request = LinkMessage.joinRequest(
                 version: LinkMessage.version, name: "ghost", certificate: identity.certificateDER, proof: parsed.proof(certificate: identity.certificateDER, name: "ghost"))
             // The request arrives; the joining device is gone before it can take the answer.
-            _ = try? await LinkClient.exchange(request.frame, host: "127.0.0.1", port: invitation.port, identity: identity, accepting: { parsed.matches(fingerprint: $0) })
+            _ = try? await LinkClient.exchange(request.frame, host: "127.0.0.1", port: invitation.port, identity: identity.showingLongTermCertificate(), trust: .shown({ parsed.matches(fingerprint: $0) }))
             let ghostMember = await waitUntil(Double(Agent.joinConfirmationDeadline.components.seconds) + 3) { (try? await a.call(.status).status?.members) == 2 }
             #expect(!ghostMember, "alpha lists a member that never learnt it joined")
             let again = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
@@ -316,7 +319,7 @@ struct AgentTests {
                 let request = LinkMessage.joinRequest(version: LinkMessage.version, name: "guesser", certificate: guesser.certificateDER, proof: proof)
                 let network: any AgentNetwork = harness.network ?? SocketNetwork()
                 guard let answer = try? await network.converse(
-                    request.frame, host: "127.0.0.1", port: invitation.port, identity: guesser, accepting: { parsed.matches(fingerprint: $0) }, next: { _ in nil }
+                    request.frame, host: "127.0.0.1", port: invitation.port, identity: guesser.showingLongTermCertificate(), accepting: { parsed.matches(fingerprint: $0) }, next: { _ in nil }
                 ).first, case .joinRefused(let reason)? = try? LinkMessage(frame: answer) else { return "accepted or unanswered" }
                 return reason
             }
@@ -350,7 +353,8 @@ struct AgentTests {
                 version: LinkMessage.version, name: "late", certificate: identity.certificateDER, proof: parsed.proof(certificate: identity.certificateDER, name: "late"))
             // The whole exchange happens, but the joining agent never hears its end.
             _ = try? await LinkClient.converse(
-                [request.frame, LinkMessage.joinConfirmed.frame], host: "127.0.0.1", port: invitation.port, identity: identity, accepting: { parsed.matches(fingerprint: $0) })
+                [request.frame, LinkMessage.joinConfirmed.frame], host: "127.0.0.1", port: invitation.port, identity: identity.showingLongTermCertificate(),
+                trust: .shown({ parsed.matches(fingerprint: $0) }))
             #expect(await waitUntil { (try? await a.call(.status).status?.members) == 2 })
             let again = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
             try await late.call(.join(code: again.code))

@@ -145,10 +145,9 @@ struct FloodTests {
     @Test("S10: 40 addresses holding 16 silent connections each fill no slot a member needs: its new link gets through at once")
     func manyAddressesFillTheCap() async throws {
         let a = try DeviceIdentity.generate(name: "a"), b = try DeviceIdentity.generate(name: "b")
-        a.links.recognise([b.certificateDER])
-        b.links.recognise([a.certificateDER])
+        shareAccountKey(a, b)
         let pins: Set<String> = [a.fingerprint, b.fingerprint]
-        let listener = try await LinkListener(identity: a, accepting: { pins.contains($0) }, logger: LogLines().logger) { frame, _ in frame }
+        let listener = try await LinkListener(identity: a, trust: .members({ pins.contains($0) }), logger: LogLines().logger) { frame, _ in frame }
         var held: [Int32] = []
         defer { for fd in held { close(fd) } }
         for address in 2..<42 {
@@ -166,11 +165,10 @@ struct FloodTests {
     @Test("S10: Silent connections from one address are held to 16 and the flood is logged once; a member from another address still links at once")
     func connectionFlood() async throws {
         let a = try DeviceIdentity.generate(name: "a"), b = try DeviceIdentity.generate(name: "b")
-        a.links.recognise([b.certificateDER])
-        b.links.recognise([a.certificateDER])
+        shareAccountKey(a, b)
         let pins: Set<String> = [a.fingerprint, b.fingerprint]
         let log = LogLines()
-        let listener = try await LinkListener(identity: a, accepting: { pins.contains($0) }, logger: log.logger) { frame, _ in frame }
+        let listener = try await LinkListener(identity: a, trust: .members({ pins.contains($0) }), logger: log.logger) { frame, _ in frame }
         var held: [Int32] = []
         defer { for fd in held { close(fd) } }
         for _ in 0..<300 {

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HandoffWire
 import Synchronization
@@ -13,6 +14,12 @@ final class Shared<Value: Sendable>: Sendable {
     func update(_ change: (inout Value) -> Void) { storage.withLock { change(&$0) } }
 }
 
+/// Gives `identities` one account key, as their agents hold their account's beacon key.
+func shareAccountKey(_ identities: DeviceIdentity...) {
+    let key = SymmetricKey(size: .bits256)
+    for identity in identities { identity.links.accountKeys = [key] }
+}
+
 /// Links over loopback between devices of one account, and strangers.
 @Suite("Authenticated links")
 struct PeerLinkTests {
@@ -24,9 +31,9 @@ struct PeerLinkTests {
         a = try DeviceIdentity.generate(name: "a")
         b = try DeviceIdentity.generate(name: "b")
         stranger = try DeviceIdentity.generate(name: "stranger")
-        // What an agent does for its account's members: their signatures are recognised (the
-        // pins still decide who is accepted).
-        for identity in [a, b, stranger] { identity.links.recognise([a.certificateDER, b.certificateDER, stranger.certificateDER]) }
+        // The worst case for the pins: all three hold the account's key (as a removed device
+        // still does), so only the pins decide who is accepted.
+        shareAccountKey(a, b, stranger)
     }
 
     /// A listener for `identity` that echoes frames and counts them.
@@ -49,15 +56,43 @@ struct PeerLinkTests {
         await listener.close()
     }
 
-    @Test("S5: A device outside the account fails in the handshake, before any application byte")
+    @Test("S5: A device outside the account is refused before any application byte: its link ends before a first answer, whatever it sends")
     func strangerRefused() async throws {
         let pins: Set<String> = [a.fingerprint, b.fingerprint]
         let (listener, answered) = try await echo(a, pins: { pins })
-        await #expect(throws: (any Error).self) {
+        defer { Task { await listener.close() } }
+        // Through the agent's own client: a device that holds the account's key but is not pinned.
+        do {
             _ = try await LinkClient.exchange(Frame(kind: 1, payload: [1]), host: "127.0.0.1", port: listener.port, identity: stranger, pins: { [a.fingerprint] })
+            Issue.record("the stranger was answered")
+        } catch LinkError.ended(let answers, _) {
+            #expect(answers == 0)
+        }
+        // As an attacker would, with a TLS stack of its own: a forged proof, no proof at all, and
+        // a member's proof made for another link, replayed.
+        let otherLink = LinkCertificates().current().certificateDER
+        let replayed = LinkMessage.proof(boxes: LinkProof.make(.connecting, identity: b, connecting: otherLink, answering: a.links.current().certificateDER, keys: b.links.accountKeys))
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("link_proof.py").path
+        for mode in ["garbage", "hello", "replay"] {
+            let attack = try RunningCommand(URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, "stranger", "127.0.0.1", "\(listener.port)", mode])
+            if mode == "replay" { attack.type(replayed.frame.encoded.map { String(format: "%02x", $0) }.joined()) }
+            try #require(await waitUntil(15) { attack.output.contains("RECEIVED") }, "the \(mode) attack did not finish: \(attack.output)")
+            #expect(attack.output.contains("RECEIVED 0 bytes, closed=True"), "\(mode): \(attack.output)")
         }
         #expect(answered.value == 0)
-        await listener.close()
+    }
+
+    @Test("S5: A device pinned as a member but without the account's key cannot prove membership and is refused")
+    func pinnedWithoutTheKey() async throws {
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let (listener, answered) = try await echo(a, pins: { pins })
+        defer { Task { await listener.close() } }
+        let outsider = DeviceIdentity(id: b.id, name: b.name, privateKey: b.privateKey, certificate: b.certificate, links: LinkCertificates())
+        outsider.links.accountKeys = [SymmetricKey(size: .bits256)]
+        await #expect(throws: LinkError.self) {
+            _ = try await LinkClient.exchange(Frame(kind: 1, payload: [1]), host: "127.0.0.1", port: listener.port, identity: outsider, pins: { pins })
+        }
+        #expect(answered.value == 0)
     }
 
     @Test("S5: A member whose certificate expired (or is not valid yet) is refused in the handshake, as a client and as a listener, though its key is pinned")
@@ -65,9 +100,8 @@ struct PeerLinkTests {
         let expired = try DeviceIdentity.generate(name: "expired", now: Date().addingTimeInterval(-30 * 86_400), validFor: 86_400)
         let future = try DeviceIdentity.generate(name: "future", now: Date().addingTimeInterval(30 * 86_400), validFor: 86_400)
         for old in [expired, future] {
-            // Recognised, so that only the dates refuse it.
-            a.links.recognise([old.certificateDER])
-            old.links.recognise([a.certificateDER])
+            // Holding the account's key, so that only the dates refuse it.
+            shareAccountKey(a, old)
             let pins: Set<String> = [a.fingerprint, old.fingerprint]
             let (listener, answered) = try await echo(a, pins: { pins })
             await #expect(throws: (any Error).self) {
@@ -121,10 +155,11 @@ struct PeerLinkTests {
         try certificate.write(to: folder.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
         try b.privateKey.pemRepresentation.write(to: folder.appendingPathComponent("key.pem"), atomically: true, encoding: .utf8)
         let frame = Frame(kind: 1, payload: Array("hello".utf8)).encoded.map { String(format: "%02x", $0) }.joined()
+        let accountKey = try #require(b.links.accountKeys.first).withUnsafeBytes { Array($0) }.map { String(format: "%02x", $0) }.joined()
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("tls_resume.py").path
         let client = try RunningCommand(
             URL(fileURLWithPath: "/usr/bin/env"),
-            ["python3", script, "127.0.0.1", "\(listener.port)", folder.appendingPathComponent("cert.pem").path, folder.appendingPathComponent("key.pem").path, frame])
+            ["python3", script, "127.0.0.1", "\(listener.port)", folder.appendingPathComponent("cert.pem").path, folder.appendingPathComponent("key.pem").path, accountKey, frame])
         try #require(await waitUntil(15) { client.output.contains("FIRST") }, "the client never finished its first exchange: \(client.output)")
         try #require(client.output.contains("FIRST answered=True"), "a member's first exchange failed: \(client.output)")
         members.update { $0.remove(b.fingerprint) }

@@ -11,13 +11,34 @@ import X509
 /// its pairing port while it invites) and keeps the certificate each handshake shows.
 @Suite("S1: what a stranger's handshake learns", .serialized)
 struct StrangerProbeTests {
-    /// The certificate (DER) a stranger's handshake with 127.0.0.1:`port` is shown, if any.
+    /// What a stranger's handshake with 127.0.0.1:`port` is shown: the certificate (DER) and
+    /// the public keys recovered from its signature (x9.63), if it was shown one.
+    struct Shown: Equatable {
+        var certificate: [UInt8]
+        var recoveredKeys: [[UInt8]]
+    }
+
     static func probe(port: Int) async throws -> [UInt8]? {
+        try await probeRecovering(port: port)?.certificate
+    }
+
+    static func probeRecovering(port: Int) async throws -> Shown? {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("tls_probe.py").path
         let (_, output) = try await runCommand(URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, "127.0.0.1", "\(port)"])
-        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("CERT ") }) else { return nil }
-        let hex = Array(line.dropFirst(5).utf8)
-        return stride(from: 0, to: hex.count - 1, by: 2).compactMap { UInt8(String(decoding: hex[$0...$0 + 1], as: UTF8.self), radix: 16) }
+        func bytes(_ line: Substring.SubSequence) -> [UInt8] {
+            let hex = Array(line.utf8)
+            return stride(from: 0, to: hex.count - 1, by: 2).compactMap { UInt8(String(decoding: hex[$0...$0 + 1], as: UTF8.self), radix: 16) }
+        }
+        let lines = output.split(separator: "\n")
+        guard let line = lines.first(where: { $0.hasPrefix("CERT ") }) else { return nil }
+        return Shown(certificate: bytes(line.dropFirst(5)), recoveredKeys: lines.filter { $0.hasPrefix("KEY ") }.map { bytes($0.dropFirst(4)) })
+    }
+
+    /// What a stranger learns of `identity` from `shown`: what its certificate holds
+    /// (`identifying`), and whether the long-term key is recovered from its signature.
+    static func identifying(_ shown: Shown, of identity: DeviceIdentity) -> [String] {
+        let longTerm = Array(identity.privateKey.publicKey.x963Representation)
+        return identifying(shown.certificate, of: identity) + (shown.recoveredKeys.contains(longTerm) ? ["its long-term public key, recovered from the signature"] : [])
     }
 
     /// What in `certificate` names `identity`: its name, its id (as text or bytes), its
@@ -40,11 +61,11 @@ struct StrangerProbeTests {
     }
 
     /// Probes until `count` different certificates were shown (or `seconds` passed).
-    static func certificates(shownBy port: Int, count: Int, within seconds: Double) async throws -> [[UInt8]] {
-        var seen: [[UInt8]] = []
+    static func certificates(shownBy port: Int, count: Int, within seconds: Double) async throws -> [Shown] {
+        var seen: [Shown] = []
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         while seen.count < count, ContinuousClock.now < deadline {
-            if let shown = try await probe(port: port), !seen.contains(shown) { seen.append(shown) }
+            if let shown = try await probeRecovering(port: port), !seen.contains(where: { $0.certificate == shown.certificate }) { seen.append(shown) }
             try await Task.sleep(for: .milliseconds(500))
         }
         return seen
@@ -68,9 +89,10 @@ struct StrangerProbeTests {
             let shown = try await Self.certificates(shownBy: port, count: 3, within: 30)
             #expect(shown.count == 3, "the certificate changed \(max(0, shown.count - 1)) times in two rotations")
             for certificate in shown {
+                #expect(!certificate.recoveredKeys.isEmpty, "no key was recovered from the signature (is python3-cryptography installed?)")
                 #expect(Self.identifying(certificate, of: identity).isEmpty, "a stranger was shown \(Self.identifying(certificate, of: identity))")
             }
-            #expect(try Self.unlinkable(shown), "certificates of different periods share a key, a serial number or a signature")
+            #expect(try Self.unlinkable(shown.map(\.certificate)), "certificates of different periods share a key, a serial number or a signature")
         }
     }
 
@@ -83,9 +105,10 @@ struct StrangerProbeTests {
             var shown: [[UInt8]] = []
             for _ in 0..<2 {
                 let invitation = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 1)).invitation)
-                let certificate = try #require(try await Self.probe(port: invitation.port), "the pairing port showed no certificate")
+                let certificate = try #require(try await Self.probeRecovering(port: invitation.port), "the pairing port showed no certificate")
+                #expect(!certificate.recoveredKeys.isEmpty, "no key was recovered from the signature (is python3-cryptography installed?)")
                 #expect(Self.identifying(certificate, of: identity).isEmpty, "a stranger was shown \(Self.identifying(certificate, of: identity))")
-                shown.append(certificate)
+                shown.append(certificate.certificate)
                 // The invitation expires, and the pairing listener closes soon after.
                 try #require(await waitUntil(20) { (try? await Self.probe(port: invitation.port)) == nil }, "the pairing listener stayed open")
             }

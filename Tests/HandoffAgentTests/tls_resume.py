@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A device's TLS client that keeps its session ticket, for the S5/S7 resumption test.
 
-    tls_resume.py HOST PORT CERT_PEM KEY_PEM FRAME_HEX
+    tls_resume.py HOST PORT CERT_PEM KEY_PEM ACCOUNT_KEY_HEX FRAME_HEX
 
-Connects with the certificate, sends the frame, reads the answer and keeps the session the
+Connects with the certificate, proves membership with its key and the account key
+(link_proof.py), sends the frame, reads the answer and keeps the session the
 listener gave. Then waits for a line on standard input (the test removes the device from the
 account meanwhile) and connects again offering that session, sending the same frame. Prints
 `FIRST answered=BOOL reused=BOOL` and `SECOND answered=BOOL reused=BOOL`.
@@ -14,8 +15,13 @@ import ssl
 import struct
 import sys
 
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
-def exchange(context: ssl.SSLContext, host: str, port: int, frame: bytes, session=None):
+import link_proof
+
+
+def exchange(context: ssl.SSLContext, host: str, port: int, frame: bytes, member, session=None):
     raw = socket.create_connection((host, port), timeout=5)
     try:
         tls = context.wrap_socket(raw, session=session)
@@ -25,6 +31,12 @@ def exchange(context: ssl.SSLContext, host: str, port: int, frame: bytes, sessio
     reused = tls.session_reused
     answered = False
     try:
+        certificate, key, account_key = member
+        # The membership proof first, as the agent's links do; the listener answers with its own.
+        answering = tls.getpeercert(binary_form=True)
+        tls.sendall(link_proof.proof_frame(link_proof.CONNECTING, certificate, key, certificate, answering, [account_key]))
+        if link_proof.read_frame(tls) is None:
+            raise OSError("no proof came back")
         tls.sendall(frame)
         header = b""
         while len(header) < 5:
@@ -49,17 +61,22 @@ def exchange(context: ssl.SSLContext, host: str, port: int, frame: bytes, sessio
 
 
 def main() -> None:
-    host, port, cert, key, frame_hex = sys.argv[1:6]
+    host, port, cert, key, account_key_hex, frame_hex = sys.argv[1:7]
     frame = bytes.fromhex(frame_hex)
+    with open(cert, "rb") as pem:
+        certificate = x509.load_pem_x509_certificate(pem.read()).public_bytes(serialization.Encoding.DER)
+    with open(key, "rb") as pem:
+        private_key = serialization.load_pem_private_key(pem.read(), password=None)
+    member = (certificate, private_key, bytes.fromhex(account_key_hex))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     context.minimum_version = ssl.TLSVersion.TLSv1_3
     context.load_cert_chain(cert, key)
-    session, answered, reused = exchange(context, host, int(port), frame)
+    session, answered, reused = exchange(context, host, int(port), frame, member)
     print(f"FIRST answered={answered} reused={reused} ticket={session is not None and session.has_ticket}", flush=True)
     sys.stdin.readline()
-    _, answered, reused = exchange(context, host, int(port), frame, session=session)
+    _, answered, reused = exchange(context, host, int(port), frame, member, session=session)
     print(f"SECOND answered={answered} reused={reused}", flush=True)
 
 
