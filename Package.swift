@@ -113,7 +113,7 @@ let package = Package(
         .executableTarget(
             name: "AgentBenchmark",
             dependencies: [
-                "Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "handoffd",
+                "Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "HandoffFuzzing", "handoffd",
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Crypto", package: "swift-crypto"),
             ],

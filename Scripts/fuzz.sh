@@ -8,6 +8,10 @@
 #   Scripts/fuzz.sh                         every target, 1,000,000 executions each
 #   Scripts/fuzz.sh --runs 100000 beacon    one target, fewer executions
 #   Scripts/fuzz.sh --seconds 60            every target, a minute each
+#   Scripts/fuzz.sh --forged-beacons 0      without the forged-beacon run
+#
+# Then (S3) it offers 10^7 forged beacons (--forged-beacons N) to the beacon opener and the
+# replay guard from a release build without sanitizers, and fails if any opens.
 #
 # The first build compiles the whole stack with the sanitizers into .build-fuzz (about 30
 # minutes on 2 cores; later builds only what changed).
@@ -16,12 +20,14 @@ cd "$(dirname "$0")/.."
 
 runs=1000000
 seconds=0
+forged=10000000
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) [ $# -ge 2 ] && [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --runs needs a number of executions" >&2; exit 2; }; runs=$2; shift 2 ;;
     --seconds) [ $# -ge 2 ] && [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --seconds needs a number of seconds" >&2; exit 2; }; seconds=$2; runs=-1; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --forged-beacons) [ $# -ge 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: --forged-beacons needs a number of beacons (0 for none)" >&2; exit 2; }; forged=$2; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -76,6 +82,15 @@ for target in "${targets[@]}"; do
   printf '%-24s %14s %9s %10s %8s  %s\n' "$target" "$executions" "$elapsed" "$rate" "$corpus" "$result"
 done
 printf '%-24s %14s\n' total "$total"
+if [ "$forged" -gt 0 ]; then
+  echo "building handoff-fuzz (release, no sanitizers) for the forged-beacon run ..." >&2
+  swift build -c release --product handoff-fuzz >"$scratch/build-forge.log" 2>&1 \
+    || { tail -30 "$scratch/build-forge.log" >&2; echo "fuzz.sh: the release build failed (log: $scratch/build-forge.log)" >&2; exit 1; }
+  if ! "$(swift build -c release --show-bin-path)/handoff-fuzz" forge-beacons --count "$forged"; then
+    echo "S3 broken: a forged beacon opened" >&2
+    failed=$((failed + 1))
+  fi
+fi
 if [ $failed -gt 0 ]; then
   echo "$failed target(s) found a fault; logs are in $scratch/fuzz-TARGET.log" >&2
   exit 1

@@ -19,6 +19,7 @@ import Crypto
 import Foundation
 import Handoff
 import HandoffAgent
+import HandoffFuzzing
 import HandoffLocalAPI
 import HandoffWire
 import Synchronization
@@ -33,53 +34,14 @@ let floodMemoryBoundMB = 256.0
 // MARK: Forged beacons (S3)
 
 func forgedBeacons(count: Int) {
-    let key = BeaconKey.generate()
-    let valid = try! Beacon.seal(
-        BeaconContent(sender: UUID(), sequence: 1, timestamp: Date(), linkPort: 1, activity: BeaconActivity(id: UUID(), activityType: "t.x")),
-        with: key)
-    var guardState = BeaconReplayGuard()
-    // SplitMix64: random enough to forge with, and fast (no system call per word).
-    var state = UInt64.random(in: 0...UInt64.max)
-    func nextWord() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    var opened = 0
-    var random = [UInt8](repeating: 0, count: Beacon.size)
-    let start = now()
-    for index in 0..<count {
-        let candidate: [UInt8]
-        if index % 2 == 0 {
-            for offset in stride(from: 0, to: random.count, by: 8) {
-                let word = nextWord()
-                for byte in 0..<8 { random[offset + byte] = UInt8(truncatingIfNeeded: word >> (8 * UInt64(byte))) }
-            }
-            candidate = random
-        } else {
-            // One to three distinct bits flipped anywhere in a valid beacon: nonce, ciphertext
-            // or tag. (The same bit twice would give the valid beacon back.)
-            var flipped = valid
-            var bits: Set<Int> = []
-            while bits.count < 1 + index / 2 % 3 { bits.insert(Int(nextWord() % UInt64(Beacon.size * 8))) }
-            for bit in bits { flipped[bit / 8] ^= UInt8(1 << (bit % 8)) }
-            candidate = flipped
-        }
-        if let content = Beacon.open(candidate, with: [key]) {
-            opened += 1
-            _ = guardState.admit(content)
-        }
-    }
-    let seconds = Double(now() - start) / 1e9
+    let outcome = ForgedBeacons.run(count: count)
     print("""
         | forged beacons (S3) | offered | opened | replay guard entries after | seconds |
         | --- | --- | --- | --- | --- |
-        | random and 1–3 bits flipped | \(count) | \(opened) | \(guardState.count) | \(String(format: "%.1f", seconds)) |
+        | random and 1–3 bits flipped | \(outcome.offered) | \(outcome.opened) | \(outcome.guardEntries) | \(String(format: "%.1f", outcome.seconds)) |
 
         """)
-    if opened != 0 || guardState.count != 0 { fail("S3 broken: \(opened) forged beacons opened") }
+    if outcome.opened != 0 || outcome.guardEntries != 0 { fail("S3 broken: \(outcome.opened) forged beacons opened") }
 }
 
 // MARK: The flooder

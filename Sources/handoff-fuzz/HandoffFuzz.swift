@@ -35,11 +35,30 @@ struct HandoffFuzz: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "handoff-fuzz",
         abstract: "Handoff's fuzz targets, without libFuzzer (Scripts/fuzz.sh runs them with it).",
-        subcommands: [Targets.self, Seeds.self, Replay.self, Mutate.self]
+        subcommands: [Targets.self, Seeds.self, Replay.self, Mutate.self, ForgeBeacons.self]
     )
 }
 
 extension FuzzTarget: ExpressibleByArgument {}
+
+struct ForgeBeacons: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "forge-beacons",
+        abstract: "Offers forged beacons (random, and valid ones with 1 to 3 bits flipped) to the beacon opener and the replay guard (S3); fails if any opens.")
+
+    @Option(help: "How many beacons to forge.")
+    var count = 10_000_000
+
+    func validate() throws {
+        guard count > 0 else { throw ValidationError("--count must be at least 1") }
+    }
+
+    func run() throws {
+        let outcome = ForgedBeacons.run(count: count)
+        print("forged beacons: \(outcome.offered) offered, \(outcome.opened) opened, \(outcome.guardEntries) replay guard entries after, \(String(format: "%.1f", outcome.seconds)) s")
+        if outcome.opened != 0 || outcome.guardEntries != 0 { throw ExitCode.failure }
+    }
+}
 
 struct Targets: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "targets", abstract: "Lists the targets.")

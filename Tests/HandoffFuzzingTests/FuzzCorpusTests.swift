@@ -31,6 +31,24 @@ struct FuzzCorpusTests {
         #expect(executions == corpus.count + 20_000)
     }
 
+    @Test("S3: 100,000 forged beacons (random, and valid ones with 1 to 3 bits flipped): none opens, and the replay guard learns nothing")
+    func forgedBeacons() async throws {
+        // The bounded run; Scripts/fuzz.sh offers 10^7 (docs/security.md, Fuzzing).
+        let outcome = try await Self.onThread { ForgedBeacons.run(count: 100_000) }
+        #expect(outcome.offered == 100_000)
+        #expect(outcome.opened == 0)
+        #expect(outcome.guardEntries == 0)
+    }
+
+    @Test("S3: the forged-beacon run counts a beacon that opens (the run above can fail)")
+    func forgedBeaconsCanFail() {
+        // No bit flipped: every other beacon offered is the valid one, which opens, and the
+        // replay guard then tracks its sender.
+        let outcome = ForgedBeacons.run(count: 10, bitsFlipped: 0...0)
+        #expect(outcome.opened == 5)
+        #expect(outcome.guardEntries == 1)
+    }
+
     @Test("The committed corpus holds every built-in seed, as the encoders write it today")
     func seedsCommitted() throws {
         for target in FuzzTarget.allCases {

@@ -157,6 +157,67 @@ struct BeaconTests {
         }
     }
 
+    /// The byte positions of `beacons` (in the order sent) that look like a field in clear: a
+    /// value that recurs in more than a tenth of them, or a step from one beacon to the next
+    /// (modulo 256) that recurs in more than a tenth of the pairs. A constant, a sender's tag, a
+    /// version, a counter in either byte order or a clock in seconds shows in one of the two;
+    /// random bytes recur by chance in about 1 in 256.
+    static func fieldsInClear(_ beacons: [[UInt8]]) -> [String] {
+        guard let size = beacons.first?.count, beacons.count >= 100 else { return ["too few beacons to tell"] }
+        let limit = beacons.count / 10
+        var found: [String] = []
+        for position in 0..<size {
+            var values = [Int](repeating: 0, count: 256)
+            var steps = [Int](repeating: 0, count: 256)
+            for (index, beacon) in beacons.enumerated() {
+                values[Int(beacon[position])] += 1
+                if index > 0 { steps[Int(beacon[position] &- beacons[index - 1][position])] += 1 }
+            }
+            if let most = values.max(), most > limit { found.append("byte \(position) takes one value in \(most) of \(beacons.count) beacons") }
+            if let most = steps.max(), most > limit { found.append("byte \(position) steps by one amount in \(most) of \(beacons.count - 1) pairs") }
+        }
+        return found
+    }
+
+    @Test("S1: Across 300 beacons of one sender, its sequence rising and its activity the same, no byte repeats or counts")
+    func nothingCounts() throws {
+        let activity = editing
+        let beacons = try (1...300).map { sequence in
+            try Beacon.seal(
+                BeaconContent(sender: sender, sequence: UInt64(sequence), timestamp: now.addingTimeInterval(Double(sequence)), linkPort: 48_123, activity: activity), with: key)
+        }
+        #expect(Self.fieldsInClear(beacons).isEmpty, "\(Self.fieldsInClear(beacons).prefix(5))")
+    }
+
+    @Test("S1: The check above finds a 2-byte counter in clear, in either byte order, a clock in seconds, and a tag in half the beacons")
+    func clearFieldsAreFound() throws {
+        let sealed = try (1...300).map { sequence in try Beacon.seal(content(sequence: UInt64(sequence)), with: key) }
+        // What a beacon leaking its sequence would look like: the sealed bytes with a
+        // cleartext counter written over two of them.
+        for (offset, bigEndian) in [(0, true), (0, false), (200, true), (510, false)] {
+            let leaking = sealed.enumerated().map { index, beacon in
+                var beacon = beacon
+                let counter = UInt16(1000 + index)
+                beacon[offset] = UInt8(bigEndian ? counter >> 8 : counter & 0xFF)
+                beacon[offset + 1] = UInt8(bigEndian ? counter & 0xFF : counter >> 8)
+                return beacon
+            }
+            #expect(!Self.fieldsInClear(leaking).isEmpty, "a counter at byte \(offset) went unseen")
+        }
+        let clock = sealed.enumerated().map { index, beacon in
+            var beacon = beacon
+            beacon[300] = UInt8(truncatingIfNeeded: (1_795_000_000 + index / 4))
+            return beacon
+        }
+        #expect(!Self.fieldsInClear(clock).isEmpty, "a clock in seconds went unseen")
+        let tagged = sealed.enumerated().map { index, beacon in
+            var beacon = beacon
+            if index % 2 == 0 { beacon[17] = 0xA5 }
+            return beacon
+        }
+        #expect(!Self.fieldsInClear(tagged).isEmpty, "a tag in half the beacons went unseen")
+    }
+
     @Test("A key of the wrong length is refused")
     func badKey() throws {
         #expect(throws: BeaconError.badKey(length: 16)) { try BeaconKey(rawRepresentation: [UInt8](repeating: 1, count: 16)) }
