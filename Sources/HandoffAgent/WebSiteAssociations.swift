@@ -35,6 +35,8 @@ enum HTTPSFetcher {
             throw SiteAssociationError("no answer within \(deadline)")
         } catch NIOSSLError.handshakeFailed(let why) {
             throw SiteAssociationError("the TLS handshake failed: \(why) (is the site's certificate valid for \(host)?)")
+        } catch let error as NIOSSLExtraError where error == .failedToValidateHostname {
+            throw SiteAssociationError("the TLS handshake failed: the site's certificate is not valid for \(host) (\(error))")
         } catch let error as BoringSSLError {
             throw SiteAssociationError("the TLS handshake failed: the site's certificate is not trusted or not valid for \(host) (\(error))")
         } catch {
@@ -135,6 +137,9 @@ public actor WebSiteAssociations: SiteAssociations {
         configuration.minimumTLSVersion = .tlsv12
         configuration.certificateVerification = .fullVerification
         configuration.trustRoots = .default
+        // A site that keeps sending once its answer is refused (over the size limit) is not
+        // read on for TLS's goodbye: the connection is cut at once.
+        configuration.shutdownTimeout = .milliseconds(100)
         if !additionalTrust.isEmpty { configuration.additionalTrustRoots = [.certificates(additionalTrust)] }
         context = try NIOSSLContext(configuration: configuration)
         extraRoots = try additionalTrust.map { try Certificate(derEncoded: try $0.toDERBytes()) }

@@ -158,6 +158,76 @@ final class TestWebServer: Sendable {
 
 let approvedApp = "WEBTEAM.com.example.news"
 
+/// A hostile HTTPS site on loopback: whatever is asked, it answers with a JSON head and then a
+/// body that never ends, as fast as the client takes it, either in HTTP chunks (no length) or
+/// as raw bytes until the connection closes (no length, no chunks). It counts what it wrote.
+final class EndlessWebServer: Sendable {
+    enum Body: Sendable { case chunked, untilClosed }
+
+    let port: Int
+    private let channel: any Channel
+    let written = Shared(0)
+
+    init(identity: (certificate: NIOSSLCertificate, key: NIOSSLPrivateKey), body: Body) async throws {
+        let context = try NIOSSLContext(
+            configuration: TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(identity.certificate)], privateKey: .privateKey(identity.key)))
+        let written = self.written
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    try channel.pipeline.syncOperations.addHandler(Streamer(body: body, written: written))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        port = channel.localAddress?.port ?? 0
+    }
+
+    func close() async { try? await channel.close() }
+
+    final class Streamer: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let body: Body
+        let written: Shared<Int>
+        private var request: [UInt8] = []
+        private var started = false
+        // Valid JSON so far: only its length should stop the client.
+        private let block = [UInt8](repeating: 0x20, count: 16 * 1024)
+
+        init(body: Body, written: Shared<Int>) {
+            self.body = body
+            self.written = written
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            request += Array(unwrapInboundIn(data).readableBytesView)
+            guard !started, request.count >= 4, String(decoding: request, as: UTF8.self).contains("\r\n\r\n") else { return }
+            started = true
+            let framing = body == .chunked ? "Transfer-Encoding: chunked\r\n" : ""
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\(framing)Connection: close\r\n\r\n"
+            context.write(wrapOutboundOut(context.channel.allocator.buffer(string: head)), promise: nil)
+            var piece = Array(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]},"pad":""#.utf8)
+            if body == .chunked { piece = Array((String(piece.count, radix: 16) + "\r\n").utf8) + piece + Array("\r\n".utf8) }
+            context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: piece)), promise: nil)
+            send(context.channel)
+        }
+
+        /// One more block once the last is written: as fast as the client reads, for ever.
+        private func send(_ channel: any Channel) {
+            var bytes = block
+            if body == .chunked { bytes = Array((String(block.count, radix: 16) + "\r\n").utf8) + block + Array("\r\n".utf8) }
+            let count = bytes.count
+            channel.writeAndFlush(channel.allocator.buffer(bytes: bytes)).whenComplete { result in
+                guard case .success = result else { return }
+                self.written.update { $0 += count }
+                self.send(channel)
+            }
+        }
+    }
+}
+
 @Suite("Web sites' association files")
 struct WebAssociationTests {
     @Test("Both JSON shapes are read for activitycontinuation; anything malformed is refused with what is wrong")
@@ -254,6 +324,36 @@ struct WebAssociationTests {
         #expect(await web.approved([approvedApp], forHost: "127.0.0.1", port: server.port).isEmpty)
         let why5 = await reason(web)
         #expect(why5.contains("only from a domain name"), "\(why5)")
+    }
+
+    @Test("S13: A body with no length that never ends, in chunks or until the site closes, is refused as soon as it passes 128 KB", arguments: [EndlessWebServer.Body.chunked, .untilClosed])
+    func endlessBodies(body: EndlessWebServer.Body) async throws {
+        let ca = try TestCertificateAuthority()
+        let server = try await EndlessWebServer(identity: try ca.serverIdentity(for: "localhost"), body: body)
+        defer { Task { await server.close() } }
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate], logger: logger)
+        #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port).isEmpty)
+        // Had the body been read without a cap, the fetch would have run into its 10 s deadline
+        // ("no answer within") instead.
+        let why = await reason(web)
+        #expect(why.contains("over the limit of \(SiteAssociationFile.maximumSize) bytes"), "\(why)")
+    }
+
+    @Test("S13: A site whose certificate a trusted authority issued for another host is refused in the handshake")
+    func certificateForAnotherHost() async throws {
+        let ca = try TestCertificateAuthority()
+        let listed = #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "elsewhere.example"), answers: ["/.well-known/apple-app-site-association": .json(listed)])
+        defer { Task { await server.close() } }
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate], logger: logger)
+        #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port).isEmpty)
+        let why = await reason(web)
+        #expect(why.contains("TLS handshake failed"), "\(why)")
+        #expect(server.paths.isEmpty, "the file was asked for over a connection to the wrong host")
     }
 
     @Test("A signed file (CMS, application/pkcs7-mime) approves its apps when its signer's certificate is valid for the site; signed for another host, or tampered with, it approves nothing")
