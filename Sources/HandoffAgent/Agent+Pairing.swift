@@ -456,10 +456,13 @@ extension Agent {
     }
 
     /// Sends one message on a connection of its own (never one of the reused links, which a
-    /// stranger's replayed beacon must not be able to replace), then closes it.
+    /// stranger's replayed beacon must not be able to replace), then closes it. Its proof is
+    /// sealed with the retired keys too: these messages (account changes, removal notices) go to
+    /// devices that may hold only the key that was current before the change.
     func send(_ message: LinkMessage, to device: NearbyDevice, pins: Set<String>) async {
         do {
-            let link = try await network.open(host: device.address, port: Int(device.linkPort), identity: identity, pins: { pins }, deadline: .seconds(5))
+            let link = try await network.open(
+                host: device.address, port: Int(device.linkPort), identity: identity.sealingWithRetiredKeys(), pins: { pins }, deadline: .seconds(5))
             guard link.device == device.sender else {
                 link.close()
                 logger.warning("the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'")

@@ -332,9 +332,9 @@ public actor Agent {
 
     func updatePins() {
         let certificates = (account?.members ?? []).compactMap { $0.certificate.map(Array.init) }
-        // Links prove membership sealed with the account's keys: the retired ones too, which
-        // are all a member that was away (or a device removed while away) still holds.
-        identity.links.useAccountKeys(((account?.beaconKeys ?? []) + (account?.retiredBeaconKeys ?? [])).map(Array.init))
+        // Links prove membership sealed with the account's keys; retired ones open proofs (a
+        // member that was away holds only those) and seal only where a link needs them.
+        identity.links.useAccountKeys((account?.beaconKeys ?? []).map(Array.init), retired: (account?.retiredBeaconKeys ?? []).map(Array.init))
         pins.value = Set(certificates.map { DeviceIdentity.fingerprint(ofCertificate: $0) })
     }
 

@@ -261,8 +261,14 @@ public final class InMemoryNetwork: AgentNetwork {
         let listenerShown = listener.identity.links.current().certificateDER
         switch (trust, listener.trust) {
         case (.members(let accepts), .members(let listenerAccepts)):
+            // The connecting side seals with its keys; the listener opens with its own and its
+            // retired ones.
             let mine = identity.links.accountKeys, theirs = listener.identity.links.accountKeys
-            guard mine.contains(where: { key in theirs.contains { $0 == key } }), listenerAccepts(identity.fingerprint), accepts(listener.identity.fingerprint) else {
+            let theirRetired = listener.identity.links.retiredKeys
+            guard mine.contains(where: { key in theirs.contains { $0 == key } || theirRetired.contains { $0 == key } }),
+                LinkTLS.isValidNow(identity.certificate), LinkTLS.isValidNow(listener.identity.certificate),
+                listenerAccepts(identity.fingerprint), accepts(listener.identity.fingerprint)
+            else {
                 return nil
             }
             return LinkPeer(fingerprint: identity.fingerprint, certificate: identity.certificateDER, presented: shown)

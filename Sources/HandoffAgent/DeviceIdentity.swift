@@ -41,6 +41,12 @@ public struct DeviceIdentity: Sendable {
         DeviceIdentity(id: id, name: name, privateKey: privateKey, certificate: certificate, links: LinkCertificates(showing: certificateDER, key: privateKey))
     }
 
+    /// The same identity, its links sealing membership proofs with the account's retired keys
+    /// too (`LinkCertificates.sealingWithRetiredKeys`).
+    public func sealingWithRetiredKeys() -> DeviceIdentity {
+        DeviceIdentity(id: id, name: name, privateKey: privateKey, certificate: certificate, links: links.sealingWithRetiredKeys())
+    }
+
     /// Makes a new identity: a fresh key and a self-signed certificate naming the device.
     public static func generate(id: UUID = UUID(), name: String, now: Date = Date(), validFor: TimeInterval = 10 * 365 * 86_400) throws -> DeviceIdentity {
         let key = P256.Signing.PrivateKey()

@@ -35,7 +35,7 @@ public final class LinkCertificates: Sendable {
     /// What is shown instead of certificates made for a period (`init(showing:)`).
     private let fixed: Shown?
     private let lifetimeStorage: Mutex<Duration>
-    private let keys = Mutex<[SymmetricKey]>([])
+    private let keys = Mutex<(current: [SymmetricKey], retired: [SymmetricKey])>(([], []))
 
     /// How long one shown certificate is used at most.
     public var lifetime: Duration {
@@ -71,17 +71,35 @@ public final class LinkCertificates: Sendable {
         shown.withLock { $0 = nil }
     }
 
-    /// The account keys membership proofs are sealed with (`LinkProof`): the account's beacon
-    /// keys, current first, then the retired ones (a member that was away has only those). No
-    /// keys, no account: every link that proves membership is refused.
+    /// The account keys membership proofs are sealed with: the account's current beacon keys.
+    /// No keys, no account: every link that proves membership is refused.
     public var accountKeys: [SymmetricKey] {
-        get { keys.withLock { $0 } }
-        set { keys.withLock { $0 = newValue } }
+        get { keys.withLock { $0.current } }
+        set { keys.withLock { $0.current = newValue } }
     }
 
-    /// Uses the raw keys `raw` (32 bytes each; others are skipped) as `accountKeys`.
-    public func useAccountKeys(_ raw: [[UInt8]]) {
-        accountKeys = raw.filter { $0.count == 32 }.map { SymmetricKey(data: $0) }
+    /// Keys that only open proofs: the account's retired beacon keys, all that a member that
+    /// was away (or a device removed while away) still seals with.
+    public var retiredKeys: [SymmetricKey] {
+        get { keys.withLock { $0.retired } }
+        set { keys.withLock { $0.retired = newValue } }
+    }
+
+    /// Uses the raw keys (32 bytes each; others are skipped) as the account's.
+    public func useAccountKeys(_ current: [[UInt8]], retired: [[UInt8]] = []) {
+        let keys = { (raw: [[UInt8]]) in raw.filter { $0.count == 32 }.map { SymmetricKey(data: $0) } }
+        self.keys.withLock { $0 = (keys(current), keys(retired)) }
+    }
+
+    /// A copy that shows its own certificates and seals its proofs with the retired keys too:
+    /// for a link to a device that may hold only those (catching up a member that was away,
+    /// telling a device removed while away). Ordinary links never seal with retired keys, so a
+    /// removed device that draws a member's connection learns nothing from it.
+    func sealingWithRetiredKeys() -> LinkCertificates {
+        let copy = LinkCertificates(lifetime: lifetime)
+        let (current, retired) = keys.withLock { $0 }
+        copy.keys.withLock { $0 = (current + retired, retired) }
+        return copy
     }
 
     static func make(made: ContinuousClock.Instant, now: Date = Date()) -> Shown {

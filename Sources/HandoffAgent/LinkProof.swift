@@ -54,8 +54,32 @@ enum LinkProof {
         HKDF<SHA256>.deriveKey(inputKeyMaterial: accountKey, info: keyInfo, outputByteCount: 32)
     }
 
+    /// The room for the long-term certificate in a proof: every proof is padded to it, so
+    /// that a proof's size says nothing of the device (a certificate's length follows its
+    /// name). A certificate longer than that (a name of 64 bytes makes about 500) takes whole
+    /// multiples of it.
+    static let certificateRoom = 1024
+    /// How many boxes the connecting side sends, whatever number of keys it holds: the boxes
+    /// it has no key for are random bytes of the same size.
+    static let connectingBoxes = LinkMessage.maximumProofBoxes
+    /// The most a proof frame may hold before the peer is proven (the frame limit until then).
+    static let maximumFrame = 16 * 1024
+
+    /// The size of a box holding a certificate of `length` bytes.
+    static func boxSize(certificateLength length: Int) -> Int {
+        let room = max(1, (length + certificateRoom - 1) / certificateRoom) * certificateRoom
+        return 12 + 2 + room + 64 + 16
+    }
+
+    /// Whether `count` is the size of some box (checked before anything is opened).
+    static func isBoxSize(_ count: Int) -> Bool {
+        let room = count - (12 + 2 + 64 + 16)
+        return room >= certificateRoom && room % certificateRoom == 0 && count <= maximumFrame / 2
+    }
+
     /// The proof `identity` gives as `role` on the link whose shown certificates are
-    /// `connecting` and `answering`: one box per key in `keys`.
+    /// `connecting` and `answering`: one box per key in `keys`, and for the connecting side
+    /// random boxes up to `connectingBoxes`.
     static func make(_ role: Role, identity: DeviceIdentity, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey]) -> [[UInt8]] {
         let signature: [UInt8]
         do {
@@ -64,14 +88,21 @@ enum LinkProof {
             preconditionFailure("a P-256 key signs a short message: \(error)")
         }
         let certificate = identity.certificateDER
-        let plain = [UInt8(certificate.count >> 8), UInt8(certificate.count & 0xFF)] + certificate + signature
-        return keys.prefix(LinkMessage.maximumProofBoxes).map { key in
+        let size = boxSize(certificateLength: certificate.count)
+        let padding = [UInt8](repeating: 0, count: size - (12 + 2 + certificate.count + 64 + 16))
+        let plain = [UInt8(certificate.count >> 8), UInt8(certificate.count & 0xFF)] + certificate + signature + padding
+        var boxes = keys.prefix(connectingBoxes).map { key in
             do {
                 return Array(try ChaChaPoly.seal(plain, using: sealingKey(key), authenticating: [role.rawValue]).combined)
             } catch {
                 preconditionFailure("ChaCha20-Poly1305 seals with a 256-bit key: \(error)")
             }
         }
+        if role == .connecting {
+            var generator = SystemRandomNumberGenerator()
+            while boxes.count < connectingBoxes { boxes.append((0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }) }
+        }
+        return boxes
     }
 
     /// A proof opened and verified: the member's long-term certificate (DER), and the account
@@ -83,21 +114,21 @@ enum LinkProof {
 
     /// Opens the proof `boxes` that the side in `role` gave, with any of `keys`; nil unless a box
     /// opens, holds a certificate valid `now`, and that certificate's key signed this link's
-    /// transcript for `role`.
+    /// transcript for `role`. Boxes of any other size than a proof's are refused unopened.
     static func open(_ boxes: [[UInt8]], _ role: Role, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], now: Date = Date()) -> Opened? {
+        guard !boxes.isEmpty, boxes.count <= LinkMessage.maximumProofBoxes, boxes.allSatisfy({ isBoxSize($0.count) }) else { return nil }
         let sealing = keys.map { ($0, sealingKey($0)) }
-        for box in boxes.prefix(LinkMessage.maximumProofBoxes) {
+        for box in boxes {
             guard let sealed = try? ChaChaPoly.SealedBox(combined: box) else { continue }
             for (key, sealingKey) in sealing {
                 guard let plain = try? Array(ChaChaPoly.open(sealed, using: sealingKey, authenticating: [role.rawValue])) else { continue }
                 // Sealed with an account key: a member made it, and what it holds is checked now.
-                guard plain.count > 2 + 64 else { return nil }
                 let length = Int(plain[0]) << 8 | Int(plain[1])
-                guard plain.count == 2 + length + 64 else { return nil }
+                guard plain.count >= 2 + length + 64 else { return nil }
                 let certificate = Array(plain[2..<2 + length])
                 guard let parsed = try? Certificate(derEncoded: certificate), LinkTLS.isValidNow(parsed, now: now),
                     let publicKey = P256.Signing.PublicKey(parsed.publicKey),
-                    let signature = try? P256.Signing.ECDSASignature(rawRepresentation: plain[(2 + length)...]),
+                    let signature = try? P256.Signing.ECDSASignature(rawRepresentation: plain[(2 + length)..<(2 + length + 64)]),
                     publicKey.isValidSignature(signature, for: transcript(role, connecting: connecting, answering: answering))
                 else { return nil }
                 return Opened(certificate: certificate, key: key)
@@ -116,7 +147,9 @@ struct LinkProofError: Error, CustomStringConvertible {
 /// the TLS handshake and before any other frame: the connecting side sends its proof and holds
 /// back every frame written until the answering side's proof arrives and is accepted; the
 /// answering side reads the connecting side's proof first and answers only a member it
-/// accepts. Anything else closes the link. `peer` gives who the other side is, once proven.
+/// accepts. Until then frames are limited to `LinkProof.maximumFrame` bytes (raised to the
+/// link's own limit once proven), and the proof must come within `deadline`. Anything else
+/// closes the link. `peer` gives who the other side is, once proven.
 final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = Frame
     typealias InboundOut = Frame
@@ -126,6 +159,8 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private enum State {
         case handshaking
         case awaitingProof(peerShown: [UInt8])
+        /// Proven; the frames held back are being written, in order (new ones queue behind).
+        case releasing
         case proven
         case failed
     }
@@ -134,18 +169,38 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let identity: DeviceIdentity
     private let shown: [UInt8]
     private let accepts: @Sendable (String) -> Bool
+    private let maximumFrame: Int
+    private let deadline: TimeAmount
     let peer: EventLoopPromise<LinkPeer>
     private var state = State.handshaking
     private var held: [(Frame, EventLoopPromise<Void>?)] = []
     private var flushHeld = false
+    private var timer: Scheduled<Void>?
 
-    /// `shown` is the certificate (DER) this side shows in the handshake.
-    init(_ role: LinkProof.Role, identity: DeviceIdentity, shown: [UInt8], accepting accepts: @escaping @Sendable (String) -> Bool, eventLoop: any EventLoop) {
+    /// `shown` is the certificate (DER) this side shows in the handshake; `maximumFrame` the
+    /// link's frame limit once proven.
+    init(
+        _ role: LinkProof.Role, identity: DeviceIdentity, shown: [UInt8], accepting accepts: @escaping @Sendable (String) -> Bool,
+        maximumFrame: Int, deadline: TimeAmount = .seconds(10), eventLoop: any EventLoop
+    ) {
         self.role = role
         self.identity = identity
         self.shown = shown
         self.accepts = accepts
+        self.maximumFrame = maximumFrame
+        self.deadline = deadline
         self.peer = eventLoop.makePromise(of: LinkPeer.self)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        try? context.pipeline.syncOperations.handler(type: FrameHandler.self).setMaximumPayload(min(maximumFrame, LinkProof.maximumFrame))
+        let seconds = deadline.nanoseconds / 1_000_000_000
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: deadline) {
+            let (handler, context) = loopBound.value
+            if case .proven = handler.state { return }
+            handler.fail(context: context, "no membership proof within \(seconds) s")
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -170,7 +225,7 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch state {
-        case .proven:
+        case .proven, .releasing:
             context.fireChannelRead(data)
         case .failed:
             return
@@ -182,7 +237,8 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             let (connecting, answering) = role == .connecting ? (shown, peerShown) : (peerShown, shown)
-            guard let opened = LinkProof.open(boxes, role.other, connecting: connecting, answering: answering, keys: identity.links.accountKeys) else {
+            let keys = identity.links.accountKeys + identity.links.retiredKeys
+            guard let opened = LinkProof.open(boxes, role.other, connecting: connecting, answering: answering, keys: keys) else {
                 fail(context: context, "the membership proof did not verify")
                 return
             }
@@ -191,17 +247,30 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 fail(context: context, "the proven device is not accepted")
                 return
             }
-            if role == .answering {
-                let boxes = LinkProof.make(.answering, identity: identity, connecting: connecting, answering: answering, keys: [opened.key])
-                context.writeAndFlush(wrapOutboundOut(LinkMessage.proof(boxes: boxes).frame), promise: nil)
-            }
-            state = .proven
-            peer.succeed(LinkPeer(fingerprint: fingerprint, certificate: opened.certificate, presented: peerShown, address: context.channel.remoteAddress?.ipAddress))
-            let held = self.held
-            self.held = []
-            for (frame, promise) in held { context.write(wrapOutboundOut(frame), promise: promise) }
-            if flushHeld || !held.isEmpty { context.flush() }
+            proven(context: context, LinkPeer(fingerprint: fingerprint, certificate: opened.certificate, presented: peerShown, address: context.channel.remoteAddress?.ipAddress), answer: {
+                role == .answering ? LinkProof.make(.answering, identity: identity, connecting: connecting, answering: answering, keys: [opened.key]) : nil
+            }())
         }
+    }
+
+    /// The other side is proven: the answer (if this side answers) goes first, then the frames
+    /// held back, in order, then whatever comes next; the frame limit is the link's own.
+    private func proven(context: ChannelHandlerContext, _ peer: LinkPeer, answer: [[UInt8]]?) {
+        timer?.cancel()
+        timer = nil
+        state = .releasing
+        try? context.pipeline.syncOperations.handler(type: FrameHandler.self).setMaximumPayload(maximumFrame)
+        if let answer { context.write(wrapOutboundOut(LinkMessage.proof(boxes: answer).frame), promise: nil) }
+        // A write's promise may write again as it completes: that frame queues behind.
+        while !held.isEmpty, case .releasing = state {
+            let batch = held
+            held = []
+            for (frame, promise) in batch { context.write(wrapOutboundOut(frame), promise: promise) }
+        }
+        guard case .releasing = state else { return }
+        state = .proven
+        context.flush()
+        self.peer.succeed(peer)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -210,7 +279,7 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(data, promise: promise)
         case .failed:
             promise?.fail(LinkProofError(description: "the link was refused"))
-        case .handshaking, .awaitingProof:
+        case .handshaking, .awaitingProof, .releasing:
             // Nothing of this device leaves before the other side is proven a member.
             held.append((unwrapOutboundIn(data), promise))
         }
@@ -226,20 +295,24 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
         settle("the link ended before the membership proof")
     }
 
     private func fail(context: ChannelHandlerContext, _ why: String) {
         settle(why)
-        state = .failed
         context.close(promise: nil)
     }
 
     /// Fails `peer` and the frames held back, unless proven.
     private func settle(_ why: String) {
-        if case .proven = state { return }
-        if case .failed = state { return }
+        switch state {
+        case .proven, .failed: return
+        case .handshaking, .awaitingProof, .releasing: break
+        }
         state = .failed
+        timer?.cancel()
+        timer = nil
         let error = LinkProofError(description: why)
         peer.fail(error)
         let held = self.held

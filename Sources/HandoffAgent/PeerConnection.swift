@@ -45,7 +45,8 @@ public final class PeerConnection: Sendable {
     public var isOpen: Bool { state.withLock { $0.ended == nil } }
 
     /// Opens a link and exchanges `hello`. Every failure is 4609: the peer cannot be reached,
-    /// refused the handshake (it does not pin this device, or this device does not pin it),
+    /// refused the handshake or the membership proof (it does not pin this device, or this
+    /// device does not pin it),
     /// or closed before saying hello.
     public static func open(
         host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5),
@@ -67,7 +68,7 @@ public final class PeerConnection: Sendable {
                             try channel.pipeline.syncOperations.addHandler(tls)
                             try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                             // Hello waits in it until the device answering proves it is a member.
-                            _ = try LinkTLS.addProof(to: channel, .connecting, trust: trust, identity: identity, shown: shown)
+                            _ = try LinkTLS.addProof(to: channel, .connecting, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame)
                             return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
                         }
                     }

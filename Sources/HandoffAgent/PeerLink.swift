@@ -7,8 +7,9 @@ import NIOSSL
 import X509
 import Synchronization
 
-/// The fingerprints (`DeviceIdentity.fingerprint`) of the account's current members: the only
-/// certificates a link accepts. Read at every handshake, so a removed member is refused at once.
+/// The fingerprints (`DeviceIdentity.fingerprint`) of the account's current members' long-term
+/// certificates: the only members a link accepts. Read at every membership proof and before
+/// every frame, so a removed member is refused at once.
 public typealias LinkPins = @Sendable () -> Set<String>
 
 /// Why a link could not be set up.
@@ -104,11 +105,16 @@ enum LinkTLS {
     /// The handlers after TLS that decide who the peer is, for a link under `trust`: a
     /// `LinkProofHandler` for members (returned, to learn the peer from), nothing for pairing.
     static func addProof(
-        to channel: any Channel, _ role: LinkProof.Role, trust: LinkTrust, identity: DeviceIdentity, shown: LinkCertificates.Shown
+        to channel: any Channel, _ role: LinkProof.Role, trust: LinkTrust, identity: DeviceIdentity, shown: LinkCertificates.Shown, maximumFrame: Int
     ) throws -> LinkProofHandler? {
         guard case .members(let accepts) = trust else { return nil }
-        let handler = LinkProofHandler(role, identity: identity, shown: shown.certificateDER, accepting: accepts, eventLoop: channel.eventLoop)
-        try channel.pipeline.syncOperations.addHandler(handler)
+        let handler = LinkProofHandler(role, identity: identity, shown: shown.certificateDER, accepting: accepts, maximumFrame: maximumFrame, eventLoop: channel.eventLoop)
+        do {
+            try channel.pipeline.syncOperations.addHandler(handler)
+        } catch {
+            handler.peer.fail(error)
+            throw error
+        }
         return handler
     }
 }
@@ -151,6 +157,12 @@ final class FrameHandler: ChannelDuplexHandler {
         self.partialDeadline = partialDeadline
     }
 
+    /// Changes the frame limit from the next frame on (a link between members is held to a
+    /// small one until its peer is proven).
+    func setMaximumPayload(_ maximum: Int) {
+        decoder.maximumPayload = maximum
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
         decoder.append(buffer.readableBytesView)
@@ -186,8 +198,8 @@ final class FrameHandler: ChannelDuplexHandler {
 
 /// Bounds what connections can cost before they prove anything: at most `limit` open at
 /// once, at most `perSourceLimit` of them from one address still before their first frame,
-/// and each must complete its TLS handshake and send a first frame within `deadline`, or it
-/// is closed. When every slot is taken, a new connection takes the slot of one still waiting
+/// and each must complete its TLS handshake (and, between members, its membership proof) and
+/// send a first frame within `deadline`, or it is closed. When every slot is taken, a new connection takes the slot of one still waiting
 /// for its first frame: the longest waiting, from the address with the most waiting. So
 /// strangers holding connections open from many addresses cannot keep a member's new link
 /// (or a join) out; only links that have proved themselves keep their slots. Refusals are
@@ -385,7 +397,7 @@ public final class LinkListener: Sendable {
                     let context = try LinkTLS.context(showing: shown)
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(trust)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
-                    let proof = try LinkTLS.addProof(to: channel, .answering, trust: trust, identity: identity, shown: shown)
+                    let proof = try LinkTLS.addProof(to: channel, .answering, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame)
                     try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: .seconds(10), watch: watch))
                     return Accepted(channel: try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel), peer: proof?.peer.futureResult)
                 }
@@ -479,8 +491,8 @@ public final class LinkListener: Sendable {
 /// the continuation protocol.)
 public enum LinkClient {
     /// Sends `frame` to the device at `host:port` and returns its answer. Throws if the TLS
-    /// handshake fails (the peer is not pinned, or it does not pin this device), if the link
-    /// closes first, or if the connection cannot be made.
+    /// handshake or the membership proof fails (the peer is not a pinned member, or it does not
+    /// pin this device), if the link closes first, or if the connection cannot be made.
     public static func exchange(
         _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
@@ -529,7 +541,7 @@ public enum LinkClient {
                     let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(trust))
                     try channel.pipeline.syncOperations.addHandler(tls)
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
-                    _ = try LinkTLS.addProof(to: channel, .connecting, trust: trust, identity: identity, shown: shown)
+                    _ = try LinkTLS.addProof(to: channel, .connecting, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame)
                     return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
                 }
             }

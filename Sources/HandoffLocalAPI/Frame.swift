@@ -35,7 +35,8 @@ public enum FrameError: Error, Sendable, Hashable, CustomStringConvertible {
 /// Cuts a byte stream into frames. A frame that declares more than `maximumPayload` bytes is
 /// refused as soon as its header arrives, before anything is buffered for it.
 public struct FrameDecoder: Sendable {
-    public let maximumPayload: Int
+    /// The limit; a change applies from the next frame's header on.
+    public var maximumPayload: Int
     private var buffer: [UInt8] = []
     private var start = 0
     private var failed: FrameError?

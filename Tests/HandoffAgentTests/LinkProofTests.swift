@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import HandoffWire
+import NIOCore
+import NIOEmbedded
 import Testing
 
 @testable import HandoffAgent
@@ -16,7 +18,7 @@ struct LinkProofTests {
     @Test("A proof opens with the account's key and names the member's long-term certificate")
     func opens() throws {
         let boxes = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [SymmetricKey(size: .bits256), key])
-        #expect(boxes.count == 2)
+        #expect(boxes.count == LinkProof.connectingBoxes)
         let opened = try #require(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key]))
         #expect(opened.certificate == member.certificateDER)
         #expect(opened.key == key)
@@ -44,6 +46,57 @@ struct LinkProofTests {
         #expect(LinkProof.open([box], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
         // Truncated and empty boxes are refused, never trapped on.
         #expect(LinkProof.open([Array(box.prefix(20)), []], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
+    }
+
+    @Test("A proof's size says nothing of the device: names of 1 and 64 bytes, one key or two, make proofs of one size")
+    func sameSize() throws {
+        let short = try DeviceIdentity.generate(name: "a")
+        let long = try DeviceIdentity.generate(name: String(repeating: "n", count: 64))
+        let one = LinkProof.make(.connecting, identity: short, connecting: connecting, answering: answering, keys: [key])
+        let two = LinkProof.make(.connecting, identity: long, connecting: connecting, answering: answering, keys: [key, SymmetricKey(size: .bits256)])
+        #expect(LinkMessage.proof(boxes: one).frame.encoded.count == LinkMessage.proof(boxes: two).frame.encoded.count)
+        let answerShort = LinkProof.make(.answering, identity: short, connecting: connecting, answering: answering, keys: [key])
+        let answerLong = LinkProof.make(.answering, identity: long, connecting: connecting, answering: answering, keys: [key])
+        #expect(answerShort.map(\.count) == answerLong.map(\.count))
+        // A box of another size is refused before anything is opened.
+        #expect(LinkProof.open([Array(one[0].dropLast())], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
+    }
+
+    /// Whether `future` failed already (an embedded channel's future that is never completed
+    /// would block `wait()` for ever).
+    static func failed(_ future: EventLoopFuture<LinkPeer>) -> Bool {
+        let failed = Shared(false)
+        future.whenFailure { _ in failed.update { $0 = true } }
+        return failed.value
+    }
+
+    /// An answering side's proof handler behind a frame decoder, in an embedded channel.
+    func answering(deadline: TimeAmount = .seconds(10)) throws -> (EmbeddedChannel, LinkProofHandler) {
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: 1 << 20))
+        let handler = LinkProofHandler(.answering, identity: member, shown: answering, accepting: { _ in true }, maximumFrame: 1 << 20, deadline: deadline, eventLoop: channel.eventLoop)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return (channel, handler)
+    }
+
+    @Test("Before the proof, a frame that declares more than 16 KiB closes the link from its header alone")
+    func smallFramesBeforeTheProof() throws {
+        let (channel, handler) = try answering()
+        // A 100 KiB frame's header: the link's own limit (1 MiB) would wait for its body.
+        #expect(throws: FrameError.self) { try channel.writeInbound(ByteBuffer(bytes: [0x00, 0x01, 0x90, 0x00, 0x02])) }
+        #expect(!channel.isActive)
+        #expect(Self.failed(handler.peer.futureResult))
+    }
+
+    @Test("A link whose proof does not come within the deadline is closed")
+    func proofDeadline() throws {
+        let (channel, handler) = try answering(deadline: .seconds(2))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+        #expect(!channel.isActive)
+        #expect(Self.failed(handler.peer.futureResult))
     }
 
     @Test("A proof frame round-trips and refuses more boxes than allowed")

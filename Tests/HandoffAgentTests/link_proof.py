@@ -37,6 +37,13 @@ CONTEXT = b"handoff link proof 1"
 KEY_INFO = b"handoff link proof key"
 CONNECTING, ANSWERING = 1, 2
 PROOF_KIND = 0x02
+CERTIFICATE_ROOM = 1024
+CONNECTING_BOXES = 8
+
+
+def box_size(certificate_length: int) -> int:
+    room = max(1, -(-certificate_length // CERTIFICATE_ROOM)) * CERTIFICATE_ROOM
+    return 12 + 2 + room + 64 + 16
 
 
 def varint(value: int) -> bytes:
@@ -55,13 +62,18 @@ def frame(kind: int, payload: bytes) -> bytes:
 def proof_frame(role, certificate_der, long_term_key, connecting_shown, answering_shown, account_keys):
     transcript = CONTEXT + bytes([role]) + hashlib.sha256(connecting_shown).digest() + hashlib.sha256(answering_shown).digest()
     r, s = decode_dss_signature(long_term_key.sign(transcript, ec.ECDSA(hashes.SHA256())))
+    size = box_size(len(certificate_der))
     plain = struct.pack(">H", len(certificate_der)) + certificate_der + r.to_bytes(32, "big") + s.to_bytes(32, "big")
-    payload = varint(len(account_keys))
+    plain += bytes(size - 28 - len(plain))
+    boxes = []
     for account_key in account_keys:
         key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=KEY_INFO).derive(account_key)
         nonce = os.urandom(12)
-        box = nonce + ChaCha20Poly1305(key).encrypt(nonce, plain, bytes([role]))
-        payload += varint(len(box)) + box
+        boxes.append(nonce + ChaCha20Poly1305(key).encrypt(nonce, plain, bytes([role])))
+    # The connecting side always sends as many boxes, random ones filling up.
+    while role == CONNECTING and len(boxes) < CONNECTING_BOXES:
+        boxes.append(os.urandom(size))
+    payload = varint(len(boxes)) + b"".join(varint(len(box)) + box for box in boxes)
     return frame(PROOF_KIND, payload)
 
 
@@ -107,7 +119,7 @@ def stranger(host, port, mode):
     context.minimum_version = ssl.TLSVersion.TLSv1_3
     context.load_cert_chain(*own_certificate())
     if mode == "garbage":
-        boxes = [os.urandom(600) for _ in range(8)]
+        boxes = [os.urandom(box_size(500)) for _ in range(CONNECTING_BOXES)]
         sent = frame(PROOF_KIND, varint(len(boxes)) + b"".join(varint(len(b)) + b for b in boxes))
     elif mode == "hello":
         sent = frame(0x01, bytes([2]) + os.urandom(16))
