@@ -131,7 +131,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
-            exclude: ["local_api_client.py", "impostor.py", "tls_resume.py", "tls_probe.py", "link_proof.py"],
+            exclude: ["local_api_client.py", "impostor.py", "tls_resume.py", "tls_probe.py", "link_proof.py", "early_data.sh"],
             swiftSettings: strict),
         .testTarget(
             name: "HandoffFuzzingTests", dependencies: ["HandoffFuzzing", "HandoffAgent", "HandoffWire", "handoff-fuzz"], swiftSettings: strict),

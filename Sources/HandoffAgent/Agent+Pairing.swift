@@ -203,8 +203,14 @@ extension Agent {
             } catch {
                 return refuse("this device could not sign the account: \(error)")
             }
-            pendingJoins[confirmation] = PendingJoin(signed: signed, account: account, previous: account.members, name: name, isMember: true)
+            let join = PendingJoin(signed: signed, account: account, previous: account.members, name: name, isMember: true)
+            pendingJoins[confirmation] = join
             logger.notice("'\(name)' asked to join again: it is a member that never heard it joined")
+            // Kept only until the deadline, as a new device's join is.
+            Task { [weak self] in
+                try? await Task.sleep(for: Self.joinConfirmationDeadline)
+                await self?.dropUnconfirmedJoin(confirmation, token: join.token)
+            }
             return LinkMessage.joinAccepted(signed).frame
         }
         guard !account.members.contains(where: { $0.name == name }) else {
@@ -243,18 +249,23 @@ extension Agent {
             return refuse("this device could not sign the account: \(error)")
         }
         // Committed when the device confirms it has this answer, within the deadline.
-        pendingJoins[confirmation] = PendingJoin(signed: signed, account: proposed, previous: previous, name: name, isMember: false)
+        let join = PendingJoin(signed: signed, account: proposed, previous: previous, name: name, isMember: false)
+        pendingJoins[confirmation] = join
         Task { [weak self] in
             try? await Task.sleep(for: Self.joinConfirmationDeadline)
-            await self?.dropUnconfirmedJoin(confirmation, revision: proposed.revision)
+            await self?.dropUnconfirmedJoin(confirmation, token: join.token)
         }
         return LinkMessage.joinAccepted(signed).frame
     }
 
-    private func dropUnconfirmedJoin(_ key: String, revision: UInt64) {
-        guard let pending = pendingJoins[key], pending.account.revision == revision else { return }
+    private func dropUnconfirmedJoin(_ key: String, token: UUID) {
+        guard let pending = pendingJoins[key], pending.token == token else { return }
         pendingJoins[key] = nil
-        logger.warning("'\(pending.name)' did not confirm its join within \(Self.joinConfirmationDeadline); it was not added")
+        if pending.isMember {
+            logger.info("'\(pending.name)', a member asking to join again, did not confirm within \(Self.joinConfirmationDeadline); it stays a member")
+        } else {
+            logger.warning("'\(pending.name)' did not confirm its join within \(Self.joinConfirmationDeadline); it was not added")
+        }
     }
 
     private func confirmJoin(from peer: LinkPeer) async -> Frame? {

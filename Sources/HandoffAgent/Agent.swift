@@ -128,6 +128,9 @@ public actor Agent {
         var name: String
         /// It was a member already (it asked again, never having heard it joined).
         var isMember: Bool
+        /// This request's own, so that only its deadline drops it (not an earlier request's
+        /// from the same device).
+        var token = UUID()
     }
 
     /// An invitation this device made, until it is used or expires.

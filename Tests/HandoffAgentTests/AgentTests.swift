@@ -340,7 +340,7 @@ struct AgentTests {
         }
     }
 
-    @Test("A device whose last join answer was lost after it was added joins again with a new code and is taken as the member it is")
+    @Test("A device whose last join answer was lost after it was added joins again with a new code and is taken as the member it is; asking again without confirming leaves nothing pending past the deadline")
     func lostLastJoinAnswer() async throws {
         try await withHarness { harness in
             let a = try await harness.start("alpha")
@@ -356,6 +356,19 @@ struct AgentTests {
                 [request.frame, LinkMessage.joinConfirmed.frame], host: "127.0.0.1", port: invitation.port, identity: identity.showingLongTermCertificate(),
                 trust: .shown({ parsed.matches(fingerprint: $0) }))
             #expect(await waitUntil { (try? await a.call(.status).status?.members) == 2 })
+            // Asking again and never confirming leaves nothing behind past the deadline. (Asked
+            // once the first join's own deadline has passed, whose timer would otherwise clear
+            // the same entry.)
+            try await Task.sleep(for: Agent.joinConfirmationDeadline + .seconds(1))
+            let unconfirmed = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            let asked = try Invitation(parsing: unconfirmed.code)
+            let askAgain = LinkMessage.joinRequest(
+                version: LinkMessage.version, name: "late", certificate: identity.certificateDER, proof: asked.proof(certificate: identity.certificateDER, name: "late"))
+            _ = try? await LinkClient.exchange(askAgain.frame, host: "127.0.0.1", port: unconfirmed.port, identity: identity.showingLongTermCertificate(), trust: .shown({ asked.matches(fingerprint: $0) }))
+            #expect(await a.agent?.pendingJoins.count == 1)
+            #expect(
+                await waitUntil(Double(Agent.joinConfirmationDeadline.components.seconds) + 3) { await a.agent?.pendingJoins.isEmpty == true },
+                "a member's unconfirmed request to join again was kept past the deadline")
             let again = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
             try await late.call(.join(code: again.code))
             #expect(try await late.call(.awaitJoinResult).account == "home")

@@ -170,6 +170,34 @@ struct PeerLinkTests {
         #expect(answered.value == 1)
     }
 
+    @Test(
+        "S4: TLS early data offered with an earlier connection's session is never accepted, by a members' listener or a pairing listener (the same probe sees OpenSSL's own server accept it)",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs /usr/bin/openssl; skipped"))
+    func earlyData() async throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("early_data.sh").path
+        func probe(_ arguments: [String]) async throws -> String {
+            try await runCommand(URL(fileURLWithPath: "/bin/sh"), [script] + arguments).1
+        }
+        // The control: a server with early data on. Were the probe unable to send early data,
+        // the checks below would prove nothing.
+        let control = try await probe(["control", "\(Int.random(in: 33_000...34_000))"])
+        #expect(control.contains("EARLY accepted"), "the probe could not get early data accepted even by a server that takes it: \(control)")
+
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let (members, answered) = try await echo(a, pins: { pins })
+        let pairing = try await LinkListener(identity: a.showingOwnCertificates(), trust: .shown({ _ in true })) { frame, _ in
+            answered.update { $0 += 1 }
+            return frame
+        }
+        defer { Task { await members.close(); await pairing.close() } }
+        for (name, port) in [("members' listener", members.port), ("pairing listener", pairing.port)] {
+            let outcome = try await probe(["\(port)"])
+            #expect(outcome.contains("RESUMED no"), "\(name): \(outcome)")
+            #expect(!outcome.contains("EARLY accepted"), "\(name): \(outcome)")
+        }
+        #expect(answered.value == 0)
+    }
+
     @Test("A frame over the listener's limit closes the link unanswered")
     func oversized() async throws {
         let pins: Set<String> = [a.fingerprint, b.fingerprint]
