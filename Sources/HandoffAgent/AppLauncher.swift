@@ -61,6 +61,8 @@ public struct ProcessLauncher: AppLauncher {
         process.executableURL = launch.app.executable
         process.currentDirectoryURL = launch.app.directory
         var environment = ProcessInfo.processInfo.environment
+        // An app started with any of these is not taken for itself (LocalAcceptor).
+        for variable in LocalAcceptor.injectingVariables { environment[variable] = nil }
         environment["HANDOFF_SOCKET"] = launch.socketPath
         environment["HANDOFF_BUNDLE_IDENTIFIER"] = launch.app.manifest.bundleIdentifier
         environment["HANDOFF_CONTINUATION"] = launch.continuation.uuidString

@@ -223,6 +223,14 @@ final class LocalAcceptor: Sendable {
                     // The executable is read now, and only then is the nonce sent: a proof
                     // comes from what the process ran at this moment or later.
                     client.executable = Self.sharesNamespaces(client.pid) ? Self.executable(of: client.pid) : nil
+                    // Started with the loader told to run other code in it: the executable may
+                    // be the app's, but what speaks may not be.
+                    if client.executable != nil, let variable = Self.loaderInjection(of: client.pid) {
+                        logger.warning(
+                            "process \(client.pid) was started with \(variable) set, so other code than its executable's may run in it: it is not taken for an installed app; start it without \(variable)",
+                            metadata: ["executable": "\(client.executable?.path ?? "?")"])
+                        client.executable = nil
+                    }
                     // The system's generator (getrandom): not guessable ahead of time.
                     let nonce = Data((0..<16).map { _ in UInt8.random(in: .min ... .max) })
                     let frame = LocalMessage.prove(nonce: nonce).frame.encoded
@@ -270,6 +278,25 @@ final class LocalAcceptor: Sendable {
             else { return false }
             return theirs == ours
         }
+    }
+
+    /// The variables that make the dynamic loader run code an executable did not ask for (as
+    /// glibc ignores them for set-user-id programs): the first of them set in the environment
+    /// process `pid` was started with, or nil. (That environment is fixed at exec; a process
+    /// changes what /proc shows of it only by writing its own memory.)
+    static let injectingVariables = ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "GCONV_PATH"]
+
+    static func loaderInjection(of pid: Int32) -> String? {
+        guard let environment = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else {
+            // Unreadable: not a process this user may inspect, so not one to trust as an app.
+            return "an environment that cannot be read"
+        }
+        for entry in environment.split(separator: 0) {
+            guard let equals = entry.firstIndex(of: UInt8(ascii: "=")) else { continue }
+            let name = String(decoding: entry[entry.startIndex..<equals], as: UTF8.self)
+            if injectingVariables.contains(name), equals + 1 < entry.endIndex { return name }
+        }
+        return nil
     }
 
     static func executable(of pid: Int32) -> URL? {

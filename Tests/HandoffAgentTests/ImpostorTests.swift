@@ -55,6 +55,35 @@ struct ImpostorTests {
         }
     }
 
+    @Test("S8: The installed app's own executable started with LD_PRELOAD (or another variable that makes the loader run other code) is not taken for the app; started without, it is")
+    func loaderInjection() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            // The installed app's executable is a copy of python3, so that it can speak for itself.
+            let python = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath()
+            try await harness.installExample("MapViewer", on: a, executable: python)
+            let executable = a.state.appendingPathComponent("apps/com.example.handoff.MapViewer/MapViewer").resolvingSymlinksInPath().path
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("impostor.py").path
+            func run(_ environment: [String]) async throws -> String {
+                let app = try RunningCommand(
+                    URL(fileURLWithPath: "/usr/bin/env"),
+                    environment + [executable, script, a.socket, executable, "com.example.handoff.MapViewer", "\(LocalMessage.version)", "self"])
+                let answered = await waitUntil(15) { app.output.contains("\"type\": \"reply\"") || app.output.contains("CLOSED") }
+                try #require(answered, "the app's hello got no answer: \(app.output)")
+                return app.output
+            }
+            // The control: the app as it is, taken for itself.
+            let plain = try await run([])
+            #expect(plain.contains("\"app\": {"), "the app itself was not taken for the app: \(plain)")
+            // The same executable with a library preloaded (a harmless one: the agent cannot
+            // tell harmless from hostile), or told to load libraries from elsewhere.
+            for variable in ["LD_PRELOAD=libm.so.6", "LD_AUDIT=libm.so.6", "LD_LIBRARY_PATH=/tmp"] {
+                let injected = try await run([variable])
+                #expect(!injected.contains("\"app\": {"), "\(variable): taken for the app: \(injected)")
+            }
+        }
+    }
+
     @Test("S8: Inside a user and pid namespace of its own, a process that names another's pid in its credentials is not taken for the app")
     func namespaceForgery() async throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else {

@@ -15,6 +15,8 @@ MODE:
   namespace     run inside a user and pid namespace of its own (unshare -Urp), where it may
                 name any pid of its namespace in SCM_CREDENTIALS: connect, fork; the parent
                 execs the app, and the child sends hello and the proof naming the parent's pid.
+  self          be the app: connect and speak as this process (run as the installed app's
+                executable, a copy of python3, with or without LD_PRELOAD).
 
 Every message the agent sends prints as one line, `MESSAGE <json>`, for the test to read;
 `SPEAKER <pid>` says which process speaks. The process that talks exits after 60 s.
@@ -105,6 +107,9 @@ def main() -> None:
         os.execve(executable, [executable, "60"], env)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(path)
+    if mode == "self":
+        speak(sock, bundle, version, send_hello=True)
+        return
     if mode == "namespace":
         parent = os.getpid()
         if os.fork() != 0:
