@@ -161,6 +161,10 @@ extension Agent {
             return LinkMessage.joinRefused(reason: reason).frame
         }
         guard version == LinkMessage.version else { return refuse("it speaks link protocol version \(version), this device \(LinkMessage.version)") }
+        // Its membership proofs must be of the one size every proof has (`LinkProof`).
+        guard certificate.count <= LinkProof.certificateRoom else {
+            return refuse("its certificate is \(certificate.count) bytes, over the \(LinkProof.certificateRoom) a member's may have; give it a shorter name")
+        }
         // The certificate it showed in the handshake is its long-term one (the key is its own).
         guard certificate == peer.presented else {
             return refuse("the certificate in the request is not the one it connected with")

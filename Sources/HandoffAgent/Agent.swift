@@ -516,6 +516,9 @@ public actor Agent {
             }
             return .success(app)
         }
+        if let claimed, !claimed.isEmpty, let why = peer.notAnApp {
+            return .failure(LocalError(.notAllowed, "\(why) ('\(claimed)')"))
+        }
         let running = peer.executable.map { $0.resolvingSymlinksInPath().standardizedFileURL.path }
         let match = apps.first { app in !app.runsInProcess && app.executable.resolvingSymlinksInPath().standardizedFileURL.path == running }
         if let claimed, !claimed.isEmpty, match?.manifest.bundleIdentifier != claimed {

@@ -98,7 +98,7 @@ public final class LinkCertificates: Sendable {
     func sealingWithRetiredKeys() -> LinkCertificates {
         let copy = LinkCertificates(lifetime: lifetime)
         let (current, retired) = keys.withLock { $0 }
-        copy.keys.withLock { $0 = (current + retired, retired) }
+        copy.keys.withLock { $0 = (current + retired, []) }
         return copy
     }
 

@@ -56,26 +56,17 @@ enum LinkProof {
 
     /// The room for the long-term certificate in a proof: every proof is padded to it, so
     /// that a proof's size says nothing of the device (a certificate's length follows its
-    /// name). A certificate longer than that (a name of 64 bytes makes about 500) takes whole
-    /// multiples of it.
+    /// name; a name of 64 bytes makes about 500). A joining device with a longer certificate is
+    /// refused.
     static let certificateRoom = 1024
     /// How many boxes the connecting side sends, whatever number of keys it holds: the boxes
     /// it has no key for are random bytes of the same size.
     static let connectingBoxes = LinkMessage.maximumProofBoxes
-    /// The most a proof frame may hold before the peer is proven (the frame limit until then).
+    /// The size of every box: nonce, certificate length, the room, signature, tag.
+    static let boxSize = 12 + 2 + certificateRoom + 64 + 16
+    /// The most a frame may hold before the peer is proven: a connecting proof (8 boxes and
+    /// their lengths) fits.
     static let maximumFrame = 16 * 1024
-
-    /// The size of a box holding a certificate of `length` bytes.
-    static func boxSize(certificateLength length: Int) -> Int {
-        let room = max(1, (length + certificateRoom - 1) / certificateRoom) * certificateRoom
-        return 12 + 2 + room + 64 + 16
-    }
-
-    /// Whether `count` is the size of some box (checked before anything is opened).
-    static func isBoxSize(_ count: Int) -> Bool {
-        let room = count - (12 + 2 + 64 + 16)
-        return room >= certificateRoom && room % certificateRoom == 0 && count <= maximumFrame / 2
-    }
 
     /// The proof `identity` gives as `role` on the link whose shown certificates are
     /// `connecting` and `answering`: one box per key in `keys`, and for the connecting side
@@ -88,7 +79,8 @@ enum LinkProof {
             preconditionFailure("a P-256 key signs a short message: \(error)")
         }
         let certificate = identity.certificateDER
-        let size = boxSize(certificateLength: certificate.count)
+        // A certificate over the room (never one that joined) makes a box no member opens.
+        let size = max(boxSize, 12 + 2 + certificate.count + 64 + 16)
         let padding = [UInt8](repeating: 0, count: size - (12 + 2 + certificate.count + 64 + 16))
         let plain = [UInt8(certificate.count >> 8), UInt8(certificate.count & 0xFF)] + certificate + signature + padding
         var boxes = keys.prefix(connectingBoxes).map { key in
@@ -116,13 +108,14 @@ enum LinkProof {
     /// opens, holds a certificate valid `now`, and that certificate's key signed this link's
     /// transcript for `role`. Boxes of any other size than a proof's are refused unopened.
     static func open(_ boxes: [[UInt8]], _ role: Role, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], now: Date = Date()) -> Opened? {
-        guard !boxes.isEmpty, boxes.count <= LinkMessage.maximumProofBoxes, boxes.allSatisfy({ isBoxSize($0.count) }) else { return nil }
+        guard !boxes.isEmpty, boxes.count <= LinkMessage.maximumProofBoxes, boxes.allSatisfy({ $0.count == boxSize }) else { return nil }
         let sealing = keys.map { ($0, sealingKey($0)) }
         for box in boxes {
             guard let sealed = try? ChaChaPoly.SealedBox(combined: box) else { continue }
             for (key, sealingKey) in sealing {
                 guard let plain = try? Array(ChaChaPoly.open(sealed, using: sealingKey, authenticating: [role.rawValue])) else { continue }
                 // Sealed with an account key: a member made it, and what it holds is checked now.
+                // A box of `boxSize` opens to more than 1,000 bytes: the reads below stay inside.
                 let length = Int(plain[0]) << 8 | Int(plain[1])
                 guard plain.count >= 2 + length + 64 else { return nil }
                 let certificate = Array(plain[2..<2 + length])
@@ -174,7 +167,6 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     let peer: EventLoopPromise<LinkPeer>
     private var state = State.handshaking
     private var held: [(Frame, EventLoopPromise<Void>?)] = []
-    private var flushHeld = false
     private var timer: Scheduled<Void>?
 
     /// `shown` is the certificate (DER) this side shows in the handshake; `maximumFrame` the
@@ -286,7 +278,8 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func flush(context: ChannelHandlerContext) {
-        if case .proven = state { context.flush() } else { flushHeld = true }
+        // Held frames are flushed when they are released.
+        if case .proven = state { context.flush() }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

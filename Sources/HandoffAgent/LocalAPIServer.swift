@@ -17,6 +17,8 @@ public final class LocalPeer: Sendable {
     /// The executable the process ran when it proved it holds the connection (`LocalHandshake`);
     /// nil when unreadable, or for a connection that did not say hello.
     public let executable: URL?
+    /// Why the process is not taken for the app its executable is, if it is not.
+    public let notAnApp: String?
     private let outbox: AsyncStream<LocalMessage>.Continuation?
     /// For a client in the agent's process: messages are handed to it at once, in order.
     private let deliver: (@Sendable (LocalMessage) -> Void)?
@@ -26,8 +28,12 @@ public final class LocalPeer: Sendable {
     /// it names in `hello`, as there is no other executable to check.
     public let isInProcess: Bool
 
-    init(pid: Int32, uid: UInt32, executable: URL?, outbox: AsyncStream<LocalMessage>.Continuation, inProcess: Bool = false, hangUp: @escaping @Sendable () -> Void) {
+    init(
+        pid: Int32, uid: UInt32, executable: URL?, notAnApp: String? = nil, outbox: AsyncStream<LocalMessage>.Continuation, inProcess: Bool = false,
+        hangUp: @escaping @Sendable () -> Void
+    ) {
         self.pid = pid
+        self.notAnApp = notAnApp
         self.uid = uid
         self.outbox = outbox
         self.deliver = nil
@@ -43,6 +49,7 @@ public final class LocalPeer: Sendable {
         outbox = nil
         self.deliver = deliver
         self.hangUp = hangUp
+        self.notAnApp = nil
         isInProcess = true
         executable = nil
     }
@@ -164,7 +171,10 @@ public final class LocalAPIServer: Sendable {
         _ client: ConnectedClient, logger: Logger, serveStream: StreamServe?,
         serve: @escaping @Sendable (LocalPeer, AsyncStream<Result<LocalMessage, LocalError>>) async -> Void
     ) async {
-        let client = (channel: client.channel, pid: client.accepted.pid, uid: client.accepted.uid, executable: client.accepted.executable, first: client.accepted.first)
+        let client = (
+            channel: client.channel, pid: client.accepted.pid, uid: client.accepted.uid, executable: client.accepted.executable,
+            notAnApp: client.accepted.notAnApp, first: client.accepted.first
+        )
         try? await client.channel.executeThenClose { inbound, outbound in
             let channel = client.channel.channel
             var iterator = inbound.makeAsyncIterator()
@@ -177,7 +187,9 @@ public final class LocalAPIServer: Sendable {
             }
             let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
             let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
-            let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, outbox: outbox) { channel.close(promise: nil) }
+            let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, outbox: outbox) {
+                channel.close(promise: nil)
+            }
             let writer = Task {
                 for await message in outgoing {
                     do { try await outbound.write(message.frame) } catch { break }

@@ -17,6 +17,8 @@ struct AcceptedLocalClient: Sendable {
     /// The executable of the connecting process, read before it proved it holds the connection
     /// (`LocalHandshake`); nil for a connection that did not say hello, or when unreadable.
     var executable: URL?
+    /// Why the process is not taken for the app its executable is (`LocalAcceptor.loaderInjection`).
+    var notAnApp: String? = nil
     var first: Frame
 }
 
@@ -110,6 +112,7 @@ final class LocalAcceptor: Sendable {
         var pid: Int32
         var uid: UInt32
         var executable: URL?
+        var notAnApp: String?
         var handshake: LocalHandshake
         var deadline: ContinuousClock.Instant
     }
@@ -225,10 +228,10 @@ final class LocalAcceptor: Sendable {
                     client.executable = Self.sharesNamespaces(client.pid) ? Self.executable(of: client.pid) : nil
                     // Started with the loader told to run other code in it: the executable may
                     // be the app's, but what speaks may not be.
-                    if client.executable != nil, let variable = Self.loaderInjection(of: client.pid) {
-                        logger.warning(
-                            "process \(client.pid) was started with \(variable) set, so other code than its executable's may run in it: it is not taken for an installed app; start it without \(variable)",
-                            metadata: ["executable": "\(client.executable?.path ?? "?")"])
+                    if client.executable != nil, let why = Self.loaderInjection(of: client.pid) {
+                        let reason = "process \(client.pid) \(why), so it is not taken for an installed app"
+                        logger.warning("\(reason)", metadata: ["executable": "\(client.executable?.path ?? "?")"])
+                        client.notAnApp = reason
                         client.executable = nil
                     }
                     // The system's generator (getrandom): not guessable ahead of time.
@@ -248,7 +251,7 @@ final class LocalAcceptor: Sendable {
                         return false
                     }
                     served.add(1, ordering: .relaxed)
-                    serve(AcceptedLocalClient(descriptor: client.descriptor, pid: client.pid, uid: client.uid, executable: client.executable, first: first))
+                    serve(AcceptedLocalClient(descriptor: client.descriptor, pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, first: first))
                     return false
                 case .refuse(let reason, let request):
                     logger.warning("refused a local client: \(reason)", metadata: ["pid": "\(client.pid)"])
@@ -280,21 +283,24 @@ final class LocalAcceptor: Sendable {
         }
     }
 
-    /// The variables that make the dynamic loader run code an executable did not ask for (as
-    /// glibc ignores them for set-user-id programs): the first of them set in the environment
-    /// process `pid` was started with, or nil. (That environment is fixed at exec; a process
-    /// changes what /proc shows of it only by writing its own memory.)
-    static let injectingVariables = ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "GCONV_PATH"]
+    /// The variables that make the dynamic loader run a library an executable did not ask for,
+    /// and that people do not set in ordinary sessions (`LD_LIBRARY_PATH` is left alone:
+    /// conda, CUDA and ROS set it in terminals). The agent starts apps without them.
+    static let injectingVariables = ["LD_PRELOAD", "LD_AUDIT"]
 
+    /// Why process `pid` may run other code than its executable's, as its environment shows
+    /// (`/proc/PID/environ`, the process's own memory: a library already inside could rewrite
+    /// it, so this stops only the plain route), or nil.
     static func loaderInjection(of pid: Int32) -> String? {
         guard let environment = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else {
-            // Unreadable: not a process this user may inspect, so not one to trust as an app.
-            return "an environment that cannot be read"
+            return "has an environment the agent cannot read"
         }
         for entry in environment.split(separator: 0) {
             guard let equals = entry.firstIndex(of: UInt8(ascii: "=")) else { continue }
             let name = String(decoding: entry[entry.startIndex..<equals], as: UTF8.self)
-            if injectingVariables.contains(name), equals + 1 < entry.endIndex { return name }
+            if injectingVariables.contains(name), equals + 1 < entry.endIndex {
+                return "was started with \(name) set (the loader runs that library inside it); start it without \(name)"
+            }
         }
         return nil
     }

@@ -125,6 +125,10 @@ public actor WebSiteAssociations: SiteAssociations {
 
     /// How many sites are remembered.
     static let rememberedSites = 256
+    /// How long a closing connection waits for the site's TLS goodbye: a site that keeps
+    /// sending once its answer is refused (over the size limit) is not read on (NIOSSL's
+    /// default, 5 s, is spent reading what it sends).
+    static let shutdownTimeout: TimeAmount = .milliseconds(100)
     static let failureRetry: Duration = .seconds(60)
 
     /// - Parameter additionalTrust: certificate authorities trusted besides the system's (for a
@@ -137,9 +141,7 @@ public actor WebSiteAssociations: SiteAssociations {
         configuration.minimumTLSVersion = .tlsv12
         configuration.certificateVerification = .fullVerification
         configuration.trustRoots = .default
-        // A site that keeps sending once its answer is refused (over the size limit) is not
-        // read on for TLS's goodbye: the connection is cut at once.
-        configuration.shutdownTimeout = .milliseconds(100)
+        configuration.shutdownTimeout = Self.shutdownTimeout
         if !additionalTrust.isEmpty { configuration.additionalTrustRoots = [.certificates(additionalTrust)] }
         context = try NIOSSLContext(configuration: configuration)
         extraRoots = try additionalTrust.map { try Certificate(derEncoded: try $0.toDERBytes()) }

@@ -55,7 +55,7 @@ struct ImpostorTests {
         }
     }
 
-    @Test("S8: The installed app's own executable started with LD_PRELOAD (or another variable that makes the loader run other code) is not taken for the app; started without, it is")
+    @Test("S8: The installed app's own executable started with LD_PRELOAD or LD_AUDIT is not taken for the app, and is told why; started without, it is")
     func loaderInjection() async throws {
         try await withHarness { harness in
             let a = try await harness.start("alpha")
@@ -77,9 +77,11 @@ struct ImpostorTests {
             #expect(plain.contains("\"app\": {"), "the app itself was not taken for the app: \(plain)")
             // The same executable with a library preloaded (a harmless one: the agent cannot
             // tell harmless from hostile), or told to load libraries from elsewhere.
-            for variable in ["LD_PRELOAD=libm.so.6", "LD_AUDIT=libm.so.6", "LD_LIBRARY_PATH=/tmp"] {
-                let injected = try await run([variable])
+            for variable in ["LD_PRELOAD", "LD_AUDIT"] {
+                let injected = try await run(["\(variable)=libm.so.6"])
                 #expect(!injected.contains("\"app\": {"), "\(variable): taken for the app: \(injected)")
+                // Refused, saying why, to the app itself.
+                #expect(injected.contains("started with \(variable) set"), "\(variable): \(injected)")
             }
         }
     }

@@ -58,6 +58,7 @@ struct LinkProofTests {
         let answerShort = LinkProof.make(.answering, identity: short, connecting: connecting, answering: answering, keys: [key])
         let answerLong = LinkProof.make(.answering, identity: long, connecting: connecting, answering: answering, keys: [key])
         #expect(answerShort.map(\.count) == answerLong.map(\.count))
+        #expect(one.allSatisfy { $0.count == LinkProof.boxSize })
         // A box of another size is refused before anything is opened.
         #expect(LinkProof.open([Array(one[0].dropLast())], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
     }

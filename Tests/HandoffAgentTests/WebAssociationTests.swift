@@ -334,11 +334,17 @@ struct WebAssociationTests {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate], logger: logger)
+        let started = ContinuousClock.now
         #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port).isEmpty)
+        let took = ContinuousClock.now - started
         // Had the body been read without a cap, the fetch would have run into its 10 s deadline
         // ("no answer within") instead.
         let why = await reason(web)
         #expect(why.contains("over the limit of \(SiteAssociationFile.maximumSize) bytes"), "\(why)")
+        // A refused connection is cut, not read on while TLS waits for the site's goodbye (NIOSSL
+        // waits 5 s by default: the two refused fetches took 10 s before). Not asserted as a
+        // time, which the suite's load stretches; the setting that cuts it is checked instead.
+        #expect(WebSiteAssociations.shutdownTimeout <= .milliseconds(500), "the two refused fetches took \(took)")
     }
 
     @Test("S13: A site whose certificate a trusted authority issued for another host is refused in the handshake")
@@ -352,7 +358,7 @@ struct WebAssociationTests {
         let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate], logger: logger)
         #expect(await web.approved([approvedApp], forHost: "localhost", port: server.port).isEmpty)
         let why = await reason(web)
-        #expect(why.contains("TLS handshake failed"), "\(why)")
+        #expect(why.contains("not valid for localhost"), "\(why)")
         #expect(server.paths.isEmpty, "the file was asked for over a connection to the wrong host")
     }
 
