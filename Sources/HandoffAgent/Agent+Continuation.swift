@@ -226,7 +226,7 @@ extension Agent {
             do {
                 link = try await network.open(
                     host: device.address, port: Int(device.linkPort), identity: identity, pins: { [pins] in pins.value },
-                    deadline: configuration.fetchDeadline)
+                    deadline: configuration.fetchDeadline, idle: configuration.linkIdle)
             } catch {
                 return .failure(FetchFailure(code: error.code, message: "'\(memberName(device.sender))': \(error.message)"))
             }

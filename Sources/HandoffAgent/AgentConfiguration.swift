@@ -25,6 +25,10 @@ public struct AgentConfiguration: Sendable {
     public var serviceDiscoveryPort: Int?
     /// The longest time one set of DNS-SD names is used before new random ones replace it.
     public var nameRotation: Duration
+    /// How long a link this device opened stays open with nothing on it (no request, no
+    /// stream): then it is closed, and costs nothing on the wire until the next continuation
+    /// opens another (one handshake and proof).
+    public var linkIdle: Duration = .seconds(60)
     /// How often the beacon is repeated while an activity is offered, and without one.
     public var refreshInterval: Duration
     public var idleRefreshInterval: Duration
@@ -166,7 +170,7 @@ public struct ConfigurationFile: Sendable, Hashable {
 
     public static let keys: Set<String> = [
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
-        "maximum-payload", "browser", "default-browser", "idle-release", "dns-sd", "name-rotation", "container",
+        "maximum-payload", "browser", "default-browser", "idle-release", "dns-sd", "name-rotation", "link-idle", "container",
         "association-ca", "association-refresh", "notifications", "development-mode",
     ]
     public static let repeatable: Set<String> = ["interface", "peer", "container"]
@@ -256,6 +260,7 @@ public struct AgentSettings: Sendable {
     public var discoveryPort: String?
     public var dnsSD: String?
     public var nameRotation: String?
+    public var linkIdle: String?
     public var saveDeadline: String?
     public var fetchDeadline: String?
     public var maximumPayload: String?
@@ -347,6 +352,13 @@ extension AgentConfiguration {
                 throw ConfigurationError("\(rotation.origin): give from 5s to 1h (names seen for longer let a bystander follow a device)")
             }
             configuration.nameRotation = period
+        }
+        if let idle = pick(flags.linkIdle, "link-idle") {
+            let period = try checked(idle.origin) { () throws(ConfigurationError) in try Duration(parsing: idle.value) }
+            guard period >= .seconds(1), period <= .seconds(3600) else {
+                throw ConfigurationError("\(idle.origin): give from 1s to 1h (an idle link is closed after it, and opened again for the next continuation)")
+            }
+            configuration.linkIdle = period
         }
         if let deadline = pick(flags.saveDeadline, "save-deadline") {
             configuration.saveDeadline = try checked(deadline.origin) { () throws(ConfigurationError) in try Duration(parsing: deadline.value) }

@@ -41,8 +41,9 @@ public protocol AgentNetwork: Sendable {
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening
 
-    /// Opens a link and exchanges `hello`; every failure is 4609, as `PeerConnection.open`.
-    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking
+    /// Opens a link and exchanges `hello`; every failure is 4609, as `PeerConnection.open`. A
+    /// link with nothing on it for `idle` closes (nil: it stays open).
+    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(FetchFailure) -> any PeerLinking
 
     /// A conversation on a link of its own (joining an account), accepting the server whose
     /// shown certificate `accepts` approves (`LinkTrust.shown`, pinned by an invitation):
@@ -55,6 +56,13 @@ public protocol AgentNetwork: Sendable {
 
     /// Where beacons go instead of UDP, or nil for UDP multicast and unicast.
     var beaconBus: BeaconBus? { get }
+}
+
+extension AgentNetwork {
+    /// A link that stays open until closed (one message, then closed by the caller).
+    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking {
+        try await open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: nil)
+    }
 }
 
 /// The real network: TLS 1.3 over TCP, beacons over UDP.
@@ -78,8 +86,8 @@ public struct SocketNetwork: AgentNetwork {
             acceptStream: acceptStream, answer: answer)
     }
 
-    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking {
-        try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, eventLoopGroup: eventLoopGroup)
+    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(FetchFailure) -> any PeerLinking {
+        try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, eventLoopGroup: eventLoopGroup)
     }
 
     public func converse(
@@ -211,7 +219,8 @@ public final class InMemoryNetwork: AgentNetwork {
         return Registration(port: chosen, key: key, network: self)
     }
 
-    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking {
+    /// In memory a link costs nothing while idle: `idle` is not applied.
+    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(FetchFailure) -> any PeerLinking {
         let key = "\(host):\(port)"
         let unavailable = { (why: String) in FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(key) \(why)") }
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {

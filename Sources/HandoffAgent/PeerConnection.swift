@@ -25,6 +25,9 @@ public final class PeerConnection: Sendable {
         var ended: String?
     }
 
+    /// When anything last went over the link (a request, an answer, a stream frame).
+    private let lastUse: LockedValue<ContinuousClock.Instant>
+
     /// What became of a request.
     enum Answer: Sendable {
         case answered(LinkMessage)
@@ -38,7 +41,19 @@ public final class PeerConnection: Sendable {
         self.device = device
         self.outbox = outbox
         self.state = Mutex(LinkState())
-        self.streams = LinkStreamMux { message in outbox.yield(message.frame) }
+        let lastUse = LockedValue(ContinuousClock.now)
+        self.lastUse = lastUse
+        self.streams = LinkStreamMux { message in
+            lastUse.value = .now
+            outbox.yield(message.frame)
+        }
+    }
+
+    /// Whether nothing went over the link for `idle`, and nothing waits on it (no request
+    /// unanswered, no stream open).
+    func isIdle(for idle: Duration, now: ContinuousClock.Instant = .now) -> Bool {
+        guard now - lastUse.value >= idle, streams.openStreams == 0 else { return false }
+        return state.withLock { $0.pending.isEmpty && $0.ended == nil }
     }
 
     /// Whether the link is still up.
@@ -48,8 +63,12 @@ public final class PeerConnection: Sendable {
     /// refused the handshake or the membership proof (it does not pin this device, or this
     /// device does not pin it),
     /// or closed before saying hello.
+    ///
+    /// With `idle`, the link closes once nothing went over it for that long and nothing waits
+    /// on it: an idle link then sends nothing at all (not even TCP keepalives), and the next
+    /// request opens another.
     public static func open(
-        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5),
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5), idle: Duration? = nil,
         maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(FetchFailure) -> PeerConnection {
         let unavailable: @Sendable (String) -> FetchFailure = { why in FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
@@ -145,6 +164,7 @@ public final class PeerConnection: Sendable {
             connection.value = made
             // The link may have ended between the hello and now.
             if !channel.channel.isActive { made.end("closed by the peer") }
+            if let idle { made.closeWhenIdle(idle, on: channel.channel.eventLoop) }
             return made
         case .failure(let failure)?:
             throw failure
@@ -181,7 +201,19 @@ public final class PeerConnection: Sendable {
 
     /// Sends a message that has no answer (`continued`).
     public func send(_ message: LinkMessage) {
+        lastUse.value = .now
         outbox.yield(message.frame)
+    }
+
+    /// Checks a few times per `idle` whether the link is idle, and closes it then.
+    private func closeWhenIdle(_ idle: Duration, on eventLoop: any EventLoop) {
+        let every = TimeAmount.nanoseconds(max(Int64(idle.components.seconds) * 1_000_000_000 / 4 + idle.components.attoseconds / 4_000_000_000, 50_000_000))
+        eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { [weak self] task in
+            guard let self, self.isOpen else { return task.cancel() }
+            guard self.isIdle(for: idle) else { return }
+            task.cancel()
+            self.close()
+        }
     }
 
     /// Closes the link: what was queued is written, then the connection closes; pending
@@ -204,6 +236,7 @@ public final class PeerConnection: Sendable {
                 continuation.resume(returning: .ended("the link had ended"))
                 return
             }
+            lastUse.value = .now
             outbox.yield(make(number).frame)
             Task { [weak self] in
                 try? await Task.sleep(for: deadline)
@@ -218,6 +251,7 @@ public final class PeerConnection: Sendable {
     }
 
     private func received(_ message: LinkMessage) {
+        lastUse.value = .now
         switch message {
         case .fetched(let request, _), .fetchFailed(let request, _, _):
             resolve(request, .answered(message))

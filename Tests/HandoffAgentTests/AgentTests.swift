@@ -155,6 +155,31 @@ struct AgentTests {
         }
     }
 
+    @Test("A link with nothing on it for --link-idle is closed, so nothing stays on the wire, and the next continuation opens another")
+    func idleLinkCloses() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.linkIdle = .seconds(1) }
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            defer { origin.client.close() }
+            func openOnAlpha() async -> Int {
+                guard let listener = await a.agent?.listener as? LinkListener else { return -1 }
+                return listener.connections.value.withLock { $0 }
+            }
+            try await b.call(.continue(activity: activity.id))
+            #expect(await openOnAlpha() == 1, "the continuation's link is not open on alpha")
+            // Idle for the second, then closed on both ends: no keepalive goes out after that.
+            #expect(await waitUntil(5) { await openOnAlpha() == 0 }, "the idle link stayed open on alpha")
+            #expect(await b.agent?.links.values.contains { $0.isOpen } == false, "beta still holds an open link")
+            // The next continuation opens a new one.
+            try await b.call(.continue(activity: activity.id))
+            #expect(await openOnAlpha() == 1)
+        }
+    }
+
     @Test("S8: A process claiming to be an installed app with another executable is refused")
     func impostor() async throws {
         try await withHarness { harness in

@@ -30,6 +30,7 @@ struct ConfigurationTests {
                 interface = wg0
                 peer = [fd00::2]:47170
                 save-deadline = 250ms
+                link-idle = 2m
                 maximum-payload = 4096
                 default-browser = org.example.browser
                 """, name: "handoffd.conf")
@@ -41,6 +42,8 @@ struct ConfigurationTests {
         #expect(configuration.interfaces == ["wlan0", "wg0"])
         #expect(configuration.staticPeers == [HostPort(host: "fd00::2", port: 47_170)])
         #expect(configuration.saveDeadline == .milliseconds(250))
+        #expect(configuration.linkIdle == .seconds(120))
+        #expect(try AgentConfiguration.resolve(flags: AgentSettings(), file: nil, environment: environment).linkIdle == .seconds(60))
         #expect(configuration.maximumPayload == 4096)
         #expect(configuration.defaultBrowser == "org.example.browser")
         #expect(configuration.idleRelease == .seconds(15))
@@ -96,6 +99,9 @@ struct ConfigurationTests {
         #expect(message(flags, nil).hasPrefix("--idle-release: give at least 1s, or 'off'"))
         flags.idleRelease = "later"
         #expect(message(flags, nil).hasPrefix("--idle-release: 'later' is not a duration"))
+        flags = AgentSettings()
+        flags.linkIdle = "100ms"
+        #expect(message(flags, nil).hasPrefix("--link-idle: give from 1s to 1h"))
     }
 
     @Test("Host and port: names, IPv4, bracketed IPv6")
