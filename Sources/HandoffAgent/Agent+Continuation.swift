@@ -427,7 +427,8 @@ extension Agent {
             staticPeers: configuration.staticPeers.map(\.description), apps: apps.count, currentActivity: offered,
             discovery: counters.map {
                 LocalDiscoveryCounters(datagrams: $0.datagrams, unopened: $0.unopened, replayed: $0.replayed, outsideWindow: $0.outsideWindow, accepted: $0.accepted)
-            })
+            },
+            removed: account == nil ? (try? store.load(LocalRemoval.self, from: Self.removalFileName)) ?? nil : nil)
     }
 
     func localApp(_ app: InstalledApp) -> LocalApp {

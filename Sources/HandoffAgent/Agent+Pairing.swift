@@ -555,7 +555,7 @@ extension Agent {
                 !updated.members.contains(where: { $0.id == self.identity.id })
             else { return }
             self.logger.notice("this device was removed from the account '\(current.name)' by '\(self.memberName(notice.signer))'")
-            await self.leave()
+            await self.leave(removedBy: self.memberName(notice.signer))
         }
     }
 
@@ -579,7 +579,7 @@ extension Agent {
             let signer = memberName(change.signer)
             if !updated.members.contains(where: { $0.id == identity.id }) {
                 logger.notice("this device was removed from the account '\(current.name)' by '\(signer)'")
-                await leave()
+                await leave(removedBy: signer)
                 return
             }
             record(change, revision: updated.revision)
@@ -597,8 +597,19 @@ extension Agent {
         }
     }
 
+    /// Where the record of this device's last removal is kept (`LocalStatus.removed`).
+    static let removalFileName = "removed.json"
+
     /// Forgets the account: this device was removed.
-    func leave() async {
+    func leave(removedBy remover: String? = nil) async {
+        if let remover, let name = account?.name {
+            // Kept, so that the person is told why there is no account (`status`).
+            do {
+                try store.save(LocalRemoval(account: name, by: remover, at: Date()), to: Self.removalFileName)
+            } catch {
+                logger.warning("could not keep the record of this device's removal: \(error)")
+            }
+        }
         discoveryTask?.cancel()
         await discovery?.stop()
         discovery = nil

@@ -735,6 +735,8 @@ public actor Agent {
         } catch {
             throw AgentError("\(error)")
         }
+        // In an account again: the record of an earlier removal is over.
+        try? FileManager.default.removeItem(at: store.url(Self.removalFileName))
         let keysChanged = account?.beaconKeys != state.beaconKeys
         account = state
         updatePins()

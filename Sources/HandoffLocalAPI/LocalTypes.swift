@@ -240,6 +240,21 @@ public struct LocalApp: Codable, Sendable, Hashable {
 }
 
 /// The agent's state in one answer.
+/// A device's removal from its account, as it learned it.
+public struct LocalRemoval: Codable, Sendable, Hashable {
+    /// The account's name.
+    public var account: String
+    /// The member that removed it.
+    public var by: String
+    public var at: Date
+
+    public init(account: String, by: String, at: Date) {
+        self.account = account
+        self.by = by
+        self.at = at
+    }
+}
+
 public struct LocalStatus: Codable, Sendable, Hashable {
     public var version: String
     public var device: LocalDevice
@@ -253,11 +268,15 @@ public struct LocalStatus: Codable, Sendable, Hashable {
     public var currentActivity: LocalActivity?
     /// What discovery has received since the agent started.
     public var discovery: LocalDiscoveryCounters?
+    /// With no account: the one this device was last removed from, if it was.
+    public var removed: LocalRemoval?
 
     public init(
         version: String, device: LocalDevice, account: String?, members: Int, nearby: Int, linkPort: Int,
-        interfaces: [String], staticPeers: [String], apps: Int, currentActivity: LocalActivity?, discovery: LocalDiscoveryCounters? = nil
+        interfaces: [String], staticPeers: [String], apps: Int, currentActivity: LocalActivity?, discovery: LocalDiscoveryCounters? = nil,
+        removed: LocalRemoval? = nil
     ) {
+        self.removed = removed
         self.version = version
         self.device = device
         self.account = account

@@ -113,7 +113,7 @@ struct Status: AsyncParsableCommand {
         guard let status = await call(client, .status).status else { fail(LocalError(.failed, "the agent sent no status")) }
         if output.json { return printJSON(status) }
         print("device:     \(status.device.name) (\(status.device.id.uuidString.lowercased()))")
-        print("account:    \(status.account.map { "\($0), \(status.members) device\(status.members == 1 ? "" : "s")" } ?? "none yet: 'handoff account create --name NAME', or join one")")
+        print("account:    \(status.account.map { "\($0), \(status.members) device\(status.members == 1 ? "" : "s")" } ?? status.removed.map { "none: " + removedText($0) } ?? "none yet: 'handoff account create --name NAME', or join one")")
         print("nearby:     \(status.nearby) device\(status.nearby == 1 ? "" : "s")")
         print("links:      port \(status.linkPort)")
         print("interfaces: \(status.interfaces.isEmpty ? "none (no multicast)" : status.interfaces.joined(separator: ", "))")
@@ -138,7 +138,10 @@ struct Devices: AsyncParsableCommand {
         let client = try connection.connect()
         let devices = await call(client, .devices).devices ?? []
         if output.json { return printJSON(devices) }
-        if devices.isEmpty { return print("No account yet: 'handoff account create --name NAME' on your first device.") }
+        if devices.isEmpty {
+            if let removed = await call(client, .status).status?.removed { return print("This device has no account: " + removedText(removed) + ".") }
+            return print("No account yet: 'handoff account create --name NAME' on your first device.")
+        }
         table(
             ["NAME", "STATE", "ADDRESS", "FINGERPRINT"],
             devices.map { device in
@@ -198,6 +201,12 @@ struct Continue: AsyncParsableCommand {
             print("Opened \(page) (\"\(what)\" from \(continued.device)) in the web browser.")
         }
     }
+}
+
+/// What `status` and `devices` say of a device removed from its account.
+func removedText(_ removed: LocalRemoval) -> String {
+    let when = removed.at.formatted(date: .abbreviated, time: .shortened)
+    return "it was removed from '\(removed.account)' by '\(removed.by)' (\(when)); to join again, make a code on a member with 'handoff device invite', then 'handoff join CODE' here"
 }
 
 struct Watch: AsyncParsableCommand {

@@ -273,6 +273,15 @@ struct AgentTests {
 
             #expect(await waitUntil { (try? await c.call(.status).status?.account) == .some(nil) }, "gamma still thinks it is in the account")
             #expect(await waitUntil { (try? await b.call(.status).status?.members) == 2 }, "beta did not learn of the removal")
+            // It is told why it has no account, and by whom (not "no account yet").
+            let removed = try #require(try await c.call(.status).status?.removed, "gamma's status does not say it was removed")
+            #expect(removed.account == "home")
+            #expect(removed.by == "alpha")
+            let handoff = try #require(builtExecutable("handoff"))
+            let (_, devices) = try await runCommand(handoff, ["devices", "--socket", c.socket])
+            #expect(devices.contains("removed from 'home' by 'alpha'") && !devices.contains("No account yet"), "handoff devices on gamma: \(devices)")
+            let (_, status) = try await runCommand(handoff, ["status", "--socket", c.socket])
+            #expect(status.contains("removed from 'home' by 'alpha'"), "handoff status on gamma: \(status)")
 
             // alpha's activity: beta sees it, gamma does not, and gamma cannot fetch it.
             let activity = mapActivity()
@@ -304,6 +313,7 @@ struct AgentTests {
             b = try await harness.start("beta")
             let left = await waitUntil(30) { (try? await b.call(.status).status?.account) == .some(nil) }
             #expect(left, "beta kept the account it was removed from")
+            #expect(try await b.call(.status).status?.removed?.by == "alpha", "beta is not told it was removed")
             // What tells it holds no key: a removed device must not learn the new beacon key.
             let notice = try #require(await a.agent?.removalNotice())
             #expect(try notice.account().beaconKeys.isEmpty && notice.account().retiredBeaconKeys == nil)
