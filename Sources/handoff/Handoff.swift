@@ -112,7 +112,7 @@ struct Status: AsyncParsableCommand {
         let client = try connection.connect()
         guard let status = await call(client, .status).status else { fail(LocalError(.failed, "the agent sent no status")) }
         if output.json { return printJSON(status) }
-        print("device:     \(status.device.name) (\(status.device.id.uuidString.lowercased()))")
+        print("device:     \(status.device.name) (\(status.device.id.uuidString))")
         print("account:    \(status.account.map { "\($0), \(status.members) device\(status.members == 1 ? "" : "s")" } ?? status.removed.map { "none: " + removedText($0) } ?? "none yet: 'handoff account create --name NAME', or join one")")
         print("nearby:     \(status.nearby) device\(status.nearby == 1 ? "" : "s")")
         print("links:      port \(status.linkPort)")
@@ -169,7 +169,7 @@ struct List: AsyncParsableCommand {
             activities.map { offer in
                 [
                     offer.deviceName, offer.handler ?? "(none here)", offer.activity.title ?? offer.activity.activityType, age(offer.age),
-                    offer.activity.id.uuidString.lowercased(),
+                    offer.activity.id.uuidString,
                 ]
             })
     }
@@ -228,7 +228,7 @@ struct Watch: AsyncParsableCommand {
             if json {
                 printJSON(LocalEvent(change: .appeared, device: offer.device, deviceName: offer.deviceName, activity: offer))
             } else {
-                print("offered  \(offer.deviceName): \(offer.activity.title ?? offer.activity.activityType)  [\(offer.handler ?? "no app here")]  \(offer.activity.id.uuidString.lowercased())")
+                print("offered  \(offer.deviceName): \(offer.activity.title ?? offer.activity.activityType)  [\(offer.handler ?? "no app here")]  \(offer.activity.id.uuidString)")
             }
         }
         // What is offered already reaches a pipe at once, not at the first change.
@@ -243,7 +243,7 @@ struct Watch: AsyncParsableCommand {
             if json {
                 printJSON(event)
             } else if let offer = event.activity {
-                print("\(event.change == .changed ? "changed" : "offered")  \(event.deviceName): \(offer.activity.title ?? offer.activity.activityType)  [\(offer.handler ?? "no app here")]  \(offer.activity.id.uuidString.lowercased())")
+                print("\(event.change == .changed ? "changed" : "offered")  \(event.deviceName): \(offer.activity.title ?? offer.activity.activityType)  [\(offer.handler ?? "no app here")]  \(offer.activity.id.uuidString)")
             } else {
                 print("gone     \(event.deviceName)")
             }

@@ -40,7 +40,10 @@ struct Publish: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = Logger(label: "handoff")
+        // The library's own notes (connecting, saving) are not the person's business here:
+        // only warnings and errors, on standard error.
+        var logger = Logger(label: "handoff", factory: { label in StreamLogHandler.standardError(label: label) })
+        logger.logLevel = .warning
         // Fail early and clearly when no agent runs, rather than publishing into the void.
         try connection.connect().close()
         let link = SocketAgentConnection(path: connection.path, bundleIdentifier: bundleIdentifier, logger: logger)

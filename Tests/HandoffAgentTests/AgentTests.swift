@@ -498,8 +498,9 @@ struct AgentTests {
                 "--info-json", #"{"region.center.latitude": 48.8584, "region.center.longitude": 2.2945, "region.span.latitude": 0.01, "region.span.longitude": 0.01}"#,
                 "--exit-after", "20", "--socket", a.socket,
             ]
-            publisher.standardOutput = FileHandle.nullDevice
-            publisher.standardError = FileHandle.nullDevice
+            let published = Pipe(), publishedErrors = Pipe()
+            publisher.standardOutput = published
+            publisher.standardError = publishedErrors
             try publisher.run()
             defer {
                 publisher.terminate()
@@ -520,6 +521,13 @@ struct AgentTests {
             let events = String(decoding: watched.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             #expect(events.contains("\"change\" : \"appeared\""), "\(events)")
             #expect(events.contains("From a script"))
+            // publish prints its one line, and nothing of the library's logging.
+            publisher.terminate()
+            publisher.waitUntilExit()
+            let said = String(decoding: published.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let complained = String(decoding: publishedErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(said.split(separator: "\n").count == 1 && said.hasPrefix("Offering \"From a script\""), "handoff publish printed: \(said)")
+            #expect(complained.isEmpty, "handoff publish printed on standard error: \(complained)")
         }
     }
 
@@ -661,6 +669,27 @@ struct AgentTests {
             _ = try await a.offer(activity, answering: .neverAnswer, seenBy: b)
             #expect(await waitUntil(5) { (try? await a.call(.status).status?.currentActivity) == .some(nil) }, "alpha still offers an expired activity")
             #expect(await waitUntil(5) { (try? await b.nearby().isEmpty) == true })
+        }
+    }
+
+    @Test("handoff list spells an activity's id as --json does, and handoff continue takes it")
+    func idsSpelledOnce() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            defer { origin.client.close() }
+            let handoff = try #require(builtExecutable("handoff"))
+            let (_, text) = try await runCommand(handoff, ["list", "--socket", b.socket])
+            let (_, json) = try await runCommand(handoff, ["list", "--json", "--socket", b.socket])
+            let spelled = try #require(
+                json.split(separator: "\"").first { UUID(uuidString: String($0)) == activity.id }.map(String.init), "--json printed no id: \(json)")
+            #expect(text.contains(spelled), "handoff list shows the id otherwise than --json (\(spelled)): \(text)")
+            let (status, continued) = try await runCommand(handoff, ["continue", spelled, "--socket", b.socket])
+            #expect(status == 0, "\(continued)")
         }
     }
 
