@@ -224,6 +224,9 @@ struct Watch: AsyncParsableCommand {
             if case .event(let event) = message { sink.yield(event) }
         }
         let current = await call(client, .watch).activities ?? []
+        // What each device offered last, to say what went away when it goes.
+        var shown: [UUID: LocalNearbyActivity] = [:]
+        for offer in current { shown[offer.device] = offer }
         for offer in current {
             if json {
                 printJSON(LocalEvent(change: .appeared, device: offer.device, deviceName: offer.deviceName, activity: offer))
@@ -240,10 +243,15 @@ struct Watch: AsyncParsableCommand {
             } else {
                 await notifications?.gone(event.device)
             }
+            let before = shown[event.device]
+            shown[event.device] = event.activity
             if json {
                 printJSON(event)
             } else if let offer = event.activity {
                 print("\(event.change == .changed ? "changed" : "offered")  \(event.deviceName): \(offer.activity.title ?? offer.activity.activityType)  [\(offer.handler ?? "no app here")]  \(offer.activity.id.uuidString)")
+            } else if let before {
+                // Which activity went away, as it was shown.
+                print("gone     \(event.deviceName): \(before.activity.title ?? before.activity.activityType)  [\(before.handler ?? "no app here")]  \(before.activity.id.uuidString)")
             } else {
                 print("gone     \(event.deviceName)")
             }

@@ -693,6 +693,25 @@ struct AgentTests {
         }
     }
 
+    @Test("handoff watch says which activity went away, not only which device")
+    func watchSaysWhatWentAway() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            let activity = mapActivity()
+            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            let handoff = try #require(builtExecutable("handoff"))
+            let watch = try RunningCommand(handoff, ["watch", "--socket", b.socket])
+            try #require(await waitUntil { watch.output.contains("offered") }, "watch printed: \(watch.output)")
+            // The app goes, and its activity with it.
+            origin.client.close()
+            try #require(await waitUntil(20) { watch.output.contains("gone") }, "watch printed: \(watch.output)")
+            let gone = try #require(watch.output.split(separator: "\n").first { $0.hasPrefix("gone") })
+            #expect(gone.contains(activity.id.uuidString) && gone.contains("alpha"), "the gone line does not say which activity: \(gone)")
+        }
+    }
+
     @Test("handoff device invite and handoff join: both screens show one verification number, and typing yes lets the device in")
     func interactivePairingCommands() async throws {
         try await withHarness { harness in
