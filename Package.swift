@@ -104,18 +104,20 @@ let package = Package(
             name: "handoff-browser-host",
             dependencies: ["Handoff", "HandoffLocalAPI", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
         .executableTarget(name: "handoff-demo", dependencies: ["handoffd", "handoff", "MapViewer"], swiftSettings: strict),
+        .target(name: "BenchmarkReport", path: "Benchmarks/BenchmarkReport", swiftSettings: strict),
         .executableTarget(
             name: "UserInfoBenchmark",
-            dependencies: ["Handoff"],
+            dependencies: ["BenchmarkReport", "Handoff"],
             path: "Benchmarks/UserInfoBenchmark",
             swiftSettings: strict
         ),
         .executableTarget(
             name: "AgentBenchmark",
             dependencies: [
-                "Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "HandoffFuzzing", "handoffd",
+                "BenchmarkReport", "Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "HandoffFuzzing", "handoffd",
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             path: "Benchmarks/AgentBenchmark",
             swiftSettings: strict

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The agent's benchmark: continue latency against a bare TLS 1.3 exchange, discovery latency,
-# and the idle agent's memory and CPU, between two real handoffd processes. As root it puts
-# them in two network namespaces on a bridge it makes (and removes); otherwise on loopback.
-# Nothing is sent outside this machine. ITERATIONS=N changes the number of continuations
-# (default 200). Prints a Markdown table.
+# The agent's benchmark: continue (warm link, from the command line, and after the link went
+# quiet) against the fastest bare TLS 1.3 exchange NIO makes, discovery, and two paired idle
+# agents' memory (RSS, PSS, USS) and CPU over MEMORY_SECONDS (default 300), between real
+# handoffd processes. As root in two network namespaces on a bridge it makes (and removes),
+# otherwise on loopback; nothing is sent outside this machine. Runs repeat until their medians
+# agree within 10 %. Prints Markdown tables; exits 1 if a target is missed.
+# ITERATIONS=N (default 200) and QUIET_ITERATIONS=N (default 30) change each run's size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# handoffd is built as it should be installed (docs/agent.md, Installing): the Swift runtime
-# and Foundation linked in, so the process maps only what it uses, linked by lld with packed
-# relative relocations and no exported symbols, so that starting touches little of the file.
+command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
+# Built as it should be installed (docs/agent.md, Installing): the Swift runtime and Foundation
+# linked in, so the process maps only what it uses, linked by lld with packed relative
+# relocations and no exported symbols, so that starting touches little of the file.
 flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
-swift build "${flags[@]}" --product AgentBenchmark >&2
+for product in AgentBenchmark handoffd handoff; do swift build "${flags[@]}" --product "$product" >&2; done
 exec "$(swift build "${flags[@]}" --show-bin-path)/AgentBenchmark"

@@ -16,6 +16,7 @@
 //     refilled, for MANY_SECONDS, and B restarts in it: its first continuation needs a new
 //     link while every slot is wanted.
 import Crypto
+import BenchmarkReport
 import Foundation
 import Handoff
 import HandoffAgent
@@ -266,7 +267,7 @@ func floodBenchmark() async throws {
     var processes: [Process] = []
     var agentB: Process?
     defer {
-        for process in processes + [agentB].compactMap({ $0 }) where process.isRunning { process.terminate(); process.waitUntilExit() }
+        for process in processes + [agentB].compactMap({ $0 }) { stop(process) }
         let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         for pid in pids.compactMap(Int32.init) {
             if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe"), exe.hasPrefix(root) { kill(pid, SIGTERM) }
@@ -400,6 +401,7 @@ func floodBenchmark() async throws {
         return "| \(name) | \(result.latencies.count) | \(result.failures.count) | \(p50) | \(p99) |"
     }
     print("""
+        Machine: \(machineDescription()). Release build, static Swift runtime.
         Flood: \(useNamespaces ? "three network namespaces on one bridge (A, B, the flooder)" : "loopback, the flooder from 127.0.0.2"). \
         The flooder sent \(sentBeacons) beacons (\(Int(Double(sentBeacons) / floodSeconds))/s: random, bit-flipped, replayed, stale) to A's \
         unicast beacon port and opened \(openedConnections) connections (\(Int(Double(openedConnections) / floodSeconds))/s: closed at once, \

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -56,4 +57,8 @@ int handoff_pass_credentials(int fd) {
 
 int handoff_exchange(const char *first, const char *second) {
     return renameat2(AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE);
+}
+
+long handoff_random(void *buffer, unsigned long count) {
+    return (long)getrandom(buffer, count, 0);
 }

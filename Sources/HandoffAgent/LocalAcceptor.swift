@@ -235,7 +235,7 @@ final class LocalAcceptor: Sendable {
                         client.executable = nil
                     }
                     // The system's generator (getrandom): not guessable ahead of time.
-                    let nonce = Data((0..<16).map { _ in UInt8.random(in: .min ... .max) })
+                    let nonce = Data(SystemRandom.bytes(16))
                     let frame = LocalMessage.prove(nonce: nonce).frame.encoded
                     let sent = frame.withUnsafeBytes { send(client.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                     guard sent == frame.count else {

@@ -40,7 +40,7 @@ public struct Invitation: Sendable, Hashable {
     public static func make(_ kind: Kind, host: String, port: Int, fingerprint hex: String) -> Invitation {
         let sizes = sizes(kind)
         let fingerprint = Array(Self.bytes(fromHex: hex).prefix(sizes.fingerprint))
-        let secret = (0..<sizes.secret).map { _ in UInt8.random(in: 0...255) }
+        let secret = SystemRandom.bytes(sizes.secret)
         return Invitation(kind: kind, host: host, port: port, fingerprint: fingerprint, secret: secret)
     }
 

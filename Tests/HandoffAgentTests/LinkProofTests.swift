@@ -63,6 +63,20 @@ struct LinkProofTests {
         #expect(LinkProof.open([Array(one[0].dropLast())], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
     }
 
+    @Test("The boxes a connecting member has no key for are random: of the box size, each unlike the others and unlike the last proof's")
+    func fillerBoxes() {
+        let first = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
+        let second = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
+        let fillers = Array(first.dropFirst()) + Array(second.dropFirst())
+        #expect(fillers.count == 2 * (LinkProof.connectingBoxes - 1))
+        #expect(fillers.allSatisfy { $0.count == LinkProof.boxSize })
+        #expect(Set(fillers).count == fillers.count)
+        // Not a fixed pattern: every byte value shows up across 14 KiB of random bytes.
+        #expect(Set(fillers.joined()).count == 256)
+        #expect(SystemRandom.bytes(0).isEmpty)
+        #expect(SystemRandom.bytes(100_000).count == 100_000)
+    }
+
     /// Whether `future` failed already (an embedded channel's future that is never completed
     /// would block `wait()` for ever).
     static func failed(_ future: EventLoopFuture<LinkPeer>) -> Bool {

@@ -23,4 +23,8 @@ int handoff_pass_credentials(int fd);
 /// other named, and no moment exists where either names nothing.
 int handoff_exchange(const char *first, const char *second);
 
+/// getrandom(2): up to `count` bytes from the system's generator into `buffer`. Returns the
+/// number written, or -1 with errno set.
+long handoff_random(void *buffer, unsigned long count);
+
 #endif

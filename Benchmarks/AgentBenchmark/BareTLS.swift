@@ -1,0 +1,166 @@
+// The baseline continue is measured against: the fastest exchange NIO can make over a fresh TLS
+// connection. One process per side, each with one warm event loop and one TLS context made
+// before the clock starts; TLS 1.3, both sides present a P-256 certificate (as the agents'
+// links do) and pin the other's by its SHA-256; TCP_NODELAY; a 3 KB request echoed back. The
+// client's loop runs on its event loop, so no thread or task hop is timed: from `connect` to
+// the last byte of the answer, then the connection is closed and the next one begins.
+// Nothing else is in the path: no framing library, no membership proof, no actor.
+import Crypto
+import BenchmarkReport
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import SwiftASN1
+import X509
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes a fresh P-256 certificate (DER and PEM) and key for each side into `folder`
+/// (`server.der`, `server.pem`, `server.key.pem`, and the same for `client`).
+func makeBareTLSIdentities(in folder: String) throws {
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    for side in ["server", "client"] {
+        let key = P256.Signing.PrivateKey()
+        let name = try DistinguishedName { CommonName(side) }
+        let certificate = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
+            notValidBefore: Date().addingTimeInterval(-3_600), notValidAfter: Date().addingTimeInterval(86_400),
+            issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth, .clientAuth])
+            },
+            issuerPrivateKey: .init(key))
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        try Data(serializer.serializedBytes).write(to: URL(fileURLWithPath: "\(folder)/\(side).der"))
+        try PEMDocument(type: "CERTIFICATE", derBytes: serializer.serializedBytes).pemString
+            .write(toFile: "\(folder)/\(side).pem", atomically: true, encoding: .utf8)
+        try key.pemRepresentation.write(toFile: "\(folder)/\(side).key.pem", atomically: true, encoding: .utf8)
+    }
+}
+
+/// This side's TLS context, and a verifier that accepts only the other side's certificate.
+/// A verifier that pins one certificate.
+typealias PinningVerifier = @Sendable ([NIOSSLCertificate], EventLoopPromise<NIOSSLVerificationResult>) -> Void
+
+func bareTLSContext(folder: String, side: String, peer: String) throws -> (NIOSSLContext, PinningVerifier) {
+    let der = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(folder)/\(side).der")))
+    let key = try NIOSSLPrivateKey(file: "\(folder)/\(side).key.pem", format: .pem)
+    let pinned = Array(SHA256.hash(data: try Data(contentsOf: URL(fileURLWithPath: "\(folder)/\(peer).der"))))
+    var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(try NIOSSLCertificate(bytes: der, format: .der))], privateKey: .privateKey(key))
+    configuration.minimumTLSVersion = .tlsv13
+    configuration.maximumTLSVersion = .tlsv13
+    configuration.certificateVerification = .noHostnameVerification
+    configuration.trustRoots = .certificates([])
+    let verify: PinningVerifier = { certificates, promise in
+        let leaf = certificates.first.flatMap { try? $0.toDERBytes() }
+        promise.succeed(leaf.map { Array(SHA256.hash(data: $0)) == pinned } == true ? .certificateVerified : .failed)
+    }
+    return (try NIOSSLContext(configuration: configuration), verify)
+}
+
+let bareRequestSize = 3 * 1024
+
+/// Reads a 4-byte length and that many bytes; the server echoes them, the client completes.
+final class BareExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
+    // @unchecked: used only on its channel's event loop.
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private var buffer: ByteBuffer?
+    private let answered: EventLoopPromise<Void>?
+
+    init(answered: EventLoopPromise<Void>?) { self.answered = answered }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if answered != nil {
+            var request = context.channel.allocator.buffer(capacity: 4 + bareRequestSize)
+            request.writeInteger(UInt32(bareRequestSize))
+            request.writeRepeatingByte(0x41, count: bareRequestSize)
+            context.writeAndFlush(wrapOutboundOut(request), promise: nil)
+        }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var incoming = unwrapInboundIn(data)
+        if buffer == nil { buffer = incoming } else { buffer!.writeBuffer(&incoming) }
+        guard let length = buffer!.getInteger(at: buffer!.readerIndex, as: UInt32.self), buffer!.readableBytes >= 4 + Int(length) else { return }
+        if let answered {
+            answered.succeed(())
+        } else {
+            context.writeAndFlush(wrapOutboundOut(buffer!), promise: nil)
+        }
+        buffer = nil
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        answered?.fail(error)
+        context.close(promise: nil)
+    }
+}
+
+func runBareTLSServer(folder: String, host: String, port: Int) throws -> Never {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let (context, verify) = try bareTLSContext(folder: folder, side: "server", peer: "client")
+    let channel = try ServerBootstrap(group: group)
+        .serverChannelOption(.backlog, value: 256)
+        .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+        .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+        .childChannelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandlers([
+                    NIOSSLServerHandler(context: context, customVerificationCallback: verify), BareExchangeHandler(answered: nil),
+                ])
+            }
+        }
+        .bind(host: host, port: port).wait()
+    print("listening \(channel.localAddress?.port ?? 0)")
+    fflush(nil)
+    while true { sleep(3600) }
+}
+
+/// `count` exchanges (after 20 to warm up), each on a fresh connection; prints each latency in
+/// milliseconds.
+func runBareTLSClient(folder: String, host: String, port: Int, count: Int) throws {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let loop = group.next()
+    let (context, verify) = try bareTLSContext(folder: folder, side: "client", peer: "server")
+    let done = loop.makePromise(of: [UInt64].self)
+    let warmUp = 20
+    // Runs on the event loop only.
+    final class Loop: @unchecked Sendable {
+        var latencies: [UInt64] = []
+    }
+    let state = Loop()
+    @Sendable func next() {
+        guard state.latencies.count < count + warmUp else { return done.succeed(state.latencies) }
+        let answered = loop.makePromise(of: Void.self)
+        let bootstrap = ClientBootstrap(group: loop).channelOption(.tcpOption(.tcp_nodelay), value: 1)
+        let start = now()
+        bootstrap.channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandlers([
+                    try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: verify), BareExchangeHandler(answered: answered),
+                ])
+            }
+        }
+        .connect(host: host, port: port).whenComplete { result in
+            switch result {
+            case .failure(let error): done.fail(error)
+            case .success(let channel):
+                answered.futureResult.whenComplete { outcome in
+                    state.latencies.append(now() - start)
+                    if case .failure(let error) = outcome { return done.fail(error) }
+                    channel.close().whenComplete { _ in next() }
+                }
+            }
+        }
+    }
+    loop.execute { next() }
+    for latency in try done.futureResult.wait().dropFirst(warmUp) { print(milliseconds(latency)) }
+}
