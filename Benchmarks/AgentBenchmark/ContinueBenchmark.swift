@@ -56,6 +56,7 @@ func orchestrate() async throws -> Targets {
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
 
     let prefix = "hb\(getpid() % 100_000)"
+    undoOnFailure.withLock { $0 = prefix }
     let a: Host
     let b: Host
     if useNamespaces {
@@ -108,7 +109,8 @@ func orchestrate() async throws -> Targets {
     let app = try appFolder("Receiver", bundle: bundleIdentifier, activityType: activityType)
     _ = await call(b, .installApp(directory: app))
     let counter = LockedCounter()
-    var origin = try originApp(socket: a.socket, counter: counter)
+    let saves = SaveTimes()
+    var origin = try originApp(socket: a.socket, counter: counter, saves: saves)
     let payload = try UserInfoCoding.encode(typicalUserInfo(iteration: 0)).count
     let heard = HeardActivities()
     let watcher = try LocalClient(path: b.socket, role: .control) { message in
@@ -138,15 +140,32 @@ func orchestrate() async throws -> Targets {
     let control = try LocalClient(path: b.socket, role: .control)
     /// One continuation through B's agent, timed from the call to its answer (the daemon level:
     /// the origin's save included, the activity sent to the app) and to the app holding it.
+    /// Where the time of the warm continuations went: to the origin app's save request, the
+    /// app's save, from its answer to the app on B, and from that to the caller's answer.
+    let legNames = [
+        "B's agent, the link, A's agent: the call to the origin app's save request",
+        "the origin app: the save (3 KB userInfo encoded) and its answer",
+        "A's agent, the link, B's agent: the answer to the app on B holding it",
+        "B's agent: the app's delivery to the caller's answer",
+    ]
+    var legs: [String: [Double]] = [:]
     func continueOnce(_ client: LocalClient) async throws -> (daemon: Double, app: Double) {
         let iteration = counter.peek()
         let start = now()
         if let error = try await client.call(.continue(activity: activityID)).error { fail("continue: \(error)") }
         let answered = now()
         await waitFor("the receiving app to restore") { restoredAt(iteration) != nil }
-        return (milliseconds(answered - start), milliseconds(restoredAt(iteration)! - start))
+        let restored = restoredAt(iteration)!
+        if let save = saves.times(of: iteration) {
+            legs[legNames[0], default: []].append(milliseconds(save.arrived - start))
+            legs[legNames[1], default: []].append(milliseconds(save.answered - save.arrived))
+            legs[legNames[2], default: []].append(milliseconds(restored - save.answered))
+            legs[legNames[3], default: []].append(milliseconds(answered) - milliseconds(restored))
+        }
+        return (milliseconds(answered - start), milliseconds(restored - start))
     }
     for _ in 0..<5 { _ = try await continueOnce(control) }  // the app started, the link open
+    legs = [:]
 
     let cli = binaries.appendingPathComponent("handoff").path
     let runs = try await repeatRuns(["continue", "continue to the app", "CLI continue", "CLI to the app", "bare TLS", "discovery"]) { _ in
@@ -179,6 +198,7 @@ func orchestrate() async throws -> Targets {
         return run
     }
 
+    let warmLegs = legs
     // Both agents idle, their link open, no activity offered.
     try origin.send(.invalidated(activity: activityID))
     origin.close()
@@ -191,7 +211,7 @@ func orchestrate() async throws -> Targets {
     let openAfter = linkOpen()
 
     // The first continuation after that: the link still open, the agents' memory given back.
-    origin = try originApp(socket: a.socket, counter: counter)
+    origin = try originApp(socket: a.socket, counter: counter, saves: saves)
     _ = try await offer(origin)
     let firstAfterIdle = try await continueOnce(control).daemon
     control.close()
@@ -207,7 +227,7 @@ func orchestrate() async throws -> Targets {
         if case .event(let event) = message, let id = event.activity?.activity.id { heard.record(id) }
     }
     _ = try await rewatcher.call(.watch)
-    origin = try originApp(socket: a.socket, counter: counter)
+    origin = try originApp(socket: a.socket, counter: counter, saves: saves)
     _ = try await offer(origin)
     let quietControl = try LocalClient(path: b.socket, role: .control)
     _ = try await continueOnce(quietControl)  // the app reconnected to the new agent
@@ -264,6 +284,14 @@ func orchestrate() async throws -> Targets {
         | baseline: bare TLS 1.3 connect + 3 KB request and answer, A to B | \(row(runs, "bare TLS")) |
         | discovery: `becameCurrent` on A to B's watcher hearing it | \(row(runs, "discovery")) |
         | continue, the first after \(memorySeconds) s idle (link open), to the answer | \(format(firstAfterIdle, 3)) ms | |
+
+        Where a warm continuation's time goes (medians of all runs' continuations; the legs are measured from the apps, whose \
+        clocks are the same CLOCK_MONOTONIC, and add up to the time to the app; the last one can be negative: B's agent sends the \
+        app its activity before it answers the caller):
+
+        | leg | p50 |
+        | --- | --- |
+        \(legNames.map { "| \($0) | \(format(percentile(warmLegs[$0] ?? [], 0.5), 3)) ms |" }.joined(separator: "\n"))
 
         Idle, \(memorySeconds) s, link \(openBefore && openAfter ? "open throughout" : "NOT open throughout"), no activity offered, a sample a second:
 

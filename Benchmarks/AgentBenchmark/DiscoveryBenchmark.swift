@@ -100,6 +100,7 @@ func discoveryBenchmark() async throws -> Targets {
     try? FileManager.default.removeItem(atPath: root)
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     let prefix = "hd\(getpid() % 100_000)"
+    undoOnFailure.withLock { $0 = prefix }
     makeBridgedNamespaces(prefix: prefix, names: ["a", "b"], subnet: "10.79.0") { namespace in
         shell(["ip", "netns", "exec", namespace, "sysctl", "-q", "-w", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"])
     }
@@ -119,11 +120,12 @@ func discoveryBenchmark() async throws -> Targets {
     }
 
     // Two agents with the defaults (links on [::], beacons over IPv4 and IPv6, DNS-SD on, links
-    // closed after 60 s unused), paired; the receiving app installed on B.
+    // closed after 60 s unused), paired; the receiving app installed on B, unsigned (development
+    // mode, which changes nothing on the network).
     for host in [a, b] {
         processes.append(start(host.command([
             binaries.appendingPathComponent("handoffd").path, "--name", host.name, "--state-dir", host.state, "--socket", host.socket,
-            "--interface", "eth0", "--log-level", "error",
+            "--interface", "eth0", "--log-level", "error", "--development-mode", "on",
         ])))
     }
     await pair(a, b)

@@ -248,6 +248,7 @@ func floodBenchmark() async throws {
     try? FileManager.default.removeItem(atPath: root)
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     let prefix = "hf\(getpid() % 100_000)"
+    undoOnFailure.withLock { $0 = prefix }
     let a: Host
     let b: Host
     let flooder: (namespace: String?, address: String)

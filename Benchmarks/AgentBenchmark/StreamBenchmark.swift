@@ -282,6 +282,7 @@ func streamBenchmark() async throws -> Targets {
     let base = Int.random(in: 20_000..<40_000)
     let a = Host(name: "a", namespace: nil, address: "127.0.0.1", port: base)
     let b = Host(name: "b", namespace: nil, address: "127.0.0.1", port: base + 2)
+    undoOnFailure.withLock { $0 = "" }
     var processes: [Process] = []
     defer {
         for process in processes { stop(process) }

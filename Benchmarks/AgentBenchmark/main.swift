@@ -35,9 +35,39 @@ func stop(_ process: Process) {
     process.waitUntilExit()
 }
 
+/// Ends the benchmark with status 1, first undoing what it started (`undoOnFailure`).
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("AgentBenchmark: \(message)\n".utf8))
+    if let namespaces = undoOnFailure.withLock({ $0 }) { undo(namespaces: namespaces) }
     exit(1)
+}
+
+/// The prefix of the network namespaces the running benchmark made, once it made any (or ""
+/// when it made none): what `fail` undoes.
+let undoOnFailure = Mutex<String?>(nil)
+
+/// Kills every process of this run (its state, sockets and apps live under `root`), removes
+/// the network namespaces named `prefix`… and the run's folder.
+func undo(namespaces prefix: String) {
+    let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    for pid in pids.compactMap(Int32.init) where pid != getpid() {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) ?? ""
+        let arguments = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        if exe.hasPrefix(root + "/") || arguments.contains(root + "/") { kill(pid, SIGKILL) }
+    }
+    if !prefix.isEmpty {
+        let output = Pipe()
+        let process = start(["ip", "netns", "list"], output: output)
+        let names = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        for line in names.split(separator: "\n") {
+            // Another run's namespaces start with another number: "hb12" is not "hb123".
+            if let name = line.split(separator: " ").first, name.hasPrefix(prefix), name.dropFirst(prefix.count).allSatisfy(\.isLetter) {
+                shell(["ip", "netns", "del", String(name)])
+            }
+        }
+    }
+    try? FileManager.default.removeItem(atPath: root)
 }
 
 /// A userInfo of about 3 KB, like the seeds' examples (the same shape as the userInfo benchmark's).
@@ -272,14 +302,18 @@ func appFolder(_ name: String, bundle: String, activityType: String) throws -> S
     return app
 }
 
-/// The origin app: it answers every save with a fresh 3 KB userInfo, numbered by `counter`.
-func originApp(socket: String, counter: LockedCounter) throws -> LocalClient {
+/// The origin app: it answers every save with a fresh 3 KB userInfo, numbered by `counter`,
+/// noting when each save came and when its answer went (`saves`).
+func originApp(socket: String, counter: LockedCounter, saves: SaveTimes? = nil) throws -> LocalClient {
     let box = OriginBox()
     let client = try LocalClient(path: socket, role: .app) { message in
         guard case .save(let request, let id) = message, let client = box.client else { return }
-        let userInfo = try? UserInfoCoding.encode(typicalUserInfo(iteration: counter.next()))
+        let arrived = now()
+        let iteration = counter.next()
+        let userInfo = try? UserInfoCoding.encode(typicalUserInfo(iteration: iteration))
         let record = LocalRecord(activity: LocalActivity(id: id, activityType: activityType, title: "Benchmark", teamIdentifier: team), userInfo: userInfo)
         try? client.send(.saved(request: request, record))
+        saves?.record(iteration, arrived: arrived, answered: now())
     }
     box.client = client
     return client
@@ -292,6 +326,13 @@ final class OriginBox: Sendable {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
     }
+}
+
+/// When the origin app got each save request and sent its answer, by iteration.
+final class SaveTimes: Sendable {
+    private let times = Mutex<[Int: (arrived: UInt64, answered: UInt64)]>([:])
+    func record(_ iteration: Int, arrived: UInt64, answered: UInt64) { times.withLock { $0[iteration] = (arrived, answered) } }
+    func times(of iteration: Int) -> (arrived: UInt64, answered: UInt64)? { times.withLock { $0[iteration] } }
 }
 
 final class LockedCounter: Sendable {

@@ -55,13 +55,20 @@ struct Output: ParsableArguments {
 /// Prints the error and exits with the code its kind maps to.
 func fail(_ error: LocalError) -> Never {
     FileHandle.standardError.write(Data("handoff: \(error)\n".utf8))
-    switch error.kind {
-    case .notFound where error.message.contains("no Handoff agent"): exit(Exit.noAgent)
-    case .notFound: exit(Exit.notFound)
-    case .continuation: exit(Exit.continuationFailed)
-    case .notAllowed: exit(Exit.notAllowed)
-    case .account: exit(Exit.account)
-    default: exit(Exit.failed)
+    exit(Exit.code(for: error))
+}
+
+extension Exit {
+    /// The exit code for an error the agent (or the connection to it) gave: docs/agent.md's table.
+    static func code(for error: LocalError) -> Int32 {
+        switch error.kind {
+        case .notFound where error.message.contains("no Handoff agent"): noAgent
+        case .notFound: notFound
+        case .continuation: continuationFailed
+        case .notAllowed: notAllowed
+        case .account: account
+        default: failed
+        }
     }
 }
 

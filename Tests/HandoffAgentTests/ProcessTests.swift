@@ -138,6 +138,68 @@ struct ProcessTests {
         #expect(checks.first?.area == "agent" && checks.first?.status == .problem)
     }
 
+    @Test("Every exit code in docs/agent.md's table is the one handoff gives, against a real agent")
+    func exitCodes() async throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let socket = folder.appendingPathComponent("agent.sock").path
+        let documented = try Self.documentedExitCodes()
+        #expect(documented == [0, 1, 3, 4, 5, 6, 7, 8, 64], "docs/agent.md's table changed: \(documented)")
+        func expect(_ arguments: [String], _ code: Int32, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let result = try await run("handoff", arguments + ["--socket", socket])
+            #expect(result.status == code, "handoff \(arguments.joined(separator: " ")): \(result.status), \(result.errors)", sourceLocation: sourceLocation)
+        }
+        // 3: no agent at the socket, for a call and for doctor alike.
+        try await expect(["status"], 3)
+        try await expect(["list"], 3)
+        // 64: bad arguments, refused before the agent is asked.
+        try await expect(["continue", "not-an-id"], 64)
+        try await expect(["continue", UUID().uuidString, "--latest"], 64)
+        try await expect(["no-such-command"], 64)
+
+        let process = Process()
+        let binary = try #require(builtExecutable("handoffd"))
+        process.executableURL = binary
+        process.arguments = [
+            "--name", "this-one", "--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0",
+            "--interface", "none", "--log-level", "error",
+        ]
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        #expect(await waitUntil { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 })
+        // 0: done.
+        try await expect(["status"], 0)
+        // 7: no account yet; then one already.
+        try await expect(["device", "invite"], 7)
+        try await expect(["account", "create", "--name", "home"], 0)
+        try await expect(["account", "create", "--name", "again"], 7)
+        // 4: no such activity, device or app.
+        try await expect(["continue", UUID().uuidString], 4)
+        try await expect(["continue", "--latest"], 4)
+        try await expect(["device", "remove", "nobody"], 4)
+        try await expect(["apps", "remove", "com.example.none"], 4)
+        // 6: not allowed (a device cannot remove itself).
+        try await expect(["device", "remove", "this-one"], 6)
+        // 1: failed, the message says why (an app folder that does not exist).
+        try await expect(["apps", "install", folder.appendingPathComponent("missing.app").path], 1)
+        // 8: doctor found something that keeps devices apart (no interface to look on).
+        try await expect(["doctor"], 8)
+        // 5 (a continuation that failed) needs another device: ExitCodeTests checks its mapping.
+    }
+
+    /// The codes in docs/agent.md's exit code table.
+    static func documentedExitCodes() throws -> [Int32] {
+        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("docs/agent.md")
+        let text = try String(contentsOf: docs, encoding: .utf8)
+        let table = try #require(text.range(of: "| code | meaning |"))
+        return text[table.upperBound...].split(separator: "\n").dropFirst().prefix { $0.hasPrefix("|") }
+            .compactMap { Int32($0.split(separator: "|").first?.trimmingCharacters(in: .whitespaces) ?? "") }
+    }
+
     @Test("handoff refuses bad arguments before asking the agent")
     func badArguments() async throws {
         let result = try await run("handoff", ["continue", "not-an-id", "--socket", "/tmp/none.sock"])
