@@ -3,6 +3,7 @@ import HandoffLocalAPI
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -19,7 +20,7 @@ public final class LocalPeer: Sendable {
     public let executable: URL?
     /// Why the process is not taken for the app its executable is, if it is not.
     public let notAnApp: String?
-    private let outbox: AsyncStream<LocalMessage>.Continuation?
+    private let writer: LocalWriter?
     /// For a client in the agent's process: messages are handed to it at once, in order.
     private let deliver: (@Sendable (LocalMessage) -> Void)?
     private let hangUp: @Sendable () -> Void
@@ -29,13 +30,13 @@ public final class LocalPeer: Sendable {
     public let isInProcess: Bool
 
     init(
-        pid: Int32, uid: UInt32, executable: URL?, notAnApp: String? = nil, outbox: AsyncStream<LocalMessage>.Continuation, inProcess: Bool = false,
+        pid: Int32, uid: UInt32, executable: URL?, notAnApp: String? = nil, writer: LocalWriter, inProcess: Bool = false,
         hangUp: @escaping @Sendable () -> Void
     ) {
         self.pid = pid
         self.notAnApp = notAnApp
         self.uid = uid
-        self.outbox = outbox
+        self.writer = writer
         self.deliver = nil
         self.hangUp = hangUp
         self.isInProcess = inProcess
@@ -46,7 +47,7 @@ public final class LocalPeer: Sendable {
     init(inProcessDelivering deliver: @escaping @Sendable (LocalMessage) -> Void, hangUp: @escaping @Sendable () -> Void) {
         pid = getpid()
         uid = getuid()
-        outbox = nil
+        writer = nil
         self.deliver = deliver
         self.hangUp = hangUp
         self.notAnApp = nil
@@ -54,24 +55,78 @@ public final class LocalPeer: Sendable {
         executable = nil
     }
 
-    /// Queues a message to the client, in order. A client that leaves `LocalAPIServer.queueLimit`
+    /// Sends a message to the client, in order. A client that leaves `LocalAPIServer.queueLimit`
     /// messages unread is disconnected rather than let the agent's memory grow.
     public func send(_ message: LocalMessage) {
         if let deliver {
             deliver(message)
             return
         }
-        if case .dropped = outbox?.yield(message) {
-            outbox?.finish()
-            hangUp()
-        }
+        if writer?.write(message.frame) == false { hangUp() }
     }
 
-    /// Ends the connection once what was queued has been written.
+    /// Ends the connection once what was sent has been written.
     public func close() {
-        outbox?.finish()
+        writer?.finish()
         if deliver != nil { hangUp() }
     }
+}
+
+/// Writes a local client's messages straight to its channel from whichever thread sends them:
+/// NIO hands each to the channel's event loop, with no task and no queue of our own between
+/// (each would be one more thread to wake for every message). At most `limit` messages may be
+/// unwritten at once: a client that leaves more unread is refused the next one.
+final class LocalWriter: Sendable {
+    private struct State {
+        var unwritten = 0
+        var finished = false
+    }
+    private let channel: any Channel
+    private let limit: Int
+    private let state = Mutex(State())
+    private let drained: EventLoopPromise<Void>
+
+    init(channel: any Channel, limit: Int) {
+        self.channel = channel
+        self.limit = limit
+        drained = channel.eventLoop.makePromise()
+    }
+
+    /// Writes `frame` after every frame written before; false (and nothing written) once
+    /// finished, or when `limit` frames are still unwritten.
+    func write(_ frame: Frame) -> Bool {
+        let accepted = state.withLock { state -> Bool in
+            guard !state.finished, state.unwritten < limit else { return false }
+            state.unwritten += 1
+            return true
+        }
+        guard accepted else { return false }
+        // Always through the event loop's queue, even from the loop itself: a frame sent
+        // there must not overtake one another thread sent just before.
+        let channel = self.channel
+        channel.eventLoop.execute {
+            channel.writeAndFlush(frame).whenComplete { _ in
+                let done = self.state.withLock { state -> Bool in
+                    state.unwritten -= 1
+                    return state.finished && state.unwritten == 0
+                }
+                if done { self.drained.succeed() }
+            }
+        }
+        return true
+    }
+
+    /// Takes no more frames; `whenDrained` completes once those taken are written (or failed).
+    func finish() {
+        let done = state.withLock { state -> Bool in
+            guard !state.finished else { return false }
+            state.finished = true
+            return state.unwritten == 0
+        }
+        if done { drained.succeed() }
+    }
+
+    var whenDrained: EventLoopFuture<Void> { drained.futureResult }
 }
 
 /// Linux's `struct ucred`, which Glibc shows Swift only under `_GNU_SOURCE`: the same three
@@ -185,16 +240,11 @@ public final class LocalAPIServer: Sendable {
                 await serveStream(streamClient, &iterator, outbound)
                 return
             }
-            let (outgoing, outbox) = AsyncStream<LocalMessage>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
+            let writer = LocalWriter(channel: channel, limit: queueLimit)
             let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
-            let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, outbox: outbox) {
+            let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, writer: writer) {
+                writer.finish()
                 channel.close(promise: nil)
-            }
-            let writer = Task {
-                for await message in outgoing {
-                    do { try await outbound.write(message.frame) } catch { break }
-                }
-                outbound.finish()
             }
             let reader = Task { [iterator] in
                 var iterator = iterator
@@ -221,10 +271,11 @@ public final class LocalAPIServer: Sendable {
                 inbox.finish()
             }
             await serve(peer, incoming)
-            // What was queued (a last refusal) is written before the connection closes, unless
+            // What was sent (a last refusal) is written before the connection closes, unless
             // the client does not read it within 2 seconds.
-            outbox.finish()
-            _ = try? await withDeadline(.seconds(2)) { await writer.value }
+            writer.finish()
+            _ = try? await withDeadline(.seconds(2)) { try await writer.whenDrained.get() }
+            outbound.finish()
             channel.close(promise: nil)
             reader.cancel()
         }
