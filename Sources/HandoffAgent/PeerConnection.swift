@@ -23,6 +23,10 @@ public final class PeerConnection: Sendable {
         var nextRequest: UInt64 = 1
         var pending: [UInt64: CheckedContinuation<Answer, Never>] = [:]
         var ended: String?
+        /// Whether TCP keepalive is on, and whether it follows what waits on the link
+        /// (`watchWhileBusy`).
+        var watching = true
+        var watchesWhenBusy = false
     }
 
     /// When anything last went over the link (a request, an answer, a stream frame).
@@ -35,11 +39,21 @@ public final class PeerConnection: Sendable {
         case timedOut
     }
 
-    private init(host: String, port: Int, device: UUID, outbox: AsyncStream<Frame>.Continuation) {
+    /// Turns the connection's TCP keepalive on or off.
+    private let keepalive: @Sendable (Bool) -> Void
+    /// The connection's channel (for tests to look at its socket).
+    private(set) var socket: (any Channel)? {
+        get { socketStorage.value }
+        set { socketStorage.value = newValue }
+    }
+    private let socketStorage = LockedValue<(any Channel)?>(nil)
+
+    private init(host: String, port: Int, device: UUID, outbox: AsyncStream<Frame>.Continuation, keepalive: @escaping @Sendable (Bool) -> Void = { _ in }) {
         self.host = host
         self.port = port
         self.device = device
         self.outbox = outbox
+        self.keepalive = keepalive
         self.state = Mutex(LinkState())
         let lastUse = LockedValue(ContinuousClock.now)
         self.lastUse = lastUse
@@ -160,7 +174,11 @@ public final class PeerConnection: Sendable {
         }
         switch first {
         case .success(let device)?:
-            let made = PeerConnection(host: host, port: port, device: device, outbox: outbox)
+            let socket = channel.channel
+            let made = PeerConnection(host: host, port: port, device: device, outbox: outbox) { on in
+                socket.setOption(.socketOption(.so_keepalive), value: on ? 1 : 0).whenFailure { _ in }
+            }
+            made.socket = socket
             connection.value = made
             // The link may have ended between the hello and now.
             if !channel.channel.isActive { made.end("closed by the peer") }
@@ -205,15 +223,33 @@ public final class PeerConnection: Sendable {
         outbox.yield(message.frame)
     }
 
-    /// Checks a few times per `idle` whether the link is idle, and closes it then.
+    /// Checks a few times per `idle` whether the link is idle, and closes it then. Meanwhile
+    /// the link watches for a vanished peer (TCP keepalive) only while something waits on it: a
+    /// link with nothing to do sends nothing until it closes.
     private func closeWhenIdle(_ idle: Duration, on eventLoop: any EventLoop) {
         let every = TimeAmount.nanoseconds(max(Int64(idle.components.seconds) * 1_000_000_000 / 4 + idle.components.attoseconds / 4_000_000_000, 50_000_000))
+        state.withLock { $0.watchesWhenBusy = true }
+        watchWhileBusy()
         eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { [weak self] task in
             guard let self, self.isOpen else { return task.cancel() }
+            self.watchWhileBusy()
             guard self.isIdle(for: idle) else { return }
             task.cancel()
             self.close()
         }
+    }
+
+    /// Keepalive on while a request is unanswered or a stream is open, off otherwise. Only for
+    /// a link that closes when idle (`open(idle:)`); others keep it on.
+    private func watchWhileBusy(starting: Bool = false) {
+        let busy = starting || streams.openStreams > 0
+        let change: Bool? = state.withLock { state in
+            let wanted = busy || !state.pending.isEmpty
+            guard state.watchesWhenBusy, state.ended == nil, state.watching != wanted else { return nil }
+            state.watching = wanted
+            return wanted
+        }
+        if let change { keepalive(change) }
     }
 
     /// Closes the link: what was queued is written, then the connection closes; pending
@@ -237,6 +273,7 @@ public final class PeerConnection: Sendable {
                 return
             }
             lastUse.value = .now
+            watchWhileBusy()
             outbox.yield(make(number).frame)
             Task { [weak self] in
                 try? await Task.sleep(for: deadline)
@@ -248,6 +285,7 @@ public final class PeerConnection: Sendable {
     private func resolve(_ number: UInt64, _ answer: Answer) {
         let waiting = state.withLock { $0.pending.removeValue(forKey: number) }
         waiting?.resume(returning: answer)
+        if waiting != nil { watchWhileBusy() }
     }
 
     private func received(_ message: LinkMessage) {
@@ -274,7 +312,10 @@ public final class PeerConnection: Sendable {
 
     /// Opens a continuation stream to the app whose activity is `activityID` on the peer.
     public func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure> {
-        await streams.open(activityID: activityID, deadline: deadline)
+        watchWhileBusy(starting: true)
+        let opened = await streams.open(activityID: activityID, deadline: deadline)
+        watchWhileBusy()
+        return opened
     }
 }
 

@@ -63,14 +63,23 @@ enum LinkTLS {
     }
 
     /// A link notices a peer that vanished without closing (its network dropped, its machine
-    /// froze): keepalive probes after 5 s of silence, every 2 s, 3 unanswered ends it; data
-    /// unacknowledged for 15 s ends it. Requests and streams on it then fail instead of waiting.
-    static func watchForDeadPeers(_ channel: any Channel) throws {
+    /// froze): keepalive probes after `silence` seconds of silence, every 2 s, 3 unanswered
+    /// end it; data unacknowledged for 15 s ends it. Requests and streams on it then fail
+    /// instead of waiting.
+    ///
+    /// The device that opened a link probes after 5 s, but only while something waits on the
+    /// link (`PeerConnection`): an idle link sends nothing until that device closes it
+    /// (`--link-idle`, 60 s by default). The device that accepted it probes after 90 s of
+    /// silence, later than that close: it learns of a peer that vanished from an idle link, and
+    /// adds nothing to a link that is only waiting to be closed.
+    static let acceptedSilence = 90
+
+    static func watchForDeadPeers(_ channel: any Channel, silence: Int = 5) throws {
         guard let options = channel.syncOptions else { return }
         try options.setOption(.socketOption(.so_keepalive), value: 1)
         #if os(Linux)
         let tcp = NIOBSDSocket.OptionLevel(rawValue: CInt(IPPROTO_TCP))
-        try options.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_KEEPIDLE))), value: 5)
+        try options.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_KEEPIDLE))), value: silence)
         try options.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_KEEPINTVL))), value: 2)
         try options.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_KEEPCNT))), value: 3)
         try options.setOption(ChannelOptions.Types.SocketOption(level: tcp, name: NIOBSDSocket.Option(rawValue: CInt(TCP_USER_TIMEOUT))), value: 15_000)
@@ -390,7 +399,7 @@ public final class LinkListener: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try LinkTLS.watchForDeadPeers(channel)
+                    try LinkTLS.watchForDeadPeers(channel, silence: LinkTLS.acceptedSilence)
                     // A context of its own, with the certificate of this period: no session of
                     // another connection resumes here.
                     let shown = identity.links.current()

@@ -36,6 +36,34 @@ struct ActivityFetchTests {
         await service.close()
     }
 
+    @Test("Item 2: a link that closes when idle watches for a vanished peer (TCP keepalive) only while a fetch waits on it, so an idle link sends nothing; the accepting side waits 90 s before its first probe")
+    func keepaliveOnlyWhileBusy() async throws {
+        let record = self.record
+        let saving = Shared(false)
+        let release = Shared(false)
+        let service = try await service { _ in
+            saving.update { $0 = true }
+            while !release.value { try? await Task.sleep(for: .milliseconds(5)) }
+            return .success(record)
+        }
+        defer { Task { await service.close() } }
+        let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, idle: .seconds(60))
+        defer { link.close() }
+        func keepalive() async throws -> Bool { try await link.socket!.getOption(.socketOption(.so_keepalive)).get() != 0 }
+        // Open, nothing asked yet: off.
+        #expect(try await keepalive() == false)
+        // A fetch waits on the link: on.
+        let fetch = Task { await link.fetch(record.id, deadline: .seconds(10)) }
+        #expect(await waitUntil { saving.value })
+        #expect(try await keepalive() == true)
+        // Answered: off again.
+        release.update { $0 = true }
+        #expect(try await fetch.value.get() == record)
+        #expect(await waitUntil { (try? await keepalive()) == false })
+        // The accepting side probes only after 90 s of silence: later than the opener's idle close.
+        #expect(LinkTLS.acceptedSilence > 60)
+    }
+
     @Test("The origin's failure reaches the continuing device with its code")
     func originFailure() async throws {
         let service = try await service { _ in .failure(FetchFailure(code: 4610, message: "the app did not save within 5 seconds")) }
