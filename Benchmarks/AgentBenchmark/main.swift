@@ -261,15 +261,21 @@ func makeBridgedNamespaces(prefix: String, names: [String], subnet: String, setU
     shell(["ip", "-n", "\(prefix)br", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
     shell(["ip", "-n", "\(prefix)br", "link", "set", "br0", "up"])
     for (index, name) in names.enumerated() {
-        let namespace = "\(prefix)\(name)"
-        shell(["ip", "netns", "add", namespace])
-        setUp(namespace)
-        shell(["ip", "-n", namespace, "link", "add", "eth0", "type", "veth", "peer", "name", "p\(name)", "netns", "\(prefix)br"])
-        shell(["ip", "-n", namespace, "addr", "add", "\(subnet).\(index + 1)/24", "dev", "eth0"])
-        shell(["ip", "-n", namespace, "link", "set", "eth0", "up"])
-        shell(["ip", "-n", namespace, "link", "set", "lo", "up"])
-        shell(["ip", "-n", "\(prefix)br", "link", "set", "p\(name)", "master", "br0", "up"])
+        addBridgedNamespace(prefix: prefix, name: name, address: "\(subnet).\(index + 1)", setUp: setUp)
     }
+}
+
+/// One more network namespace `prefix` + `name` on the bridge `makeBridgedNamespaces` made,
+/// with `eth0` at `address`/24 and `lo` up.
+func addBridgedNamespace(prefix: String, name: String, address: String, setUp: (String) -> Void = { _ in }) {
+    let namespace = "\(prefix)\(name)"
+    shell(["ip", "netns", "add", namespace])
+    setUp(namespace)
+    shell(["ip", "-n", namespace, "link", "add", "eth0", "type", "veth", "peer", "name", "p\(name)", "netns", "\(prefix)br"])
+    shell(["ip", "-n", namespace, "addr", "add", "\(address)/24", "dev", "eth0"])
+    shell(["ip", "-n", namespace, "link", "set", "eth0", "up"])
+    shell(["ip", "-n", namespace, "link", "set", "lo", "up"])
+    shell(["ip", "-n", "\(prefix)br", "link", "set", "p\(name)", "master", "br0", "up"])
 }
 
 /// Resident memory (kB) and CPU time (clock ticks) of a process, from /proc.
@@ -385,6 +391,8 @@ case "mcast-send"?:
     runMulticastSender(group: arguments[2], port: Int(arguments[3])!, local: arguments[4], count: Int(arguments[5])!)
 case "discovery"?:
     try await discoveryBenchmark().finish()
+case "scale"?:
+    try await scaleBenchmark().finish()
 case "flood"?:
     try await floodBenchmark()
 case "flood-source"?:
