@@ -62,7 +62,7 @@ public final class LocalPeer: Sendable {
             deliver(message)
             return
         }
-        if writer?.write(message.frame) == false { hangUp() }
+        if writer?.write(message.frame) == .full { hangUp() }
     }
 
     /// Ends the connection once what was sent has been written.
@@ -92,15 +92,24 @@ final class LocalWriter: Sendable {
         drained = channel.eventLoop.makePromise()
     }
 
-    /// Writes `frame` after every frame written before; false (and nothing written) once
-    /// finished, or when `limit` frames are still unwritten.
-    func write(_ frame: Frame) -> Bool {
-        let accepted = state.withLock { state -> Bool in
-            guard !state.finished, state.unwritten < limit else { return false }
+    enum Outcome: Equatable {
+        case accepted
+        /// Nothing more is taken: the connection is closing.
+        case finished
+        /// `limit` frames are still unwritten: the client does not read.
+        case full
+    }
+
+    /// Writes `frame` after every frame written before, unless finished or full.
+    @discardableResult
+    func write(_ frame: Frame) -> Outcome {
+        let outcome = state.withLock { state -> Outcome in
+            guard !state.finished else { return .finished }
+            guard state.unwritten < limit else { return .full }
             state.unwritten += 1
-            return true
+            return .accepted
         }
-        guard accepted else { return false }
+        guard outcome == .accepted else { return outcome }
         // Always through the event loop's queue, even from the loop itself: a frame sent
         // there must not overtake one another thread sent just before.
         let channel = self.channel
@@ -113,7 +122,7 @@ final class LocalWriter: Sendable {
                 if done { self.drained.succeed() }
             }
         }
-        return true
+        return .accepted
     }
 
     /// Takes no more frames; `whenDrained` completes once those taken are written (or failed).
@@ -274,7 +283,10 @@ public final class LocalAPIServer: Sendable {
             // What was sent (a last refusal) is written before the connection closes, unless
             // the client does not read it within 2 seconds.
             writer.finish()
-            _ = try? await withDeadline(.seconds(2)) { try await writer.whenDrained.get() }
+            // Closing fails what is still unwritten, which drains the writer.
+            let giveUp = channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+            _ = try? await writer.whenDrained.get()
+            giveUp.cancel()
             outbound.finish()
             channel.close(promise: nil)
             reader.cancel()

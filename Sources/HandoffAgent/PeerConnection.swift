@@ -39,8 +39,6 @@ public final class PeerConnection: Sendable {
         case timedOut
     }
 
-    /// Turns the connection's TCP keepalive on or off.
-    private let keepalive: @Sendable (Bool) -> Void
     /// The connection's channel (for tests to look at its socket).
     private(set) var socket: (any Channel)? {
         get { socketStorage.value }
@@ -48,12 +46,11 @@ public final class PeerConnection: Sendable {
     }
     private let socketStorage = LockedValue<(any Channel)?>(nil)
 
-    private init(host: String, port: Int, device: UUID, outbox: AsyncStream<Frame>.Continuation, keepalive: @escaping @Sendable (Bool) -> Void = { _ in }) {
+    private init(host: String, port: Int, device: UUID, outbox: AsyncStream<Frame>.Continuation) {
         self.host = host
         self.port = port
         self.device = device
         self.outbox = outbox
-        self.keepalive = keepalive
         self.state = Mutex(LinkState())
         let lastUse = LockedValue(ContinuousClock.now)
         self.lastUse = lastUse
@@ -174,11 +171,8 @@ public final class PeerConnection: Sendable {
         }
         switch first {
         case .success(let device)?:
-            let socket = channel.channel
-            let made = PeerConnection(host: host, port: port, device: device, outbox: outbox) { on in
-                socket.setOption(.socketOption(.so_keepalive), value: on ? 1 : 0).whenFailure { _ in }
-            }
-            made.socket = socket
+            let made = PeerConnection(host: host, port: port, device: device, outbox: outbox)
+            made.socket = channel.channel
             connection.value = made
             // The link may have ended between the hello and now.
             if !channel.channel.isActive { made.end("closed by the peer") }
@@ -243,13 +237,24 @@ public final class PeerConnection: Sendable {
     /// a link that closes when idle (`open(idle:)`); others keep it on.
     private func watchWhileBusy(starting: Bool = false) {
         let busy = starting || streams.openStreams > 0
-        let change: Bool? = state.withLock { state in
+        let change: Bool? = state.withLock { state -> Bool? in
             let wanted = busy || !state.pending.isEmpty
             guard state.watchesWhenBusy, state.ended == nil, state.watching != wanted else { return nil }
             state.watching = wanted
             return wanted
         }
-        if let change { keepalive(change) }
+        if change != nil { applyKeepalive() }
+    }
+
+    /// Sets the socket's keepalive to what `watching` says when the event loop gets to it, not
+    /// to what it said when asked: changes decided on two threads cannot land out of order.
+    private func applyKeepalive() {
+        guard let socket else { return }
+        socket.eventLoop.execute { [weak self] in
+            guard let self else { return }
+            let on = self.state.withLock { $0.watching }
+            socket.setOption(.socketOption(.so_keepalive), value: on ? 1 : 0).whenFailure { _ in }
+        }
     }
 
     /// Closes the link: what was queued is written, then the connection closes; pending

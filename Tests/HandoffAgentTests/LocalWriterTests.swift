@@ -33,10 +33,10 @@ struct LocalWriterTests {
         let sent = DispatchSemaphore(value: 0)
         let stalled = channel.eventLoop.submit {
             sent.wait()
-            #expect(writer.write(Self.frame(3)))
+            #expect(writer.write(Self.frame(3)) == .accepted)
         }
-        #expect(writer.write(Self.frame(1)))
-        #expect(writer.write(Self.frame(2)))
+        #expect(writer.write(Self.frame(1)) == .accepted)
+        #expect(writer.write(Self.frame(2)) == .accepted)
         sent.signal()
         try await stalled.get()
         writer.finish()
@@ -58,15 +58,15 @@ struct LocalWriterTests {
         try await group.shutdownGracefully()
     }
 
-    @Test("A client that leaves the limit unwritten is refused the next frame; nothing is sent after finishing; finishing waits for what was taken")
+    @Test("A client that leaves the limit unwritten is refused the next frame (full: it is cut off); after finishing nothing is taken (finished: no cut-off); finishing waits for what was taken")
     func limitAndDrain() throws {
         let channel = EmbeddedChannel()
         let writer = LocalWriter(channel: channel, limit: 2)
-        #expect(writer.write(Self.frame(1)))
-        #expect(writer.write(Self.frame(2)))
-        #expect(!writer.write(Self.frame(3)))
+        #expect(writer.write(Self.frame(1)) == .accepted)
+        #expect(writer.write(Self.frame(2)) == .accepted)
+        #expect(writer.write(Self.frame(3)) == .full)
         writer.finish()
-        #expect(!writer.write(Self.frame(4)))
+        #expect(writer.write(Self.frame(4)) == .finished)
         let drained = Shared(false)
         writer.whenDrained.whenSuccess { drained.update { $0 = true } }
         #expect(!drained.value)
