@@ -472,6 +472,15 @@ public actor Discovery {
         let covered = serviceTargets.filter { service in service.addresses.contains { heardFrom.contains("\($0) \(service.port)") } }
         // DNS-SD need not keep those fresh: their beacons arrive.
         await serviceDiscovery?.setCovered(Set(covered.map(\.instance)))
+        // Unicast to the others is for networks that carry mDNS but not our group. Where a
+        // member's beacons come over multicast, the services left are devices of other
+        // accounts (their beacons never open here): they get none of this device's, which
+        // would otherwise go out once more for each of them, on every device.
+        let recent = Date().addingTimeInterval(-configuration.expiry.seconds)
+        let multicastCarries = familiesHeard.values.contains { heard in
+            (heard.v4.map { $0 > recent } ?? false) || heard.v6.values.contains { $0 > recent }
+        }
+        if multicastCarries { return [] }
         return serviceTargets.filter { !covered.contains($0) }.prefix(16).compactMap { service in
             guard let address = service.addresses.first else { return nil }
             return try? SocketAddress.makeAddressResolvingHost(address, port: Int(service.port))

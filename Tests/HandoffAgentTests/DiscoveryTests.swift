@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import Logging
 import NIOCore
 import NIOPosix
 import Testing
@@ -236,6 +237,62 @@ struct DiscoveryTests {
         #expect(device.sender == a.device)
         #expect(device.linkPort == 50_001)
         await a.stop(); await b.stop()
+    }
+
+    /// A UDP socket on loopback that counts what arrives: where a device of another account
+    /// takes beacons by unicast.
+    final class DatagramCounter: ChannelInboundHandler, Sendable {
+        typealias InboundIn = AddressedEnvelope<ByteBuffer>
+        let count = Shared(0)
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) { count.update { $0 += 1 } }
+    }
+
+    @Test("Item 5: beacons go by unicast to a service DNS-SD found only while no member is heard over multicast: never to every other account's device on a network where multicast works", arguments: [false, true])
+    func noUnicastToStrangers(memberHeard: Bool) async throws {
+        let key = BeaconKey.generate()
+        let mdns = Int.random(in: 20_000..<24_000)
+        // The stranger: a DNS-SD service of another account's device, whose "link port" is a
+        // socket this test counts datagrams on.
+        let counter = DatagramCounter()
+        let strangerSocket = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(counter) } }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let strangerPort = UInt16(try #require(strangerSocket.localAddress?.port))
+        let stranger = ServiceDiscovery(
+            linkPort: strangerPort, configuration: .init(port: mdns, rotation: .seconds(600), ipv6: false),
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "test.dnssd"))
+        await stranger.start()
+        await stranger.follow(ServiceDiscovery.links(named: ["lo"], ipv4: true, ipv6: false))
+        func member(_ linkPort: UInt16) -> Discovery {
+            Discovery(
+                device: UUID(), keys: [key], linkPort: linkPort,
+                configuration: DiscoveryConfiguration(
+                    port: port, interfaces: ["lo"], ipv6: false, refreshInterval: .milliseconds(300), idleRefreshInterval: .milliseconds(300),
+                    unicastListen: ("127.0.0.1", Int(linkPort)), serviceDiscoveryPort: mdns))
+        }
+        let a = member(UInt16.random(in: 24_000..<26_000))
+        try await a.start()
+        var b: Discovery?
+        if memberHeard {
+            b = member(UInt16.random(in: 26_000..<28_000))
+            try await b!.start()
+            #expect(await waitUntil(10) { await a.nearby.contains { $0.sender == b!.device } }, "A never heard B")
+        }
+        #expect(await waitUntil(10) { (await a.serviceDiscoveryState?.services ?? []).contains { $0.port == strangerPort } }, "A's DNS-SD never found the stranger")
+        // A few refreshes later.
+        counter.count.update { $0 = 0 }
+        try await Task.sleep(for: .seconds(2))
+        if memberHeard {
+            #expect(counter.count.value == 0, "A sent \(counter.count.value) beacons by unicast to another account's device while multicast carried B's")
+        } else {
+            // With no member heard over multicast, the network may carry mDNS and not our group:
+            // the services DNS-SD found still get the beacons.
+            #expect(counter.count.value > 0, "A sent no beacon to the service DNS-SD found, on a network where no member is heard")
+        }
+        await a.stop()
+        await b?.stop()
+        await stranger.stop()
+        try await strangerSocket.close()
     }
 
     /// Sends bytes to the discovery group through loopback only.
