@@ -476,7 +476,8 @@ public actor Discovery {
         // member's beacons come over multicast, the services left are devices of other
         // accounts (their beacons never open here): they get none of this device's, which
         // would otherwise go out once more for each of them, on every device.
-        let recent = Date().addingTimeInterval(-configuration.expiry.seconds)
+        // Lately: within two idle refreshes, as a member with nothing to offer beacons that seldom.
+        let recent = Date().addingTimeInterval(-max(configuration.expiry, configuration.idleRefreshInterval * 2).seconds)
         let multicastCarries = familiesHeard.values.contains { heard in
             (heard.v4.map { $0 > recent } ?? false) || heard.v6.values.contains { $0 > recent }
         }
