@@ -342,11 +342,17 @@ extension Agent {
             let answers: [Frame]
             // The first answer accepted is confirmed, once; the second is the commit.
             let confirmed = Mutex(false)
+            // Whether a device answered at the address with a certificate the code does not pin.
+            let unpinned = Mutex(false)
             do {
                 answers = try await withDeadline(deadline) {
                     try await network.converse(
                         request.frame, host: invitation.host, port: invitation.port, identity: identity!.showingLongTermCertificate(),
-                        accepting: { invitation.matches(fingerprint: $0) }
+                        accepting: { fingerprint in
+                            let matches = invitation.matches(fingerprint: fingerprint)
+                            if !matches { unpinned.withLock { $0 = true } }
+                            return matches
+                        }
                     ) { answer in
                         guard case .joinAccepted? = try? LinkMessage(frame: answer), !confirmed.withLock({ $0 }) else { return nil }
                         confirmed.withLock { $0 = true }
@@ -355,6 +361,8 @@ extension Agent {
                 }
             } catch LinkError.ended(let answered, _) where answered == 1 {
                 return self.joinEnded(.failure(LocalError(.failed, "the inviting device answered but the join was not completed (the link ended); nothing changed, join again with a new code")))
+            } catch where unpinned.withLock({ $0 }) {
+                return self.joinEnded(.failure(LocalError(.failed, "the device at \(invitation.host):\(invitation.port) is not the one that made the code, so nothing was sent to it; check the code, or make a new one on the inviting device")))
             } catch {
                 return self.joinEnded(.failure(LocalError(.failed, "cannot reach the inviting device at \(invitation.host):\(invitation.port), or it is not the device that made the code: \(error)")))
             }

@@ -12,8 +12,8 @@ public struct PairingError: Error, Sendable, Hashable, CustomStringConvertible {
 
 /// An invitation to join the account, as the code a person carries from the inviting device
 /// to the new one. It says where the inviting device waits (address and port of its pairing
-/// listener), which certificate it has (a fingerprint, whole or its first bytes) and a
-/// one-time secret. See `docs/wire-protocol.md`, Pairing.
+/// listener), how to recognise its certificate and a one-time secret. See
+/// `docs/wire-protocol.md`, Pairing.
 public struct Invitation: Sendable, Hashable {
     public enum Kind: UInt8, Sendable {
         /// Typed by a person; the join waits for confirmation on the inviting device, and both
@@ -23,39 +23,78 @@ public struct Invitation: Sendable, Hashable {
         case token = 2
     }
 
+    /// How the code lays out its bytes, and so how it pins the inviting device's certificate.
+    enum Layout: Sendable, Hashable {
+        /// A token, and an interactive code of earlier versions (read, no longer made): the
+        /// fingerprint's first bytes, and a secret beside it.
+        case prefix
+        /// An interactive code: a 32-bit tag of the fingerprint keyed by the secret, which only
+        /// the code's holder can compute.
+        case keyed
+    }
+
+    /// The pairing listener's port when the link port is the default (47170 plus one): a code
+    /// for it leaves the port out.
+    public static let defaultPort = 47_171
+
     public var kind: Kind
+    var layout: Layout
     public var host: String
     public var port: Int
-    /// The inviting device's certificate fingerprint (SHA-256), or its first bytes.
+    /// What the code holds to recognise the inviting device's certificate: the first bytes of
+    /// its fingerprint (SHA-256), or, in an interactive code, a tag of it keyed by the secret.
     public var fingerprint: [UInt8]
     public var secret: [UInt8]
 
-    /// Bytes of fingerprint and secret in each kind: 80 bits each in a code a person types, the
-    /// full 256 in a token.
-    static func sizes(_ kind: Kind) -> (fingerprint: Int, secret: Int) {
-        kind == .interactive ? (10, 10) : (32, 32)
+    /// Bytes of the pin and the secret in each layout.
+    static func sizes(_ layout: Layout, _ kind: Kind) -> (fingerprint: Int, secret: Int) {
+        switch (layout, kind) {
+        case (.keyed, _): (4, 5)
+        case (.prefix, .interactive): (10, 10)
+        case (.prefix, .token): (32, 32)
+        }
     }
 
-    /// Makes an invitation with a fresh secret.
+    /// The first byte of an interactive code: `0x3` and the address form (`4` IPv4, `0` a
+    /// name), with `1` added when the port is the default one and left out.
+    static let keyedTag: UInt8 = 0x30
+
+    /// Makes an invitation with a fresh secret; an interactive one is of the short, keyed layout.
     public static func make(_ kind: Kind, host: String, port: Int, fingerprint hex: String) -> Invitation {
-        let sizes = sizes(kind)
-        let fingerprint = Array(Self.bytes(fromHex: hex).prefix(sizes.fingerprint))
+        let layout: Layout = kind == .interactive ? .keyed : .prefix
+        let sizes = sizes(layout, kind)
         let secret = SystemRandom.bytes(sizes.secret)
-        return Invitation(kind: kind, host: host, port: port, fingerprint: fingerprint, secret: secret)
+        let full = Self.bytes(fromHex: hex)
+        let pin = layout == .keyed ? tag(of: full, secret: secret) : Array(full.prefix(sizes.fingerprint))
+        return Invitation(kind: kind, layout: layout, host: host, port: port, fingerprint: pin, secret: secret)
     }
 
-    /// The code: Crockford base32 of the fields and a 2-byte checksum, in groups of four.
+    /// The keyed tag of a fingerprint: the first 4 bytes of HMAC-SHA256 keyed by the secret.
+    static func tag(of fingerprint: [UInt8], secret: [UInt8]) -> [UInt8] {
+        Array(HMAC<SHA256>.authenticationCode(for: Array("handoff pin v1".utf8) + fingerprint, using: SymmetricKey(data: secret)).prefix(4))
+    }
+
+    /// The code: Crockford base32 of the fields and a checksum, in groups of four.
     public var code: String {
-        var bytes: [UInt8] = [kind.rawValue]
+        var bytes: [UInt8]
+        let address: [UInt8]
+        let form: UInt8
         if let v4 = IPv4(host) {
-            bytes += [4] + v4
+            (form, address) = (4, v4)
         } else {
             let name = Array(host.utf8.prefix(255))
-            bytes += [0, UInt8(name.count)] + name
+            (form, address) = (0, [UInt8(name.count)] + name)
         }
-        bytes += [UInt8(port >> 8), UInt8(port & 0xFF)]
+        let port = [UInt8(port >> 8 & 0xFF), UInt8(port & 0xFF)]
+        switch layout {
+        case .keyed:
+            let omitted = self.port == Self.defaultPort
+            bytes = [Self.keyedTag | form | (omitted ? 1 : 0)] + address + (omitted ? [] : port)
+        case .prefix:
+            bytes = [kind.rawValue, form] + address + port
+        }
         bytes += fingerprint + secret
-        bytes += Array(SHA256.hash(data: bytes).prefix(2))
+        bytes += Self.checksum(bytes, layout)
         let text = Base32.encode(bytes)
         return stride(from: 0, to: text.count, by: 4).map { start in
             let from = text.index(text.startIndex, offsetBy: start)
@@ -63,26 +102,56 @@ public struct Invitation: Sendable, Hashable {
         }.joined(separator: "-")
     }
 
+    /// A typed code ends in a CRC-8 (polynomial x⁸+x²+x+1): a character stands for 5 bits, so
+    /// any one character mistyped is an error burst of at most 5 bits, which a CRC of degree 8
+    /// always finds; other typos it misses one time in 256, and they still fail safely, at the
+    /// pin, the address or the secret. A token (pasted, not typed) ends in the first two bytes
+    /// of SHA-256.
+    static func checksum(_ bytes: some Collection<UInt8>, _ layout: Layout) -> [UInt8] {
+        guard layout == .keyed else { return Array(SHA256.hash(data: Array(bytes)).prefix(2)) }
+        var crc: UInt8 = 0
+        for byte in bytes {
+            crc ^= byte
+            for _ in 0..<8 { crc = crc & 0x80 != 0 ? (crc << 1) ^ 0x07 : crc << 1 }
+        }
+        return [crc]
+    }
+
     /// Reads a code, forgiving case, spaces and dashes; a typo is told apart from a wrong code.
     public init(parsing code: String) throws(PairingError) {
-        guard let bytes = Base32.decode(code.filter { $0 != "-" && !$0.isWhitespace }), bytes.count > 4 else {
+        guard let decoded = Base32.decode(code.filter { $0 != "-" && !$0.isWhitespace }), decoded.count > 4 else {
             throw PairingError("'\(code)' is not an invitation code; copy it again from 'handoff device invite'")
         }
-        let body = Array(bytes.dropLast(2))
-        guard Array(SHA256.hash(data: body).prefix(2)) == Array(bytes.suffix(2)) else {
+        let first = decoded[0]
+        let layout: Layout = first & 0xF0 == Self.keyedTag ? .keyed : .prefix
+        if layout == .prefix, Kind(rawValue: first) == nil {
+            throw PairingError("the invitation code has a typo, or is of a kind this version does not know (then update Handoff); copy it again")
+        }
+        let checksum = layout == .keyed ? 1 : 2
+        guard Self.checksum(decoded.dropLast(checksum), layout) == Array(decoded.suffix(checksum)) else {
             throw PairingError("the invitation code has a typo (its checksum does not match); copy it again")
         }
-        var reader = body[...]
+        var reader = decoded.dropLast(checksum)[...]
         func take(_ count: Int) throws(PairingError) -> [UInt8] {
             guard reader.count >= count else { throw PairingError("the invitation code is too short; copy it again") }
             defer { reader = reader.dropFirst(count) }
             return Array(reader.prefix(count))
         }
-        guard let kind = Kind(rawValue: try take(1)[0]) else {
-            throw PairingError("the invitation code is of a kind this version does not know; update Handoff")
+        let kind: Kind
+        let form: UInt8
+        var defaultPort = false
+        switch layout {
+        case .keyed:
+            kind = .interactive
+            _ = try take(1)
+            form = first & 0x0E
+            defaultPort = first & 1 == 1
+        case .prefix:
+            kind = Kind(rawValue: try take(1)[0]) ?? .token
+            form = try take(1)[0]
         }
         let host: String
-        switch try take(1)[0] {
+        switch form {
         case 4: host = try take(4).map(String.init).joined(separator: ".")
         case 0:
             let length = Int(try take(1)[0])
@@ -91,18 +160,20 @@ public struct Invitation: Sendable, Hashable {
         default:
             throw PairingError("the invitation code's address is of an unknown kind; update Handoff")
         }
-        let port = try take(2).reduce(0) { $0 << 8 | Int($1) }
-        let sizes = Self.sizes(kind)
+        let port = defaultPort ? Self.defaultPort : try take(2).reduce(0) { $0 << 8 | Int($1) }
+        let sizes = Self.sizes(layout, kind)
         fingerprint = try take(sizes.fingerprint)
         secret = try take(sizes.secret)
         guard reader.isEmpty else { throw PairingError("the invitation code is too long; copy it again") }
         self.kind = kind
+        self.layout = layout
         self.host = host
         self.port = port
     }
 
-    public init(kind: Kind, host: String, port: Int, fingerprint: [UInt8], secret: [UInt8]) {
+    init(kind: Kind, layout: Layout, host: String, port: Int, fingerprint: [UInt8], secret: [UInt8]) {
         self.kind = kind
+        self.layout = layout
         self.host = host
         self.port = port
         self.fingerprint = fingerprint
@@ -112,7 +183,10 @@ public struct Invitation: Sendable, Hashable {
     /// Whether a certificate fingerprint (hex) is the inviting device's.
     public func matches(fingerprint hex: String) -> Bool {
         let full = Self.bytes(fromHex: hex)
-        return full.count >= fingerprint.count && Array(full.prefix(fingerprint.count)) == fingerprint
+        let expected = layout == .keyed ? Self.tag(of: full, secret: secret) : Array(full.prefix(fingerprint.count))
+        guard full.count == 32, expected.count == fingerprint.count else { return false }
+        // Compared in full whatever differs, so the time taken tells nothing of the tag.
+        return zip(expected, fingerprint).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
     /// What the joining device sends to show it holds the secret, bound to its certificate and

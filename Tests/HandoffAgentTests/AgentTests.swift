@@ -119,6 +119,41 @@ struct AgentTests {
         }
     }
 
+    @Test("S6: A typed code sent to another device (its connection redirected) reaches nothing there: the pin refuses it and no frame is sent")
+    func redirectedJoin() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await a.call(.createAccount(name: "home"))
+            let invitation = try #require(try await a.call(.invite(token: false, host: nil, lifetime: 60)).invitation)
+            // The attacker listens as a pairing listener would, with any certificate, and has
+            // connected to alpha's listener to learn its certificate (the fingerprint a code
+            // of earlier versions carried the first bytes of).
+            let network = SocketNetwork()
+            let frames = Mutex(0)
+            let attacker = try await network.listen(
+                identity: try DeviceIdentity.generate(name: "attacker").showingOwnCertificates(), trust: .shown({ _ in true }), host: "127.0.0.1", port: 0,
+                acceptStream: { _, _, _ in nil }
+            ) { _, _ in
+                frames.withLock { $0 += 1 }
+                return LinkMessage.joinRefused(reason: "no").frame
+            }
+            defer { Task { await attacker.close() } }
+            var redirected = try Invitation(parsing: invitation.code)
+            redirected.host = "127.0.0.1"
+            redirected.port = attacker.port
+            try await b.call(.join(code: redirected.code))
+            let result = try await b.attempt(.awaitJoinResult)
+            #expect(result.error?.message.contains("is not the one that made the code") == true, "\(String(describing: result.error))")
+            #expect(frames.withLock { $0 } == 0, "the joining device sent its request to a listener its code does not pin")
+            // The real code still joins.
+            try await b.call(.join(code: invitation.code))
+            _ = try await a.call(.awaitJoin(invitation: invitation.id))
+            try await a.call(.confirmJoin(invitation: invitation.id, accept: true))
+            #expect(try await b.call(.awaitJoinResult).account == "home")
+        }
+    }
+
     @Test("An activity made current in MapViewer on one device is continued in MapViewer started on the other", arguments: Network.allCases)
     func continueInRealApps(network: Network) async throws {
         try await withHarness(inMemory: network == .memory) { harness in

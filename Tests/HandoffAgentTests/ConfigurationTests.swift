@@ -1,4 +1,6 @@
+import Crypto
 import Foundation
+import HandoffWire
 import Testing
 
 @testable import HandoffAgent
@@ -136,10 +138,72 @@ struct InvitationTests {
                 #expect(read.matches(fingerprint: identity.fingerprint))
             }
         }
+        // 24 characters with an IPv4 address and the default port, 28 with another port.
         let short = Invitation.make(.interactive, host: "192.168.1.20", port: 47_171, fingerprint: identity.fingerprint)
-        #expect(short.code.count < 60, "an interactive code stays short enough to type: \(short.code)")
-        #expect(short.secret.count == 10)
+        #expect(short.code.count == 24 + 5, "\(short.code)")
+        #expect(Invitation.make(.interactive, host: "192.168.1.20", port: 50_001, fingerprint: identity.fingerprint).code.count == 28 + 6)
+        #expect(short.secret.count == 5 && short.fingerprint.count == 4)
         #expect(Invitation.make(.token, host: "h", port: 1, fingerprint: identity.fingerprint).secret.count == 32)
+    }
+
+    @Test("S6: A typed code's pin is keyed by its secret: the listener's fingerprint alone, or another secret, gives no matching pin")
+    func keyedPin() throws {
+        let listener = try DeviceIdentity.generate(name: "listener").showingOwnCertificates()
+        let fingerprint = DeviceIdentity.fingerprint(ofCertificate: listener.links.current().certificateDER)
+        let forger = try DeviceIdentity.generate(name: "forger")
+        let invitation = Invitation.make(.interactive, host: "10.0.0.1", port: 47_171, fingerprint: fingerprint)
+        let read = try Invitation(parsing: invitation.code)
+        #expect(read.matches(fingerprint: fingerprint))
+        #expect(!read.matches(fingerprint: forger.fingerprint))
+        // The pin is not the fingerprint's first bytes (which anyone who connects learns) ...
+        #expect(read.fingerprint != Array(Invitation.bytes(fromHex: fingerprint).prefix(4)))
+        // ... and depends on the secret: with a secret one bit off, the same listener does not match.
+        var other = read
+        other.secret[4] ^= 1
+        #expect(!other.matches(fingerprint: fingerprint))
+        // Codes for one listener share no pin.
+        let pins = Set((0..<64).map { _ in Invitation.make(.interactive, host: "10.0.0.1", port: 47_171, fingerprint: fingerprint).fingerprint })
+        #expect(pins.count == 64)
+    }
+
+    @Test("A code from an earlier version (80-bit fingerprint prefix and secret) is still read and pins by prefix")
+    func earlierCode() throws {
+        let identity = try DeviceIdentity.generate(name: "laptop")
+        let fingerprint = Invitation.bytes(fromHex: identity.fingerprint)
+        let secret = [UInt8](repeating: 7, count: 10)
+        var bytes: [UInt8] = [1, 4, 192, 168, 1, 20, 0xB8, 0x43] + fingerprint.prefix(10) + secret
+        bytes += Array(SHA256.hash(data: bytes).prefix(2))
+        let read = try Invitation(parsing: Base32.encode(bytes))
+        #expect(read.kind == .interactive && read.host == "192.168.1.20" && read.port == 47_171 && read.secret == secret)
+        #expect(read.matches(fingerprint: identity.fingerprint))
+        #expect(!read.matches(fingerprint: try DeviceIdentity.generate(name: "other").fingerprint))
+    }
+
+    @Test("Every one-character typo in a typed code, at every position, is told apart from a wrong code")
+    func everyTypo() throws {
+        let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+        for (host, port) in [("192.168.1.20", 47_171), ("10.0.0.1", 50_001), ("desk.local", 47_171)] {
+            let invitation = Invitation.make(.interactive, host: host, port: port, fingerprint: String(repeating: "ab", count: 32))
+            let characters = Array(invitation.code.filter { $0 != "-" })
+            // The last character also carries spare bits, which decode to nothing.
+            let spare = (characters.count * 5) % 8
+            var missed: [String] = []
+            for position in characters.indices {
+                for replacement in alphabet where replacement != characters[position] {
+                    var typed = characters
+                    typed[position] = replacement
+                    let text = String(typed)
+                    if position == characters.count - 1, Base32.decode(text) == Base32.decode(String(characters)) { continue }
+                    do {
+                        let read = try Invitation(parsing: text)
+                        missed.append("\(text) read as \(read.host):\(read.port)")
+                    } catch {
+                        if !error.message.contains("typo") { missed.append("\(text): \(error.message)") }
+                    }
+                }
+            }
+            #expect(missed.isEmpty, "\(missed.count) typos not caught (\(spare) spare bits): \(missed.prefix(3))")
+        }
     }
 
     @Test("A mistyped code is told apart from a wrong one")
