@@ -6,6 +6,7 @@ import HandoffLocalAPI
 /// reaching them, and what to do.
 struct Doctor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "doctor",
         abstract: "Find out why a device is not seen or cannot be reached.",
         discussion: """
             Looks, in order, at: the agent; the account and its members; each interface (up, \

@@ -111,7 +111,7 @@ func table(_ header: [String], _ rows: [[String]]) {
 }
 
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "This device, its account, and what the agent is doing.")
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "This device, its account, and what the agent is doing.")
     @OptionGroup var connection: Connection
     @OptionGroup var output: Output
 
@@ -137,7 +137,7 @@ struct Status: AsyncParsableCommand {
 }
 
 struct Devices: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "The devices of this device's account.")
+    static let configuration = CommandConfiguration(commandName: "devices", abstract: "The devices of this device's account.")
     @OptionGroup var connection: Connection
     @OptionGroup var output: Output
 
@@ -162,7 +162,7 @@ struct Devices: AsyncParsableCommand {
 }
 
 struct List: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "The activities your other devices offer now.")
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "The activities your other devices offer now.")
     @OptionGroup var connection: Connection
     @OptionGroup var output: Output
 
@@ -183,7 +183,7 @@ struct List: AsyncParsableCommand {
 }
 
 struct Continue: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Continue an activity from another device here.")
+    static let configuration = CommandConfiguration(commandName: "continue", abstract: "Continue an activity from another device here.")
     @OptionGroup var connection: Connection
     @OptionGroup var output: Output
     @Argument(help: "The activity's id, as 'handoff list' shows it.") var id: String?
@@ -217,7 +217,7 @@ func removedText(_ removed: LocalRemoval) -> String {
 }
 
 struct Watch: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show activities as they appear nearby, until interrupted.")
+    static let configuration = CommandConfiguration(commandName: "watch", abstract: "Show activities as they appear nearby, until interrupted.")
     @OptionGroup var connection: Connection
     @OptionGroup var output: Output
     @Flag(help: "Also show a desktop notification for each activity, whose Continue button continues it here (needs a desktop session).")
@@ -269,6 +269,7 @@ struct Watch: AsyncParsableCommand {
 
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "apps",
         abstract: "The apps installed for Handoff on this device, and signing them.",
         subcommands: [ListApps.self, Install.self, Remove.self, Sign.self, Verify.self], defaultSubcommand: ListApps.self)
 
@@ -291,7 +292,7 @@ struct Apps: AsyncParsableCommand {
     }
 
     struct Install: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Install an app: a directory with Info.plist, its entitlements and the executable.")
+        static let configuration = CommandConfiguration(commandName: "install", abstract: "Install an app: a directory with Info.plist, its entitlements and the executable.")
         @OptionGroup var connection: Connection
         @OptionGroup var output: Output
         @Argument(help: "The app's directory.") var directory: String
@@ -309,7 +310,7 @@ struct Apps: AsyncParsableCommand {
     }
 
     struct Remove: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove an installed app.")
+        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove an installed app.")
         @OptionGroup var connection: Connection
         @Argument(help: "The app's bundle identifier.") var bundleIdentifier: String
 
@@ -325,7 +326,7 @@ struct AccountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "account", abstract: "This device's account.", subcommands: [Create.self])
 
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Make a new account with this device as its first member.")
+        static let configuration = CommandConfiguration(commandName: "create", abstract: "Make a new account with this device as its first member.")
         @OptionGroup var connection: Connection
         @Option(help: "The account's name.") var name: String
 
@@ -339,6 +340,7 @@ struct AccountCommand: AsyncParsableCommand {
 
 struct Probe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "probe",
         abstract: "Try a link to another device: is its port open, and does it accept this device?")
     @OptionGroup var connection: Connection
     @OptionGroup var output: Output

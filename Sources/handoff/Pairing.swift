@@ -8,6 +8,7 @@ struct DeviceCommand: AsyncParsableCommand {
 
     struct Invite: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "invite",
             abstract: "Invite a device: prints a one-time code for 'handoff join' on the new device, then asks you to confirm.",
             discussion: """
                 With --token, prints a long one-time token for scripts instead: 'handoff join TOKEN' on the new \
@@ -45,6 +46,7 @@ struct DeviceCommand: AsyncParsableCommand {
 
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "remove",
             abstract: "Remove a device from the account: every member nearby learns it at once, and the beacon key changes.")
         @OptionGroup var connection: Connection
         @Argument(help: "The device's name, as 'handoff devices' shows it.") var name: String
@@ -58,7 +60,7 @@ struct DeviceCommand: AsyncParsableCommand {
 }
 
 struct Join: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Join the account of another device with the code 'handoff device invite' printed there.")
+    static let configuration = CommandConfiguration(commandName: "join", abstract: "Join the account of another device with the code 'handoff device invite' printed there.")
     @OptionGroup var connection: Connection
     @Argument(help: "The invitation code or token.") var code: String
 

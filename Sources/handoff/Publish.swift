@@ -6,6 +6,7 @@ import Logging
 
 struct Publish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "publish",
         abstract: "Make an activity current on this device from a script; it stays current until interrupted.",
         discussion: """
             The activity is offered to your other devices like an app's. Its team and bundle identifier are \

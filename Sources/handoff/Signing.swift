@@ -29,6 +29,7 @@ struct TeamCommand: AsyncParsableCommand {
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "create",
             abstract: "Make a new team key (kept owner-only) and print the team identifier it gives.")
         @Option(help: ArgumentHelp("Where to write the key; an existing file is never replaced.", valueName: "FILE")) var key: String
 
@@ -49,7 +50,7 @@ struct TeamCommand: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the team identifier of a team key.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Print the team identifier of a team key.")
         @Option(help: ArgumentHelp("The team key.", valueName: "FILE")) var key: String
 
         func run() async throws {
@@ -61,6 +62,7 @@ struct TeamCommand: AsyncParsableCommand {
 extension Apps {
     struct Sign: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "sign",
             abstract: "Sign an app directory with a team key: every file in it, so that any change after signing is refused at install.")
         @Option(help: ArgumentHelp("The team key ('handoff team create' makes one).", valueName: "FILE")) var key: String
         @Argument(help: "The app's directory.") var directory: String
@@ -89,7 +91,7 @@ extension Apps {
     }
 
     struct Verify: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Check an app directory's signature, as installing it would.")
+        static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check an app directory's signature, as installing it would.")
         @Argument(help: "The app's directory.") var directory: String
 
         func run() async throws {
