@@ -69,11 +69,11 @@ public struct AgentConfiguration: Sendable {
 
     public init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "::", port: 47_170),
-        interfaces: [String]? = nil, staticPeers: [HostPort] = [], discoveryPort: Int = 47_168, refreshInterval: Duration = .seconds(15),
+        interfaces: [String]? = nil, staticPeers: [HostPort] = [], discoveryPort: Int = 47_168, refreshInterval: Duration = .seconds(18),
         expiry: Duration = .seconds(45), saveDeadline: Duration = .seconds(5), fetchDeadline: Duration = .seconds(10),
         launchDeadline: Duration = .seconds(10), maximumPayload: Int = 64 * 1024, browserCommand: [String] = ["xdg-open"],
         defaultBrowser: String? = nil, servesLocalSocket: Bool = true, idleRelease: Duration? = nil,
-        idleRefreshInterval: Duration = .seconds(90), serviceDiscoveryPort: Int? = 5353, nameRotation: Duration = .seconds(15 * 60)
+        idleRefreshInterval: Duration = .seconds(120), serviceDiscoveryPort: Int? = 5353, nameRotation: Duration = .seconds(15 * 60)
     ) {
         self.serviceDiscoveryPort = serviceDiscoveryPort
         self.nameRotation = nameRotation

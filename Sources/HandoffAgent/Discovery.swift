@@ -53,7 +53,7 @@ public struct DiscoveryConfiguration: Sendable {
     public init(
         group: String = "239.255.71.68", groupV6: String = "ff02::4846", port: Int = 47_168, interfaces: [String],
         allMulticastInterfaces: Bool = false, interfaceScan: Duration = .seconds(2), ipv4: Bool = true, ipv6: Bool = true,
-        refreshInterval: Duration = .seconds(15), idleRefreshInterval: Duration = .seconds(90), expiry: Duration = .seconds(45),
+        refreshInterval: Duration = .seconds(18), idleRefreshInterval: Duration = .seconds(120), expiry: Duration = .seconds(45),
         replayWindow: TimeInterval = 30,
         unicastListen: (host: String, port: Int)? = nil, staticPeers: [(host: String, port: Int)] = [],
         serviceDiscoveryPort: Int? = nil, nameRotation: Duration = .seconds(15 * 60)

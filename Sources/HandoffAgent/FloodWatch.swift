@@ -106,7 +106,7 @@ public final class FloodWatch: Sendable {
 /// A source that proved itself (`trust`: a member's beacon opened and was fresh) keeps a budget
 /// of its own for `trustPeriod`, however many strangers arrive: it is never forgotten for being
 /// quiet, nor put in the shared budget. So spoofed addresses, however many, cannot starve a
-/// member that beacons only every 15 seconds. At most `trustedCapacity` sources are trusted at
+/// member that beacons only every 18 seconds. At most `trustedCapacity` sources are trusted at
 /// once (the longest quiet is let go for a new one).
 public final class SourceBudget: Sendable {
     public let perSecond: Int
