@@ -391,6 +391,8 @@ case "mcast-send"?:
     runMulticastSender(group: arguments[2], port: Int(arguments[3])!, local: arguments[4], count: Int(arguments[5])!)
 case "discovery"?:
     try await discoveryBenchmark().finish()
+case "link-open"?:
+    try await profileLinkOpen(count: Int(CommandLine.arguments.dropFirst(2).first ?? "300") ?? 300)
 case "scale"?:
     try await scaleBenchmark().finish()
 case "flood"?:
