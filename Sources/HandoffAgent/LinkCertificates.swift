@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOSSL
 import SwiftASN1
 import Synchronization
 import X509
@@ -26,6 +27,29 @@ public final class LinkCertificates: Sendable {
         public let certificateDER: [UInt8]
         public let privateKey: P256.Signing.PrivateKey
         let made: ContinuousClock.Instant
+        /// The certificate and key as TLS takes them, parsed once for every handshake of the
+        /// period (each link makes a TLS context of its own from them).
+        let tls: Result<TLSMaterial, LinkError>
+
+        init(certificateDER: [UInt8], privateKey: P256.Signing.PrivateKey, made: ContinuousClock.Instant) {
+            self.certificateDER = certificateDER
+            self.privateKey = privateKey
+            self.made = made
+            do {
+                tls = .success(
+                    TLSMaterial(
+                        certificate: try NIOSSLCertificate(bytes: certificateDER, format: .der),
+                        key: try NIOSSLPrivateKey(bytes: Array(privateKey.derRepresentation), format: .der)))
+            } catch {
+                tls = .failure(LinkError.badIdentity("\(error)"))
+            }
+        }
+    }
+
+    /// A shown certificate and its key, parsed for TLS.
+    struct TLSMaterial: Sendable {
+        let certificate: NIOSSLCertificate
+        let key: NIOSSLPrivateKey
     }
 
     /// The subject and issuer of every shown certificate, the same on every device.

@@ -43,15 +43,8 @@ enum LinkTLS {
     /// lives for one connection can resume nothing, so every handshake presents and checks a
     /// certificate, and every link between members proves membership anew.
     static func configuration(showing shown: LinkCertificates.Shown) throws -> TLSConfiguration {
-        let certificate: NIOSSLCertificate
-        let key: NIOSSLPrivateKey
-        do {
-            certificate = try NIOSSLCertificate(bytes: shown.certificateDER, format: .der)
-            key = try NIOSSLPrivateKey(bytes: Array(shown.privateKey.pemRepresentation.utf8), format: .pem)
-        } catch {
-            throw LinkError.badIdentity("\(error)")
-        }
-        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
+        let tls = try shown.tls.get()
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(tls.certificate)], privateKey: .privateKey(tls.key))
         configuration.minimumTLSVersion = .tlsv13
         configuration.maximumTLSVersion = .tlsv13
         // Ask for (and send) certificates; who is accepted is decided by the link's trust.
