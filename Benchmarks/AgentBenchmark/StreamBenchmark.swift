@@ -207,6 +207,8 @@ func runTLSSink(folder: String, port: Int, hashing: Bool) async throws -> Never 
 /// The sending end, all on its event loop: writes 1 MiB buffers (the same bytes, never
 /// copied) whenever the channel is writable, until `streamTotal` bytes went, then reads the
 /// digest. Nothing else is in the path: no task, no stream, no framing.
+let blastWrite = Int(ProcessInfo.processInfo.environment["BLAST_WRITE"] ?? "") ?? 1 << 20
+
 final class BlastHandler: ChannelInboundHandler, @unchecked Sendable {
     // @unchecked: used only on its channel's event loop.
     typealias InboundIn = ByteBuffer
@@ -233,8 +235,9 @@ final class BlastHandler: ChannelInboundHandler, @unchecked Sendable {
     private func fill(_ context: ChannelHandlerContext) {
         var wrote = false
         while left > 0 && context.channel.isWritable {
-            let count = min(left, block.readableBytes)
-            context.write(wrapOutboundOut(count == block.readableBytes ? block : block.getSlice(at: 0, length: count)!), promise: nil)
+            let offset = (streamTotal - left) % block.readableBytes
+            let count = min(left, blastWrite, block.readableBytes - offset)
+            context.write(wrapOutboundOut(count == block.readableBytes ? block : block.getSlice(at: offset, length: count)!), promise: nil)
             left -= count
             wrote = true
         }

@@ -194,7 +194,12 @@ final class FrameHandler: ChannelDuplexHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let frame = unwrapOutboundIn(data)
-        context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: frame.encoded)), promise: promise)
+        // Header and payload straight into one buffer: one copy of the payload, not two.
+        var buffer = context.channel.allocator.buffer(capacity: Frame.headerSize + frame.payload.count)
+        buffer.writeInteger(UInt32(frame.payload.count))
+        buffer.writeInteger(frame.kind)
+        buffer.writeBytes(frame.payload)
+        context.write(wrapOutboundOut(buffer), promise: promise)
     }
 }
 
