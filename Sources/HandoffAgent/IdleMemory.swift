@@ -4,6 +4,38 @@ import Foundation
 import Glibc
 #endif
 
+/// How the agent's allocator treats memory freed while it works.
+///
+/// A continuation stream moves its bytes in chunks of up to 256 KiB, several in flight at once.
+/// glibc's defaults serve such a chunk with `mmap` until the first one is freed, then from the
+/// heap, but give the heap's free top back to the kernel whenever it exceeds twice the largest
+/// chunk freed so far (512 KiB): with a window of chunks in flight, nearly every chunk took
+/// fresh pages, which the kernel zeroes and faults in one by one (in `streams.sh`, page faults
+/// and zeroing were about a tenth of each agent's CPU). While it works the agent keeps up to
+/// 16 MiB of freed memory for reuse and serves allocations under 4 MiB from the heap; after
+/// `--idle-release` with nothing to do, `IdleMemory.release()` gives it all back.
+public enum AllocatorPolicy {
+    /// The largest allocation served from the heap, and how much free memory the heap's top
+    /// may hold before it is given back.
+    public static let heapLimit = 4 << 20
+    public static let keptFree = 16 << 20
+
+    /// Sets glibc's thresholds for this process (`mallopt`, looked up at run time: Swift's
+    /// Glibc module does not show it). Returns whether both were set.
+    @discardableResult
+    public static func keepWorkingMemory() -> Bool {
+        #if os(Linux)
+        guard let symbol = dlsym(nil, "mallopt") else { return false }
+        typealias Set = @convention(c) (Int32, Int32) -> Int32
+        let mallopt = unsafeBitCast(symbol, to: Set.self)
+        // M_MMAP_THRESHOLD is -3, M_TRIM_THRESHOLD -1 (malloc.h).
+        return mallopt(-3, Int32(heapLimit)) == 1 && mallopt(-1, Int32(keptFree)) == 1
+        #else
+        return false
+        #endif
+    }
+}
+
 /// What an agent gives back after a while with nothing to do: the free memory its allocator
 /// holds (`malloc_trim`), and its mappings of code pages it ran while starting or working.
 /// Code pages are clean copies of the executable's file: dropping them from the process costs

@@ -88,6 +88,7 @@ struct Handoffd: AsyncParsableCommand {
     var logLevel: String = "info"
 
     func run() async throws {
+        AllocatorPolicy.keepWorkingMemory()
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level: '\(logLevel)' is not one of trace, debug, info, notice, warning, error")
         }
