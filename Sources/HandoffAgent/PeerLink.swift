@@ -166,9 +166,21 @@ final class FrameHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = unwrapInboundIn(data)
-        decoder.append(buffer.readableBytesView)
+        var buffer = unwrapInboundIn(data)
         do {
+            // Whole frames in this read go straight from it to their payloads: one copy of a
+            // stream's bytes, not two. What is left (a frame begun) waits in the decoder.
+            if decoder.bufferedByteCount == 0 {
+                while let declared = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self).map(Int.init),
+                    declared <= decoder.maximumPayload, buffer.readableBytes >= Frame.headerSize + declared
+                {
+                    buffer.moveReaderIndex(forwardBy: 4)
+                    let kind = buffer.readInteger(as: UInt8.self)!
+                    let payload = buffer.readBytes(length: declared)!
+                    context.fireChannelRead(wrapInboundOut(Frame(kind: kind, payload: payload)))
+                }
+            }
+            decoder.append(buffer.readableBytesView)
             while let frame = try decoder.next() {
                 context.fireChannelRead(wrapInboundOut(frame))
             }
