@@ -3,6 +3,7 @@ import HandoffWire
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// Where and how often a device announces itself.
 public struct DiscoveryConfiguration: Sendable {
@@ -191,7 +192,10 @@ public actor Discovery {
     public private(set) var ownBeaconsHeard: [String: Int] = [:]
     /// Addresses whose beacons did not open with the account's keys, with how many and when
     /// last (at most 32 addresses): devices of another account, or noise.
-    public private(set) var unopenedFrom: [String: (count: Int, last: Date)] = [:]
+    public var unopenedFrom: [String: (count: Int, last: Date)] { strangers.from }
+    /// Where beacons that open with no key are counted (on the event loop, or here for the
+    /// in-memory bus).
+    private nonisolated let strangers = StrangerBeacons()
     /// How far each device's clock is from this one's (positive: it is behind), from its
     /// last beacon, opened whether or not its time was within the window.
     public private(set) var clockOffsets: [UUID: TimeInterval] = [:]
@@ -231,7 +235,16 @@ public actor Discovery {
     private var familiesHeard: [UUID: (v4: Date?, v6: [String: Date])] = [:]
     /// When a device last said it wants IPv6, by the interface its beacon came on.
     private var wantsIPv6Heard: [UUID: [String: Date]] = [:]
-    public private(set) var statistics = DiscoveryStatistics()
+    /// What beacons did, the ones dropped on arrival included.
+    public var statistics: DiscoveryStatistics {
+        var counted = opened
+        let unopened = strangers.count
+        counted.unopened = unopened
+        counted.datagrams += unopened
+        return counted
+    }
+    /// The same, for the datagrams that reached the actor (`unopened` only from the bus).
+    private var opened = DiscoveryStatistics()
 
     /// - Parameters:
     ///   - keys: the account's beacon keys, current first (then the previous one while a new
@@ -555,26 +568,25 @@ public actor Discovery {
             if let interface { ownBeaconsHeard[interface, default: 0] += 1 }
             return
         }
-        statistics.datagrams += 1
+        opened.datagrams += 1
         // The same beacon over IPv4 and IPv6 (or on two interfaces of one network) counts
         // once; the same bytes again on the same socket are a replay, for the replay guard.
         let now = ContinuousClock.now
         let digest = bytes
         recentDatagrams.removeAll { now - $0.at > .seconds(2) }
         if let first = recentDatagrams.first(where: { $0.digest == digest && $0.via != via }) {
-            statistics.duplicates += 1
+            opened.duplicates += 1
             if let sender = first.sender { noteFamily(of: sender, from: address, interface: interface) }
             return
         }
         if recentDatagrams.count >= 256 { recentDatagrams.removeFirst() }
         recentDatagrams.append((digest, via, now, nil))
         guard let content = Beacon.open(bytes, with: keys) else {
-            statistics.unopened += 1
+            // Counted with the strangers' beacons (sockets drop those on arrival; these came
+            // from the in-memory bus, or are sealed with a retired key).
+            opened.datagrams -= 1
+            strangers.record(from: address)
             floodWatch.refused(from: address, reason: "did not open")
-            if unopenedFrom[address] == nil && unopenedFrom.count >= 32, let oldest = unopenedFrom.min(by: { $0.value.last < $1.value.last }) {
-                unopenedFrom[oldest.key] = nil
-            }
-            unopenedFrom[address] = ((unopenedFrom[address]?.count ?? 0) + 1, Date())
             if !retiredKeys.isEmpty, let old = Beacon.open(bytes, with: retiredKeys), old.sender != device {
                 reportStale(old, from: address)
             }
@@ -583,7 +595,7 @@ public actor Discovery {
         guard content.sender != device else { return }
         switch replayGuard.admit(content) {
         case .accepted:
-            statistics.accepted += 1
+            opened.accepted += 1
             // A member's address: spoofed strangers, however many, never take its budget.
             budget.trust(address)
             // From accepted beacons only: a replayed old one says nothing of a clock.
@@ -596,11 +608,11 @@ public actor Discovery {
                 wantsIPv6Heard[content.sender, default: [:]][interface] = Date()
             }
         case .replayed:
-            statistics.replayed += 1
+            opened.replayed += 1
             floodWatch.refused(from: address, reason: "replayed")
             return
         case .stale, .fromTheFuture:
-            statistics.outsideWindow += 1
+            opened.outsideWindow += 1
             floodWatch.refused(from: address, reason: "outside the time window")
             logger.debug("beacon outside the time window: check the clocks", metadata: ["from": "\(address)"])
             return
@@ -785,13 +797,14 @@ public actor Discovery {
         guard let group = v6 ? groupAddressV6 : groupAddress else { throw DiscoveryError.notMulticast(path.interface) }
         let scope = v6 ? path.interface : nil
         let index = device.interfaceIndex
-        let budget = self.budget, watch = floodWatch
+        let budget = self.budget, watch = floodWatch, keys = self.keys + self.retiredKeys, strangers = self.strangers
         // IPv4 binds the group itself; IPv6 the wildcard, with packet info to keep to its interface.
         return try await MulticastSocket.open(
             path, device: device, group: group, bindHost: v6 ? "::" : configuration.group, hops: 1, eventLoopGroup: eventLoopGroup
         ) {
             BeaconReceiver(
-                sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index, budget: budget, watch: watch)
+                sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index, budget: budget, watch: watch,
+                keys: keys, strangers: strangers)
         }
     }
 
@@ -804,7 +817,7 @@ public actor Discovery {
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(BeaconReceiver(
                             sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil, interfaceIndex: nil, budget: self.budget,
-                            watch: self.floodWatch))
+                            watch: self.floodWatch, keys: self.keys + self.retiredKeys, strangers: self.strangers))
                     }
                 }
             if v6Only {
@@ -853,8 +866,35 @@ struct Datagram: Sendable {
     var interface: String? = nil
 }
 
-/// Hands each received datagram to the discovery actor; opens nothing itself.
-private final class BeaconReceiver: ChannelInboundHandler, Sendable {
+/// Beacons that opened with none of the account's keys (current, previous or retired):
+/// another account's devices, noise, forgeries. Counted where they arrive, on the event loop,
+/// and never handed on: a stranger's beacon costs its one failed open, not the trip to the
+/// discovery actor.
+final class StrangerBeacons: Sendable {
+    private struct State {
+        var count = 0
+        var from: [String: (count: Int, last: Date)] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// Counts one from `address`, keeping at most 32 addresses (the longest quiet goes).
+    func record(from address: String) {
+        state.withLock { state in
+            state.count += 1
+            if state.from[address] == nil && state.from.count >= 32, let oldest = state.from.min(by: { $0.value.last < $1.value.last }) {
+                state.from[oldest.key] = nil
+            }
+            state.from[address] = ((state.from[address]?.count ?? 0) + 1, Date())
+        }
+    }
+
+    var count: Int { state.withLock { $0.count } }
+    var from: [String: (count: Int, last: Date)] { state.withLock { $0.from } }
+}
+
+/// Hands each received datagram that opens with one of the account's keys to the discovery
+/// actor; one that opens with none is counted here and dropped.
+final class BeaconReceiver: ChannelInboundHandler, Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
     let sink: AsyncStream<Datagram>.Continuation
@@ -869,13 +909,18 @@ private final class BeaconReceiver: ChannelInboundHandler, Sendable {
 
     let budget: SourceBudget
     let watch: FloodWatch
+    /// Every key a beacon the actor looks at may be sealed with: current, previous, retired.
+    let keys: [BeaconKey]
+    let strangers: StrangerBeacons
 
     init(
         sink: AsyncStream<Datagram>.Continuation, interface: String?, via: String, multicastOn: String?, interfaceIndex: Int?,
-        budget: SourceBudget, watch: FloodWatch
+        budget: SourceBudget, watch: FloodWatch, keys: [BeaconKey], strangers: StrangerBeacons
     ) {
         self.budget = budget
         self.watch = watch
+        self.keys = keys
+        self.strangers = strangers
         self.sink = sink
         self.interface = interface
         self.via = via
@@ -893,7 +938,13 @@ private final class BeaconReceiver: ChannelInboundHandler, Sendable {
             watch.refused(from: from, reason: "over \(budget.perSecond) a second from one address")
             return
         }
-        sink.yield(Datagram(bytes: Array(envelope.data.readableBytesView), from: from, via: via, interface: multicastOn))
+        let bytes = Array(envelope.data.readableBytesView)
+        guard Beacon.open(bytes, with: keys) != nil else {
+            strangers.record(from: from)
+            watch.refused(from: from, reason: "did not open")
+            return
+        }
+        sink.yield(Datagram(bytes: bytes, from: from, via: via, interface: multicastOn))
     }
 
     /// The sender's address as a link can be opened to it: a link-local IPv6 address keeps

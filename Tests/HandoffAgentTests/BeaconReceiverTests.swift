@@ -1,0 +1,41 @@
+import Foundation
+import HandoffWire
+import Logging
+import NIOCore
+import NIOEmbedded
+import Testing
+
+@testable import HandoffAgent
+
+/// Where a beacon goes as it arrives: a stranger's (sealed with a key the account does not
+/// have) stops on the event loop; a member's goes on to the discovery actor.
+@Suite("Beacons as they arrive")
+struct BeaconReceiverTests {
+    @Test("Item 5: a beacon that opens with none of the account's keys is counted and dropped on the event loop, never handed to the discovery actor; members' beacons, and those sealed with a retired key, go on")
+    func strangersStopAtTheSocket() async throws {
+        let key = BeaconKey.generate(), retired = BeaconKey.generate(), stranger = BeaconKey.generate()
+        let (datagrams, sink) = AsyncStream<Datagram>.makeStream()
+        let strangers = StrangerBeacons()
+        let receiver = BeaconReceiver(
+            sink: sink, interface: nil, via: "test", multicastOn: nil, interfaceIndex: nil, budget: SourceBudget(perSecond: 1_000),
+            watch: FloodWatch(what: "beacons", logger: Logger(label: "test")), keys: [key, retired], strangers: strangers)
+        let channel = EmbeddedChannel(handler: receiver)
+        func arrive(_ bytes: [UInt8], from address: String) throws {
+            let envelope = AddressedEnvelope(remoteAddress: try SocketAddress(ipAddress: address, port: 47_168), data: channel.allocator.buffer(bytes: bytes))
+            try channel.writeInbound(envelope)
+        }
+        func beacon(_ key: BeaconKey) throws -> [UInt8] {
+            try Beacon.seal(BeaconContent(sender: UUID(), sequence: 1, timestamp: Date(), linkPort: 1, activity: nil), with: key)
+        }
+        for index in 0..<50 { try arrive(try beacon(stranger), from: "10.9.\(index / 250).\(index % 250 + 1)") }
+        try arrive(Array(repeating: 0x41, count: Beacon.size), from: "10.9.9.9")
+        try arrive(try beacon(key), from: "10.0.0.2")
+        try arrive(try beacon(retired), from: "10.0.0.3")
+        sink.finish()
+        var handedOn: [String] = []
+        for await datagram in datagrams { handedOn.append(datagram.from) }
+        #expect(handedOn == ["10.0.0.2", "10.0.0.3"], "handed to the actor: \(handedOn)")
+        #expect(strangers.count == 51)
+        #expect(strangers.from.count == 32, "at most 32 addresses are kept")
+    }
+}
