@@ -45,14 +45,15 @@ func shell(_ arguments: [String], input: Data? = nil) throws -> String {
 /// process: a bridge in a fourth namespace joins them. Nothing touches the host's own network.
 final class Segment: Sendable {
     let prefix: String
-    let hosts = ["a", "b", "c"]
+    let hosts: [String]
     let harness: AgentHarness
     /// Whether the hosts have IPv4 addresses; without, the segment is IPv6 only (link-local).
     let ipv4: Bool
     private let agents = Mutex<[String: Process]>([:])
 
-    init(ipv4: Bool = true) throws {
+    init(ipv4: Bool = true, hosts: [String] = ["a", "b", "c"]) throws {
         self.ipv4 = ipv4
+        self.hosts = hosts
         harness = try AgentHarness()
         prefix = "ho\(getpid() % 10_000)\(Int.random(in: 10...99))"
         let bridge = "\(prefix)br"
@@ -124,8 +125,8 @@ final class Segment: Sendable {
     }
 
     /// Runs `body` on a new segment, and tears it down however `body` ends.
-    static func with(ipv4: Bool = true, _ body: (Segment) async throws -> Void) async throws {
-        let segment = try Segment(ipv4: ipv4)
+    static func with(ipv4: Bool = true, hosts: [String] = ["a", "b", "c"], _ body: (Segment) async throws -> Void) async throws {
+        let segment = try Segment(ipv4: ipv4, hosts: hosts)
         do {
             try await body(segment)
         } catch {
