@@ -36,6 +36,16 @@ func spawn(_ path: String, _ arguments: [String]) -> pid_t {
     return pid
 }
 
+/// The CPU time `pid` has used so far, all its threads, in nanoseconds (from each thread's
+/// schedstat: time on a CPU, to the nanosecond).
+func cpuTime(of pid: pid_t) -> UInt64 {
+    let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    return threads.reduce(0) { total, thread in
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/schedstat", encoding: .utf8)) ?? ""
+        return total + (text.split(separator: " ").first.flatMap { UInt64($0) } ?? 0)
+    }
+}
+
 func waitForExit(_ pid: pid_t) -> Int32 {
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
@@ -157,9 +167,11 @@ func orchestrate() async throws -> Targets {
         await waitFor("the receiving app to restore") { restoredAt(iteration) != nil }
         let restored = restoredAt(iteration)!
         if let save = saves.times(of: iteration) {
-            legs[legNames[0], default: []].append(milliseconds(save.arrived - start))
-            legs[legNames[1], default: []].append(milliseconds(save.answered - save.arrived))
-            legs[legNames[2], default: []].append(milliseconds(restored - save.answered))
+            // Stamped by three processes: the app on B can hold the activity before the origin
+            // app has stamped its answer, so a leg can come out negative.
+            legs[legNames[0], default: []].append(milliseconds(save.arrived) - milliseconds(start))
+            legs[legNames[1], default: []].append(milliseconds(save.answered) - milliseconds(save.arrived))
+            legs[legNames[2], default: []].append(milliseconds(restored) - milliseconds(save.answered))
             legs[legNames[3], default: []].append(milliseconds(answered) - milliseconds(restored))
         }
         return (milliseconds(answered - start), milliseconds(restored - start))
@@ -168,6 +180,8 @@ func orchestrate() async throws -> Targets {
     legs = [:]
 
     let cli = binaries.appendingPathComponent("handoff").path
+    /// Each run's CPU time of A's and B's agents per warm continuation (all their threads).
+    var cpuPerContinuation: [(Double, Double)] = []
     let runs = try await repeatRuns(["continue", "continue to the app", "CLI continue", "CLI to the app", "bare TLS", "discovery"]) { _ in
         var run: [String: [Double]] = [:]
         let clientOutput = Pipe()
@@ -180,6 +194,11 @@ func orchestrate() async throws -> Targets {
         for _ in 0..<discoveryChanges {
             run["discovery", default: []].append(try await offer(origin))
             try await Task.sleep(for: .milliseconds(20))
+        }
+        let cpuBefore = (cpuTime(of: agents["a"]!.processIdentifier), cpuTime(of: agents["b"]!.processIdentifier))
+        defer {
+            let a = cpuTime(of: agents["a"]!.processIdentifier) - cpuBefore.0, b = cpuTime(of: agents["b"]!.processIdentifier) - cpuBefore.1
+            cpuPerContinuation.append((milliseconds(a) / Double(iterations), milliseconds(b) / Double(iterations)))
         }
         for _ in 0..<iterations {
             let (daemon, app) = try await continueOnce(control)
@@ -292,6 +311,10 @@ func orchestrate() async throws -> Targets {
         | leg | p50 |
         | --- | --- |
         \(legNames.map { "| \($0) | \(format(percentile(warmLegs[$0] ?? [], 0.5), 3)) ms |" }.joined(separator: "\n"))
+
+        CPU time per warm continuation, all threads (median of the runs, and their range): A's agent \
+        \(format(percentile(cpuPerContinuation.map(\.0), 0.5), 3)) ms (\(format(cpuPerContinuation.map(\.0).min() ?? .nan, 3))–\(format(cpuPerContinuation.map(\.0).max() ?? .nan, 3))), \
+        B's agent \(format(percentile(cpuPerContinuation.map(\.1), 0.5), 3)) ms (\(format(cpuPerContinuation.map(\.1).min() ?? .nan, 3))–\(format(cpuPerContinuation.map(\.1).max() ?? .nan, 3))).
 
         Idle, \(memorySeconds) s, link \(openBefore && openAfter ? "open throughout" : "NOT open throughout"), no activity offered, a sample a second:
 

@@ -62,3 +62,25 @@ int handoff_exchange(const char *first, const char *second) {
 long handoff_random(void *buffer, unsigned long count) {
     return (long)getrandom(buffer, count, 0);
 }
+
+// The Swift runtime's hook for where new tasks' jobs go (swift_task_enqueueGlobal_hook),
+// called with Swift's calling convention. Referenced directly rather than looked up with
+// dlsym, which cannot find it in an executable linked with the static Swift runtime.
+#define HANDOFF_SWIFTCC __attribute__((swiftcall))
+typedef HANDOFF_SWIFTCC void (*handoff_original_enqueue)(void *job);
+typedef HANDOFF_SWIFTCC void (*handoff_enqueue_hook)(void *job, handoff_original_enqueue original);
+extern handoff_enqueue_hook swift_task_enqueueGlobal_hook;
+
+static void (*handoff_enqueue_target)(void *job);
+
+static HANDOFF_SWIFTCC void handoff_enqueue(void *job, handoff_original_enqueue original) {
+    (void)original;
+    handoff_enqueue_target(job);
+}
+
+int handoff_take_global_executor(void (*target)(void *job)) {
+    if (__atomic_load_n(&swift_task_enqueueGlobal_hook, __ATOMIC_ACQUIRE) != NULL) return 0;
+    handoff_enqueue_target = target;
+    handoff_enqueue_hook expected = NULL;
+    return __atomic_compare_exchange_n(&swift_task_enqueueGlobal_hook, &expected, handoff_enqueue, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}

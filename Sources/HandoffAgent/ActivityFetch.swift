@@ -91,7 +91,7 @@ func withDeadline<T: Sendable>(_ deadline: Duration, _ body: @escaping @Sendable
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await body() }
         group.addTask {
-            try await Task.sleep(for: deadline)
+            try await LoopTimer.sleep(for: deadline)
             throw DeadlineExceeded()
         }
         defer { group.cancelAll() }

@@ -191,9 +191,10 @@ extension Agent {
         return await withCheckedContinuation { answer in
             pendingStreams[token] = PendingStream(stream: stream, session: session.id, activityID: activityID, answer: answer)
             session.peer.send(.streamRequest(stream: token, activity: activityID))
-            Task { [weak self] in
-                try? await Task.sleep(for: deadline)
-                await self?.settleStream(token, FetchFailure(code: FetchFailure.remoteAppTimedOut, message: "the app on '\(self?.deviceName ?? "the other device")' did not take the streams within \(deadline)"))
+            _ = LoopTimer(after: deadline) {
+                Task { [weak self] in
+                    await self?.settleStream(token, FetchFailure(code: FetchFailure.remoteAppTimedOut, message: "the app on '\(self?.deviceName ?? "the other device")' did not take the streams within \(deadline)"))
+                }
             }
         }
     }

@@ -80,7 +80,7 @@ public actor Agent {
     let relaysUnderWay = LockedValue(0)
     /// Streams other devices opened, waiting for this device's app to take them.
     var pendingStreams: [UUID: PendingStream] = [:]
-    var pendingSaves: [UInt64: (session: UUID, continuation: CheckedContinuation<Result<LocalRecord, LocalError>, Never>)] = [:]
+    var pendingSaves: [UInt64: (session: UUID, continuation: CheckedContinuation<Result<LocalRecord, LocalError>, Never>, timer: LoopTimer)] = [:]
     var nextSave: UInt64 = 1
     var started = false
     /// The account's recent signed changes, oldest first, for members that missed them.
@@ -315,6 +315,7 @@ public actor Agent {
             lockFile = -1
         }
         for (_, pending) in pendingSaves {
+            pending.timer.cancel()
             pending.continuation.resume(returning: .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the agent stopped")))
         }
         pendingSaves = [:]
@@ -593,6 +594,7 @@ public actor Agent {
         currentOrder.removeAll { $0.session == session.id }
         for (request, pending) in pendingSaves where pending.session == session.id {
             pendingSaves[request] = nil
+            pending.timer.cancel()
             pending.continuation.resume(returning: .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the app quit before it saved the activity")))
         }
         Task { await offerChanged() }
@@ -851,12 +853,13 @@ public actor Agent {
         nextSave += 1
         let deadline = configuration.saveDeadline
         let result: Result<LocalRecord, LocalError> = await withCheckedContinuation { continuation in
-            pendingSaves[request] = (session.id, continuation)
-            session.peer.send(.save(request: request, activity: activityID))
-            Task { [weak self] in
-                try? await Task.sleep(for: deadline)
-                await self?.finishSave(request, session: session, .failure(LocalError(.continuation, code: FetchFailure.remoteAppTimedOut, "'\(appName)' on '\(self?.deviceName ?? "?")' did not save the activity within \(deadline)")))
+            let timer = LoopTimer(after: deadline) {
+                Task { [weak self] in
+                    await self?.finishSave(request, session: session, .failure(LocalError(.continuation, code: FetchFailure.remoteAppTimedOut, "'\(appName)' on '\(self?.deviceName ?? "?")' did not save the activity within \(deadline)")))
+                }
             }
+            pendingSaves[request] = (session.id, continuation, timer)
+            session.peer.send(.save(request: request, activity: activityID))
         }
         switch result {
         case .failure(let error):
@@ -896,6 +899,7 @@ public actor Agent {
     func finishSave(_ request: UInt64, session: Session, _ result: Result<LocalRecord, LocalError>) {
         guard let pending = pendingSaves[request], pending.session == session.id else { return }
         pendingSaves[request] = nil
+        pending.timer.cancel()
         pending.continuation.resume(returning: result)
     }
 

@@ -336,8 +336,7 @@ public final class LinkStreamMux: Sendable {
                 continuation.resume(returning: made)
             case .success(let stream):
                 send(.streamOpen(stream: stream.id, activityID: activityID, window: window))
-                Task { [weak self] in
-                    try? await Task.sleep(for: deadline)
+                _ = LoopTimer(after: deadline) { [weak self] in
                     guard let self, let waiting = self.state.withLock({ $0.opening.removeValue(forKey: stream.id) }) else { return }
                     stream.reset("no answer within \(deadline)")
                     waiting.resume(returning: .failure(FetchFailure(code: FetchFailure.remoteAppTimedOut, message: "the app on the other device did not take the streams within \(deadline)")))

@@ -19,9 +19,15 @@ public final class PeerConnection: Sendable {
     /// The continuation streams this device opens on the link.
     let streams: LinkStreamMux
 
+    /// A request waiting for its answer, and the timer that ends the wait.
+    private struct Waiting {
+        var continuation: CheckedContinuation<Answer, Never>
+        var timer: LoopTimer?
+    }
+
     private struct LinkState: ~Copyable {
         var nextRequest: UInt64 = 1
-        var pending: [UInt64: CheckedContinuation<Answer, Never>] = [:]
+        var pending: [UInt64: Waiting] = [:]
         var ended: String?
         /// Whether TCP keepalive is on, and whether it follows what waits on the link
         /// (`watchWhileBusy`).
@@ -270,7 +276,7 @@ public final class PeerConnection: Sendable {
             let number: UInt64? = state.withLock { state in
                 guard state.ended == nil else { return nil }
                 defer { state.nextRequest += 1 }
-                state.pending[state.nextRequest] = continuation
+                state.pending[state.nextRequest] = Waiting(continuation: continuation)
                 return state.nextRequest
             }
             guard let number else {
@@ -279,18 +285,22 @@ public final class PeerConnection: Sendable {
             }
             lastUse.value = .now
             watchWhileBusy()
-            outbox.yield(make(number).frame)
-            Task { [weak self] in
-                try? await Task.sleep(for: deadline)
-                self?.resolve(number, .timedOut)
+            let timer = LoopTimer(after: deadline) { [weak self] in self?.resolve(number, .timedOut) }
+            // Kept with the request, to be stopped by its answer (unless the answer came first).
+            let answered = state.withLock { state in
+                state.pending[number]?.timer = timer
+                return state.pending[number] == nil
             }
+            if answered { timer.cancel() }
+            outbox.yield(make(number).frame)
         }
     }
 
     private func resolve(_ number: UInt64, _ answer: Answer) {
-        let waiting = state.withLock { $0.pending.removeValue(forKey: number) }
-        waiting?.resume(returning: answer)
-        if waiting != nil { watchWhileBusy() }
+        guard let waiting = state.withLock({ $0.pending.removeValue(forKey: number) }) else { return }
+        waiting.timer?.cancel()
+        waiting.continuation.resume(returning: answer)
+        watchWhileBusy()
     }
 
     private func received(_ message: LinkMessage) {
@@ -306,12 +316,15 @@ public final class PeerConnection: Sendable {
     }
 
     fileprivate func end(_ reason: String) {
-        let pending = state.withLock { state -> [CheckedContinuation<Answer, Never>] in
+        let pending = state.withLock { state -> [Waiting] in
             if state.ended == nil { state.ended = reason }
             defer { state.pending = [:] }
             return Array(state.pending.values)
         }
-        for continuation in pending { continuation.resume(returning: .ended(reason)) }
+        for waiting in pending {
+            waiting.timer?.cancel()
+            waiting.continuation.resume(returning: .ended(reason))
+        }
         streams.linkEnded(reason)
     }
 

@@ -206,4 +206,58 @@ struct ProcessTests {
         #expect(result.status != 0)
         #expect(result.errors.contains("'not-an-id' is not an activity id"), "\(result.errors)")
     }
+
+    /// The context switches (voluntary: a thread went to sleep) of every thread of `pid`, so far.
+    private func contextSwitches(of pid: Int32) -> Int {
+        let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return threads.reduce(0) { total, thread in
+            let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/status", encoding: .utf8)) ?? ""
+            let line = text.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+            return total + (line.flatMap { Int($0.split(separator: "\t").last ?? "") } ?? 0)
+        }
+    }
+
+    /// Starts handoffd with `environment`, makes `calls` local calls on one connection, and
+    /// returns how many times its threads went to sleep per call.
+    private func sleepsPerCall(environment: [String: String], calls: Int) async throws -> Double {
+        let home = folder.appendingPathComponent(UUID().uuidString.prefix(6).description, isDirectory: true)
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        let socket = home.appendingPathComponent("agent.sock").path
+        let binary = try #require(builtExecutable("handoffd"))
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = [
+            "--state-dir", home.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none",
+            "--idle-release", "off", "--log-level", "error",
+        ]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        #expect(await waitUntil { (try? await LocalClient.connect(path: socket, role: .control))?.close() != nil })
+        let client = try await LocalClient.connect(path: socket, role: .control)
+        defer { client.close() }
+        for _ in 0..<20 { _ = try await client.call(.devices) }
+        let before = contextSwitches(of: process.processIdentifier)
+        for _ in 0..<calls { _ = try await client.call(.devices) }
+        return Double(contextSwitches(of: process.processIdentifier) - before) / Double(calls)
+    }
+
+    @Test("handoffd runs its tasks on its event loops: a local call wakes the thread that reads it, and no other")
+    func tasksOnEventLoops() async throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // One event loop, so that no call can land on a second one by chance: a call is then one
+        // wake-up (the loop's, for the call's bytes), while with Swift's own threads the actor's
+        // work wakes a pool thread too, and the answer's write the loop again.
+        let loops = try await sleepsPerCall(environment: ["HANDOFF_EXECUTOR": "1"], calls: 300)
+        let swiftPool = try await sleepsPerCall(environment: ["HANDOFF_EXECUTOR": "swift"], calls: 300)
+        #expect(loops < 1.5, "\(loops) sleeps per call on the event loops")
+        #expect(swiftPool > 2, "\(swiftPool) sleeps per call with Swift's pool: the comparison shows nothing")
+        // The default (one loop per core) also keeps a call's work on the loop that read it.
+        let standard = try await sleepsPerCall(environment: [:], calls: 300)
+        #expect(standard < 1.5, "\(standard) sleeps per call by default")
+    }
 }
