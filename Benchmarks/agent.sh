@@ -5,7 +5,8 @@
 # handoffd processes. As root in two network namespaces on a bridge it makes (and removes),
 # otherwise on loopback; nothing is sent outside this machine. Runs repeat until their medians
 # agree within 10 %. Prints Markdown tables; exits 1 if a target is missed.
-# ITERATIONS=N (default 200) and QUIET_ITERATIONS=N (default 30) change each run's size.
+# ITERATIONS=N (default 200) and QUIET_ITERATIONS=N (default 30) change each run's size; PROFILE_SECONDS=N
+# only runs warm continuations for N seconds after printing the agents' process ids, for perf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"

@@ -178,6 +178,19 @@ func orchestrate() async throws -> Targets {
     }
     for _ in 0..<5 { _ = try await continueOnce(control) }  // the app started, the link open
     legs = [:]
+    // PROFILE_SECONDS=N: only warm continuations, one after another for N seconds, after
+    // printing the agents' process ids (for `perf record -p`); then the benchmark ends.
+    if let seconds = ProcessInfo.processInfo.environment["PROFILE_SECONDS"].flatMap(Double.init) {
+        FileHandle.standardError.write(Data("profile: A's agent \(agents["a"]!.processIdentifier), B's agent \(agents["b"]!.processIdentifier)\n".utf8))
+        let end = now() + UInt64(seconds * 1e9)
+        var count = 0
+        while now() < end {
+            _ = try await continueOnce(control)
+            count += 1
+        }
+        FileHandle.standardError.write(Data("profile: \(count) continuations, p50 \(format(percentile(legs[legNames[0]] ?? [], 0.5), 3)) ms to the save request\n".utf8))
+        return Targets()
+    }
 
     let cli = binaries.appendingPathComponent("handoff").path
     /// Each run's CPU time of A's and B's agents per warm continuation (all their threads).

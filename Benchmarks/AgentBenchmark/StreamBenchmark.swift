@@ -416,7 +416,7 @@ func streamBenchmark() async throws -> Targets {
         Streams benchmark. Machine: \(machineDescription()).
         \(Int(megabytes)) MiB a run, loopback, SHA-256 checked at the receiver through the agents. Release build, static Swift runtime.
         Raw TLS 1.3 streams, one process per side, both certificates (P-256) presented and each side accepting only the other's: \
-        NIO writing 1 MiB buffers whenever the connection takes them, all on its event loop, the receiver counting (bare) or hashing \
+        NIO writing \(blastWrite / 1024) KiB slices of a 1 MiB block whenever the connection takes them, all on its event loop, the receiver counting (bare) or hashing \
         on its event loop (as the streams are checksummed); and OpenSSL through Python's ssl (Benchmarks/tls_stream.py, 1 MiB \
         sendall and recv_into), the independent one.
         \(runs.agreement(minimum: 3))

@@ -375,6 +375,8 @@ case "tls-source"?:
     try runTLSSource(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!, hashing: CommandLine.arguments[4] == "hash")
 case "receiver"?:
     runReceiver()
+case "local-codec"?:
+    try localCodecProfile()
 case nil where isReceiver:
     runReceiver()
 case "tls-server"?:

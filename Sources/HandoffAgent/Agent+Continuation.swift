@@ -73,7 +73,7 @@ extension Agent {
                 return .failure(LocalError(.failed, error.message))
             }
             logger.notice("opened the activity's web page", metadata: ["url": "\(page)"])
-            return LocalReply(continued: LocalContinued(continuation: UUID(), device: origin, activity: announced, app: nil, webpageURL: page, seconds: (ContinuousClock.now - started).seconds))
+            return LocalReply(continued: LocalContinued(continuation: UUID.random(), device: origin, activity: announced, app: nil, webpageURL: page, seconds: (ContinuousClock.now - started).seconds))
         case .app(let manifest, let reason):
             logger.info("continuing in '\(manifest.bundleIdentifier)': \(reason)")
             // A web page continued in an app the site approves carries its URL and nothing of the
@@ -93,7 +93,7 @@ extension Agent {
         ticket: UInt64, started: ContinuousClock.Instant, logger: Logger
     ) async -> LocalReply {
         let origin = memberName(device.sender)
-        let continuation = UUID()
+        let continuation = UUID.random()
         let session: Session
         switch await runningSession(of: bundleIdentifier, continuation: continuation) {
         case .success(let found): session = found

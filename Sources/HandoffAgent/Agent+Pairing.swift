@@ -49,7 +49,7 @@ extension Agent {
         }
         let pinned = DeviceIdentity.fingerprint(ofCertificate: (pairingIdentity ?? identity).links.current().certificateDER)
         let invitation = Invitation.make(kind, host: address, port: pairingListener!.port, fingerprint: pinned)
-        let id = UUID()
+        let id = UUID.random()
         let expires = Date().addingTimeInterval(lifetime)
         invitations[id] = PendingInvitation(invitation: invitation, expires: expires)
         Task { [weak self] in

@@ -186,7 +186,7 @@ extension Agent {
         guard activity.supportsContinuationStreams else {
             return FetchFailure(code: FetchFailure.handoffFailed, message: "activity '\(activity.activityType)' on '\(deviceName)' does not support continuation streams")
         }
-        let token = UUID()
+        let token = UUID.random()
         let deadline = configuration.fetchDeadline
         return await withCheckedContinuation { answer in
             pendingStreams[token] = PendingStream(stream: stream, session: session.id, activityID: activityID, answer: answer)

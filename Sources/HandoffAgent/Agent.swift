@@ -130,7 +130,7 @@ public actor Agent {
         var isMember: Bool
         /// This request's own, so that only its deadline drops it (not an earlier request's
         /// from the same device).
-        var token = UUID()
+        var token = UUID.random()
     }
 
     /// An invitation this device made, until it is used or expires.
@@ -145,7 +145,7 @@ public actor Agent {
 
     /// A client of the local socket.
     final class Session: Sendable {
-        let id = UUID()
+        let id = UUID.random()
         let peer: LocalPeer
         let role: LocalRole
         /// The installed app this process was verified to be, from its executable.

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffLocalAPI
 import HandoffWire
 import Logging
 import NIOCore
@@ -180,7 +181,7 @@ public final class InMemoryNetwork: AgentNetwork {
     fileprivate func call(
         to host: String, deadline: Duration, _ call: @escaping @Sendable () async -> Frame?
     ) async -> PeerConnection.Answer {
-        let id = UUID()
+        let id = UUID.random()
         let outcome = FirstOutcome<PeerConnection.Answer>()
         let answering = Task {
             let reply = await call()

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffLocalAPI
 import HandoffWire
 import Logging
 import NIOCore
@@ -401,7 +402,7 @@ public actor Discovery {
     /// Changes from now on, until discovery stops.
     public func changes() -> AsyncStream<DiscoveryEvent> {
         let (stream, continuation) = AsyncStream<DiscoveryEvent>.makeStream()
-        let id = UUID()
+        let id = UUID.random()
         subscribers[id] = continuation
         continuation.onTermination = { [weak self] _ in
             Task { await self?.unsubscribe(id) }

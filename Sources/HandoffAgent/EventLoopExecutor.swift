@@ -2,6 +2,7 @@ import CHandoffSystem
 import Foundation
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// Runs the agent's tasks on NIO's event loops instead of Swift's own pool of threads.
 ///
@@ -19,12 +20,19 @@ public enum EventLoopExecutor {
         if let loops { NIOSingletons.groupLoopCountSuggestion = loops }
         // Made here, so that the hook never meets a group being made.
         _ = MultiThreadedEventLoopGroup.singleton
-        return handoff_take_global_executor { job in
+        let taken = handoff_take_global_executor { job in
             guard let job else { return }
             let unowned = unsafeBitCast(job, to: UnownedJob.self)
             MultiThreadedEventLoopGroup.singleton.any().enqueue(ExecutorJob(unowned))
         } == 1
+        if taken { active.store(true, ordering: .releasing) }
+        return taken
     }
+
+    /// Whether the process's tasks run on the event loops (`takeOver` succeeded).
+    static var isActive: Bool { active.load(ordering: .acquiring) }
+
+    private static let active = Atomic<Bool>(false)
 }
 
 extension TimeAmount {
@@ -36,23 +44,45 @@ extension TimeAmount {
     }
 }
 
-/// A deadline kept by an event loop (the one the caller runs on, if it runs on one): `expire`
-/// runs once `duration` has passed, unless `cancel` came first. Setting and cancelling one
-/// from its loop's thread wakes no other thread; a sleeping task's timer (`Task.sleep`) wakes
-/// the system's timer thread twice, and runs to its end even when nothing waits for it any more.
+/// A deadline: `expire` runs once `duration` has passed, unless `cancel` came first.
+///
+/// Where the tasks run on the event loops (handoffd), an event loop keeps it: setting and
+/// cancelling one from its loop's thread wakes no other thread, where a sleeping task's timer
+/// (`Task.sleep`) wakes the system's timer thread twice. Elsewhere (an agent inside another
+/// program, as in the tests) it is a sleeping task, as before: it counts its time only while
+/// that program's pool of threads runs its tasks, as the work it bounds does.
 struct LoopTimer: Sendable {
-    private let scheduled: Scheduled<Void>
+    private enum Kind: Sendable {
+        case loop(Scheduled<Void>)
+        case task(Task<Void, Never>)
+    }
 
-    init(after duration: Duration, on loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any(), _ expire: @escaping @Sendable () -> Void) {
-        scheduled = loop.scheduleTask(in: TimeAmount(duration), expire)
+    private let kind: Kind
+
+    init(after duration: Duration, _ expire: @escaping @Sendable () -> Void) {
+        if EventLoopExecutor.isActive {
+            kind = .loop(MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(duration), expire))
+        } else {
+            kind = .task(
+                Task {
+                    guard (try? await Task.sleep(for: duration)) != nil else { return }
+                    expire()
+                })
+        }
     }
 
     /// Stops the timer if it has not run yet.
-    func cancel() { scheduled.cancel() }
+    func cancel() {
+        switch kind {
+        case .loop(let scheduled): scheduled.cancel()
+        case .task(let task): task.cancel()
+        }
+    }
 
-    /// Waits `duration` on an event loop; throws `CancellationError` when the task is cancelled first.
-    static func sleep(for duration: Duration, on loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()) async throws {
-        let scheduled = loop.scheduleTask(in: TimeAmount(duration)) {}
+    /// Waits `duration`; throws `CancellationError` when the task is cancelled first.
+    static func sleep(for duration: Duration) async throws {
+        guard EventLoopExecutor.isActive else { return try await Task.sleep(for: duration) }
+        let scheduled = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(duration)) {}
         try await withTaskCancellationHandler {
             do { try await scheduled.futureResult.get() } catch { throw CancellationError() }
         } onCancel: {

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffLocalAPI
 import HandoffWire
 import Logging
 import NIOCore
@@ -118,7 +119,7 @@ actor ServiceDiscovery {
     /// The service list whenever it changes, until stopped.
     func changes() -> AsyncStream<[DNSSDService]> {
         let (stream, continuation) = AsyncStream<[DNSSDService]>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id = UUID()
+        let id = UUID.random()
         subscribers[id] = continuation
         continuation.onTermination = { [weak self] _ in Task { await self?.unsubscribe(id) } }
         return stream

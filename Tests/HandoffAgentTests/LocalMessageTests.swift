@@ -76,3 +76,39 @@ struct LocalMessageTests {
         }
     }
 }
+
+@Suite("Random UUIDs")
+struct RandomUUIDTests {
+    @Test("UUID.random is a version 4 UUID of the RFC 4122 variant, and never the same twice in 10,000")
+    func versionAndVariant() {
+        // Checked once at the end, not 10,000 times: a long synchronous test holds one of the
+        // few threads the other tests' agents share.
+        var seen = Set<UUID>()
+        var mismarked = 0
+        for _ in 0..<10_000 {
+            let id = UUID.random()
+            if id.uuid.6 >> 4 != 4 || id.uuid.8 >> 6 != 0b10 { mismarked += 1 }
+            seen.insert(id)
+        }
+        #expect(mismarked == 0)
+        #expect(seen.count == 10_000)
+        // Its text is what Foundation reads back.
+        let id = UUID.random()
+        #expect(UUID(uuidString: id.uuidString) == id)
+        #expect(id.uuidString.split(separator: "-")[2].first == "4")
+    }
+
+    @Test("UUID.random draws from all 122 of its random bits: each bit is set in about half of 4,000")
+    func everyBitVaries() {
+        var counts = [Int](repeating: 0, count: 128)
+        for _ in 0..<4_000 {
+            let id = UUID.random()
+            withUnsafeBytes(of: id.uuid) { bytes in
+                for bit in 0..<128 where bytes[bit / 8] & (0x80 >> UInt8(bit % 8)) != 0 { counts[bit] += 1 }
+            }
+        }
+        let fixed: Set<Int> = [48, 49, 50, 51, 64, 65]  // the version's and the variant's bits
+        let uneven = (0..<128).filter { !fixed.contains($0) && !(1_700...2_300).contains(counts[$0]) }
+        #expect(uneven.isEmpty, "bits set too rarely or too often in 4,000: \(uneven.map { "\($0): \(counts[$0])" })")
+    }
+}

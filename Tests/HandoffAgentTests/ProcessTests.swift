@@ -252,12 +252,12 @@ struct ProcessTests {
         // One event loop, so that no call can land on a second one by chance: a call is then one
         // wake-up (the loop's, for the call's bytes), while with Swift's own threads the actor's
         // work wakes a pool thread too, and the answer's write the loop again.
-        let loops = try await sleepsPerCall(environment: ["HANDOFF_EXECUTOR": "1"], calls: 300)
-        let swiftPool = try await sleepsPerCall(environment: ["HANDOFF_EXECUTOR": "swift"], calls: 300)
+        let loops = try await sleepsPerCall(environment: ["HANDOFF_EXECUTOR": "1"], calls: 150)
+        let swiftPool = try await sleepsPerCall(environment: ["HANDOFF_EXECUTOR": "swift"], calls: 150)
         #expect(loops < 1.5, "\(loops) sleeps per call on the event loops")
         #expect(swiftPool > 2, "\(swiftPool) sleeps per call with Swift's pool: the comparison shows nothing")
         // The default (one loop per core) also keeps a call's work on the loop that read it.
-        let standard = try await sleepsPerCall(environment: [:], calls: 300)
+        let standard = try await sleepsPerCall(environment: [:], calls: 150)
         #expect(standard < 1.5, "\(standard) sleeps per call by default")
     }
 }
