@@ -1,6 +1,8 @@
 import Foundation
 import HandoffLocalAPI
 import Logging
+import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -121,12 +123,19 @@ final class AgentHarness: Sendable {
     }
 
     /// Starts an agent named `name`, with `adjust` applied to its configuration.
-    func start(_ name: String, launcher: (any AppLauncher)? = nil, _ adjust: (inout AgentConfiguration) -> Void = { _ in }) async throws -> TestDevice {
+    /// `eventLoopGroup`: the agent's own event loops, as a handoffd process has, rather than the
+    /// process-wide ones every test's agents share.
+    func start(
+        _ name: String, launcher: (any AppLauncher)? = nil, eventLoopGroup: (any EventLoopGroup)? = nil,
+        _ adjust: (inout AgentConfiguration) -> Void = { _ in }
+    ) async throws -> TestDevice {
         var configuration = configuration(name)
         adjust(&configuration)
         var logger = Logger(label: "handoffd")
         logger.logLevel = .error
-        let agent = try Agent(configuration: configuration, logger: logger, network: network, launcher: launcher ?? ProcessLauncher())
+        let agent = try Agent(
+            configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, network: network,
+            launcher: launcher ?? ProcessLauncher())
         try await agent.start()
         let device = TestDevice(name: name, agent: agent, socket: configuration.socketPath, state: configuration.stateDirectory)
         devices.withLock { $0.append(device) }
