@@ -49,9 +49,30 @@ func privateSessionBus(in socket: URL) async throws -> (Process, String) {
     daemon.standardOutput = FileHandle.nullDevice
     daemon.standardError = FileHandle.nullDevice
     try daemon.run()
-    let started = await waitUntil { FileManager.default.fileExists(atPath: socket.path) }
+    // The socket's file appears when dbus-daemon binds it, a moment before it listens: a client
+    // that connects in between is refused. Wait until a connection is taken.
+    let started = await waitUntil { acceptsConnections(socket.path) }
     try #require(started, "dbus-daemon did not start")
     return (daemon, "unix:path=\(socket.path)")
+}
+
+/// Whether something listens on the Unix socket at `path` (a connection is made and closed).
+private func acceptsConnections(_ path: String) -> Bool {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    return result == 0
 }
 
 @Suite("Desktop notifications", .serialized)
