@@ -58,6 +58,23 @@ public enum UserInfoCoding {
         }
     }
 
+    /// Decodes bytes into the model and checks that an app can read them as its `userInfo`:
+    /// throws exactly what `decodeUserInfo` throws, else what `decode` throws. Reading them as
+    /// Swift values is needed only where keys can collide as `AnyHashable` (`1` and
+    /// `Int8(1)`), so when every key and set member is a string the model is read alone.
+    public static func decodeForApp(_ data: Data) throws(UserInfoDecodingError) -> UserInfoValue {
+        let value: UserInfoValue
+        do {
+            value = try decode(data)
+        } catch {
+            _ = try decodeUserInfo(data)
+            throw error
+        }
+        if case .dictionary = value, value.keysAreStrings { return value }
+        _ = try decodeUserInfo(data)
+        return value
+    }
+
     /// Decodes bytes into Swift values, each of the type it was encoded from.
     static func decodeAny(_ data: Data) throws(UserInfoDecodingError) -> Any {
         try decode(data, as: AnyBuilder.self)
@@ -743,6 +760,23 @@ public enum UserInfoDecodingError: Error, Sendable, Hashable, CustomStringConver
         case .tooDeep(let offset): return "encoded userInfo nests deeper than \(UserInfoCoding.maximumDepth) levels at byte \(offset)"
         case .notADictionary: return "encoded userInfo is not a dictionary"
         case .malformed(let offset, let why): return "encoded userInfo is malformed at byte \(offset): \(why)"
+        }
+    }
+}
+
+extension UserInfoValue {
+    /// True when every dictionary key and set member in the value, at any depth, is a string.
+    var keysAreStrings: Bool {
+        switch self {
+        case .array(let items): return items.allSatisfy(\.keysAreStrings)
+        case .set(let members):
+            return members.allSatisfy { if case .string = $0 { return true } else { return false } }
+        case .dictionary(let entries):
+            return entries.allSatisfy { key, value in
+                guard case .string = key else { return false }
+                return value.keysAreStrings
+            }
+        default: return true
         }
     }
 }

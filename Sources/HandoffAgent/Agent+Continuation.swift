@@ -145,9 +145,9 @@ extension Agent {
                         "the activity's userInfo is \(bytes.count) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
                 }
                 do {
-                    _ = try UserInfoCoding.decodeUserInfo(bytes)
+                    // Read as the app will read it, and into the model for the file URLs.
+                    let value = try UserInfoCoding.decodeForApp(bytes)
                     // File URLs: into this device's containers where the origin's were; the rest marked.
-                    let value = try UserInfoCoding.decode(bytes)
                     var hasFileURL = false
                     ContainerTranslation.visitFileURLs(value) { _ in hasFileURL = true }
                     if hasFileURL {

@@ -182,7 +182,15 @@ public enum LocalMessage: Sendable, Hashable {
 
     /// The frame that carries this message. Encoding cannot fail: non-finite numbers (which
     /// JSON has no word for) are written as strings rather than trapping.
+    /// The messages a continuation carries are written by hand (`LocalMessageJSON`), the same
+    /// bytes `JSONEncoder` writes, in a tenth of the time.
     public var frame: Frame {
+        if LocalMessageJSON.enabled, let payload = LocalMessageJSON.encode(self) { return Frame(kind: Self.frameKind, payload: payload) }
+        return foundationFrame
+    }
+
+    /// The frame as Foundation's `JSONEncoder` writes it (what `frame` matches).
+    package var foundationFrame: Frame {
         do {
             return Frame(kind: Self.frameKind, payload: Array(try LocalMessage.encoder.encode(self)))
         } catch {
@@ -190,11 +198,22 @@ public enum LocalMessage: Sendable, Hashable {
         }
     }
 
-    /// Reads a message from a frame, or says what is wrong with it. Never traps.
+    /// Reads a message from a frame, or says what is wrong with it. Never traps. The messages a
+    /// continuation carries, plainly written, are read by hand; everything else, and anything
+    /// unusual, by `JSONDecoder`.
     public init(frame: Frame) throws(LocalError) {
         guard frame.kind == Self.frameKind else {
             throw LocalError(.badRequest, "frame kind \(frame.kind) is not a local API message (expected \(Self.frameKind), JSON)")
         }
+        if LocalMessageJSON.enabled, let message = LocalMessageJSON.decode(frame.payload) {
+            self = message
+            return
+        }
+        try self.init(foundationFrame: frame)
+    }
+
+    /// Reads a message with Foundation's `JSONDecoder` only (what `init(frame:)` matches).
+    package init(foundationFrame frame: Frame) throws(LocalError) {
         do {
             self = try LocalMessage.decoder.decode(LocalMessage.self, from: Data(frame.payload))
         } catch let error as LocalError {

@@ -449,3 +449,64 @@ extension ContainerKeyTests {
         #expect(throws: UserInfoDecodingError.self) { try UserInfoCoding.decodeUserInfo(try UserInfoCoding.encode(member)) }
     }
 }
+
+@Suite("The agent's one-pass check of a userInfo")
+struct DecodeForAppTests {
+    /// What the agent did before: `decodeUserInfo`, then `decode`, each error as it came.
+    static func twoPasses(_ data: Data) -> Result<UserInfoValue, UserInfoDecodingError> {
+        do throws(UserInfoDecodingError) {
+            _ = try UserInfoCoding.decodeUserInfo(data)
+            return .success(try UserInfoCoding.decode(data))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    static func onePass(_ data: Data) -> Result<UserInfoValue, UserInfoDecodingError> {
+        do throws(UserInfoDecodingError) {
+            return .success(try UserInfoCoding.decodeForApp(data))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    @Test("Keys that collide only as AnyHashable (1 and Int8(1), in a dictionary or a set, at any depth) are refused as before")
+    func collidingKeys() throws {
+        let one = UserInfoValue.integer(UserInfoInteger(1)), oneInt8 = UserInfoValue.integer(UserInfoInteger(width: .int8, bits: 1))
+        let values: [UserInfoValue] = [
+            .dictionary([one: .null, oneInt8: .null]),
+            .dictionary([.string("a"): .dictionary([one: .null, oneInt8: .null])]),
+            .dictionary([.string("a"): .array([.set([one, oneInt8])])]),
+            .array([.string("not a dictionary")]),
+        ]
+        for value in values {
+            let data = try UserInfoCoding.encode(value)
+            #expect(throws: UserInfoDecodingError.self) { try UserInfoCoding.decodeUserInfo(data) }
+            #expect(Self.onePass(data) == Self.twoPasses(data))
+        }
+    }
+
+    @Test("Random values, with keys of every kind, and their mutations: the same value or the same error as the two passes")
+    func sameAsTwoPasses() throws {
+        var random = RandomUserInfo(generator: SplitMix64(seed: 0xC0FFEE))
+        var failures = 0, skippedSecondPass = 0
+        for round in 0..<3_000 {
+            random.containerKeys = round % 3 == 0
+            var value = random.value(maximumDepth: 4)
+            if round % 2 == 0 { value = .dictionary([.string("k"): value, .string("l"): .string("x")]) }
+            var bytes = [UInt8](try UserInfoCoding.encode(value))
+            if round % 4 == 3 {
+                let position = Int.random(in: 0..<bytes.count, using: &random.generator)
+                bytes[position] = UInt8.random(in: 0...255, using: &random.generator)
+            }
+            let data = Data(bytes)
+            let expected = Self.twoPasses(data)
+            #expect(Self.onePass(data) == expected)
+            if case .failure = expected { failures += 1 }
+            if case .success(let v) = expected, case .dictionary = v, v.keysAreStrings { skippedSecondPass += 1 }
+        }
+        // Both paths of the check are exercised.
+        #expect(failures > 100)
+        #expect(skippedSecondPass > 300)
+    }
+}
