@@ -71,6 +71,9 @@ struct LoopTimer: Sendable {
         }
     }
 
+    /// Lets the timer run without keeping it to cancel.
+    func forget() {}
+
     /// Stops the timer if it has not run yet.
     func cancel() {
         switch kind {

@@ -33,7 +33,16 @@ public final class PeerConnection: Sendable {
         /// (`watchWhileBusy`).
         var watching = true
         var watchesWhenBusy = false
+        /// Whether a timer will switch keepalive off once the link has been quiet a moment.
+        var quietCheckArmed = false
+        /// How many times keepalive was switched (for tests).
+        var keepaliveChanges = 0
     }
+
+    /// How long keepalive stays on after the last answer: requests in quick succession then
+    /// switch it neither off nor on (two `setsockopt` calls each, before), and it is off long
+    /// before the 5 s of silence after which TCP would send its first probe.
+    static let keepaliveLinger: Duration = .seconds(2)
 
     /// When anything last went over the link (a request, an answer, a stream frame).
     private let lastUse: LockedValue<ContinuousClock.Instant>
@@ -229,7 +238,7 @@ public final class PeerConnection: Sendable {
     private func closeWhenIdle(_ idle: Duration, on eventLoop: any EventLoop) {
         let every = TimeAmount.nanoseconds(max(Int64(idle.components.seconds) * 1_000_000_000 / 4 + idle.components.attoseconds / 4_000_000_000, 50_000_000))
         state.withLock { $0.watchesWhenBusy = true }
-        watchWhileBusy()
+        watchWhileBusy(now: true)
         eventLoop.scheduleRepeatedTask(initialDelay: every, delay: every) { [weak self] task in
             guard let self, self.isOpen else { return task.cancel() }
             self.watchWhileBusy()
@@ -240,17 +249,44 @@ public final class PeerConnection: Sendable {
     }
 
     /// Keepalive on while a request is unanswered or a stream is open, off otherwise. Only for
-    /// a link that closes when idle (`open(idle:)`); others keep it on.
-    private func watchWhileBusy(starting: Bool = false) {
+    /// a link that closes when idle (`open(idle:)`); others keep it on. Switching it on is at
+    /// once; switching it off waits until the link has been quiet for `keepaliveLinger`
+    /// (`stopWatchingWhenQuiet`), unless `now`.
+    private func watchWhileBusy(starting: Bool = false, now: Bool = false) {
         let busy = starting || streams.openStreams > 0
         let change: Bool? = state.withLock { state -> Bool? in
             let wanted = busy || !state.pending.isEmpty
             guard state.watchesWhenBusy, state.ended == nil, state.watching != wanted else { return nil }
+            if !wanted && !now {
+                guard !state.quietCheckArmed else { return nil }
+                state.quietCheckArmed = true
+                return false
+            }
             state.watching = wanted
-            return wanted
+            state.keepaliveChanges += 1
+            return true
         }
-        if change != nil { applyKeepalive() }
+        switch change {
+        case true?: applyKeepalive()
+        case false?: LoopTimer(after: Self.keepaliveLinger) { [weak self] in self?.quietCheck() }.forget()
+        case nil: break
+        }
     }
+
+    /// Switches keepalive off once nothing went over the link for `keepaliveLinger`; if
+    /// something did meanwhile, looks again when it will have been that long.
+    private func quietCheck() {
+        let quiet = ContinuousClock.now - lastUse.value
+        guard quiet >= Self.keepaliveLinger else {
+            LoopTimer(after: Self.keepaliveLinger - quiet) { [weak self] in self?.quietCheck() }.forget()
+            return
+        }
+        state.withLock { $0.quietCheckArmed = false }
+        watchWhileBusy(now: true)
+    }
+
+    /// How many times keepalive was switched on or off (for tests).
+    var keepaliveChanges: Int { state.withLock { $0.keepaliveChanges } }
 
     /// Sets the socket's keepalive to what `watching` says when the event loop gets to it, not
     /// to what it said when asked: changes decided on two threads cannot land out of order.

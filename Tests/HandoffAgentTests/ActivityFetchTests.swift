@@ -56,12 +56,27 @@ struct ActivityFetchTests {
         let fetch = Task { await link.fetch(record.id, deadline: .seconds(10)) }
         #expect(await waitUntil { saving.value })
         #expect(try await keepalive() == true)
-        // Answered: off again.
+        // Answered: off again, a moment later, and before TCP's first probe (5 s of silence).
         release.update { $0 = true }
         #expect(try await fetch.value.get() == record)
         #expect(await waitUntil { (try? await keepalive()) == false })
+        #expect(PeerConnection.keepaliveLinger < .seconds(5))
         // The accepting side probes only after 90 s of silence: later than the opener's idle close.
         #expect(LinkTLS.acceptedSilence > 60)
+    }
+
+    @Test("Item 4: fetches in quick succession switch keepalive on once, not on and off around each (two setsockopt calls a fetch, before)")
+    func keepaliveLingers() async throws {
+        let record = self.record
+        let service = try await service { _ in .success(record) }
+        defer { Task { await service.close() } }
+        let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, idle: .seconds(60))
+        defer { link.close() }
+        let before = link.keepaliveChanges
+        for _ in 0..<20 { #expect(try await link.fetch(record.id, deadline: .seconds(10)).get() == record) }
+        // On for the first; off only if a gap of 2 s came between two (a loaded machine).
+        #expect(link.keepaliveChanges - before <= 3, "keepalive switched \(link.keepaliveChanges - before) times for 20 fetches")
+        #expect(await waitUntil { (try? await link.socket!.getOption(.socketOption(.so_keepalive)).get()) == 0 })
     }
 
     @Test("The origin's failure reaches the continuing device with its code")

@@ -96,7 +96,7 @@ struct LocalMessageJSONTests {
     @Test("Writes the bytes JSONEncoder writes, for every message it covers")
     func writesFoundationsBytes() throws {
         var rng = Seeded(state: 1)
-        for _ in 0..<3_000 {
+        for _ in 0..<1_000 {
             let message = Self.message(&rng, finite: false)
             let written = try #require(LocalMessageJSON.encode(message), "not covered: \(message)")
             let foundation = message.foundationFrame.payload
@@ -121,7 +121,7 @@ struct LocalMessageJSONTests {
     @Test("Reads back what it writes, as JSONDecoder does")
     func readsWhatItWrites() throws {
         var rng = Seeded(state: 2)
-        for _ in 0..<3_000 {
+        for _ in 0..<1_000 {
             let message = Self.message(&rng)
             let payload = message.frame.payload
             let read = try #require(LocalMessageJSON.decode(payload), "not read: \(String(decoding: payload, as: UTF8.self))")
@@ -161,7 +161,7 @@ struct LocalMessageJSONTests {
     func agreesWithFoundationOnMutations() {
         var rng = Seeded(state: 3)
         var accepted = 0, refusedByBoth = 0
-        let rounds = 20_000
+        let rounds = 6_000
         for _ in 0..<rounds {
             let payload = Self.mutate(Self.message(&rng).frame.payload, &rng)
             let fast = LocalMessageJSON.decode(payload)
