@@ -166,7 +166,7 @@ public actor Discovery {
     public nonisolated let floodWatch: FloodWatch
     /// At most `beaconsPerSecondPerAddress` datagrams a second from one address are looked at;
     /// the rest are dropped before their seal costs anything.
-    private nonisolated let budget: SourceBudget
+    nonisolated let budget: SourceBudget
     /// Where beacons go instead of UDP (an in-memory network), and the address this device
     /// posts them from.
     private let bus: (bus: BeaconBus, address: String)?

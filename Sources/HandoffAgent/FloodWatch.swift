@@ -118,6 +118,8 @@ public final class SourceBudget: Sendable {
         var pruned: ContinuousClock.Instant
         /// Sources that proved themselves: their budget, and until when they are trusted.
         var trusted: [String: (second: ContinuousClock.Instant, count: Int, until: ContinuousClock.Instant)] = [:]
+        /// For tests: sources whose refusals are counted (`countRefusals(of:)`).
+        var watched: [String: Int] = [:]
     }
     private let spent = Mutex(Spent(pruned: .now))
     private static let overflow = "*"
@@ -133,29 +135,45 @@ public final class SourceBudget: Sendable {
     /// True when `source` may spend one more now.
     public func spend(_ source: String, now: ContinuousClock.Instant = .now) -> Bool {
         spent.withLock { spent in
-            if var entry = spent.trusted[source], entry.until > now {
-                if now - entry.second >= .seconds(1) { (entry.second, entry.count) = (now, 0) }
-                entry.count += 1
-                spent.trusted[source] = entry
-                return entry.count <= perSecond
-            }
-            var key = source
-            if spent.sources[key] == nil && spent.sources.count >= capacity {
-                // Forgetting the sources quiet for a second costs a pass over the table: at
-                // most once a second, so that a flood of new addresses cannot make every
-                // packet pay for it. Meanwhile new addresses share one budget.
-                if now - spent.pruned >= .seconds(1) {
-                    spent.sources = spent.sources.filter { now - $0.value.second < .seconds(1) }
-                    spent.pruned = now
-                }
-                if spent.sources.count >= capacity { key = Self.overflow }
-            }
-            var entry = spent.sources[key] ?? (now, 0)
-            if now - entry.second >= .seconds(1) { entry = (now, 0) }
+            let allowed = Self.spend(source, now: now, &spent, perSecond: perSecond, capacity: capacity)
+            if !allowed, !spent.watched.isEmpty, let count = spent.watched[source] { spent.watched[source] = count + 1 }
+            return allowed
+        }
+    }
+
+    /// For tests: counts from now on how often `source` is refused (`refusals(of:)`).
+    func countRefusals(of source: String) {
+        spent.withLock { $0.watched[source] = $0.watched[source] ?? 0 }
+    }
+
+    /// For tests: how often `source` was refused since `countRefusals(of:)`.
+    func refusals(of source: String) -> Int {
+        spent.withLock { $0.watched[source] ?? 0 }
+    }
+
+    private static func spend(_ source: String, now: ContinuousClock.Instant, _ spent: inout Spent, perSecond: Int, capacity: Int) -> Bool {
+        if var entry = spent.trusted[source], entry.until > now {
+            if now - entry.second >= .seconds(1) { (entry.second, entry.count) = (now, 0) }
             entry.count += 1
-            spent.sources[key] = entry
+            spent.trusted[source] = entry
             return entry.count <= perSecond
         }
+        var key = source
+        if spent.sources[key] == nil && spent.sources.count >= capacity {
+            // Forgetting the sources quiet for a second costs a pass over the table: at
+            // most once a second, so that a flood of new addresses cannot make every
+            // packet pay for it. Meanwhile new addresses share one budget.
+            if now - spent.pruned >= .seconds(1) {
+                spent.sources = spent.sources.filter { now - $0.value.second < .seconds(1) }
+                spent.pruned = now
+            }
+            if spent.sources.count >= capacity { key = Self.overflow }
+        }
+        var entry = spent.sources[key] ?? (now, 0)
+        if now - entry.second >= .seconds(1) { entry = (now, 0) }
+        entry.count += 1
+        spent.sources[key] = entry
+        return entry.count <= perSecond
     }
 
     /// `source` proved itself now (what it sent was authentic and fresh): it keeps a budget of

@@ -119,8 +119,12 @@ struct FloodTests {
             // (4 s and then 6 s left too little room: the in-process agents' tasks share Swift's
             // two pool threads with every other test of the suite, which stalled them for 3–6 s
             // at a time on 2 cores; a handoffd runs its tasks on its own loops.)
-            let a = try await harness.start("alpha", eventLoopGroup: loopsA) { $0.refreshInterval = .seconds(1); $0.expiry = .seconds(10) }
-            let b = try await harness.start("beta", eventLoopGroup: loopsB) { $0.refreshInterval = .seconds(1); $0.expiry = .seconds(10) }
+            // Both beacon every 3 s (on loopback they share the address 127.0.0.1, and A hears
+            // its own beacons): quiet for more than a second at a time, B's address would be
+            // forgotten by A's per-address budget and share the strangers' budget, unheard,
+            // unless A trusts it for having been a member's (`SourceBudget.trust`).
+            let a = try await harness.start("alpha", eventLoopGroup: loopsA) { $0.refreshInterval = .seconds(3); $0.expiry = .seconds(10) }
+            let b = try await harness.start("beta", eventLoopGroup: loopsB) { $0.refreshInterval = .seconds(3); $0.expiry = .seconds(10) }
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: a)
             let activity = mapActivity()
@@ -135,6 +139,10 @@ struct FloodTests {
             // Past the 10 s expiry (so only beacons heard during the flood keep it there), B's
             // activity must still be listed every time A is asked, and continue. The flood is
             // no longer than before: its load is felt by the whole suite.
+            // Every refusal of B's address by A's per-address budget is counted: on loopback B
+            // (and A itself) send from 127.0.0.1.
+            let budget = try #require(await a.agent?.discovery?.budget)
+            budget.countRefusals(of: "127.0.0.1")
             let started = ContinuousClock.now
             var missing: [Int] = []
             var continued = 0
@@ -151,6 +159,10 @@ struct FloodTests {
             #expect(missing.isEmpty, "A lost B's activity at seconds \(missing) of the flood")
             #expect(continued == 1, "B's activity did not continue on A during the flood")
             try #require(await waitUntil(30) { !flood.isRunning })
+            // The listing alone outlasts a few unheard beacons (10 s), so the budget says
+            // itself whether it refused B: never, with the trust A gives a member's address
+            // (without it, A heard 1 of B's 4 beacons in each of 3 runs, and the listing held).
+            #expect(budget.refusals(of: "127.0.0.1") == 0, "A's budget refused B's address \(budget.refusals(of: "127.0.0.1")) times during the flood")
             #expect(flood.output.contains("SENT"), "the flood did not run: \(flood.output)")
         }
     }
