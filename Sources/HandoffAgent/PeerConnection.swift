@@ -106,7 +106,7 @@ public final class PeerConnection: Sendable {
             channel = try await withDeadline(deadline) {
                 try await ClientBootstrap(group: eventLoopGroup)
                     .connectTimeout(.nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000))
-                    .connect(host: host, port: port) { channel in
+                    .connect(literalOrHost: host, port: port) { channel in
                         channel.eventLoop.makeCompletedFuture {
                             try LinkTLS.watchForDeadPeers(channel)
                             let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(trust))

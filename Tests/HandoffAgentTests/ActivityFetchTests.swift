@@ -65,6 +65,16 @@ struct ActivityFetchTests {
         #expect(LinkTLS.acceptedSilence > 60)
     }
 
+    @Test("A link opens to an address as it is, and to a name through the lookup", arguments: ["127.0.0.1", "localhost"])
+    func addressOrName(_ host: String) async throws {
+        let record = self.record
+        let service = try await service { _ in .success(record) }
+        defer { Task { await service.close() } }
+        let link = try await PeerConnection.open(host: host, port: service.port, identity: continuing, pins: pins)
+        defer { link.close() }
+        #expect(try await link.fetch(record.id, deadline: .seconds(10)).get() == record)
+    }
+
     @Test("Item 4: fetches in quick succession switch keepalive on once, not on and off around each (two setsockopt calls a fetch, before)")
     func keepaliveLingers() async throws {
         let record = self.record
