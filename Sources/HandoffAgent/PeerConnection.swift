@@ -251,7 +251,7 @@ public final class PeerConnection: Sendable {
     /// Keepalive on while a request is unanswered or a stream is open, off otherwise. Only for
     /// a link that closes when idle (`open(idle:)`); others keep it on. Switching it on is at
     /// once; switching it off waits until the link has been quiet for `keepaliveLinger`
-    /// (`stopWatchingWhenQuiet`), unless `now`.
+    /// (`quietCheck`), unless `now`.
     private func watchWhileBusy(starting: Bool = false, now: Bool = false) {
         let busy = starting || streams.openStreams > 0
         let change: Bool? = state.withLock { state -> Bool? in
