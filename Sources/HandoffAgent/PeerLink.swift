@@ -361,9 +361,34 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
 public final class LinkListener: Sendable {
     /// A connection accepted, and who its peer turns out to be (for links between members,
     /// once its membership proof is in).
-    struct Accepted: Sendable {
+    ///
+    /// NIO passes it from the connection's set-up to the serving loop through a buffer. One
+    /// dropped on the way (the listener closing while connections arrive, swift-nio#2637) would
+    /// deinit its writer unfinished, which NIO takes for a programming error and traps on; so
+    /// one never served is closed when it is let go of, through `executeThenClose` as NIO asks.
+    final class Accepted: Sendable {
         let channel: NIOAsyncChannel<Frame, Frame>
         let peer: EventLoopFuture<LinkPeer>?
+        private let served = Atomic(false)
+
+        init(channel: NIOAsyncChannel<Frame, Frame>, peer: EventLoopFuture<LinkPeer>?) {
+            self.channel = channel
+            self.peer = peer
+        }
+
+        /// Runs `body` with the connection's streams, then closes it.
+        func serve(
+            _ body: (NIOAsyncChannelInboundStream<Frame>, NIOAsyncChannelOutboundWriter<Frame>) async throws -> Void
+        ) async throws {
+            served.store(true, ordering: .relaxed)
+            try await channel.executeThenClose(body)
+        }
+
+        deinit {
+            guard !served.load(ordering: .relaxed) else { return }
+            let channel = self.channel
+            Task { try? await channel.executeThenClose { _, _ in } }
+        }
     }
 
     private let server: NIOAsyncChannel<Accepted, Never>
@@ -428,10 +453,9 @@ public final class LinkListener: Sendable {
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await accepted in connections {
                         group.addTask {
-                            let connection = accepted.channel
-                            try? await connection.executeThenClose { inbound, outbound in
+                            try? await accepted.serve { inbound, outbound in
                                 try await Self.serve(
-                                    connection.channel, inbound, outbound, proven: accepted.peer, accepts: trust.accepts, acceptStream: acceptStream, answer: answer)
+                                    accepted.channel.channel, inbound, outbound, proven: accepted.peer, accepts: trust.accepts, acceptStream: acceptStream, answer: answer)
                             }
                         }
                     }

@@ -230,3 +230,30 @@ struct FloodTests {
         await listener.close()
     }
 }
+
+@Suite("Listener shutdown", .serialized)
+struct ListenerShutdownTests {
+    /// NIO hands each accepted connection to the serving loop through a buffer; one still in that
+    /// buffer (or still being set up) when the listener closes was dropped with its writer
+    /// unfinished, which NIO treats as a programming error and stops the process. An agent
+    /// stopping, or rebinding its port on a change of address, while peers connect must not.
+    @Test("A listener closed while a burst of connections arrives stops cleanly, 30 times over, and closes every connection")
+    func closeDuringBurst() async throws {
+        let a = try DeviceIdentity.generate(name: "a")
+        for _ in 0..<30 {
+            let listener = try await LinkListener(identity: a, trust: .members({ _ in true }), logger: LogLines().logger) { frame, _ in frame }
+            var held: [Int32] = []
+            for index in 0..<96 { held.append(silentConnection(from: "127.0.0.\(2 + index % 6)", to: listener.port)) }
+            await listener.close()
+            // Every connection the listener took is closed by it: a read on each ends (0 or an
+            // error), never blocks past the deadline. Those the kernel had not yet handed over
+            // are reset when the listening socket closes.
+            for fd in held {
+                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let ready = poll(&poller, 1, 5_000)
+                #expect(ready == 1, "a connection stayed open after the listener closed")
+                close(fd)
+            }
+        }
+    }
+}
