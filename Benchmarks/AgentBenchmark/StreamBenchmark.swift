@@ -396,6 +396,23 @@ func streamBenchmark() async throws -> Targets {
         }
         return rate
     }
+    // A profiling aid: STREAMS_ONLY=N runs N transfers through the agents and nothing else,
+    // printing the agents' and apps' process ids first (for `perf record -p`).
+    if let only = ProcessInfo.processInfo.environment["STREAMS_ONLY"].flatMap(Int.init) {
+        print("agents \(agentPIDs.map(String.init).joined(separator: " ")), origin app \(originProcess.processIdentifier)")
+        fflush(nil)
+        let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
+        for _ in 0..<only {
+            let before = (agentPIDs + [originProcess.processIdentifier]).map { usage($0).ticks }
+            let seconds = try await throughAgents()
+            let after = (agentPIDs + [originProcess.processIdentifier]).map { usage($0).ticks }
+            let perGiB = zip(before, after).map { Double($1 - $0) / tick / (megabytes / 1024) }
+            print(String(format: "%.0f MiB/s; CPU s per GiB: agent A %.2f, agent B %.2f, origin app %.2f", megabytes / seconds, perGiB[0], perGiB[1], perGiB[2]))
+            fflush(nil)
+        }
+        sampling.cancel()
+        return Targets()
+    }
     var port = base + 50
     let names = ["streams", "NIO TLS", "NIO TLS + SHA-256", "OpenSSL TLS"]
     let runs = try await repeatRuns(names) { _ in

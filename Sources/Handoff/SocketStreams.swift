@@ -78,36 +78,63 @@ package final class SocketStreams: Sendable {
             socket.close()
         }
         while true {
-            let frame: Frame?
+            let kind: UInt8
+            let length: Int
             do {
-                frame = try socket.readFrame()
+                guard let header = try socket.readHeader() else { return }
+                (kind, length) = header
+                // Data goes from the socket straight into the pipe, as room is made in it.
+                if kind == LocalStreamFrame.data {
+                    try receiveData(length)
+                    continue
+                }
             } catch {
                 incoming.closeWriter(failure: CocoaError.handoff(.userActivityConnectionUnavailable, error.message))
                 return
             }
-            guard let frame else { return }
-            switch frame.kind {
-            case LocalStreamFrame.data:
-                frame.payload.withUnsafeBufferPointer { bytes in
-                    var offset = 0
-                    while offset < bytes.count {
-                        // -1: the app closed its input; the rest is dropped.
-                        let written = incoming.write(bytes.baseAddress! + offset, count: bytes.count - offset)
-                        if written < 0 { break }
-                        offset += written
-                    }
-                }
+            let payload: [UInt8]
+            do {
+                payload = try socket.readPayload(length)
+            } catch {
+                incoming.closeWriter(failure: CocoaError.handoff(.userActivityConnectionUnavailable, error.message))
+                return
+            }
+            switch kind {
             case LocalStreamFrame.end:
                 incoming.closeWriter()
             case LocalStreamFrame.stop:
                 fail(CocoaError.handoff(.userActivityHandoffFailed, "the app on the other device closed its input stream"))
             case LocalStreamFrame.failed:
-                let reason = String(decoding: frame.payload, as: UTF8.self)
+                let reason = String(decoding: payload, as: UTF8.self)
                 let error = CocoaError.handoff(.userActivityConnectionUnavailable, reason)
                 incoming.closeWriter(failure: error)
                 fail(error)
             default:
                 continue
+            }
+        }
+    }
+
+    /// Reads `length` bytes of data into the pipe as the app makes room; once the app closed
+    /// its input, the rest is read and dropped.
+    private func receiveData(_ length: Int) throws(LocalError) {
+        var left = length
+        var failure: LocalError?
+        while left > 0 {
+            var read = 0
+            let filled = incoming.fill(upTo: left) { free in
+                do throws(LocalError) {
+                    read = try socket.readSome(into: free)
+                } catch {
+                    failure = error
+                }
+                return read
+            }
+            if let failure { throw failure }
+            left -= read
+            if filled < 0 {
+                _ = try socket.readPayload(left)
+                return
             }
         }
     }

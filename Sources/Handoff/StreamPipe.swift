@@ -4,10 +4,14 @@ import Foundation
 /// it is empty, so a slow reader slows the writer and memory stays bounded. Closing either end
 /// is seen by the other: the reader gets end-of-stream, the writer an error.
 package final class StreamPipe: @unchecked Sendable {
-    // @unchecked: all state is read and written only while `condition` is locked.
+    // @unchecked: all state is read and written only while `condition` is locked, except the
+    // free region a writer filling in place was given (`fill`), which only that writer touches
+    // until it commits; the storage lives as long as the pipe.
     private let condition = NSCondition()
-    private var buffer: [UInt8] = []
+    /// A ring: `buffered` bytes from `head`, wrapping at `capacity`.
+    private let storage: UnsafeMutableRawBufferPointer
     private var head = 0
+    private var buffered = 0
     private let capacity: Int
     private var writerClosed = false
     private var readerClosed = false
@@ -18,6 +22,11 @@ package final class StreamPipe: @unchecked Sendable {
     package init(capacity: Int = 64 * 1024) {
         precondition(capacity > 0)
         self.capacity = capacity
+        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+    }
+
+    deinit {
+        storage.deallocate()
     }
 
     /// Two pipes crossed into the two ends of a conversation: what one side writes the other reads.
@@ -29,31 +38,49 @@ package final class StreamPipe: @unchecked Sendable {
         return (first, second)
     }
 
-    private var buffered: Int { buffer.count - head }
-
     /// Writes up to `count` bytes, blocking until there is room; -1 once the reader is gone.
     func write(_ bytes: UnsafePointer<UInt8>, count: Int) -> Int {
+        fill(upTo: count) { free in
+            free.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: free.count))
+            return free.count
+        }
+    }
+
+    /// Fills the pipe in place: waits until there is room, then gives `body` the free bytes
+    /// that follow the buffered ones (at most `count`, contiguous) to write into, without the
+    /// lock, so that a reader goes on meanwhile; `body` returns how many it wrote (0 or fewer:
+    /// none, and that is returned). -1 once the reader is gone (before or during `body`).
+    /// One writer at a time.
+    func fill(upTo count: Int, _ body: (UnsafeMutableRawBufferPointer) -> Int) -> Int {
+        guard count > 0 else { return 0 }
         condition.lock()
-        defer { condition.unlock() }
         while buffered >= capacity && !readerClosed && !writerClosed {
             condition.wait()
         }
         if readerClosed || writerClosed {
+            condition.unlock()
             return -1
         }
-        if head > 0 && head >= buffer.count / 2 {
-            buffer.removeFirst(head)
-            head = 0
-        }
-        let n = min(count, capacity - buffered)
-        buffer.append(contentsOf: UnsafeBufferPointer(start: bytes, count: n))
-        condition.broadcast()
-        if let onChange {
+        let tail = (head + buffered) % capacity
+        let room = tail >= head && buffered < capacity ? capacity - tail : head - tail
+        let free = UnsafeMutableRawBufferPointer(rebasing: storage[tail..<tail + min(room, count)])
+        condition.unlock()
+        let written = body(free)
+        condition.lock()
+        guard written > 0 else {
             condition.unlock()
-            onChange()
-            condition.lock()
+            return written
         }
-        return n
+        if readerClosed {
+            condition.unlock()
+            return -1
+        }
+        buffered += min(written, free.count)
+        condition.broadcast()
+        let change = onChange
+        condition.unlock()
+        change?()
+        return min(written, free.count)
     }
 
     /// Calls `change` whenever bytes arrive or the writer closes.
@@ -91,14 +118,15 @@ package final class StreamPipe: @unchecked Sendable {
             return failure == nil ? 0 : -1
         }
         let n = min(max, buffered)
-        buffer.withUnsafeBufferPointer { source in
-            into.update(from: source.baseAddress! + head, count: n)
+        let first = min(n, capacity - head)
+        UnsafeMutableRawPointer(into).copyMemory(from: storage.baseAddress! + head, byteCount: first)
+        if n > first {
+            UnsafeMutableRawPointer(into + first).copyMemory(from: storage.baseAddress!, byteCount: n - first)
         }
-        head += n
-        if head == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            head = 0
-        }
+        head = (head + n) % capacity
+        // The head is never moved back to the start: a writer filling in place holds a region
+        // computed from it.
+        buffered -= n
         condition.broadcast()
         return n
     }
@@ -134,8 +162,7 @@ package final class StreamPipe: @unchecked Sendable {
     func closeReader() {
         condition.lock()
         readerClosed = true
-        buffer.removeAll()
-        head = 0
+        buffered = 0
         condition.broadcast()
         condition.unlock()
     }

@@ -69,48 +69,77 @@ public final class LocalStreamSocket: Sendable {
 
     /// The next frame; nil at the end of the connection. Called by one thread only.
     public func readFrame() throws(LocalError) -> Frame? {
-        var header = [UInt8](repeating: 0, count: Frame.headerSize)
-        guard try read(into: &header, from: 0, atEnd: true) else { return nil }
-        let length = header[0..<4].reduce(0) { $0 << 8 | Int($1) }
+        guard let (kind, length) = try readHeader() else { return nil }
+        return Frame(kind: kind, payload: try readPayload(length))
+    }
+
+    /// The `length` bytes of the frame whose header was just read.
+    public func readPayload(_ length: Int) throws(LocalError) -> [UInt8] {
+        var payload = [UInt8](repeating: 0, count: length)
+        let result = payload.withUnsafeMutableBytes { target -> Result<Void, LocalError> in
+            var filled = 0
+            do throws(LocalError) {
+                while filled < target.count {
+                    filled += try readSome(into: UnsafeMutableRawBufferPointer(rebasing: target[filled...]))
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+        return payload
+    }
+
+    /// The next frame's kind and payload length; nil at the end of the connection. Exactly
+    /// that many bytes must be read next (`readSome`) before the next header. Called by one
+    /// thread only.
+    public func readHeader() throws(LocalError) -> (kind: UInt8, length: Int)? {
+        var header: (UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0)
+        let complete = withUnsafeMutableBytes(of: &header) { target -> Result<Bool, LocalError> in
+            var filled = 0
+            do throws(LocalError) {
+                while filled < target.count {
+                    let count = try readSome(into: UnsafeMutableRawBufferPointer(rebasing: target[filled...]), atEnd: filled == 0)
+                    if count == 0 { return .success(false) }
+                    filled += count
+                }
+                return .success(true)
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard try complete.get() else { return nil }
+        let bytes = withUnsafeBytes(of: header) { Array($0) }
+        let length = bytes[0..<4].reduce(0) { $0 << 8 | Int($1) }
         guard length <= LocalMessage.maximumFrame else {
             throw LocalError(.failed, "the agent sent a stream frame of \(length) bytes, over the limit of \(LocalMessage.maximumFrame)")
         }
-        var payload = [UInt8](repeating: 0, count: length)
-        if length > 0 {
-            guard try read(into: &payload, from: 0, atEnd: false) else { return nil }
-        }
-        return Frame(kind: header[4], payload: payload)
+        return (bytes[4], length)
     }
 
-    /// Fills `target` from the connection. False when the connection ended before the first
-    /// byte and `atEnd` allows that; an end in the middle throws.
-    private func read(into target: inout [UInt8], from start: Int, atEnd: Bool) throws(LocalError) -> Bool {
-        var filled = start
-        while filled < target.count {
+    /// Reads at least one byte and at most `target.count` into `target`: what the socket's
+    /// buffer holds first, then one read of the connection (straight into `target` when it is
+    /// large). Throws when the connection ends or fails; returns 0 only when it ended and
+    /// `atEnd` allows that (before a frame).
+    public func readSome(into target: UnsafeMutableRawBufferPointer, atEnd: Bool = false) throws(LocalError) -> Int {
+        guard target.count > 0 else { return 0 }
+        while true {
             let copied = buffer.withLock { buffer -> Int in
-                let count = min(buffer.end - buffer.start, target.count - filled)
+                let count = min(buffer.end - buffer.start, target.count)
                 guard count > 0 else { return 0 }
-                target.withUnsafeMutableBytes { out in
-                    buffer.bytes.withUnsafeBytes { source in
-                        (out.baseAddress! + filled).copyMemory(from: source.baseAddress! + buffer.start, byteCount: count)
-                    }
+                buffer.bytes.withUnsafeBytes { source in
+                    target.baseAddress!.copyMemory(from: source.baseAddress! + buffer.start, byteCount: count)
                 }
                 buffer.start += count
                 return count
             }
-            if copied > 0 {
-                filled += copied
-                continue
-            }
+            if copied > 0 { return copied }
             // Large payloads are read straight into their place; small reads go through the buffer.
-            let wanted = target.count - filled
             let count: Int
-            if wanted >= 64 * 1024 {
-                count = target.withUnsafeMutableBytes { out in systemRead(fd, out.baseAddress! + filled, wanted) }
-                if count > 0 {
-                    filled += count
-                    continue
-                }
+            if target.count >= 64 * 1024 {
+                count = systemRead(fd, target.baseAddress!, target.count)
+                if count > 0 { return count }
             } else {
                 count = buffer.withLock { buffer in
                     buffer.start = 0
@@ -128,10 +157,9 @@ public final class LocalStreamSocket: Sendable {
                 }
                 throw LocalError(.failed, "reading the stream from the agent failed: \(String(cString: strerror(errno)))")
             }
-            if filled == start && atEnd { return false }
+            if atEnd { return 0 }
             throw LocalError(.failed, "the agent at \(path) closed the stream connection in the middle of a frame")
         }
-        return true
     }
 
     /// Sends a frame of `kind` carrying `bytes`, without copying them; blocks while the agent

@@ -144,6 +144,59 @@ struct StreamPipeTests {
         #expect(received == message)
     }
 
+    @Test("Filled in place while the reader reads: every byte arrives in order through many turns of the ring, never more than its capacity ahead")
+    func fillInPlace() {
+        let capacity = 1_000
+        let pipe = StreamPipe(capacity: capacity)
+        let total = 400_000
+        let written = Counter()
+        Thread.detachNewThread {
+            var sent = 0
+            var size = 1
+            while sent < total {
+                var wrote = 0
+                let n = pipe.fill(upTo: min(size, total - sent)) { free in
+                    // Sometimes less than was offered, as a socket read may give.
+                    let count = size % 3 == 0 ? max(1, free.count / 2) : free.count
+                    for index in 0..<count { free[index] = UInt8(truncatingIfNeeded: (sent + index) &* 13) }
+                    wrote = count
+                    return count
+                }
+                guard n > 0 else { break }
+                #expect(n == wrote)
+                sent += n
+                written.add(n)
+                size = size % 1_500 + 97
+            }
+            pipe.closeWriter()
+        }
+        var received = 0
+        var inOrder = true
+        var chunk = 1
+        var buffer = [UInt8](repeating: 0, count: 2_000)
+        while true {
+            let n = buffer.withUnsafeMutableBufferPointer { pipe.read($0.baseAddress!, max: chunk) }
+            if n <= 0 { break }
+            for index in 0..<n where buffer[index] != UInt8(truncatingIfNeeded: (received + index) &* 13) { inOrder = false }
+            received += n
+            #expect(written.value <= received + capacity)
+            chunk = chunk % 1_900 + 131
+        }
+        #expect(inOrder)
+        #expect(received == total)
+    }
+
+    @Test("A fill under way when the reader closes, and every fill after, gets -1")
+    func fillAfterReaderCloses() {
+        let pipe = StreamPipe(capacity: 16)
+        let n = pipe.fill(upTo: 8) { free in
+            pipe.closeReader()
+            return free.count
+        }
+        #expect(n == -1)
+        #expect(pipe.fill(upTo: 8) { $0.count } == -1)
+    }
+
     @Test("Closing the writer gives the reader the buffered bytes, then the end of the stream")
     func closingWriterEndsStream() {
         let (a, b) = openedPairs()
