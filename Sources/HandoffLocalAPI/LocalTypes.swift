@@ -11,8 +11,18 @@ public struct LocalActivity: Codable, Sendable, Hashable {
     public var teamIdentifier: String?
     public var hasWebpageURL: Bool
     public var supportsContinuationStreams: Bool
-    /// Seconds since 1970.
-    public var expirationDate: Date?
+    /// Seconds since 1970. Always a finite date or nil: an app's date that is not a number, or
+    /// infinitely far ahead, means no expiration; one infinitely far back, already expired
+    /// (JSON has no such numbers, and Foundation's encoder refuses them in dates).
+    public var expirationDate: Date? {
+        didSet { expirationDate = Self.finite(expirationDate) }
+    }
+
+    /// `date` as a finite date, or nil (see `expirationDate`).
+    public static func finite(_ date: Date?) -> Date? {
+        guard let date, !date.timeIntervalSinceReferenceDate.isFinite else { return date }
+        return date.timeIntervalSinceReferenceDate == -.infinity ? Date.distantPast : nil
+    }
 
     public init(
         id: UUID, activityType: String, title: String? = nil, bundleIdentifier: String? = nil, teamIdentifier: String? = nil,
@@ -25,7 +35,7 @@ public struct LocalActivity: Codable, Sendable, Hashable {
         self.teamIdentifier = teamIdentifier
         self.hasWebpageURL = hasWebpageURL
         self.supportsContinuationStreams = supportsContinuationStreams
-        self.expirationDate = expirationDate
+        self.expirationDate = Self.finite(expirationDate)
     }
 
     enum CodingKeys: String, CodingKey {
@@ -41,7 +51,7 @@ public struct LocalActivity: Codable, Sendable, Hashable {
         teamIdentifier = try c.decodeIfPresent(String.self, forKey: .teamIdentifier)
         hasWebpageURL = try c.decodeIfPresent(Bool.self, forKey: .hasWebpageURL) ?? false
         supportsContinuationStreams = try c.decodeIfPresent(Bool.self, forKey: .supportsContinuationStreams) ?? false
-        expirationDate = try c.decodeIfPresent(Date.self, forKey: .expirationDate)
+        expirationDate = Self.finite(try c.decodeIfPresent(Date.self, forKey: .expirationDate))
     }
 }
 

@@ -223,3 +223,23 @@ struct LocalMessageJSONTests {
         }
     }
 }
+
+@Suite("Expiration dates that are not numbers")
+struct NonFiniteExpirationTests {
+    @Test(
+        "An app's expiration date that is not a finite number is announced as none (NaN, +∞) or already expired (−∞): the message encodes, by hand and by Foundation alike, and reads back",
+        arguments: [Double.nan, .infinity, -.infinity, 1_000])
+    func nonFinite(seconds: Double) throws {
+        let expected: Date? = seconds.isNaN || seconds == .infinity ? nil : seconds == -.infinity ? Date.distantPast : Date(timeIntervalSince1970: seconds)
+        var activity = LocalActivity(id: UUID(), activityType: "com.example.edit", expirationDate: Date(timeIntervalSince1970: seconds))
+        #expect(activity.expirationDate == expected)
+        activity.expirationDate = Date(timeIntervalSince1970: seconds)
+        #expect(activity.expirationDate == expected)
+        let message = LocalMessage.becameCurrent(activity)
+        // Foundation's encoder refuses a non-finite date, and a local message that does not
+        // encode stops the process.
+        let foundation = message.foundationFrame
+        #expect(message.frame == foundation)
+        #expect(try LocalMessage(frame: foundation) == message)
+    }
+}
