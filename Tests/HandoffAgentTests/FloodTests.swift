@@ -237,14 +237,14 @@ struct ListenerShutdownTests {
     /// buffer (or still being set up) when the listener closes was dropped with its writer
     /// unfinished, which NIO treats as a programming error and stops the process. An agent
     /// stopping, or rebinding its port on a change of address, while peers connect must not.
-    @Test("A listener closed while a burst of connections arrives stops cleanly, 10 times over, and closes every connection")
+    @Test("A listener closed while a burst of connections arrives stops cleanly, 5 times over, and closes every connection")
     func closeDuringBurst() async throws {
         let a = try DeviceIdentity.generate(name: "a")
         // Loops of its own: each connection costs a TLS context on a loop, and the other
         // suites running meanwhile share the singleton's.
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { loops.shutdownGracefully { _ in } }
-        for _ in 0..<10 {
+        for _ in 0..<5 {
             let listener = try await LinkListener(
                 identity: a, trust: .members({ _ in true }), eventLoopGroup: loops, logger: LogLines().logger) { frame, _ in frame }
             var held: [Int32] = []
