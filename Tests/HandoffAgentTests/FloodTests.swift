@@ -255,14 +255,14 @@ struct ListenerShutdownTests {
             // are reset when the listening socket closes.
             // Polled without blocking a thread of the test pool: the closing runs on it too.
             var open = held
-            for _ in 0..<1_000 where !open.isEmpty {
+            let closed = await waitUntil {
                 open.removeAll { fd in
                     var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                     return poll(&poller, 1, 0) == 1
                 }
-                if !open.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+                return open.isEmpty
             }
-            #expect(open.isEmpty, "\(open.count) connections stayed open 10 s after the listener closed")
+            #expect(closed, "\(open.count) connections stayed open 10 s after the listener closed")
             for fd in held { close(fd) }
         }
     }
