@@ -71,7 +71,9 @@ package final class StreamPipe: @unchecked Sendable {
             condition.unlock()
             return written
         }
-        if readerClosed {
+        // Closed meanwhile: by the reader, or for the reader (bytes after its end would reach
+        // a reader that was already told the stream ended).
+        if readerClosed || writerClosed {
             condition.unlock()
             return -1
         }

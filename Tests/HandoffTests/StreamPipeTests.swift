@@ -197,6 +197,19 @@ struct StreamPipeTests {
         #expect(pipe.fill(upTo: 8) { $0.count } == -1)
     }
 
+    @Test("A fill under way when the writing end is closed from another thread delivers nothing after the end")
+    func fillAfterWriterCloses() {
+        let pipe = StreamPipe(capacity: 16)
+        let n = pipe.fill(upTo: 8) { free in
+            pipe.closeWriter()
+            return free.count
+        }
+        #expect(n == -1)
+        var buffer = [UInt8](repeating: 0, count: 16)
+        #expect(buffer.withUnsafeMutableBufferPointer { pipe.read($0.baseAddress!, max: 16) } == 0)
+        #expect(pipe.readEvent == .endEncountered)
+    }
+
     @Test("Closing the writer gives the reader the buffered bytes, then the end of the stream")
     func closingWriterEndsStream() {
         let (a, b) = openedPairs()
