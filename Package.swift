@@ -123,7 +123,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "HandoffTests", dependencies: ["Handoff", "HandoffLocalAPI"], swiftSettings: strict),
-        .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire"], swiftSettings: strict),
+        .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HandoffWire
 import SwiftASN1
 import X509
 
@@ -14,6 +15,9 @@ public struct DeviceIdentity: Sendable {
     /// What this device shows in handshakes instead of `certificate`, and the account keys its
     /// links prove membership with (`LinkCertificates`). Copies of an identity share it.
     public let links: LinkCertificates
+    /// SHA-256 of the certificate, in hex: what a member pins and a person can compare. Made
+    /// once: every local client's `hello` is answered with it.
+    public let fingerprint: String
 
     public static let fileName = "device.json"
 
@@ -23,6 +27,7 @@ public struct DeviceIdentity: Sendable {
         self.privateKey = privateKey
         self.certificate = certificate
         self.links = links ?? LinkCertificates()
+        self.fingerprint = Self.fingerprint(ofCertificate: Self.der(certificate))
     }
 
     /// The same identity showing a certificate of its own in handshakes, the same for as long
@@ -73,7 +78,9 @@ public struct DeviceIdentity: Sendable {
     }
 
     /// The certificate in DER, as members store and pin it.
-    public var certificateDER: [UInt8] {
+    public var certificateDER: [UInt8] { Self.der(certificate) }
+
+    private static func der(_ certificate: Certificate) -> [UInt8] {
         var serializer = DER.Serializer()
         do {
             try serializer.serialize(certificate)
@@ -83,13 +90,8 @@ public struct DeviceIdentity: Sendable {
         return serializer.serializedBytes
     }
 
-    /// SHA-256 of the certificate, in hex: what a member pins and a person can compare.
-    public var fingerprint: String {
-        Self.fingerprint(ofCertificate: certificateDER)
-    }
-
     public static func fingerprint(ofCertificate der: [UInt8]) -> String {
-        SHA256.hash(data: der).map { String(format: "%02x", $0) }.joined()
+        Hex.lowercase(SHA256.hash(data: der))
     }
 
     private struct Stored: Codable {

@@ -222,10 +222,12 @@ final class LocalAcceptor: Sendable {
                 switch client.handshake.received(bytes[..<count], writtenBy: writer) {
                 case .needMore:
                     continue
-                case .challenge:
+                case .challenge(let role):
                     // The executable is read now, and only then is the nonce sent: a proof
-                    // comes from what the process ran at this moment or later.
-                    client.executable = Self.sharesNamespaces(client.pid) ? Self.executable(of: client.pid) : nil
+                    // comes from what the process ran at this moment or later. Only an app's:
+                    // a control client is never taken for an app, and the command line's
+                    // `handoff continue` should not wait for three reads of /proc.
+                    client.executable = role == .app && Self.sharesNamespaces(client.pid) ? Self.executable(of: client.pid) : nil
                     // Started with the loader told to run other code in it: the executable may
                     // be the app's, but what speaks may not be.
                     if client.executable != nil, let why = Self.loaderInjection(of: client.pid) {

@@ -12,8 +12,8 @@ import HandoffLocalAPI
 ///   (a frame from another process, a wrong or missing proof, an oversized frame: refused)
 /// ```
 ///
-/// After `hello` the agent reads the connecting process's executable and only then sends a
-/// fresh nonce (`prove`); the client answers `proof` with it. The kernel names the process that
+/// After an app's `hello` the agent reads the connecting process's executable and only then
+/// sends a fresh nonce (to a control client, which is never taken for an app, at once) (`prove`); the client answers `proof` with it. The kernel names the process that
 /// wrote each byte (`SCM_CREDENTIALS`), and the proof must come from the process that
 /// connected. So the proof was written after the executable was read, by that process: if it
 /// ran the installed app then, the app's own code wrote it. A process that connects and then
@@ -31,9 +31,9 @@ struct LocalHandshake: Sendable {
     enum Step: Sendable, Equatable {
         /// Read `wanted` more bytes.
         case needMore
-        /// The first frame is `hello`: read the executable, then send `prove` with a nonce and
-        /// call `challenged(nonce:)`.
-        case challenge
+        /// The first frame is `hello` from a client in `role`: for an app, read the executable;
+        /// then send `prove` with a nonce and call `challenged(nonce:)`.
+        case challenge(role: LocalRole)
         /// Serve the connection, starting with `first`.
         case serve(first: Frame)
         /// Refuse the connection, answering request `request` (of hello) with `reason`.
@@ -90,14 +90,14 @@ struct LocalHandshake: Sendable {
         switch state {
         case .readingFirst:
             guard frame.kind == LocalMessage.frameKind,
-                case .call(let request, .hello(let version, _, _))? = try? LocalMessage(frame: frame), version == LocalMessage.version
+                case .call(let request, .hello(let version, let role, _))? = try? LocalMessage(frame: frame), version == LocalMessage.version
             else {
                 // Stream connections, other versions and nonsense are for the server to answer.
                 state = .done
                 return .serve(first: frame)
             }
             state = .challenged(hello: frame, request: request, nonce: Data())
-            return .challenge
+            return .challenge(role: role)
         case .challenged(let hello, _, let nonce):
             state = .done
             guard frame.kind == LocalMessage.frameKind, case .proof(let answered)? = try? LocalMessage(frame: frame) else {

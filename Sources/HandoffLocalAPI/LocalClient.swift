@@ -18,9 +18,20 @@ private func systemRead(_ fd: Int32, _ bytes: UnsafeMutableRawPointer, _ count: 
 public enum LocalSocket {
     /// `$HANDOFF_SOCKET` when set; otherwise `$XDG_RUNTIME_DIR/handoff/agent.sock`; otherwise
     /// (no runtime directory, as in many containers) `/tmp/handoff-UID/agent.sock`.
-    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let explicit = environment["HANDOFF_SOCKET"], !explicit.isEmpty { return explicit }
-        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/handoff/agent.sock" }
+    public static func defaultPath(environment: [String: String]) -> String {
+        defaultPath { environment[$0] }
+    }
+
+    /// The same, from this process's environment.
+    public static func defaultPath() -> String {
+        // `getenv`, not `ProcessInfo`, whose first use copies the whole environment into a
+        // dictionary: `handoff continue` starts on every call (docs/agent.md, Performance).
+        defaultPath { name in getenv(name).map { String(cString: $0) } }
+    }
+
+    private static func defaultPath(_ variable: (String) -> String?) -> String {
+        if let explicit = variable("HANDOFF_SOCKET"), !explicit.isEmpty { return explicit }
+        if let runtime = variable("XDG_RUNTIME_DIR"), !runtime.isEmpty { return runtime + "/handoff/agent.sock" }
         return "/tmp/handoff-\(getuid())/agent.sock"
     }
 
@@ -64,39 +75,11 @@ public final class LocalClient: Sendable {
         fd = try Self.connect(path)
         var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
         do throws(LocalError) {
-            try Self.checkServer(fd, path: path)
-            // An agent answers hello at once; a socket that does not is not an agent. (At once
-            // on an idle machine: one busy with a build or a flood may take seconds.)
-            Self.setReceiveTimeout(fd, seconds: Self.helloTimeout)
-            do {
-                try Self.write(fd, LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: role, bundleIdentifier: bundleIdentifier)).frame)
-            } catch {
-                // An agent that refuses a client at once (it serves too many) says why first.
-                if let frame = try? Self.readFrame(fd, &decoder), case .reply(_, let reply)? = try? LocalMessage(frame: frame), let refusal = reply.error {
-                    throw refusal
-                }
-                throw error
+            hello = try Self.introduce(fd, path: path, role: role, bundleIdentifier: bundleIdentifier, &decoder) { frame throws(LocalError) in
+                guard case .reply(1, let reply) = try LocalMessage(frame: frame) else { return nil }
+                if let error = reply.error { throw error }
+                return reply
             }
-            // The agent asks this process to prove it holds the connection, then answers hello;
-            // nothing else comes first.
-            var answer: LocalReply?
-            while answer == nil {
-                guard let frame = try Self.readFrame(fd, &decoder) else {
-                    throw LocalError(.failed, "the agent at \(path) closed the connection during hello")
-                }
-                switch try LocalMessage(frame: frame) {
-                case .prove(let nonce):
-                    try Self.write(fd, LocalMessage.proof(nonce: nonce).frame)
-                case .reply(1, let reply):
-                    answer = reply
-                default:
-                    throw LocalError(.failed, "the agent at \(path) did not answer hello")
-                }
-            }
-            guard let answer else { throw LocalError(.failed, "the agent at \(path) did not answer hello") }
-            if let error = answer.error { throw error }
-            hello = answer
-            Self.setReceiveTimeout(fd, seconds: 0)
         } catch {
             systemClose(fd)
             throw error
@@ -106,6 +89,73 @@ public final class LocalClient: Sendable {
         }
         reader.name = "handoff-local-api"
         reader.start()
+    }
+
+    /// Says `hello` on a connected socket, proves this process holds it, and returns the
+    /// agent's answer to `hello` as `read` reads it (`read` returns nil for any other message).
+    private static func introduce<Answer>(
+        _ fd: Int32, path: String, role: LocalRole, bundleIdentifier: String?, _ decoder: inout FrameDecoder,
+        answer read: (Frame) throws(LocalError) -> Answer?
+    ) throws(LocalError) -> Answer {
+        try checkServer(fd, path: path)
+        // An agent answers hello at once; a socket that does not is not an agent. (At once
+        // on an idle machine: one busy with a build or a flood may take seconds.)
+        setReceiveTimeout(fd, seconds: helloTimeout)
+        do {
+            try write(fd, LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: role, bundleIdentifier: bundleIdentifier)).frame)
+        } catch {
+            // An agent that refuses a client at once (it serves too many) says why first.
+            if let frame = try? readFrame(fd, &decoder), case .reply(_, let reply)? = try? LocalMessage(frame: frame), let refusal = reply.error {
+                throw refusal
+            }
+            throw error
+        }
+        // The agent asks this process to prove it holds the connection, then answers hello;
+        // nothing else comes first.
+        while true {
+            guard let frame = try readFrame(fd, &decoder) else {
+                throw LocalError(.failed, "the agent at \(path) closed the connection during hello")
+            }
+            if let answer = try read(frame) {
+                setReceiveTimeout(fd, seconds: 0)
+                return answer
+            }
+            if case .prove(let nonce) = try LocalMessage(frame: frame) {
+                try write(fd, LocalMessage.proof(nonce: nonce).frame)
+                continue
+            }
+            throw LocalError(.failed, "the agent at \(path) did not answer hello")
+        }
+    }
+
+    /// Connects, says `hello`, makes one call and returns its reply (with `error` set when the
+    /// agent refused), all on the calling thread, then closes the connection. For a command
+    /// that makes one call and needs nothing of the agent's answer to `hello` but its success
+    /// (`handoff continue`): no reader thread, and the answer to `hello` is not decoded.
+    /// Messages that come before the reply are passed over.
+    public static func callOnce(path: String = LocalSocket.defaultPath(), role: LocalRole = .control, _ call: LocalCall) throws(LocalError) -> LocalReply {
+        let fd = try connect(path)
+        defer { systemClose(fd) }
+        var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
+        try introduce(fd, path: path, role: role, bundleIdentifier: nil, &decoder) { frame throws(LocalError) -> Void? in
+            if LocalMessageJSON.enabled, frame.kind == LocalMessage.frameKind, let (request, error) = LocalMessageJSON.replyOutcome(frame.payload) {
+                guard request == 1 else { return nil }
+                if let error { throw error }
+                return ()
+            }
+            guard case .reply(1, let reply) = try LocalMessage(frame: frame) else { return nil }
+            if let error = reply.error { throw error }
+            return ()
+        }
+        try write(fd, LocalMessage.call(request: 2, call).frame)
+        while true {
+            guard let frame = try readFrame(fd, &decoder) else {
+                throw LocalError(.failed, "the agent at \(path) closed the connection")
+            }
+            // A newer agent may say things this client does not know; skip them, as the reader
+            // thread does.
+            if case .reply(2, let reply)? = try? LocalMessage(frame: frame) { return reply }
+        }
     }
 
     /// Connects as `init` does, on a thread of its own: connecting blocks until the agent

@@ -8,8 +8,8 @@ import Foundation
 /// through four processes. This writes the same bytes as `JSONEncoder` with the local API's
 /// settings (sorted keys, slashes unescaped, non-finite numbers as strings) for `save`,
 /// `saved`, `willContinue`, `deliver`, `wasContinued`, `becameCurrent`, `resigned`,
-/// `invalidated`, the `continue` call and a reply that carries only `continued` or `error`;
-/// every other message goes through `JSONEncoder`.
+/// `invalidated`, the `hello` and `continue` calls, `prove` and `proof`, and a reply that
+/// carries only `continued` or `error`; every other message goes through `JSONEncoder`.
 ///
 /// Reading is a fast path only: it returns the message when the bytes are plainly one of those
 /// messages, and nil whenever anything is unusual (an escape it does not handle, a number
@@ -20,7 +20,7 @@ import Foundation
 package enum LocalMessageJSON {
     /// False when the environment says `HANDOFF_LOCAL_JSON=foundation`: every message then
     /// goes through Foundation's coders, for comparison (`Benchmarks/agent.sh`).
-    package static let enabled = ProcessInfo.processInfo.environment["HANDOFF_LOCAL_JSON"] != "foundation"
+    package static let enabled = getenv("HANDOFF_LOCAL_JSON").map { String(cString: $0) } != "foundation"
 
     // MARK: Writing
 
@@ -33,6 +33,20 @@ package enum LocalMessageJSON {
             if let activity { w.key("activity"); w.uuid(activity) }
             w.key("request"); w.unsigned(request)
             w.key("type"); w.ascii("\"continue\"")
+            w.close()
+        case .call(let request, .hello(let version, let role, let bundleIdentifier)):
+            w.open()
+            if let bundleIdentifier { w.key("bundleIdentifier"); w.string(bundleIdentifier) }
+            w.key("request"); w.unsigned(request)
+            w.key("role"); w.string(role.rawValue)
+            w.key("type"); w.ascii("\"hello\"")
+            w.key("version"); w.signed(version)
+            w.close()
+        case .prove(let nonce), .proof(let nonce):
+            w.open()
+            w.key("nonce"); w.base64(nonce)
+            w.key("type")
+            if case .prove = message { w.ascii("\"prove\"") } else { w.ascii("\"proof\"") }
             w.close()
         case .save(let request, let activity):
             w.open()
@@ -308,6 +322,35 @@ package enum LocalMessageJSON {
         }
     }
 
+    /// For a client that needs only whether a reply succeeded (the `handoff continue` command
+    /// and the answer to its `hello`): the reply's request and its error, read by hand, with its
+    /// other fields checked as JSON but not read. Nil when `payload` is not plainly a reply
+    /// (`JSONDecoder` then reads it).
+    package static func replyOutcome(_ payload: [UInt8]) -> (request: UInt64, error: LocalError?)? {
+        payload.withUnsafeBufferPointer { buffer in
+            var reader = Reader(bytes: buffer)
+            var type: Reader?, request: Reader?, error: Reader?
+            do throws(Unusual) {
+                try reader.object { (key, field) throws(Unusual) in
+                    switch key {
+                    case "type": type = field
+                    case "request": request = field
+                    case "error": error = field
+                    default: break
+                    }
+                    try field.skip(depth: 1)
+                }
+                reader.whitespace()
+                guard reader.offset == buffer.count, var type, try type.string() == "reply", var request else { return nil }
+                let number = try request.unsigned()
+                guard var error, !error.null() else { return (number, nil) }
+                return (number, try error.error())
+            } catch {
+                return nil
+            }
+        }
+    }
+
     static let base64Alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
     /// Each byte's value in base64: 0–63, 0xFE for the padding `=`, 0xFF for the rest.
@@ -361,11 +404,22 @@ package enum LocalMessageJSON {
                 return try reader.uuid()
             }
             guard var typeReader = field("type") else { throw Unusual() }
-            switch try typeReader.string() {
+            let typeName = try typeReader.string()
+            switch typeName {
             case "continue":
                 var activity: UUID?
                 if var reader = field("activity"), !reader.null() { activity = try reader.uuid() }
                 return .call(request: try request(), .continue(activity: activity))
+            case "hello":
+                var version = try required("version"), role = try required("role")
+                guard let known = LocalRole(rawValue: try role.string()) else { throw Unusual() }
+                var bundleIdentifier: String?
+                if var reader = field("bundleIdentifier") { bundleIdentifier = try reader.optionalString() }
+                return .call(request: try request(), .hello(version: try version.signed(), role: known, bundleIdentifier: bundleIdentifier))
+            case "prove", "proof":
+                var reader = try required("nonce")
+                let nonce = try reader.base64()
+                return typeName == "prove" ? .prove(nonce: nonce) : .proof(nonce: nonce)
             case "save": return .save(request: try request(), activity: try uuid("activity"))
             case "saved":
                 var reader = try required("record")
@@ -751,8 +805,8 @@ package enum LocalMessageJSON {
             guard offset < bytes.count, bytes[offset] >= UInt8(ascii: "0"), bytes[offset] <= UInt8(ascii: "9") else { throw Unusual() }
             let magnitude = try unsigned()
             if negative {
-                guard magnitude <= UInt64(Int.max) else { throw Unusual() }
-                return -Int(magnitude)
+                guard magnitude <= UInt64(Int.max) + 1 else { throw Unusual() }
+                return magnitude == UInt64(Int.max) + 1 ? .min : -Int(magnitude)
             }
             guard let value = Int(exactly: magnitude) else { throw Unusual() }
             return value

@@ -212,7 +212,7 @@ public struct AppSignature: Codable, Sendable, Hashable {
                     } catch {
                         throw AppSignatureError(.invalid, "cannot read \(full): \(error.localizedDescription)")
                     }
-                    files[relative] = SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+                    files[relative] = Hex.lowercase(SHA256.hash(data: data))
                 default:
                     throw AppSignatureError(
                         .invalid, "\(full) is a link or special file; an app directory holds only files and folders, which its signature covers")

@@ -17,7 +17,16 @@ enum Exit {
     static let problemsFound: Int32 = 8
 }
 
+/// The program: `handoff continue` in its plain forms goes straight to the agent
+/// (`QuickContinue`); everything else through the argument parser.
 @main
+enum HandoffMain {
+    static func main() async {
+        if let quick = QuickContinue(arguments: Array(CommandLine.arguments.dropFirst())) { quick.run() }
+        await HandoffCommand.main()
+    }
+}
+
 struct HandoffCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "handoff",
@@ -197,10 +206,16 @@ struct Continue: AsyncParsableCommand {
 
     func run() async throws {
         let client = try connection.connect()
-        guard let continued = await call(client, .continue(activity: id.flatMap(UUID.init(uuidString:)))).continued else {
+        Self.report(await call(client, .continue(activity: id.flatMap(UUID.init(uuidString:)))), json: output.json)
+    }
+
+    /// Prints what the agent continued, or ends the program with the refusal's exit code.
+    static func report(_ reply: LocalReply, json: Bool) {
+        if let error = reply.error { fail(error) }
+        guard let continued = reply.continued else {
             fail(LocalError(.failed, "the agent did not say what it continued"))
         }
-        if output.json { return printJSON(continued) }
+        if json { return printJSON(continued) }
         let what = continued.activity.title ?? continued.activity.activityType
         if let app = continued.app {
             print("Continued \"\(what)\" from \(continued.device) in \(app) (\(Int(continued.seconds * 1000)) ms).")

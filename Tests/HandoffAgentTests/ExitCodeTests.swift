@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import HandoffLocalAPI
 import Testing
 
@@ -35,5 +36,43 @@ struct CommandStartTests {
         let unnamed = Self.commands(HandoffCommand.self).filter { $0.1.configuration.commandName == nil }.map(\.0)
         #expect(unnamed.isEmpty, "commands without commandName: \(unnamed)")
         #expect(Self.commands(HandoffCommand.self).count >= 20)
+    }
+}
+
+/// `handoff continue` in its plain forms skips the argument parser (`QuickContinue`); every
+/// other form must reach the parser, which says what is wrong.
+@Suite("handoff continue's quick path")
+struct QuickContinueTests {
+    static let id = "6BA7B810-9DAD-11D1-80B4-00C04FD430C8"
+
+    @Test("Takes an id or --latest, with --json and --socket in any order")
+    func plainForms() throws {
+        let id = try #require(UUID(uuidString: Self.id))
+        let cases: [([String], UUID?, Bool, String?)] = [
+            (["continue", Self.id], id, false, nil),
+            (["continue", Self.id.lowercased()], id, false, nil),
+            (["continue", "--latest"], nil, false, nil),
+            (["continue", "--json", "--latest", "--socket", "/s"], nil, true, "/s"),
+            (["continue", "--socket=/s", Self.id, "--json"], id, true, "/s"),
+            (["continue", "--socket", "/s", Self.id], id, false, "/s"),
+        ]
+        for (arguments, activity, json, socket) in cases {
+            let quick = try #require(QuickContinue(arguments: arguments), "\(arguments)")
+            #expect(quick.activity == activity && quick.json == json && quick.socket == socket, "\(arguments)")
+        }
+    }
+
+    @Test("Leaves everything else to the argument parser")
+    func restToTheParser() {
+        let others: [[String]] = [
+            [], ["status"], ["continue"], ["continue", "not-an-id"], ["continue", Self.id, "--latest"], ["continue", "--latest", "--latest"],
+            ["continue", Self.id, Self.id], ["continue", "--help"], ["continue", "-h", Self.id], ["continue", "--latest", "--socket"],
+            ["continue", "--latest", "--socket", "--json"], ["continue", "--latest", "--socket", "/a", "--socket", "/b"],
+            ["continue", "--latest", "--json", "--json"], ["continue", "--", Self.id], ["continue", "--latest", "extra"],
+            ["list", "continue", "--latest"], ["--socket", "/s", "continue", "--latest"],
+        ]
+        for arguments in others {
+            #expect(QuickContinue(arguments: arguments) == nil, "\(arguments)")
+        }
     }
 }

@@ -29,15 +29,24 @@ struct LocalHandshakeTests {
     @Test("Hello, then the nonce from the process that connected: served, starting with the hello")
     func proved() {
         var handshake = LocalHandshake(connectedPID: 100)
-        #expect(feed(&handshake, hello, writer: nil) == .challenge)
+        #expect(feed(&handshake, hello, writer: nil) == .challenge(role: .app))
         handshake.challenged(nonce: nonce)
         #expect(feed(&handshake, LocalMessage.proof(nonce: nonce).frame, writer: 100) == .serve(first: hello))
+    }
+
+    @Test("A control client's hello is challenged too, and says so: the acceptor reads no executable for it")
+    func controlClient() {
+        var handshake = LocalHandshake(connectedPID: 100)
+        let control = LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil)).frame
+        #expect(feed(&handshake, control, writer: nil) == .challenge(role: .control))
+        handshake.challenged(nonce: nonce)
+        #expect(feed(&handshake, LocalMessage.proof(nonce: nonce).frame, writer: 100) == .serve(first: control))
     }
 
     @Test("S8: A proof written by another process is refused, whatever it says")
     func proofFromAnotherProcess() {
         var handshake = LocalHandshake(connectedPID: 100)
-        #expect(feed(&handshake, hello, writer: 100) == .challenge)
+        #expect(feed(&handshake, hello, writer: 100) == .challenge(role: .app))
         handshake.challenged(nonce: nonce)
         guard case .refuse(let reason, 1) = feed(&handshake, LocalMessage.proof(nonce: nonce).frame, writer: 101) else {
             Issue.record("a proof from process 101 was not refused")
@@ -62,7 +71,7 @@ struct LocalHandshakeTests {
             (LocalMessage.call(request: 2, .status).frame, 100), (Frame(kind: 0x44, payload: [1, 2]), 100),
         ] as [(Frame, Int32?)] {
             var handshake = LocalHandshake(connectedPID: 100)
-            #expect(feed(&handshake, hello, writer: nil) == .challenge)
+            #expect(feed(&handshake, hello, writer: nil) == .challenge(role: .app))
             handshake.challenged(nonce: nonce)
             guard case .refuse = feed(&handshake, frame, writer: writer) else {
                 Issue.record("\(frame) from \(String(describing: writer)) was not refused")

@@ -152,6 +152,7 @@ struct ProcessTests {
         // 3: no agent at the socket, for a call and for doctor alike.
         try await expect(["status"], 3)
         try await expect(["list"], 3)
+        try await expect(["continue", "--latest"], 3)
         // 64: bad arguments, refused before the agent is asked.
         try await expect(["continue", "not-an-id"], 64)
         try await expect(["continue", UUID().uuidString, "--latest"], 64)

@@ -72,7 +72,7 @@ struct LocalMessageJSONTests {
     /// One of the messages the hand-written JSON covers.
     static func message(_ rng: inout Seeded, finite: Bool = true) -> LocalMessage {
         let request = [UInt64(0), 1, 9, 10, 4_096, UInt64(1) << 53 - 1, .max].randomElement(using: &rng)!
-        switch Int.random(in: 0..<11, using: &rng) {
+        switch Int.random(in: 0..<14, using: &rng) {
         case 0: return .call(request: request, .continue(activity: maybe(&rng) { _ in UUID() }))
         case 1: return .save(request: request, activity: UUID())
         case 2: return .saved(request: request, record(&rng, finite: finite))
@@ -89,8 +89,26 @@ struct LocalMessageJSONTests {
                 continuation: UUID(), device: text(&rng), activity: activity(&rng, finite: finite), app: maybe(&rng, text), webpageURL: maybe(&rng, text),
                 seconds: double(&rng, finite: finite))
             return .reply(request: request, LocalReply(continued: continued))
+        case 10:
+            let version = [0, 1, 2, -1, Int.max, Int.min].randomElement(using: &rng)!
+            return .call(request: request, .hello(version: version, role: Bool.random(using: &rng) ? .app : .control, bundleIdentifier: maybe(&rng, text)))
+        case 11: return .prove(nonce: nonce(&rng))
+        case 12: return .proof(nonce: nonce(&rng))
         default: return .reply(request: request, .failure(error(&rng)))
         }
+    }
+
+    static func nonce(_ rng: inout Seeded) -> Data {
+        Data((0..<[0, 1, 2, 3, 16, 32].randomElement(using: &rng)!).map { _ in UInt8.random(in: 0...255, using: &rng) })
+    }
+
+    /// A reply as the agent answers `hello` (and other calls): fields the outcome reader passes over.
+    static func fullReply(_ rng: inout Seeded) -> LocalReply {
+        var reply = LocalReply(
+            version: 2, device: LocalDevice(id: UUID(), name: text(&rng), isThisDevice: true, isNearby: .random(using: &rng), lastHeard: maybe(&rng) { double(&$0, finite: true) }),
+            app: nil, account: maybe(&rng, text), containers: maybe(&rng) { rng in [LocalContainer(identifier: text(&rng), folder: text(&rng))] })
+        if Bool.random(using: &rng) { reply.error = error(&rng) }
+        return reply
     }
 
     @Test("Writes the bytes JSONEncoder writes, for every message it covers")
@@ -108,9 +126,8 @@ struct LocalMessageJSONTests {
     @Test("Leaves other messages to JSONEncoder")
     func leavesTheRest() {
         let others: [LocalMessage] = [
-            .call(request: 1, .hello(version: 2, role: .app, bundleIdentifier: "a")), .call(request: 2, .status),
-            .reply(request: 3, LocalReply(account: "home")), .reply(request: 4, LocalReply(version: 2)),
-            .prove(nonce: Data([1, 2])), .event(LocalEvent(change: .gone, device: UUID(), deviceName: "d", activity: nil)),
+            .call(request: 2, .status), .reply(request: 3, LocalReply(account: "home")), .reply(request: 4, LocalReply(version: 2)),
+            .event(LocalEvent(change: .gone, device: UUID(), deviceName: "d", activity: nil)),
         ]
         for message in others {
             #expect(LocalMessageJSON.encode(message) == nil)
@@ -177,6 +194,40 @@ struct LocalMessageJSONTests {
         // The mutations must reach both sides of the fast path to prove anything.
         #expect(accepted > rounds / 20, "only \(accepted) of \(rounds) mutated messages were read by hand")
         #expect(refusedByBoth > rounds / 5, "only \(refusedByBoth) of \(rounds) mutated messages were refused")
+    }
+
+    @Test("A reply's outcome (request and error) is read as JSONDecoder reads it, its other fields passed over")
+    func replyOutcome() throws {
+        var rng = Seeded(state: 4)
+        var read = 0, refusedByBoth = 0
+        for round in 0..<4_000 {
+            let request = UInt64.random(in: 0...UInt64(1) << 53, using: &rng)
+            let reply: LocalReply = Bool.random(using: &rng) ? Self.fullReply(&rng) : .failure(Self.error(&rng))
+            var payload = LocalMessage.reply(request: request, reply).frame.payload
+            if round % 2 == 1 { payload = Self.mutate(payload, &rng) }
+            let outcome = LocalMessageJSON.replyOutcome(payload)
+            let foundation = try? LocalMessage(foundationFrame: Frame(kind: LocalMessage.frameKind, payload: payload))
+            if round % 2 == 0 {
+                let outcome = try #require(outcome, "not read: \(String(decoding: payload, as: UTF8.self))")
+                #expect(outcome.request == request && outcome.error == reply.error)
+            }
+            guard let outcome else {
+                if foundation == nil { refusedByBoth += 1 }
+                continue
+            }
+            read += 1
+            // Whatever the outcome reader takes is a reply; where JSONDecoder reads it too, the two agree.
+            if case .reply(let number, let decoded)? = foundation {
+                #expect(outcome.request == number && outcome.error == decoded.error, "\(String(decoding: payload, as: UTF8.self))")
+            } else if let foundation {
+                Issue.record("read as a reply by hand, as \(foundation) by JSONDecoder: \(String(decoding: payload, as: UTF8.self))")
+            }
+        }
+        #expect(read > 2_000 && refusedByBoth > 400, "read \(read), refused by both \(refusedByBoth)")
+        // Not a reply, or not JSON: nil, and the frame goes to JSONDecoder.
+        #expect(LocalMessageJSON.replyOutcome(LocalMessage.prove(nonce: Data([1])).frame.payload) == nil)
+        #expect(LocalMessageJSON.replyOutcome(Array("{\"type\":\"reply\",\"request\":1".utf8)) == nil)
+        #expect(LocalMessageJSON.replyOutcome(Array("{\"type\":\"reply\",\"request\":1,\"x\":[}".utf8)) == nil)
     }
 
     @Test("Many keys: passed over in an object it skips, left to JSONDecoder in one it checks")
