@@ -99,7 +99,10 @@ struct DiscoveryTests {
         await a.stop()
         let gone = await next(events) { $0 == .gone(a.device) }
         #expect(gone != nil)
-        #expect(await b.nearby.isEmpty)
+        // A beacon A sent just before it stopped can still be on its way through B's event loop
+        // to its actor on a loaded machine, and lists A again when it arrives (seen once in the
+        // full suite); none comes after it.
+        #expect(await waitUntil(5) { await b.nearby.isEmpty })
         await b.stop()
     }
 
