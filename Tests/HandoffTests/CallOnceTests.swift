@@ -1,0 +1,109 @@
+import Foundation
+import HandoffLocalAPI
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `LocalClient.callOnce` (what `handoff continue` uses) against a socket that answers with
+/// canned messages: it must surface a refused `hello`, pass over what comes before its reply,
+/// and say so when the agent hangs up, as the threaded client does.
+@Suite("One call on one thread")
+struct CallOnceTests {
+    /// A Unix socket that accepts one connection and answers each frame it reads with the next
+    /// entry of `script` (nil: close the connection there).
+    final class ScriptedAgent: Sendable {
+        let path: String
+        private let listener: Int32
+
+        init(_ script: [[LocalMessage]?]) throws {
+            path = "/tmp/handoff-callonce-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+            listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                raw.copyBytes(from: Array(path.utf8) + [0])
+            }
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            try #require(bound == 0 && listen(listener, 1) == 0)
+            let server = listener
+            Thread.detachNewThread {
+                let fd = accept(server, nil, nil)
+                defer { close(fd) }
+                var decoder = FrameDecoder()
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                for answers in script {
+                    // Wait for the client's next frame.
+                    while (try? decoder.next()) == nil {
+                        let count = read(fd, &buffer, buffer.count)
+                        if count <= 0 { return }
+                        decoder.append(buffer[..<count])
+                    }
+                    guard let answers else { return }
+                    for answer in answers {
+                        let bytes = answer.frame.encoded
+                        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    }
+                }
+            }
+        }
+
+        deinit {
+            close(listener)
+            unlink(path)
+        }
+    }
+
+    static let nonce = Data(repeating: 7, count: 16)
+    /// A `hello` answer as an agent gives it, with fields the caller does not read.
+    static let hello = LocalMessage.reply(
+        request: 1,
+        LocalReply(version: LocalMessage.version, device: LocalDevice(id: UUID(), name: "here", isThisDevice: true, isNearby: true), account: "home", containers: []))
+
+    @Test("Hello, proof, then the call's reply, with an event before it passed over")
+    func reply() throws {
+        let continued = LocalContinued(
+            continuation: UUID(), device: "there", activity: LocalActivity(id: UUID(), activityType: "com.example.edit"), app: "Editor", webpageURL: nil, seconds: 0.002)
+        let agent = try ScriptedAgent([
+            [.prove(nonce: Self.nonce)], [Self.hello],
+            [.event(LocalEvent(change: .gone, device: UUID(), deviceName: "d", activity: nil)), .reply(request: 2, LocalReply(continued: continued))],
+        ])
+        let reply = try LocalClient.callOnce(path: agent.path, .continue(activity: nil))
+        #expect(reply.continued == continued && reply.error == nil)
+    }
+
+    @Test("A refused hello is thrown as the agent said it, whether it comes before the proof or after")
+    func refusedHello() throws {
+        let refusal = LocalError(.badRequest, "this agent speaks local API version 9, the client 2")
+        for script: [[LocalMessage]?] in [
+            [[.reply(request: 1, .failure(refusal))]],
+            [[.prove(nonce: Self.nonce)], [.reply(request: 1, .failure(refusal))]],
+        ] {
+            let agent = try ScriptedAgent(script)
+            #expect(throws: refusal) { try LocalClient.callOnce(path: agent.path, .continue(activity: nil)) }
+        }
+    }
+
+    @Test("An agent that hangs up before its reply is an error naming the socket, at each step")
+    func hangUp() throws {
+        for script: [[LocalMessage]?] in [[nil], [[.prove(nonce: Self.nonce)], nil], [[.prove(nonce: Self.nonce)], [Self.hello], nil]] {
+            let agent = try ScriptedAgent(script)
+            do {
+                _ = try LocalClient.callOnce(path: agent.path, .continue(activity: nil))
+                Issue.record("no error for \(script)")
+            } catch {
+                #expect(error.message.contains(agent.path), "\(error.message)")
+            }
+        }
+    }
+
+    @Test("A refusal of the call is returned in the reply, not thrown")
+    func refusedCall() throws {
+        let refusal = LocalError(.notFound, "no device nearby offers an activity")
+        let agent = try ScriptedAgent([[.prove(nonce: Self.nonce)], [Self.hello], [.reply(request: 2, .failure(refusal))]])
+        #expect(try LocalClient.callOnce(path: agent.path, .continue(activity: nil)).error == refusal)
+    }
+}
