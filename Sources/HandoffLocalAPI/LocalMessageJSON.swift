@@ -8,8 +8,9 @@ import Foundation
 /// through four processes. This writes the same bytes as `JSONEncoder` with the local API's
 /// settings (sorted keys, slashes unescaped, non-finite numbers as strings) for `save`,
 /// `saved`, `willContinue`, `deliver`, `wasContinued`, `becameCurrent`, `resigned`,
-/// `invalidated`, the `hello` and `continue` calls, `prove` and `proof`, and a reply that
-/// carries only `continued` or `error`; every other message goes through `JSONEncoder`.
+/// `invalidated`, the `hello` and `continue` calls, `prove` and `proof`, the answer to `hello`,
+/// and a reply that carries only `continued` or `error`; every other message goes through
+/// `JSONEncoder`.
 ///
 /// Reading is a fast path only: it returns the message when the bytes are plainly one of those
 /// messages, and nil whenever anything is unusual (an escape it does not handle, a number
@@ -89,6 +90,20 @@ package enum LocalMessageJSON {
             w.open()
             w.key("activity"); w.activity(activity)
             w.key("type"); w.ascii("\"becameCurrent\"")
+            w.close()
+        case .reply(let request, let reply) where reply.carriesOnlyHelloAnswer:
+            w.open()
+            if let value = reply.account { w.key("account"); w.string(value) }
+            if let value = reply.app { w.key("app"); w.app(value) }
+            if let value = reply.containers {
+                w.key("containers"); w.containers(value)
+            }
+            if let value = reply.device { w.key("device"); w.device(value) }
+            if let error = reply.error { w.key("error"); w.error(error) }
+            w.key("ok"); w.bool(reply.ok)
+            w.key("request"); w.unsigned(request)
+            w.key("type"); w.ascii("\"reply\"")
+            if let value = reply.version { w.key("version"); w.signed(value) }
             w.close()
         case .reply(let request, let reply):
             guard reply.carriesOnlyContinuedOrError else { return nil }
@@ -302,6 +317,41 @@ package enum LocalMessageJSON {
             close()
         }
 
+        mutating func device(_ d: LocalDevice) {
+            open()
+            if let value = d.address { key("address"); string(value) }
+            if let value = d.fingerprint { key("fingerprint"); string(value) }
+            key("id"); uuid(d.id)
+            key("isNearby"); bool(d.isNearby)
+            key("isThisDevice"); bool(d.isThisDevice)
+            if let value = d.lastHeard { key("lastHeard"); double(value) }
+            key("name"); string(d.name)
+            close()
+        }
+
+        mutating func app(_ a: LocalApp) {
+            open()
+            key("activityTypes"); strings(a.activityTypes)
+            key("bundleIdentifier"); string(a.bundleIdentifier)
+            key("executable"); string(a.executable)
+            key("running"); signed(a.running)
+            if let value = a.signedBy { key("signedBy"); string(value) }
+            if let value = a.teamIdentifier { key("teamIdentifier"); string(value) }
+            close()
+        }
+
+        mutating func containers(_ values: [LocalContainer]) {
+            bytes.append(UInt8(ascii: "["))
+            for (index, container) in values.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                open()
+                key("folder"); string(container.folder)
+                key("identifier"); string(container.identifier)
+                close()
+            }
+            bytes.append(UInt8(ascii: "]"))
+        }
+
         mutating func error(_ e: LocalError) {
             open()
             if let value = e.code { key("code"); signed(value) }
@@ -437,13 +487,20 @@ package enum LocalMessageJSON {
                 var reader = try required("activity")
                 return .becameCurrent(try reader.activity())
             case "reply":
-                // Only a reply with nothing but `ok` and `continued` or `error`.
-                guard fields.allSatisfy({ ["type", "request", "ok", "continued", "error"].contains($0.key) }) else { throw Unusual() }
+                // Only a reply with nothing but `ok` and `continued` or `error`, or an answer to
+                // `hello`.
+                let known = ["type", "request", "ok", "continued", "error", "version", "device", "app", "account", "containers"]
+                guard fields.allSatisfy({ known.contains($0.key) }) else { throw Unusual() }
                 var ok = try required("ok")
                 var reply = LocalReply()
                 reply.ok = try ok.bool()
                 if var reader = field("continued"), !reader.null() { reply.continued = try reader.continued() }
                 if var reader = field("error"), !reader.null() { reply.error = try reader.error() }
+                if var reader = field("version"), !reader.null() { reply.version = try reader.signed() }
+                if var reader = field("device"), !reader.null() { reply.device = try reader.device() }
+                if var reader = field("app"), !reader.null() { reply.app = try reader.app() }
+                if var reader = field("account"), !reader.null() { reply.account = try reader.string() }
+                if var reader = field("containers"), !reader.null() { reply.containers = try reader.containers() }
                 return .reply(request: try request(), reply)
             default:
                 throw Unusual()
@@ -536,6 +593,71 @@ package enum LocalMessageJSON {
             }
             guard let continuation, let device, let activity, let seconds else { throw Unusual() }
             return LocalContinued(continuation: continuation, device: device, activity: activity, app: app, webpageURL: webpageURL, seconds: seconds)
+        }
+
+        mutating func device() throws(Unusual) -> LocalDevice {
+            var id: UUID?, name: String?, isThisDevice: Bool?, isNearby: Bool?, address: String?, lastHeard: Double?, fingerprint: String?
+            try object { (key, r) throws(Unusual) in
+                switch key {
+                case "id": id = try r.uuid()
+                case "name": name = try r.string()
+                case "isThisDevice": isThisDevice = try r.bool()
+                case "isNearby": isNearby = try r.bool()
+                case "address": address = try r.optionalString()
+                case "lastHeard": lastHeard = try r.null() ? nil : r.double()
+                case "fingerprint": fingerprint = try r.optionalString()
+                default: try r.skip(depth: 3)
+                }
+            }
+            guard let id, let name, let isThisDevice, let isNearby else { throw Unusual() }
+            return LocalDevice(id: id, name: name, isThisDevice: isThisDevice, isNearby: isNearby, address: address, lastHeard: lastHeard, fingerprint: fingerprint)
+        }
+
+        mutating func app() throws(Unusual) -> LocalApp {
+            var bundleIdentifier: String?, teamIdentifier: String?, executable: String?, activityTypes: [String]?, running: Int?, signedBy: String?
+            try object { (key, r) throws(Unusual) in
+                switch key {
+                case "bundleIdentifier": bundleIdentifier = try r.string()
+                case "teamIdentifier": teamIdentifier = try r.optionalString()
+                case "executable": executable = try r.string()
+                case "activityTypes": activityTypes = try r.strings()
+                case "running": running = try r.signed()
+                case "signedBy": signedBy = try r.optionalString()
+                default: try r.skip(depth: 3)
+                }
+            }
+            guard let bundleIdentifier, let executable, let activityTypes, let running else { throw Unusual() }
+            return LocalApp(
+                bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier, executable: executable, activityTypes: activityTypes, running: running,
+                signedBy: signedBy)
+        }
+
+        mutating func containers() throws(Unusual) -> [LocalContainer] {
+            try expect(UInt8(ascii: "["))
+            var values: [LocalContainer] = []
+            if try peek() == UInt8(ascii: "]") {
+                offset += 1
+                return values
+            }
+            while true {
+                var identifier: String?, folder: String?
+                try object { (key, r) throws(Unusual) in
+                    switch key {
+                    case "identifier": identifier = try r.string()
+                    case "folder": folder = try r.string()
+                    default: try r.skip(depth: 4)
+                    }
+                }
+                guard let identifier, let folder else { throw Unusual() }
+                values.append(LocalContainer(identifier: identifier, folder: folder))
+                switch try peek() {
+                case UInt8(ascii: ","): offset += 1
+                case UInt8(ascii: "]"):
+                    offset += 1
+                    return values
+                default: throw Unusual()
+                }
+            }
         }
 
         mutating func error() throws(Unusual) -> LocalError {
@@ -948,6 +1070,13 @@ package enum LocalMessageJSON {
 }
 
 extension LocalReply {
+    /// True when the reply holds what the agent answers `hello` with (and `ok`, or an `error`)
+    /// and nothing else.
+    var carriesOnlyHelloAnswer: Bool {
+        version != nil && status == nil && devices == nil && activities == nil && apps == nil && continued == nil && invitation == nil
+            && joinRequest == nil && verification == nil && probe == nil && checks == nil && warnings == nil
+    }
+
     /// True when the reply holds nothing but `ok` and its `continued` or `error`.
     var carriesOnlyContinuedOrError: Bool {
         version == nil && device == nil && app == nil && status == nil && devices == nil && activities == nil && apps == nil

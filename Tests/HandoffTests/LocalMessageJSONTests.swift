@@ -72,7 +72,7 @@ struct LocalMessageJSONTests {
     /// One of the messages the hand-written JSON covers.
     static func message(_ rng: inout Seeded, finite: Bool = true) -> LocalMessage {
         let request = [UInt64(0), 1, 9, 10, 4_096, UInt64(1) << 53 - 1, .max].randomElement(using: &rng)!
-        switch Int.random(in: 0..<14, using: &rng) {
+        switch Int.random(in: 0..<15, using: &rng) {
         case 0: return .call(request: request, .continue(activity: maybe(&rng) { _ in UUID() }))
         case 1: return .save(request: request, activity: UUID())
         case 2: return .saved(request: request, record(&rng, finite: finite))
@@ -94,6 +94,7 @@ struct LocalMessageJSONTests {
             return .call(request: request, .hello(version: version, role: Bool.random(using: &rng) ? .app : .control, bundleIdentifier: maybe(&rng, text)))
         case 11: return .prove(nonce: nonce(&rng))
         case 12: return .proof(nonce: nonce(&rng))
+        case 13: return .reply(request: request, fullReply(&rng))
         default: return .reply(request: request, .failure(error(&rng)))
         }
     }
@@ -102,11 +103,17 @@ struct LocalMessageJSONTests {
         Data((0..<[0, 1, 2, 3, 16, 32].randomElement(using: &rng)!).map { _ in UInt8.random(in: 0...255, using: &rng) })
     }
 
-    /// A reply as the agent answers `hello` (and other calls): fields the outcome reader passes over.
+    /// A reply as the agent answers `hello`.
     static func fullReply(_ rng: inout Seeded) -> LocalReply {
         var reply = LocalReply(
             version: 2, device: LocalDevice(id: UUID(), name: text(&rng), isThisDevice: true, isNearby: .random(using: &rng), lastHeard: maybe(&rng) { double(&$0, finite: true) }),
-            app: nil, account: maybe(&rng, text), containers: maybe(&rng) { rng in [LocalContainer(identifier: text(&rng), folder: text(&rng))] })
+            app: maybe(&rng) { rng in
+                LocalApp(
+                    bundleIdentifier: text(&rng), teamIdentifier: maybe(&rng, text), executable: text(&rng), activityTypes: strings(&rng),
+                    running: Int.random(in: -2...1_000, using: &rng), signedBy: maybe(&rng, text))
+            },
+            account: maybe(&rng, text),
+            containers: maybe(&rng) { rng in (0..<Int.random(in: 0...2, using: &rng)).map { _ in LocalContainer(identifier: text(&rng), folder: text(&rng)) } })
         if Bool.random(using: &rng) { reply.error = error(&rng) }
         return reply
     }
@@ -126,7 +133,8 @@ struct LocalMessageJSONTests {
     @Test("Leaves other messages to JSONEncoder")
     func leavesTheRest() {
         let others: [LocalMessage] = [
-            .call(request: 2, .status), .reply(request: 3, LocalReply(account: "home")), .reply(request: 4, LocalReply(version: 2)),
+            .call(request: 2, .status), .reply(request: 3, LocalReply(account: "home")),
+            .reply(request: 4, LocalReply(version: 2, devices: [LocalDevice(id: UUID(), name: "d", isThisDevice: true, isNearby: true)])),
             .event(LocalEvent(change: .gone, device: UUID(), deviceName: "d", activity: nil)),
         ]
         for message in others {
