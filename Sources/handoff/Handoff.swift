@@ -24,10 +24,6 @@ enum HandoffMain {
     static func main() async {
         if let quick = QuickContinue(arguments: Array(CommandLine.arguments.dropFirst())) { quick.run() }
         await HandoffCommand.main()
-        // Ends here rather than returning: after an async main returns, its thread leaves with
-        // `pthread_exit`, whose unwinding reads the executable's unwind tables (48 ms in an
-        // executable linked with -static-executable, which sorts them all first).
-        exit(0)
     }
 }
 
