@@ -370,9 +370,9 @@ case "stream-origin"?:
 case "streams"?:
     try await streamBenchmark().finish()
 case "tls-sink"?:
-    try await runTLSSink(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!, hashing: CommandLine.arguments[4] == "hash")
+    try await runTLSSink(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!, checking: CommandLine.arguments[4] == "check")
 case "tls-source"?:
-    try runTLSSource(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!, hashing: CommandLine.arguments[4] == "hash")
+    try runTLSSource(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!, checking: CommandLine.arguments[4] == "check")
 case "receiver"?:
     runReceiver()
 case "local-codec"?:

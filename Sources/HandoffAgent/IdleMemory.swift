@@ -6,10 +6,10 @@ import Glibc
 
 /// How the agent's allocator treats memory freed while it works.
 ///
-/// A continuation stream moves its bytes in chunks of up to 256 KiB, several in flight at once.
+/// A continuation stream moves its bytes in chunks of up to 512 KiB, several in flight at once.
 /// glibc's defaults serve such a chunk with `mmap` until the first one is freed, then from the
 /// heap, but give the heap's free top back to the kernel whenever it exceeds twice the largest
-/// chunk freed so far (512 KiB): with a window of chunks in flight, nearly every chunk took
+/// chunk freed so far (1 MiB): with a window of chunks in flight, nearly every chunk took
 /// fresh pages, which the kernel zeroes and faults in one by one (in `streams.sh`, page faults
 /// and zeroing were about a tenth of each agent's CPU). While it works the agent keeps up to
 /// 16 MiB of freed memory for reuse and serves allocations under 4 MiB from the heap; after

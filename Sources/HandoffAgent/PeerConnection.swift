@@ -95,7 +95,7 @@ public final class PeerConnection: Sendable {
     /// request opens another.
     public static func open(
         host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5), idle: Duration? = nil,
-        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(FetchFailure) -> PeerConnection {
         let unavailable: @Sendable (String) -> FetchFailure = { why in FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
         let channel: NIOAsyncChannel<Frame, Frame>

@@ -405,7 +405,7 @@ public final class LinkListener: Sendable {
     /// frame a peer sends; what it returns is sent back.
     public convenience init(
         identity: DeviceIdentity, pins: @escaping LinkPins, host: String = "127.0.0.1", port: Int = 0,
-        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         answer: @escaping @Sendable (Frame) async -> Frame?
     ) async throws {
         try await self.init(
@@ -419,7 +419,7 @@ public final class LinkListener: Sendable {
     /// continuation streams peers open (nil refuses them).
     public init(
         identity: DeviceIdentity, trust: LinkTrust, host: String = "127.0.0.1", port: Int = 0,
-        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "handoff.link"),
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
@@ -538,7 +538,7 @@ public enum LinkClient {
     /// pin this device), if the link closes first, or if the connection cannot be made.
     public static func exchange(
         _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
-        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Frame {
         try await exchange(frame, host: host, port: port, identity: identity, trust: .members({ pins().contains($0) }), maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
     }
@@ -546,7 +546,7 @@ public enum LinkClient {
     /// As `exchange(_:host:port:identity:pins:)`, accepting the peer `trust` approves.
     public static func exchange(
         _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, trust: LinkTrust,
-        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Frame {
         let answers = try await converse(
             [frame], host: host, port: port, identity: identity, trust: trust, maximumFrame: maximumFrame, eventLoopGroup: eventLoopGroup)
@@ -556,7 +556,7 @@ public enum LinkClient {
     /// Sends `frames` in order on one link and returns the peer's answers, one per frame.
     public static func converse(
         _ frames: [Frame], host: String, port: Int, identity: DeviceIdentity, trust: LinkTrust,
-        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> [Frame] {
         guard let first = frames.first else { return [] }
         let rest = Array(frames.dropFirst())
@@ -573,7 +573,7 @@ public enum LinkClient {
     /// answer before the next frame, until `next` makes nothing; returns the answers.
     public static func converse(
         _ first: Frame, host: String, port: Int, identity: DeviceIdentity, trust: LinkTrust,
-        maximumFrame: Int = 1 << 20, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         next: @escaping @Sendable (Frame) -> Frame?
     ) async throws -> [Frame] {
         let shown = identity.links.current()

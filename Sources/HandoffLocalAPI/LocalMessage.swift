@@ -131,7 +131,7 @@ public enum LocalStreamFrame {
     /// The stream failed both ways (`X`, from the agent only); the payload says why, in UTF-8.
     public static let failed: UInt8 = 0x58
     /// The most bytes one data frame carries.
-    public static let maximumData = 256 * 1024
+    public static let maximumData = 512 * 1024
 }
 
 /// One message of the local API. Each is a JSON object with a `type` key, carried in a frame

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffWire
 import Testing
 
 @testable import HandoffAgent
@@ -22,24 +23,24 @@ struct AllocatorPolicyTests {
         return after.ru_minflt - before.ru_minflt
     }
 
-    /// A window of eight 256 KiB chunks (a stream's 2 MiB in flight), written, then freed;
-    /// `rounds` times.
+    /// Four chunks of a stream's largest size (512 KiB: 2 MiB in flight, a window each way),
+    /// written, then freed; `rounds` times.
     static func churn(rounds: Int) {
-        let size = 256 * 1024
+        let size = LinkMessage.maximumStreamChunk
         for _ in 0..<rounds {
-            let chunks = (0..<8).map { _ in UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16) }
+            let chunks = (0..<4).map { _ in UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16) }
             for chunk in chunks { memset(chunk, 0x5A, size) }
             for chunk in chunks.reversed() { chunk.deallocate() }
         }
     }
 
-    @Test("With the policy, a stream's window of 256 KiB chunks freed and allocated again takes no fresh pages (with glibc's defaults, about 64 faults a chunk)")
+    @Test("With the policy, a stream's window of 512 KiB chunks freed and allocated again takes no fresh pages (with glibc's defaults, about 128 faults a chunk)")
     func windowReusesMemory() throws {
         #if os(Linux)
         try #require(AllocatorPolicy.keepWorkingMemory(), "mallopt is not available")
         Self.churn(rounds: 2)  // the heap grows to the window once
         let faults = Self.faults { Self.churn(rounds: 50) }
-        // 50 rounds of 8 chunks of 64 pages would be 25,600 faults if each chunk took fresh pages.
+        // 50 rounds of 4 chunks of 128 pages would be 25,600 faults if each chunk took fresh pages.
         #expect(faults < 500, "\(faults) page faults for 50 rounds of the window")
         #endif
     }

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffLocalAPI
 import HandoffWire
 import Synchronization
 import Testing
@@ -59,6 +60,39 @@ struct LinkStreamTests {
         }
         try await writer.value
         #expect(received == 256 * 1024)
+    }
+
+    @Test("A large write goes in chunks of 512 KiB: each fits a link frame, and two fit the default window, so one is consumed while the next travels")
+    func chunksFitFramesAndWindow() async throws {
+        let chunk = LinkMessage.maximumStreamChunk
+        #expect(chunk == 512 * 1024)
+        #expect(2 * chunk <= Int(LinkStreamMux.defaultWindow), "a chunk as large as the window would let no chunk travel while the last one is consumed")
+        #expect(LocalStreamFrame.maximumData <= LocalMessage.maximumFrame)
+        let largest = LinkMessage.streamData(stream: .max, bytes: [UInt8](repeating: 1, count: chunk)).frame
+        #expect(largest.payload.count <= LinkMessage.maximumFrame, "a full chunk on stream \(UInt64.max) is a \(largest.payload.count)-byte frame")
+
+        let accepted = Mutex<LinkStream?>(nil)
+        let pair = MuxPair(window: LinkStreamMux.defaultWindow) { _, stream in
+            stream.accept()
+            accepted.withLock { $0 = stream }
+            return nil
+        }
+        let stream = try await pair.opener.open(activityID: UUID(), deadline: .seconds(5)).get()
+        let other = try #require(accepted.withLock { $0 })
+        let total = 3 * chunk + 100
+        let writer = Task { try await stream.write([UInt8](repeating: 7, count: total)) }
+        var received = 0
+        for await event in other.events {
+            guard case .data(let bytes) = event else { continue }
+            received += bytes.count
+            other.consumed(bytes.count)
+            if received == total { break }
+        }
+        try await writer.value
+        let sizes = pair.fromOpener.compactMap { message -> Int? in if case .streamData(_, let bytes) = message { bytes.count } else { nil } }
+        #expect(sizes.reduce(0, +) == total)
+        #expect(sizes.allSatisfy { $0 <= chunk }, "chunks of \(sizes)")
+        #expect(Array(sizes.prefix(2)) == [chunk, chunk], "the first two chunks, sent on the window alone: \(sizes)")
     }
 
     @Test("Bytes past the window reset the stream; a close before the end resets it for the other side")
