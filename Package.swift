@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "handoff-demo", targets: ["handoff-demo"]),
         .executable(name: "handoffd", targets: ["handoffd"]),
         .executable(name: "handoff", targets: ["handoff"]),
+        .executable(name: "handoff-cli", targets: ["handoff-cli"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -76,10 +77,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(name: "HandoffCommandLine", dependencies: ["HandoffLocalAPI"], swiftSettings: strict),
+        // `handoff` runs a plain `continue` itself and every other command through `handoff-cli`.
+        .executableTarget(name: "handoff", dependencies: ["HandoffCommandLine"], swiftSettings: strict),
         .executableTarget(
-            name: "handoff",
+            name: "handoff-cli",
             dependencies: [
-                "Handoff", "HandoffApp", "HandoffWire", "HandoffLocalAPI", "HandoffDesktop", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "Handoff", "HandoffApp", "HandoffWire", "HandoffLocalAPI", "HandoffDesktop", "HandoffCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
@@ -103,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "handoff-browser-host",
             dependencies: ["Handoff", "HandoffLocalAPI", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .executableTarget(name: "handoff-demo", dependencies: ["handoffd", "handoff", "MapViewer"], swiftSettings: strict),
+        .executableTarget(name: "handoff-demo", dependencies: ["handoffd", "handoff", "handoff-cli", "MapViewer"], swiftSettings: strict),
         .target(name: "BenchmarkReport", path: "Benchmarks/BenchmarkReport", swiftSettings: strict),
         .executableTarget(
             name: "UserInfoBenchmark",
@@ -127,7 +132,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "Handoff", "HandoffApp", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),

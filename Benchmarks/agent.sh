@@ -14,5 +14,10 @@ command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
 # linked in, so the process maps only what it uses, linked by lld with packed relative
 # relocations and no exported symbols, so that starting touches little of the file.
 flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
-for product in AgentBenchmark handoffd handoff; do swift build "${flags[@]}" --product "$product" >&2; done
+for product in AgentBenchmark handoffd handoff-cli; do swift build "${flags[@]}" --product "$product" >&2; done
+# `handoff` itself as docs/agent.md installs it: a static executable, which starts without a
+# dynamic loader or relocations (its plain `continue` is what this benchmark times).
+static=(-c release -Xswiftc -static-executable -Xswiftc -use-ld=lld --build-path .build-static)
+swift build "${static[@]}" --product handoff >&2
+export HANDOFF_CLI_FRONT="$(swift build "${static[@]}" --show-bin-path)/handoff"
 exec "$(swift build "${flags[@]}" --show-bin-path)/AgentBenchmark"

@@ -183,16 +183,23 @@ func orchestrate() async throws -> Targets {
     if let seconds = ProcessInfo.processInfo.environment["PROFILE_SECONDS"].flatMap(Double.init) {
         FileHandle.standardError.write(Data("profile: A's agent \(agents["a"]!.processIdentifier), B's agent \(agents["b"]!.processIdentifier)\n".utf8))
         let end = now() + UInt64(seconds * 1e9)
-        var count = 0
+        var daemon: [Double] = []
+        let (pidA, pidB) = (agents["a"]!.processIdentifier, agents["b"]!.processIdentifier)
+        let (cpuA, cpuB) = (cpuTime(of: pidA), cpuTime(of: pidB))
         while now() < end {
-            _ = try await continueOnce(control)
-            count += 1
+            daemon.append(try await continueOnce(control).daemon)
         }
-        FileHandle.standardError.write(Data("profile: \(count) continuations, p50 \(format(percentile(legs[legNames[0]] ?? [], 0.5), 3)) ms to the save request\n".utf8))
+        let cpu = [cpuTime(of: pidA) - cpuA, cpuTime(of: pidB) - cpuB].map { Double($0) / 1e6 / Double(daemon.count) }
+        FileHandle.standardError.write(Data("""
+            profile: \(daemon.count) continuations, continue p50 \(format(percentile(daemon, 0.5), 3)) ms, p99 \(format(percentile(daemon, 0.99), 3)) ms; \
+            p50 \(format(percentile(legs[legNames[0]] ?? [], 0.5), 3)) ms to the save request; \
+            CPU per continuation: A's agent \(format(cpu[0], 3)) ms, B's agent \(format(cpu[1], 3)) ms\n
+            """.utf8))
         return Targets()
     }
 
-    let cli = binaries.appendingPathComponent("handoff").path
+    // `handoff` as installed (agent.sh builds it as a static executable), else the one built here.
+    let cli = ProcessInfo.processInfo.environment["HANDOFF_CLI_FRONT"] ?? binaries.appendingPathComponent("handoff").path
     /// Each run's CPU time of A's and B's agents per warm continuation (all their threads).
     var cpuPerContinuation: [(Double, Double)] = []
     let runs = try await repeatRuns(["continue", "continue to the app", "CLI continue", "CLI to the app", "bare TLS", "discovery"]) { _ in

@@ -1,9 +1,10 @@
 import ArgumentParser
 import Foundation
+import HandoffCommandLine
 import HandoffLocalAPI
 import Testing
 
-@testable import handoff
+@testable import handoff_cli
 
 /// The exit code each kind of error gives, including the one the process tests cannot reach
 /// with a single agent (5, a continuation that failed).

@@ -30,6 +30,47 @@ private func runToEnd(_ binary: URL, _ arguments: [String], environment: [String
 struct ProcessTests {
     let folder = URL(fileURLWithPath: "/tmp/hp-\(UUID().uuidString.prefix(8))", isDirectory: true)
 
+    @Test("handoff runs every command but a plain continue through handoff-cli: the same version, help and mistakes, with the same exit codes")
+    func frontRunsTheFullCommandLine() async throws {
+        let version = try await run("handoff", ["--version"])
+        let full = try await run("handoff-cli", ["--version"])
+        #expect(version.status == 0 && version.output == full.output && !full.output.isEmpty, "\(version) against \(full)")
+        let help = try await run("handoff", ["--help"])
+        #expect(help.status == 0 && help.output.contains("USAGE: handoff <subcommand>"), "\(help)")
+        let mistake = try await run("handoff", ["continue"])
+        #expect(mistake.status == 64 && mistake.errors.contains("name an activity's id, or give --latest"), "\(mistake)")
+        let socket = folder.appendingPathComponent("none.sock").path
+        let status = try await run("handoff", ["status", "--socket", socket])
+        #expect(status.status == 3 && status.errors.contains("no Handoff agent is running at \(socket)"), "\(status)")
+        let quick = try await run("handoff", ["continue", "--latest", "--socket", socket])
+        #expect(quick.status == 3 && quick.errors.contains("no Handoff agent is running at \(socket)"), "\(quick)")
+    }
+
+    @Test("handoff finds handoff-cli beside it or in ../libexec/handoff; without it, a plain continue still runs and anything else names what is missing and exits 127")
+    func frontWithoutTheFullCommandLine() async throws {
+        let front = try #require(builtExecutable("handoff"))
+        let full = try #require(builtExecutable("handoff-cli"))
+        let bin = folder.appendingPathComponent("bin", isDirectory: true)
+        let libexec = folder.appendingPathComponent("libexec/handoff", isDirectory: true)
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let alone = bin.appendingPathComponent("handoff")
+        try FileManager.default.copyItem(at: front, to: alone)
+        let socket = folder.appendingPathComponent("none.sock").path
+
+        let missing = try await onThread { try runToEnd(alone, ["status", "--socket", socket], environment: [:]) }
+        #expect(missing.status == 127, "\(missing)")
+        #expect(missing.errors.contains("cannot run the full command line, handoff-cli"), "\(missing.errors)")
+        #expect(missing.errors.contains(bin.appendingPathComponent("handoff-cli").path) && missing.errors.contains(libexec.appendingPathComponent("handoff-cli").path), "\(missing.errors)")
+        let quick = try await onThread { try runToEnd(alone, ["continue", "--latest", "--socket", socket], environment: [:]) }
+        #expect(quick.status == 3, "a plain continue needs nothing else: \(quick)")
+
+        try FileManager.default.createDirectory(at: libexec, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: libexec.appendingPathComponent("handoff-cli"), withDestinationURL: full)
+        let found = try await onThread { try runToEnd(alone, ["status", "--socket", socket], environment: [:]) }
+        #expect(found.status == 3 && found.errors.contains("no Handoff agent is running at \(socket)"), "\(found)")
+    }
+
     @Test("A bad flag is named, and handoffd exits with status 2")
     func badFlag() async throws {
         let result = try await run("handoffd", ["--state-dir", folder.path, "--listen", "nowhere", "--interface", "lo"])
@@ -144,7 +185,8 @@ struct ProcessTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let socket = folder.appendingPathComponent("agent.sock").path
         let documented = try Self.documentedExitCodes()
-        #expect(documented == [0, 1, 3, 4, 5, 6, 7, 8, 64], "docs/agent.md's table changed: \(documented)")
+        #expect(documented == [0, 1, 3, 4, 5, 6, 7, 8, 64, 127], "docs/agent.md's table changed: \(documented)")
+        // 127 (handoff-cli missing) is checked by frontWithoutTheFullCommandLine.
         func expect(_ arguments: [String], _ code: Int32, sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let result = try await run("handoff", arguments + ["--socket", socket])
             #expect(result.status == code, "handoff \(arguments.joined(separator: " ")): \(result.status), \(result.errors)", sourceLocation: sourceLocation)

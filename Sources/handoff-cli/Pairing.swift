@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HandoffCommandLine
 import HandoffLocalAPI
 
 struct DeviceCommand: AsyncParsableCommand {

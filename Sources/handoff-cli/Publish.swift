@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HandoffCommandLine
 import Handoff
 import HandoffLocalAPI
 import Logging

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HandoffCommandLine
 
 struct BrowserCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -6,13 +6,13 @@ import HandoffLocalAPI
 /// typed or scripted to continue an activity should cost little more than the continuation
 /// (docs/agent.md, Performance). Anything else, help and every mistake included, goes to the
 /// argument parser, which says what is wrong as it always has.
-struct QuickContinue {
-    let activity: UUID?
-    let json: Bool
-    let socket: String?
+public struct QuickContinue: Sendable {
+    public let activity: UUID?
+    public let json: Bool
+    public let socket: String?
 
     /// Nil unless `arguments` (without the program's name) are exactly a plain `continue`.
-    init?(arguments: [String]) {
+    public init?(arguments: [String]) {
         guard arguments.first == "continue" else { return nil }
         var id: UUID?, latest = false, json = false, socket: String?
         var rest = arguments.dropFirst()
@@ -42,10 +42,10 @@ struct QuickContinue {
     }
 
     /// Continues the activity, prints what `handoff continue` prints, and exits.
-    func run() -> Never {
+    public func run() -> Never {
         do {
             let reply = try LocalClient.callOnce(path: socket ?? LocalSocket.defaultPath(), .continue(activity: activity))
-            Continue.report(reply, json: json)
+            ContinueReport.print(reply, json: json)
         } catch {
             fail(error)
         }

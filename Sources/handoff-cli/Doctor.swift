@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HandoffCommandLine
 import HandoffLocalAPI
 
 /// `handoff doctor`: says, in order, what keeps this device from seeing the others or

@@ -1,21 +1,10 @@
 import ArgumentParser
 import Foundation
 import Handoff
+import HandoffCommandLine
 import HandoffDesktop
 import HandoffLocalAPI
 import Logging
-
-/// Exit codes scripts can rely on (documented in docs/cli.md).
-enum Exit {
-    static let failed: Int32 = 1
-    static let noAgent: Int32 = 3
-    static let notFound: Int32 = 4
-    static let continuationFailed: Int32 = 5
-    static let notAllowed: Int32 = 6
-    static let account: Int32 = 7
-    /// `doctor` found something that keeps devices apart.
-    static let problemsFound: Int32 = 8
-}
 
 /// The program: `handoff continue` in its plain forms goes straight to the agent
 /// (`QuickContinue`); everything else through the argument parser.
@@ -61,26 +50,6 @@ struct Output: ParsableArguments {
     var json = false
 }
 
-/// Prints the error and exits with the code its kind maps to.
-func fail(_ error: LocalError) -> Never {
-    FileHandle.standardError.write(Data("handoff: \(error)\n".utf8))
-    exit(Exit.code(for: error))
-}
-
-extension Exit {
-    /// The exit code for an error the agent (or the connection to it) gave: docs/agent.md's table.
-    static func code(for error: LocalError) -> Int32 {
-        switch error.kind {
-        case .notFound where error.message.contains("no Handoff agent"): noAgent
-        case .notFound: notFound
-        case .continuation: continuationFailed
-        case .notAllowed: notAllowed
-        case .account: account
-        default: failed
-        }
-    }
-}
-
 /// Calls the agent; a refusal ends the program with its exit code.
 func call(_ client: LocalClient, _ call: LocalCall) async -> LocalReply {
     let reply: LocalReply
@@ -91,14 +60,6 @@ func call(_ client: LocalClient, _ call: LocalCall) async -> LocalReply {
     }
     if let error = reply.error { fail(error) }
     return reply
-}
-
-func printJSON(_ value: some Encodable) {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    encoder.dateEncodingStrategy = .secondsSince1970
-    let data = (try? encoder.encode(value)) ?? Data("null".utf8)
-    print(String(decoding: data, as: UTF8.self))
 }
 
 func age(_ seconds: Double) -> String {
@@ -206,22 +167,7 @@ struct Continue: AsyncParsableCommand {
 
     func run() async throws {
         let client = try connection.connect()
-        Self.report(await call(client, .continue(activity: id.flatMap(UUID.init(uuidString:)))), json: output.json)
-    }
-
-    /// Prints what the agent continued, or ends the program with the refusal's exit code.
-    static func report(_ reply: LocalReply, json: Bool) {
-        if let error = reply.error { fail(error) }
-        guard let continued = reply.continued else {
-            fail(LocalError(.failed, "the agent did not say what it continued"))
-        }
-        if json { return printJSON(continued) }
-        let what = continued.activity.title ?? continued.activity.activityType
-        if let app = continued.app {
-            print("Continued \"\(what)\" from \(continued.device) in \(app) (\(Int(continued.seconds * 1000)) ms).")
-        } else if let page = continued.webpageURL {
-            print("Opened \(page) (\"\(what)\" from \(continued.device)) in the web browser.")
-        }
+        ContinueReport.print(await call(client, .continue(activity: id.flatMap(UUID.init(uuidString:)))), json: output.json)
     }
 }
 
