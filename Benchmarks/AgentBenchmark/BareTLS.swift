@@ -67,23 +67,34 @@ func bareTLSContext(folder: String, side: String, peer: String) throws -> (NIOSS
 let bareRequestSize = 3 * 1024
 
 /// Reads a 4-byte length and that many bytes; the server echoes them, the client completes.
+/// A client with `repeats` sends the next request as each answer comes, on the same
+/// connection, and records each exchange's time (`latencies`).
 final class BareExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
     // @unchecked: used only on its channel's event loop.
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     private var buffer: ByteBuffer?
     private let answered: EventLoopPromise<Void>?
+    private var repeats: Int
+    private var sent: UInt64 = 0
+    private(set) var latencies: [UInt64] = []
 
-    init(answered: EventLoopPromise<Void>?) { self.answered = answered }
+    init(answered: EventLoopPromise<Void>?, repeats: Int = 0) {
+        self.answered = answered
+        self.repeats = repeats
+    }
 
     func channelActive(context: ChannelHandlerContext) {
-        if answered != nil {
-            var request = context.channel.allocator.buffer(capacity: 4 + bareRequestSize)
-            request.writeInteger(UInt32(bareRequestSize))
-            request.writeRepeatingByte(0x41, count: bareRequestSize)
-            context.writeAndFlush(wrapOutboundOut(request), promise: nil)
-        }
+        if answered != nil { send(context) }
         context.fireChannelActive()
+    }
+
+    private func send(_ context: ChannelHandlerContext) {
+        var request = context.channel.allocator.buffer(capacity: 4 + bareRequestSize)
+        request.writeInteger(UInt32(bareRequestSize))
+        request.writeRepeatingByte(0x41, count: bareRequestSize)
+        sent = now()
+        context.writeAndFlush(wrapOutboundOut(request), promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -91,10 +102,17 @@ final class BareExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
         if buffer == nil { buffer = incoming } else { buffer!.writeBuffer(&incoming) }
         guard let length = buffer!.getInteger(at: buffer!.readerIndex, as: UInt32.self), buffer!.readableBytes >= 4 + Int(length) else { return }
         if let answered {
-            answered.succeed(())
-        } else {
-            context.writeAndFlush(wrapOutboundOut(buffer!), promise: nil)
+            buffer = nil
+            latencies.append(now() - sent)
+            if repeats > 0 {
+                repeats -= 1
+                send(context)
+            } else {
+                answered.succeed(())
+            }
+            return
         }
+        context.writeAndFlush(wrapOutboundOut(buffer!), promise: nil)
         buffer = nil
     }
 
@@ -122,6 +140,30 @@ func runBareTLSServer(folder: String, host: String, port: Int) throws -> Never {
     print("listening \(channel.localAddress?.port ?? 0)")
     fflush(nil)
     while true { sleep(3600) }
+}
+
+/// `count` exchanges (after 20 to warm up) on one connection kept open, the connection's
+/// handshake not counted: what a request and its answer cost on a link already open, with
+/// nothing but TLS in the path. Prints each latency in milliseconds.
+func runWarmTLSClient(folder: String, host: String, port: Int, count: Int) throws {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let (context, verify) = try bareTLSContext(folder: folder, side: "client", peer: "server")
+    let warmUp = 20
+    let answered = group.next().makePromise(of: Void.self)
+    let handler = BareExchangeHandler(answered: answered, repeats: count + warmUp - 1)
+    let channel = try ClientBootstrap(group: group).channelOption(.tcpOption(.tcp_nodelay), value: 1)
+        .channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandlers([
+                    try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: verify), handler,
+                ])
+            }
+        }
+        .connect(host: host, port: port).wait()
+    try answered.futureResult.wait()
+    let latencies = try channel.eventLoop.submit { handler.latencies }.wait()
+    try channel.close().wait()
+    for latency in latencies.dropFirst(warmUp) { print(milliseconds(latency)) }
 }
 
 /// `count` exchanges (after 20 to warm up), each on a fresh connection; prints each latency in

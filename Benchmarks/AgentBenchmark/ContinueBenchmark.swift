@@ -202,7 +202,7 @@ func orchestrate() async throws -> Targets {
     let cli = ProcessInfo.processInfo.environment["HANDOFF_CLI_FRONT"] ?? binaries.appendingPathComponent("handoff").path
     /// Each run's CPU time of A's and B's agents per warm continuation (all their threads).
     var cpuPerContinuation: [(Double, Double)] = []
-    let runs = try await repeatRuns(["continue", "continue to the app", "CLI continue", "CLI to the app", "bare TLS", "discovery"]) { _ in
+    let runs = try await repeatRuns(["continue", "continue to the app", "CLI continue", "CLI to the app", "bare TLS", "warm TLS", "discovery"]) { _ in
         var run: [String: [Double]] = [:]
         let clientOutput = Pipe()
         let client = start(b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(iterations)]), output: clientOutput)
@@ -210,6 +210,13 @@ func orchestrate() async throws -> Targets {
         client.waitUntilExit()
         run["bare TLS"] = baselineText.split(separator: "\n").compactMap { Double($0) }
         guard run["bare TLS"]!.count == iterations else { fail("the TLS baseline measured \(run["bare TLS"]!.count) of \(iterations)") }
+        // The link's own floor: the same exchange on a connection kept open.
+        let warmOutput = Pipe()
+        let warmClient = start(b.command([CommandLine.arguments[0], "tls-warm-client", baselineFolder, a.address, String(tlsPort), String(iterations)]), output: warmOutput)
+        let warmText = String(decoding: warmOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        warmClient.waitUntilExit()
+        run["warm TLS"] = warmText.split(separator: "\n").compactMap { Double($0) }
+        guard run["warm TLS"]!.count == iterations else { fail("the warm TLS exchange measured \(run["warm TLS"]!.count) of \(iterations)") }
 
         for _ in 0..<discoveryChanges {
             run["discovery", default: []].append(try await offer(origin))
@@ -321,6 +328,7 @@ func orchestrate() async throws -> Targets {
         | continue after the link went quiet (handshake and membership proof included), to the answer | \(row(quiet, "continue after quiet")) |
         | the same, to the app holding the activity | \(row(quiet, "after quiet to the app")) |
         | baseline: bare TLS 1.3 connect + 3 KB request and answer, A to B | \(row(runs, "bare TLS")) |
+        | for reference: the same 3 KB request and answer on a TLS connection kept open (what the link's hop costs with nothing else in the path) | \(row(runs, "warm TLS")) |
         | discovery: `becameCurrent` on A to B's watcher hearing it | \(row(runs, "discovery")) |
         | continue, the first after \(memorySeconds) s idle (link open), to the answer | \(format(firstAfterIdle, 3)) ms | |
 

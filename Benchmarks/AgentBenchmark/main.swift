@@ -385,6 +385,9 @@ case "tls-server"?:
 case "tls-client"?:
     let arguments = CommandLine.arguments
     try runBareTLSClient(folder: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!)
+case "tls-warm-client"?:
+    let arguments = CommandLine.arguments
+    try runWarmTLSClient(folder: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!)
 case "mcast-recv"?:
     let arguments = CommandLine.arguments
     runMulticastReceiver(group: arguments[2], port: Int(arguments[3])!, local: arguments[4], count: Int(arguments[5])!)
