@@ -82,8 +82,14 @@ public struct SocketNetwork: AgentNetwork {
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
-        try await LinkListener(
-            identity: identity, trust: trust, host: host, port: port, eventLoopGroup: eventLoopGroup, logger: logger,
+        // A member link's answering side says hello with its proof (`LinkListener`'s greeting);
+        // HANDOFF_LINK_GREETING=off waits for the other side's hello instead, for comparison.
+        var greeting: Frame?
+        if case .members = trust, ProcessInfo.processInfo.environment["HANDOFF_LINK_GREETING"] != "off" {
+            greeting = LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame
+        }
+        return try await LinkListener(
+            identity: identity, trust: trust, host: host, port: port, eventLoopGroup: eventLoopGroup, logger: logger, greeting: greeting,
             acceptStream: acceptStream, answer: answer)
     }
 

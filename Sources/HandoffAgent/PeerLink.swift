@@ -189,15 +189,24 @@ final class FrameHandler: ChannelDuplexHandler {
             context.close(promise: nil)
             return
         }
-        // A frame begun must end within the deadline: a sender that stops half-way would
-        // otherwise hold its buffer and connection for ever.
-        if decoder.bufferedByteCount == 0 {
-            partialTimer?.cancel()
-            partialTimer = nil
-        } else if partialTimer == nil, let partialDeadline {
+        // Bytes came: the wait they ended is over (see `read`).
+        partialTimer?.cancel()
+        partialTimer = nil
+    }
+
+    /// A frame begun must go on arriving: a sender that stops half-way would otherwise hold its
+    /// buffer and connection for ever. So each read asked for while a frame is unfinished must
+    /// bring bytes within the deadline. The clock runs only while a read is asked for: while
+    /// this side reads nothing (the frames read wait for the link's credit, and NIO's
+    /// back-pressure holds further reads back), a sender that waits is not to blame; and a
+    /// transfer that goes on for longer than the deadline, every read ending inside a frame, is
+    /// making progress.
+    func read(context: ChannelHandlerContext) {
+        if decoder.bufferedByteCount > 0, partialTimer == nil, let partialDeadline {
             let channel = context.channel
             partialTimer = context.eventLoop.scheduleTask(in: partialDeadline) { channel.close(promise: nil) }
         }
+        context.read()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -369,11 +378,14 @@ public final class LinkListener: Sendable {
     final class Accepted: Sendable {
         let channel: NIOAsyncChannel<Frame, Frame>
         let peer: EventLoopFuture<LinkPeer>?
+        /// Whether this side's `hello` went (or goes) out with its proof.
+        let greeted: Bool
         private let served = Atomic(false)
 
-        init(channel: NIOAsyncChannel<Frame, Frame>, peer: EventLoopFuture<LinkPeer>?) {
+        init(channel: NIOAsyncChannel<Frame, Frame>, peer: EventLoopFuture<LinkPeer>?, greeted: Bool = false) {
             self.channel = channel
             self.peer = peer
+            self.greeted = greeted
         }
 
         /// Runs `body` with the connection's streams, then closes it.
@@ -417,10 +429,17 @@ public final class LinkListener: Sendable {
     /// before each frame, so a peer that stops being accepted (a removed member) is cut off on
     /// links it already has. `answer` learns who sent each frame; `acceptStream` takes the
     /// continuation streams peers open (nil refuses them).
+    ///
+    /// `greeting`, on links between members, is this side's `hello`: it leaves with this side's
+    /// membership proof, in the same flush, instead of in answer to the connecting side's
+    /// `hello`, which then gets no answer of its own. The connecting side can send its first
+    /// request as soon as it has read the proof and the greeting: one round trip fewer for every
+    /// link opened (docs/wire-protocol.md, Links). Like every frame of this side, it is held
+    /// until the peer is proven a member.
     public init(
         identity: DeviceIdentity, trust: LinkTrust, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        logger: Logger = Logger(label: "handoff.link"),
+        logger: Logger = Logger(label: "handoff.link"), greeting: Frame? = nil,
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
@@ -443,7 +462,11 @@ public final class LinkListener: Sendable {
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                     let proof = try LinkTLS.addProof(to: channel, .answering, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame)
                     try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: .seconds(10), watch: watch))
-                    return Accepted(channel: try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel), peer: proof?.peer.futureResult)
+                    // Held by the proof's handler, released with this side's proof.
+                    if proof != nil, let greeting { channel.write(greeting, promise: nil) }
+                    return Accepted(
+                        channel: try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel), peer: proof?.peer.futureResult,
+                        greeted: proof != nil && greeting != nil)
                 }
             }
         self.server = server
@@ -455,7 +478,8 @@ public final class LinkListener: Sendable {
                         group.addTask {
                             try? await accepted.serve { inbound, outbound in
                                 try await Self.serve(
-                                    accepted.channel.channel, inbound, outbound, proven: accepted.peer, accepts: trust.accepts, acceptStream: acceptStream, answer: answer)
+                                    accepted.channel.channel, inbound, outbound, proven: accepted.peer, greeted: accepted.greeted, accepts: trust.accepts,
+                                    acceptStream: acceptStream, answer: answer)
                             }
                         }
                     }
@@ -464,12 +488,13 @@ public final class LinkListener: Sendable {
         }
     }
 
-    /// Answers the first frame (the hello) before reading on, then every later frame in a
+    /// Answers the first frame (the hello) before reading on, unless this side `greeted` the
+    /// peer with its own hello already, then every later frame in a
     /// task of its own (at most 64 at once), so that a slow answer (an app saving) holds up
     /// no other request on the link. Answers are written by one writer, whole.
     private static func serve(
         _ channel: any Channel, _ inbound: NIOAsyncChannelInboundStream<Frame>, _ outbound: NIOAsyncChannelOutboundWriter<Frame>,
-        proven: EventLoopFuture<LinkPeer>?, accepts: @escaping @Sendable (String) -> Bool,
+        proven: EventLoopFuture<LinkPeer>?, greeted: Bool, accepts: @escaping @Sendable (String) -> Bool,
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
@@ -489,7 +514,11 @@ public final class LinkListener: Sendable {
         guard accepts(identified.fingerprint) else { return }
         identified.address = channel.remoteAddress?.ipAddress
         let peer = identified
-        if let reply = await answer(first, peer) { try await outbound.write(reply) }
+        if greeted, case .hello? = try? LinkMessage(frame: first) {
+            // Answered already: this side's greeting went out with its proof.
+        } else if let reply = await answer(first, peer) {
+            try await outbound.write(reply)
+        }
         let (replies, sink) = AsyncStream<Frame>.makeStream()
         // Streams the peer opens; their frames are handled here, in order, never in a task.
         var acceptor: LinkStreamMux.Acceptor?

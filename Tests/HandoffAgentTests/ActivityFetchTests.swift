@@ -2,6 +2,7 @@ import Foundation
 import HandoffWire
 import NIOCore
 import NIOPosix
+import Synchronization
 import Testing
 
 @testable import HandoffAgent
@@ -63,6 +64,37 @@ struct ActivityFetchTests {
         #expect(PeerConnection.keepaliveLinger < .seconds(5))
         // The accepting side probes only after 90 s of silence: later than the opener's idle close.
         #expect(LinkTLS.acceptedSilence > 60)
+    }
+
+    @Test("The answering side of a member link says hello with its proof, unasked: the link opens though the listener answers no hello, and the connecting side's hello never reaches it", arguments: [true, false])
+    func greetingWithTheProof(_ greets: Bool) async throws {
+        let heard = Mutex<[UInt8]>([])
+        let pins = self.pins
+        let listener = try await LinkListener(
+            identity: origin, trust: .members({ pins().contains($0) }),
+            greeting: greets ? LinkMessage.hello(version: LinkMessage.version, device: origin.id).frame : nil
+        ) { frame, _ in
+            heard.withLock { $0.append(frame.kind) }
+            return nil  // answers nothing, hello included
+        }
+        defer { Task { await listener.close() } }
+        let opened: Result<PeerConnection, FetchFailure>
+        do {
+            opened = .success(try await PeerConnection.open(host: "127.0.0.1", port: listener.port, identity: continuing, pins: pins, deadline: .seconds(2)))
+        } catch {
+            opened = .failure(error)
+        }
+        if greets {
+            let link = try opened.get()
+            defer { link.close() }
+            #expect(link.device == origin.id)
+            // The connecting side's hello arrived, and was not passed on to be answered.
+            #expect(heard.withLock { $0 }.isEmpty, "the listener was asked to answer \(heard.withLock { $0 })")
+        } else {
+            // Without the greeting, a listener that does not answer hello leaves the link unopened.
+            #expect(throws: FetchFailure.self) { try opened.get() }
+            #expect(heard.withLock { $0 } == [LinkMessage.hello(version: LinkMessage.version, device: continuing.id).frame.kind])
+        }
     }
 
     @Test("A link opens to an address as it is, and to a name through the lookup", arguments: ["127.0.0.1", "localhost"])

@@ -46,7 +46,7 @@ struct ProcessTests {
         #expect(quick.status == 3 && quick.errors.contains("no Handoff agent is running at \(socket)"), "\(quick)")
     }
 
-    @Test("handoff finds handoff-cli beside it or in ../libexec/handoff; without it, a plain continue still runs and anything else names what is missing and exits 127")
+    @Test("handoff finds handoff-cli beside it, beside the link it was called through, in ../libexec/handoff or on PATH; without it, a plain continue still runs and anything else names what is missing and exits 127")
     func frontWithoutTheFullCommandLine() async throws {
         let front = try #require(builtExecutable("handoff"))
         let full = try #require(builtExecutable("handoff-cli"))
@@ -58,17 +58,32 @@ struct ProcessTests {
         try FileManager.default.copyItem(at: front, to: alone)
         let socket = folder.appendingPathComponent("none.sock").path
 
-        let missing = try await onThread { try runToEnd(alone, ["status", "--socket", socket], environment: [:]) }
+        let missing = try await onThread { try runToEnd(alone, ["status", "--socket", socket], environment: ["PATH": "/usr/bin:/bin"]) }
         #expect(missing.status == 127, "\(missing)")
         #expect(missing.errors.contains("cannot run the full command line, handoff-cli"), "\(missing.errors)")
-        #expect(missing.errors.contains(bin.appendingPathComponent("handoff-cli").path) && missing.errors.contains(libexec.appendingPathComponent("handoff-cli").path), "\(missing.errors)")
+        #expect(missing.errors.contains("not found beside \(bin.path)/handoff, in ../libexec/handoff, or on PATH"), "\(missing.errors)")
         let quick = try await onThread { try runToEnd(alone, ["continue", "--latest", "--socket", socket], environment: [:]) }
         #expect(quick.status == 3, "a plain continue needs nothing else: \(quick)")
 
         try FileManager.default.createDirectory(at: libexec, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: libexec.appendingPathComponent("handoff-cli"), withDestinationURL: full)
-        let found = try await onThread { try runToEnd(alone, ["status", "--socket", socket], environment: [:]) }
+        let found = try await onThread { try runToEnd(alone, ["status", "--socket", socket], environment: ["PATH": "/usr/bin:/bin"]) }
         #expect(found.status == 3 && found.errors.contains("no Handoff agent is running at \(socket)"), "\(found)")
+        try FileManager.default.removeItem(at: libexec.appendingPathComponent("handoff-cli"))
+
+        // Called through a symbolic link whose folder holds handoff-cli (a link into a build).
+        let linked = folder.appendingPathComponent("linked", isDirectory: true)
+        try FileManager.default.createDirectory(at: linked, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: linked.appendingPathComponent("handoff"), withDestinationURL: alone)
+        try FileManager.default.createSymbolicLink(at: linked.appendingPathComponent("handoff-cli"), withDestinationURL: full)
+        let throughLink = try await onThread { try runToEnd(linked.appendingPathComponent("handoff"), ["status", "--socket", socket], environment: ["PATH": "/usr/bin:/bin"]) }
+        #expect(throughLink.status == 3 && throughLink.errors.contains("no Handoff agent is running at \(socket)"), "\(throughLink)")
+
+        // Or on PATH only.
+        let onPath = try await onThread {
+            try runToEnd(alone, ["status", "--socket", socket], environment: ["PATH": "\(full.deletingLastPathComponent().path):/usr/bin:/bin"])
+        }
+        #expect(onPath.status == 3 && onPath.errors.contains("no Handoff agent is running at \(socket)"), "\(onPath)")
     }
 
     @Test("A bad flag is named, and handoffd exits with status 2")
