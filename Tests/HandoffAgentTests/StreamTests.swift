@@ -296,6 +296,23 @@ struct StreamTests {
         }
     }
 
+    @Test("A reader that pauses for longer than the local socket's frame deadline (10 s) still gets every byte: the writer's agent, holding reads back mid-frame, does not cut the writer off")
+    func pauseLongerThanTheFrameDeadline() async throws {
+        try await withHarness { harness in
+            let total = 64 << 20
+            let scene = try await StreamScene.make(harness, behaviour: .send(count: total))
+            let continued = try await scene.continueOnB()
+            let (input, output) = try await continued.continuationStreams()
+            output.close()
+            try await Task.sleep(for: .seconds(12))
+            let box = StreamBox(input: input, output: output)
+            let read = try await onThread { readAll(box.input) }
+            #expect(read.error == nil, "\(read.error.map { "\($0)" } ?? "")")
+            #expect(read.bytes.count == total)
+            #expect(scene.origin.written == total)
+        }
+    }
+
     @Test("The async byte-stream API: writes suspend instead of blocking, and the chunks come back in order to the end")
     func asyncByteStreams() async throws {
         try await withHarness { harness in
