@@ -107,10 +107,12 @@ enum LinkTLS {
     /// The handlers after TLS that decide who the peer is, for a link under `trust`: a
     /// `LinkProofHandler` for members (returned, to learn the peer from), nothing for pairing.
     static func addProof(
-        to channel: any Channel, _ role: LinkProof.Role, trust: LinkTrust, identity: DeviceIdentity, shown: LinkCertificates.Shown, maximumFrame: Int
+        to channel: any Channel, _ role: LinkProof.Role, trust: LinkTrust, identity: DeviceIdentity, shown: LinkCertificates.Shown, maximumFrame: Int,
+        deadline: TimeAmount = .seconds(10)
     ) throws -> LinkProofHandler? {
         guard case .members(let accepts) = trust else { return nil }
-        let handler = LinkProofHandler(role, identity: identity, shown: shown.certificateDER, accepting: accepts, maximumFrame: maximumFrame, eventLoop: channel.eventLoop)
+        let handler = LinkProofHandler(
+            role, identity: identity, shown: shown.certificateDER, accepting: accepts, maximumFrame: maximumFrame, deadline: deadline, eventLoop: channel.eventLoop)
         do {
             try channel.pipeline.syncOperations.addHandler(handler)
         } catch {
@@ -418,11 +420,12 @@ public final class LinkListener: Sendable {
     public convenience init(
         identity: DeviceIdentity, pins: @escaping LinkPins, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        handshakeDeadline: TimeAmount = .seconds(10),
         answer: @escaping @Sendable (Frame) async -> Frame?
     ) async throws {
         try await self.init(
             identity: identity, trust: .members({ pins().contains($0) }), host: host, port: port, maximumFrame: maximumFrame,
-            eventLoopGroup: eventLoopGroup, answer: { frame, _ in await answer(frame) })
+            eventLoopGroup: eventLoopGroup, handshakeDeadline: handshakeDeadline, answer: { frame, _ in await answer(frame) })
     }
 
     /// Starts listening, accepting the peers `trust` approves. Its approval is asked again
@@ -436,10 +439,13 @@ public final class LinkListener: Sendable {
     /// request as soon as it has read the proof and the greeting: one round trip fewer for every
     /// link opened (docs/wire-protocol.md, Links). Like every frame of this side, it is held
     /// until the peer is proven a member.
+    ///
+    /// `handshakeDeadline` is how long a connection may take to complete TLS, prove membership
+    /// and send its first frame (10 s; tests on a loaded machine give more).
     public init(
         identity: DeviceIdentity, trust: LinkTrust, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        logger: Logger = Logger(label: "handoff.link"), greeting: Frame? = nil,
+        logger: Logger = Logger(label: "handoff.link"), greeting: Frame? = nil, handshakeDeadline: TimeAmount = .seconds(10),
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
@@ -460,8 +466,9 @@ public final class LinkListener: Sendable {
                     let context = try LinkTLS.context(showing: shown)
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(trust)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
-                    let proof = try LinkTLS.addProof(to: channel, .answering, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame)
-                    try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: .seconds(10), watch: watch))
+                    let proof = try LinkTLS.addProof(
+                        to: channel, .answering, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, deadline: handshakeDeadline)
+                    try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: handshakeDeadline, watch: watch))
                     // Held by the proof's handler, released with this side's proof.
                     if proof != nil, let greeting { channel.write(greeting, promise: nil) }
                     return Accepted(
