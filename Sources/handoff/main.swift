@@ -12,7 +12,7 @@ import Glibc
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 if let quick = QuickContinue(arguments: arguments) { quick.run() }
-FullCommandLine.run(arguments)
+FullCommandLine.run()
 
 enum FullCommandLine {
     /// Where the full command line may be, in order: beside this program as it was called (a
@@ -33,7 +33,7 @@ enum FullCommandLine {
     /// Runs the first candidate that can run in this process's place, with this process's
     /// arguments (the name it was called by included) and environment; if none can, says why
     /// and exits with 127, as a shell does for a command it cannot run.
-    static func run(_ arguments: [String]) -> Never {
+    static func run() -> Never {
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         let places = candidates(called: CommandLine.arguments[0], executable: executable, path: getenv("PATH").map { String(cString: $0) })
         var reasons: [String] = []
