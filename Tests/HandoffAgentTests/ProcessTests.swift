@@ -163,7 +163,8 @@ struct ProcessTests {
             process.waitUntilExit()
         }
         #expect(await waitUntil { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 })
-        #expect(try await run("handoff", ["account", "create", "--name", "home", "--socket", socket]).status == 0)
+        let created = try await run("handoff", ["account", "create", "--name", "home", "--socket", socket])
+        #expect(created.status == 0, "account create: \(created.status), \(created.errors)")
         // The agent reports what it gave back once it has been idle for a second.
         var line: Substring?
         _ = await waitUntil(15) {
