@@ -34,9 +34,7 @@ extension Agent {
         let announced = LocalActivity(
             id: offer.id, activityType: offer.activityType, title: offer.title, teamIdentifier: offer.teamIdentifier,
             hasWebpageURL: offer.hasWebpageURL, supportsContinuationStreams: offer.supportsContinuationStreams)
-        var logger = logger
-        logger[metadataKey: "from"] = "\(origin)"
-        logger[metadataKey: "type"] = "\(offer.activityType)"
+        let logger = ContinuationLog(logger: logger, origin: origin, activityType: offer.activityType)
 
         var route = await routeContinuation(offer, webpageURL: nil, originBundleIdentifier: nil)
         var prefetched: WireActivityRecord?
@@ -90,10 +88,21 @@ extension Agent {
     /// hears of it if the newer one came while the app was starting, with a `fail` after.
     func continueInApp(
         _ bundleIdentifier: String, _ offer: BeaconActivity, from device: NearbyDevice, prefetched: WireActivityRecord?,
-        ticket: UInt64, started: ContinuousClock.Instant, logger: Logger
+        ticket: UInt64, started: ContinuousClock.Instant, logger: ContinuationLog
     ) async -> LocalReply {
         let origin = memberName(device.sender)
         let continuation = UUID.random()
+        // The fetch, unless a newer continuation or the app's end comes first (nil). It starts
+        // now, while the app starts (if it must) and before the app hears `willContinue`: on
+        // an open link the request is on its way before anything else is written.
+        let race = FirstOutcome<Result<WireActivityRecord, FetchFailure>?>()
+        if let prefetched {
+            race.settle(.success(prefetched))
+        } else if let link = openLinkNow(to: device) {
+            link.fetch(offer.id, deadline: configuration.fetchDeadline) { race.settle($0) }
+        } else {
+            Task { race.settle(await self.fetch(offer.id, from: device)) }
+        }
         let session: Session
         switch await runningSession(of: bundleIdentifier, continuation: continuation) {
         case .success(let found): session = found
@@ -107,15 +116,8 @@ extension Agent {
             previous.session.peer.send(.fail(continuation: previous.id, activityType: previous.activityType, error: superseded))
             previous.fetch.settle(nil)
         }
-        // The fetch, unless a newer continuation or the app's end comes first (nil).
-        let race = FirstOutcome<Result<WireActivityRecord, FetchFailure>?>()
         activeContinuation = (continuation, session, offer.activityType, race)
         session.peer.send(.willContinue(continuation: continuation, activityType: offer.activityType))
-        if let prefetched {
-            race.settle(.success(prefetched))
-        } else {
-            Task { race.settle(await self.fetch(offer.id, from: device)) }
-        }
         let outcome = await race.value()
         let stillActive = activeContinuation?.id == continuation
         if stillActive { activeContinuation = nil }
@@ -216,10 +218,18 @@ extension Agent {
         }
     }
 
+    /// The open link to a nearby device, if there is one.
+    func openLinkNow(to device: NearbyDevice) -> (any PeerLinking)? {
+        guard let existing = links[device.sender], existing.isOpen, existing.host == device.address, existing.port == Int(device.linkPort) else {
+            return nil
+        }
+        return existing
+    }
+
     /// The link to a nearby device: the open one, or a new one.
     func openLink(to device: NearbyDevice) async -> Result<any PeerLinking, FetchFailure> {
         let link: any PeerLinking
-        if let existing = links[device.sender], existing.isOpen, existing.host == device.address, existing.port == Int(device.linkPort) {
+        if let existing = openLinkNow(to: device) {
             link = existing
         } else {
             links[device.sender]?.close()
@@ -437,5 +447,26 @@ extension Agent {
             activityTypes: app.manifest.continuableActivityTypes.sorted(),
             running: sessions.values.filter { $0.app?.manifest.bundleIdentifier == app.manifest.bundleIdentifier }.count,
             signedBy: app.signedBy)
+    }
+}
+
+/// The agent's logger for one continuation: the device it comes from and its type are added
+/// to the lines written, when they are written. (Set on the logger itself, they were rendered
+/// again for every continuation, whether anything was logged or not.)
+struct ContinuationLog {
+    let logger: Logger
+    let origin: String
+    let activityType: String
+
+    private func with(_ extra: Logger.Metadata) -> Logger.Metadata {
+        extra.merging(["from": "\(origin)", "type": "\(activityType)"]) { mine, _ in mine }
+    }
+
+    func info(_ message: @autoclosure () -> Logger.Message, metadata: @autoclosure () -> Logger.Metadata = [:]) {
+        logger.info(message(), metadata: with(metadata()))
+    }
+
+    func notice(_ message: @autoclosure () -> Logger.Message, metadata: @autoclosure () -> Logger.Metadata = [:]) {
+        logger.notice(message(), metadata: with(metadata()))
     }
 }

@@ -875,9 +875,11 @@ public actor Agent {
             var references: [WireFileReference] = []
             if let bytes = record.userInfo {
                 do {
-                    _ = try UserInfoCoding.decodeUserInfo(bytes)
+                    // Read as the continuing side will (`decodeForApp`: the model, and Swift's
+                    // values too where keys could collide), once for both uses.
+                    let value = try UserInfoCoding.decodeForApp(bytes)
                     if !configuration.containers.isEmpty {
-                        references = ContainerTranslation.references(in: try UserInfoCoding.decode(bytes), containers: configuration.containers)
+                        references = ContainerTranslation.references(in: value, containers: configuration.containers)
                     }
                 } catch {
                     logger.error("an app's saved userInfo cannot be read: \(error)", metadata: ["app": "\(appName)"])

@@ -15,6 +15,9 @@ public protocol PeerLinking: AnyObject, Sendable {
     var port: Int { get }
     var isOpen: Bool { get }
     func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure>
+    /// The same fetch, started before this returns (the request is on its way when the link
+    /// writes straight to its connection); `done` gets the one outcome.
+    func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<WireActivityRecord, FetchFailure>) -> Void)
     /// Opens a continuation stream to the app whose activity is `activityID` on the peer.
     func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure>
     func send(_ message: LinkMessage)
@@ -25,6 +28,12 @@ public protocol PeerLinking: AnyObject, Sendable {
 public protocol LinkListening: Sendable {
     var port: Int { get }
     func close() async
+}
+
+extension PeerLinking {
+    public func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<WireActivityRecord, FetchFailure>) -> Void) {
+        Task { done(await fetch(activityID, deadline: deadline)) }
+    }
 }
 
 extension PeerConnection: PeerLinking {}

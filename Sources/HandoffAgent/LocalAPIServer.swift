@@ -20,7 +20,7 @@ public final class LocalPeer: Sendable {
     public let executable: URL?
     /// Why the process is not taken for the app its executable is, if it is not.
     public let notAnApp: String?
-    private let writer: LocalWriter?
+    private let writer: FrameWriter?
     /// For a client in the agent's process: messages are handed to it at once, in order.
     private let deliver: (@Sendable (LocalMessage) -> Void)?
     private let hangUp: @Sendable () -> Void
@@ -30,7 +30,7 @@ public final class LocalPeer: Sendable {
     public let isInProcess: Bool
 
     init(
-        pid: Int32, uid: UInt32, executable: URL?, notAnApp: String? = nil, writer: LocalWriter, inProcess: Bool = false,
+        pid: Int32, uid: UInt32, executable: URL?, notAnApp: String? = nil, writer: FrameWriter, inProcess: Bool = false,
         hangUp: @escaping @Sendable () -> Void
     ) {
         self.pid = pid
@@ -72,71 +72,6 @@ public final class LocalPeer: Sendable {
     }
 }
 
-/// Writes a local client's messages straight to its channel from whichever thread sends them:
-/// NIO hands each to the channel's event loop, with no task and no queue of our own between
-/// (each would be one more thread to wake for every message). At most `limit` messages may be
-/// unwritten at once: a client that leaves more unread is refused the next one.
-final class LocalWriter: Sendable {
-    private struct State {
-        var unwritten = 0
-        var finished = false
-    }
-    private let channel: any Channel
-    private let limit: Int
-    private let state = Mutex(State())
-    private let drained: EventLoopPromise<Void>
-
-    init(channel: any Channel, limit: Int) {
-        self.channel = channel
-        self.limit = limit
-        drained = channel.eventLoop.makePromise()
-    }
-
-    enum Outcome: Equatable {
-        case accepted
-        /// Nothing more is taken: the connection is closing.
-        case finished
-        /// `limit` frames are still unwritten: the client does not read.
-        case full
-    }
-
-    /// Writes `frame` after every frame written before, unless finished or full.
-    @discardableResult
-    func write(_ frame: Frame) -> Outcome {
-        let outcome = state.withLock { state -> Outcome in
-            guard !state.finished else { return .finished }
-            guard state.unwritten < limit else { return .full }
-            state.unwritten += 1
-            return .accepted
-        }
-        guard outcome == .accepted else { return outcome }
-        // Always through the event loop's queue, even from the loop itself: a frame sent
-        // there must not overtake one another thread sent just before.
-        let channel = self.channel
-        channel.eventLoop.execute {
-            channel.writeAndFlush(frame).whenComplete { _ in
-                let done = self.state.withLock { state -> Bool in
-                    state.unwritten -= 1
-                    return state.finished && state.unwritten == 0
-                }
-                if done { self.drained.succeed() }
-            }
-        }
-        return .accepted
-    }
-
-    /// Takes no more frames; `whenDrained` completes once those taken are written (or failed).
-    func finish() {
-        let done = state.withLock { state -> Bool in
-            guard !state.finished else { return false }
-            state.finished = true
-            return state.unwritten == 0
-        }
-        if done { drained.succeed() }
-    }
-
-    var whenDrained: EventLoopFuture<Void> { drained.futureResult }
-}
 
 /// Linux's `struct ucred`, which Glibc shows Swift only under `_GNU_SOURCE`: the same three
 /// 32-bit fields in the same order.
@@ -249,7 +184,7 @@ public final class LocalAPIServer: Sendable {
                 await serveStream(streamClient, &iterator, outbound)
                 return
             }
-            let writer = LocalWriter(channel: channel, limit: queueLimit)
+            let writer = FrameWriter(channel: channel, limit: queueLimit)
             let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
             let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, writer: writer) {
                 writer.finish()

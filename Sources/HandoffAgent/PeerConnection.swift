@@ -15,13 +15,14 @@ public final class PeerConnection: Sendable {
     /// The device that answered `hello`.
     public let device: UUID
     private let state: Mutex<LinkState>
-    private let outbox: AsyncStream<Frame>.Continuation
+    /// Frames go straight to the channel from whichever thread sends them, in order.
+    private let writer: FrameWriter
     /// The continuation streams this device opens on the link.
     let streams: LinkStreamMux
 
     /// A request waiting for its answer, and the timer that ends the wait.
     private struct Waiting {
-        var continuation: CheckedContinuation<Answer, Never>
+        var done: @Sendable (Answer) -> Void
         var timer: LoopTimer?
     }
 
@@ -61,17 +62,17 @@ public final class PeerConnection: Sendable {
     }
     private let socketStorage = LockedValue<(any Channel)?>(nil)
 
-    private init(host: String, port: Int, device: UUID, outbox: AsyncStream<Frame>.Continuation) {
+    private init(host: String, port: Int, device: UUID, writer: FrameWriter) {
         self.host = host
         self.port = port
         self.device = device
-        self.outbox = outbox
+        self.writer = writer
         self.state = Mutex(LinkState())
         let lastUse = LockedValue(ContinuousClock.now)
         self.lastUse = lastUse
         self.streams = LinkStreamMux { message in
             lastUse.value = .now
-            outbox.yield(message.frame)
+            writer.write(message.frame)
         }
     }
 
@@ -124,46 +125,41 @@ public final class PeerConnection: Sendable {
             throw unavailable("cannot be reached: \(error)")
         }
 
-        let (frames, outbox) = AsyncStream<Frame>.makeStream()
+        // Written straight to the channel, in the order sent; closing it (`close()`) writes
+        // what was sent, then closes the connection, and the reader ends with it.
+        let writer = FrameWriter(channel: channel.channel, limit: .max)
+        writer.whenDrained.whenComplete { _ in channel.channel.close(promise: nil) }
         let (hello, helloSink) = AsyncStream<Result<UUID, FetchFailure>>.makeStream()
         let connection = LockedValue<PeerConnection?>(nil)
         Task {
             do {
-                try await channel.executeThenClose { inbound, outbound in
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            for await frame in frames { try await outbound.write(frame) }
-                            // Closed by this device: the connection goes, and the reader with it.
-                            try? await channel.channel.close()
-                        }
-                        var iterator = inbound.makeAsyncIterator()
-                        // The handshake's failure shows here, as the first read failing.
-                        do {
-                            outbox.yield(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame)
-                            guard let first = try await iterator.next() else {
-                                helloSink.yield(.failure(unavailable("refused the link or is not a member of this account")))
-                                throw CancellationError()
-                            }
-                            guard case .hello(let version, let device)? = try? LinkMessage(frame: first) else {
-                                helloSink.yield(.failure(unavailable("did not say hello")))
-                                throw CancellationError()
-                            }
-                            guard version == LinkMessage.version else {
-                                helloSink.yield(.failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) speaks link protocol version \(version), this one \(LinkMessage.version); update Handoff on both devices")))
-                                throw CancellationError()
-                            }
-                            helloSink.yield(.success(device))
-                        } catch is CancellationError {
+                try await channel.executeThenClose { inbound, _ in
+                    var iterator = inbound.makeAsyncIterator()
+                    // The handshake's failure shows here, as the first read failing.
+                    do {
+                        writer.write(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame)
+                        guard let first = try await iterator.next() else {
+                            helloSink.yield(.failure(unavailable("refused the link or is not a member of this account")))
                             throw CancellationError()
-                        } catch {
-                            helloSink.yield(.failure(unavailable("refused the link or is not a member of this account (\(error))")))
-                            throw error
                         }
-                        while let frame = try await iterator.next() {
-                            guard let message = try? LinkMessage(frame: frame) else { continue }
-                            connection.value?.received(message)
+                        guard case .hello(let version, let device)? = try? LinkMessage(frame: first) else {
+                            helloSink.yield(.failure(unavailable("did not say hello")))
+                            throw CancellationError()
                         }
-                        group.cancelAll()
+                        guard version == LinkMessage.version else {
+                            helloSink.yield(.failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) speaks link protocol version \(version), this one \(LinkMessage.version); update Handoff on both devices")))
+                            throw CancellationError()
+                        }
+                        helloSink.yield(.success(device))
+                    } catch is CancellationError {
+                        throw CancellationError()
+                    } catch {
+                        helloSink.yield(.failure(unavailable("refused the link or is not a member of this account (\(error))")))
+                        throw error
+                    }
+                    while let frame = try await iterator.next() {
+                        guard let message = try? LinkMessage(frame: frame) else { continue }
+                        connection.value?.received(message)
                     }
                 }
                 connection.value?.end("closed by the peer")
@@ -171,7 +167,7 @@ public final class PeerConnection: Sendable {
                 connection.value?.end("\(error)")
             }
             helloSink.finish()
-            outbox.finish()
+            writer.finish()
         }
         let first: Result<UUID, FetchFailure>?
         do {
@@ -180,13 +176,13 @@ public final class PeerConnection: Sendable {
                 return nil
             }
         } catch {
-            outbox.finish()
+            writer.finish()
             try? await channel.channel.close()
             throw unavailable("did not complete the handshake within \(deadline)")
         }
         switch first {
         case .success(let device)?:
-            let made = PeerConnection(host: host, port: port, device: device, outbox: outbox)
+            let made = PeerConnection(host: host, port: port, device: device, writer: writer)
             made.socket = channel.channel
             connection.value = made
             // The link may have ended between the hello and now.
@@ -203,8 +199,18 @@ public final class PeerConnection: Sendable {
     /// Fetches activity `activityID`. Exactly one outcome: the record, the origin's own
     /// failure (its code passed through), or 4608 when the link ends or the deadline passes.
     public func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure> {
-        let answer = await request(deadline: deadline) { .fetch(request: $0, activityID: activityID) }
-        return Self.result(of: answer, for: activityID, host: host, port: port, deadline: deadline)
+        await withCheckedContinuation { continuation in
+            fetch(activityID, deadline: deadline) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// Fetches activity `activityID`, the request already on its way to the event loop when
+    /// this returns; `done` gets the one outcome, as `fetch(_:deadline:)` returns it.
+    public func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<WireActivityRecord, FetchFailure>) -> Void) {
+        let (host, port) = (self.host, self.port)
+        request(deadline: deadline, { .fetch(request: $0, activityID: activityID) }) { answer in
+            done(Self.result(of: answer, for: activityID, host: host, port: port, deadline: deadline))
+        }
     }
 
     /// What a fetch's answer means for the app, whatever carried it.
@@ -229,7 +235,7 @@ public final class PeerConnection: Sendable {
     /// Sends a message that has no answer (`continued`).
     public func send(_ message: LinkMessage) {
         lastUse.value = .now
-        outbox.yield(message.frame)
+        writer.write(message.frame)
     }
 
     /// Checks a few times per `idle` whether the link is idle, and closes it then. Meanwhile
@@ -303,39 +309,39 @@ public final class PeerConnection: Sendable {
     /// requests end.
     public func close() {
         end("closed by this device")
-        // The writer writes what was queued (a last `continued`), then closes the connection.
-        outbox.finish()
+        // What was sent before (a last `continued`) is written, then the connection closes.
+        writer.finish()
     }
 
-    private func request(deadline: Duration, _ make: (UInt64) -> LinkMessage) async -> Answer {
-        await withCheckedContinuation { continuation in
-            let number: UInt64? = state.withLock { state in
-                guard state.ended == nil else { return nil }
-                defer { state.nextRequest += 1 }
-                state.pending[state.nextRequest] = Waiting(continuation: continuation)
-                return state.nextRequest
-            }
-            guard let number else {
-                continuation.resume(returning: .ended("the link had ended"))
-                return
-            }
-            lastUse.value = .now
-            watchWhileBusy()
-            let timer = LoopTimer(after: deadline) { [weak self] in self?.resolve(number, .timedOut) }
-            // Kept with the request, to be stopped by its answer (unless the answer came first).
-            let answered = state.withLock { state in
-                state.pending[number]?.timer = timer
-                return state.pending[number] == nil
-            }
-            if answered { timer.cancel() }
-            outbox.yield(make(number).frame)
+    /// Sends the request `make` makes with its number; `done` gets what became of it, once.
+    private func request(deadline: Duration, _ make: (UInt64) -> LinkMessage, done: @escaping @Sendable (Answer) -> Void) {
+        let number: UInt64? = state.withLock { state in
+            guard state.ended == nil else { return nil }
+            defer { state.nextRequest += 1 }
+            state.pending[state.nextRequest] = Waiting(done: done)
+            return state.nextRequest
         }
+        guard let number else {
+            done(.ended("the link had ended"))
+            return
+        }
+        lastUse.value = .now
+        // The request first: what follows only matters once its answer is due.
+        writer.write(make(number).frame)
+        watchWhileBusy()
+        let timer = LoopTimer(after: deadline) { [weak self] in self?.resolve(number, .timedOut) }
+        // Kept with the request, to be stopped by its answer (unless the answer came first).
+        let answered = state.withLock { state in
+            state.pending[number]?.timer = timer
+            return state.pending[number] == nil
+        }
+        if answered { timer.cancel() }
     }
 
     private func resolve(_ number: UInt64, _ answer: Answer) {
         guard let waiting = state.withLock({ $0.pending.removeValue(forKey: number) }) else { return }
         waiting.timer?.cancel()
-        waiting.continuation.resume(returning: answer)
+        waiting.done(answer)
         watchWhileBusy()
     }
 
@@ -359,7 +365,7 @@ public final class PeerConnection: Sendable {
         }
         for waiting in pending {
             waiting.timer?.cancel()
-            waiting.continuation.resume(returning: .ended(reason))
+            waiting.done(.ended(reason))
         }
         streams.linkEnded(reason)
     }

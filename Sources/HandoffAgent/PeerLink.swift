@@ -483,9 +483,9 @@ public final class LinkListener: Sendable {
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await accepted in connections {
                         group.addTask {
-                            try? await accepted.serve { inbound, outbound in
+                            try? await accepted.serve { inbound, _ in
                                 try await Self.serve(
-                                    accepted.channel.channel, inbound, outbound, proven: accepted.peer, greeted: accepted.greeted, accepts: trust.accepts,
+                                    accepted.channel.channel, inbound, proven: accepted.peer, greeted: accepted.greeted, accepts: trust.accepts,
                                     acceptStream: acceptStream, answer: answer)
                             }
                         }
@@ -500,7 +500,7 @@ public final class LinkListener: Sendable {
     /// task of its own (at most 64 at once), so that a slow answer (an app saving) holds up
     /// no other request on the link. Answers are written by one writer, whole.
     private static func serve(
-        _ channel: any Channel, _ inbound: NIOAsyncChannelInboundStream<Frame>, _ outbound: NIOAsyncChannelOutboundWriter<Frame>,
+        _ channel: any Channel, _ inbound: NIOAsyncChannelInboundStream<Frame>,
         proven: EventLoopFuture<LinkPeer>?, greeted: Bool, accepts: @escaping @Sendable (String) -> Bool,
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
@@ -521,24 +521,23 @@ public final class LinkListener: Sendable {
         guard accepts(identified.fingerprint) else { return }
         identified.address = channel.remoteAddress?.ipAddress
         let peer = identified
+        // Answers and stream frames go straight to the connection, in the order sent; the
+        // connection closes once they are written.
+        let writer = FrameWriter(channel: channel, limit: .max)
+        defer { writer.finish() }
         if greeted, case .hello? = try? LinkMessage(frame: first) {
             // Answered already: this side's greeting went out with its proof.
         } else if let reply = await answer(first, peer) {
-            try await outbound.write(reply)
+            writer.write(reply)
         }
-        let (replies, sink) = AsyncStream<Frame>.makeStream()
         // Streams the peer opens; their frames are handled here, in order, never in a task.
         var acceptor: LinkStreamMux.Acceptor?
         if let acceptStream {
             acceptor = { activityID, stream in await acceptStream(activityID, stream, peer) }
         }
-        let streams = LinkStreamMux(acceptor: acceptor, send: { message in sink.yield(message.frame) })
+        let streams = LinkStreamMux(acceptor: acceptor, send: { message in writer.write(message.frame) })
         defer { streams.linkEnded("the link closed") }
         try await withThrowingDiscardingTaskGroup { group in
-            group.addTask {
-                for await reply in replies { try await outbound.write(reply) }
-            }
-            defer { sink.finish() }
             let inFlight = LockedValue(0)
             while let frame = try await iterator.next() {
                 guard accepts(peer.fingerprint) else { return }
@@ -552,7 +551,7 @@ public final class LinkListener: Sendable {
                 inFlight.update { $0 += 1 }
                 group.addTask {
                     defer { inFlight.update { $0 -= 1 } }
-                    if let reply = await answer(frame, peer) { sink.yield(reply) }
+                    if let reply = await answer(frame, peer) { writer.write(reply) }
                 }
             }
         }

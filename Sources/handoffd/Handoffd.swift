@@ -89,12 +89,14 @@ struct Handoffd: AsyncParsableCommand {
 
     func run() async throws {
         AllocatorPolicy.keepWorkingMemory()
-        // The agent's tasks run on its event loops (docs/agent.md, Performance).
+        // The agent's tasks run on its event loop (docs/agent.md, Performance): one loop, so
+        // that a continuation's connections (the caller's, the app's, the link) and its tasks
+        // share a thread and hand work to each other without waking another one.
         // HANDOFF_EXECUTOR=swift keeps Swift's own pool of threads instead, for comparison;
-        // a number sets how many event loops there are (one per core by default).
+        // a number sets how many event loops there are.
         let executor = ProcessInfo.processInfo.environment["HANDOFF_EXECUTOR"]
         if executor != "swift" {
-            EventLoopExecutor.takeOver(loops: executor.flatMap { Int($0) }.map { min(max($0, 1), 64) })
+            EventLoopExecutor.takeOver(loops: executor.flatMap { Int($0) }.map { min(max($0, 1), 64) } ?? 1)
         }
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level: '\(logLevel)' is not one of trace, debug, info, notice, warning, error")

@@ -11,10 +11,10 @@ import Glibc
 
 @testable import HandoffAgent
 
-/// The local socket's writer: messages go straight to the channel, in the order they were
+/// The frame writer of local sockets and links: frames go straight to the channel, in the order they were
 /// sent, at most `limit` unwritten, and closing waits for what was sent.
-@Suite("Local socket writer")
-struct LocalWriterTests {
+@Suite("Frame writer")
+struct FrameWriterTests {
     static func frame(_ number: UInt8) -> Frame { Frame(kind: 0x4A, payload: [number]) }
 
     @Test("Frames are written in the order sent: one sent on the event loop does not overtake those sent just before from another thread")
@@ -27,7 +27,7 @@ struct LocalWriterTests {
         let channel = try await ClientBootstrap(group: group).channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: 1 << 20)) }
         }.withConnectedSocket(ends[0]).get()
-        let writer = LocalWriter(channel: channel, limit: 10)
+        let writer = FrameWriter(channel: channel, limit: 10)
         // The loop is held busy while this thread sends two frames; then, still on the loop,
         // it sends a third.
         let sent = DispatchSemaphore(value: 0)
@@ -61,7 +61,7 @@ struct LocalWriterTests {
     @Test("A client that leaves the limit unwritten is refused the next frame (full: it is cut off); after finishing nothing is taken (finished: no cut-off); finishing waits for what was taken")
     func limitAndDrain() throws {
         let channel = EmbeddedChannel()
-        let writer = LocalWriter(channel: channel, limit: 2)
+        let writer = FrameWriter(channel: channel, limit: 2)
         #expect(writer.write(Self.frame(1)) == .accepted)
         #expect(writer.write(Self.frame(2)) == .accepted)
         #expect(writer.write(Self.frame(3)) == .full)
