@@ -933,6 +933,62 @@ struct AgentTests {
         let restored = await waitUntil { await launcher.firstLatitude() == 51.5007 }
         #expect(restored)
     }
+
+    @Test(
+        "A continuation that must start its app fetches the activity meanwhile: the origin is asked to save before the app has started",
+        arguments: [true, false])
+    func fetchesWhileTheAppStarts(inMemory: Bool) async throws {
+        try await withHarness(inMemory: inMemory) { harness in try await fetchesWhileStarting(harness) }
+    }
+
+    func fetchesWhileStarting(_ harness: AgentHarness) async throws {
+        let saves = SaveRecorder()
+        // The app starts once the origin was asked to save, or after 5 seconds.
+        let launcher = InProcessMapViewerLauncher { await saves.waitForSave(seconds: 5) }
+        let a = try await harness.start("alpha")
+        let b = try await harness.start("beta", launcher: launcher)
+        launcher.serve(b)
+        try await harness.pair([a, b])
+        try await harness.installMapViewer(on: b)
+        let agentA = try #require(a.agent)
+
+        let origin = ActivityCenter(
+            connection: InProcessAgentConnection(agent: agentA, bundleIdentifier: nil), bundleIdentifier: nil, teamIdentifier: "EXAMPLETEAM",
+            deviceName: "alpha")
+        let activity = ActivityCenter.$current.withValue(origin) { UserActivity(activityType: mapViewing) }
+        activity.delegate = saves
+        activity.userInfo = ["latitude": 48.8584]
+        await MainActor.run { ActivityCenter.$current.withValue(origin) { activity.becomeCurrent() } }
+        try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == mapViewing })
+
+        // Only the continuation's save counts.
+        saves.count = 0
+        activity.needsSave = true
+        let reply = try await b.call(.continue(activity: nil))
+        #expect(reply.continued?.app == "com.example.handoff.MapViewer")
+        #expect(launcher.startedCount == 1)
+        #expect(launcher.savedBeforeStarting == [true], "the origin's save came only after the app had started")
+        withExtendedLifetime(activity) {}
+    }
+}
+
+/// Counts an activity's saves, and lets a test wait for the first.
+final class SaveRecorder: UserActivityDelegate, Sendable {
+    private let saves = Mutex(0)
+
+    nonisolated var count: Int {
+        get { saves.withLock { $0 } }
+        set { saves.withLock { $0 = newValue } }
+    }
+
+    nonisolated func userActivityWillSave(_ userActivity: UserActivity) {
+        saves.withLock { $0 += 1 }
+    }
+
+    /// Whether a save came within `seconds`.
+    nonisolated func waitForSave(seconds: Double) async -> Bool {
+        await waitUntil(seconds) { self.count > 0 }
+    }
 }
 
 /// Runs `local_api_client.py` (beside this file) with `arguments`, on a thread of its own;
@@ -1005,6 +1061,15 @@ final class InProcessMapViewer {
 final class InProcessMapViewerLauncher: AppLauncher {
     private let agentBox = Mutex<Agent?>(nil)
     private let startedBox = Mutex<[InProcessMapViewer]>([])
+    /// Runs before each app starts; what it returned, launch by launch.
+    private let beforeStarting: (@Sendable () async -> Bool)?
+    private let beforeBox = Mutex<[Bool]>([])
+
+    init(beforeStarting: (@Sendable () async -> Bool)? = nil) {
+        self.beforeStarting = beforeStarting
+    }
+
+    var savedBeforeStarting: [Bool] { beforeBox.withLock { $0 } }
 
     var agent: Agent? {
         get { agentBox.withLock { $0 } }
@@ -1030,6 +1095,10 @@ final class InProcessMapViewerLauncher: AppLauncher {
 
     func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp {
         guard let agent else { throw AgentError("the launcher has no agent") }
+        if let beforeStarting {
+            let outcome = await beforeStarting()
+            beforeBox.withLock { $0.append(outcome) }
+        }
         let bundle = launch.app.manifest.bundleIdentifier
         let viewer = await makeViewer(agent: agent, bundle: bundle)
         startedBox.withLock { $0.append(viewer) }
