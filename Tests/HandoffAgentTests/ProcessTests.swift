@@ -279,6 +279,11 @@ struct ProcessTests {
     /// Starts handoffd with `environment`, makes `calls` local calls on one connection, and
     /// returns how many times its threads went to sleep per call.
     private func sleepsPerCall(environment: [String: String], calls: Int) async throws -> Double {
+        try await sleepsPerCallAndLoops(environment: environment, calls: calls).sleeps
+    }
+
+    /// The same, and how many event-loop threads the agent runs.
+    private func sleepsPerCallAndLoops(environment: [String: String], calls: Int) async throws -> (sleeps: Double, loops: Int) {
         let home = folder.appendingPathComponent(UUID().uuidString.prefix(6).description, isDirectory: true)
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         let socket = home.appendingPathComponent("agent.sock").path
@@ -301,7 +306,12 @@ struct ProcessTests {
         for _ in 0..<20 { _ = try await client.call(.devices) }
         let before = contextSwitches(of: process.processIdentifier)
         for _ in 0..<calls { _ = try await client.call(.devices) }
-        return Double(contextSwitches(of: process.processIdentifier) - before) / Double(calls)
+        let sleeps = Double(contextSwitches(of: process.processIdentifier) - before) / Double(calls)
+        // Each loop's thread has a name of its own; a thread a loop starts (the local socket's
+        // acceptor) takes its name too, so names are counted, not threads.
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/task")) ?? []
+        let names = Set(tasks.compactMap { try? String(contentsOfFile: "/proc/\(process.processIdentifier)/task/\($0)/comm", encoding: .utf8) })
+        return (sleeps, names.filter { $0.hasPrefix("NIO-SGLTN-") }.count)
     }
 
     @Test("handoffd runs its tasks on its event loops: a local call wakes the thread that reads it, and no other")
@@ -315,8 +325,12 @@ struct ProcessTests {
         let swiftPool = try await sleepsPerCall(environment: ["HANDOFF_EXECUTOR": "swift"], calls: 150)
         #expect(loops < 1.5, "\(loops) sleeps per call on the event loops")
         #expect(swiftPool > 2, "\(swiftPool) sleeps per call with Swift's pool: the comparison shows nothing")
-        // The default (one loop per core) also keeps a call's work on the loop that read it.
-        let standard = try await sleepsPerCall(environment: [:], calls: 150)
-        #expect(standard < 1.5, "\(standard) sleeps per call by default")
+        // The default is one loop, whatever the number of cores: a continuation's connections
+        // then share its thread (docs/agent.md, Performance).
+        let standard = try await sleepsPerCallAndLoops(environment: [:], calls: 150)
+        #expect(standard.sleeps < 1.5, "\(standard.sleeps) sleeps per call by default")
+        #expect(standard.loops == 1, "\(standard.loops) event-loop threads by default")
+        let two = try await sleepsPerCallAndLoops(environment: ["HANDOFF_EXECUTOR": "2"], calls: 20)
+        #expect(two.loops == 2, "HANDOFF_EXECUTOR=2 runs \(two.loops) event-loop threads")
     }
 }
