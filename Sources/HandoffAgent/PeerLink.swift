@@ -370,38 +370,19 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
 
 /// Listens for links from the account's other devices and answers each request frame.
 public final class LinkListener: Sendable {
-    /// A connection accepted, and who its peer turns out to be (for links between members,
-    /// once its membership proof is in).
-    ///
-    /// NIO passes it from the connection's set-up to the serving loop through a buffer. One
-    /// dropped on the way (the listener closing while connections arrive, swift-nio#2637) would
-    /// deinit its writer unfinished, which NIO takes for a programming error and traps on; so
-    /// one never served is closed when it is let go of, through `executeThenClose` as NIO asks.
-    final class Accepted: Sendable {
-        let channel: NIOAsyncChannel<Frame, Frame>
-        let peer: EventLoopFuture<LinkPeer>?
-        /// Whether this side's `hello` went (or goes) out with its proof.
-        let greeted: Bool
-        private let served = Atomic(false)
+    /// A connection accepted, served by its `LinkServeHandler`; the listener holds it only to
+    /// close it when the listener closes.
+    struct Accepted: Sendable {
+        let channel: any Channel
 
-        init(channel: NIOAsyncChannel<Frame, Frame>, peer: EventLoopFuture<LinkPeer>?, greeted: Bool = false) {
-            self.channel = channel
-            self.peer = peer
-            self.greeted = greeted
-        }
-
-        /// Runs `body` with the connection's streams, then closes it.
-        func serve(
-            _ body: (NIOAsyncChannelInboundStream<Frame>, NIOAsyncChannelOutboundWriter<Frame>) async throws -> Void
-        ) async throws {
-            served.store(true, ordering: .relaxed)
-            try await channel.executeThenClose(body)
-        }
-
-        deinit {
-            guard !served.load(ordering: .relaxed) else { return }
+        /// Waits until the connection has closed; closes it if the wait is cancelled.
+        func served() async {
             let channel = self.channel
-            Task { try? await channel.executeThenClose { _, _ in } }
+            await withTaskCancellationHandler {
+                try? await channel.closeFuture.get()
+            } onCancel: {
+                channel.close(promise: nil)
+            }
         }
     }
 
@@ -452,6 +433,7 @@ public final class LinkListener: Sendable {
         // Fails early if the identity cannot be used at all.
         _ = try LinkTLS.configuration(showing: identity.links.current())
         let open = ConnectionGuard.Count()
+        let service = LinkServeHandler.Service(accepts: trust.accepts, acceptStream: acceptStream, answer: answer)
         let watch = FloodWatch(what: "link connections", threshold: 50, logger: logger)
         self.floodWatch = watch
         self.connections = open
@@ -471,9 +453,9 @@ public final class LinkListener: Sendable {
                     try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: handshakeDeadline, watch: watch))
                     // Held by the proof's handler, released with this side's proof.
                     if proof != nil, let greeting { channel.write(greeting, promise: nil) }
-                    return Accepted(
-                        channel: try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel), peer: proof?.peer.futureResult,
-                        greeted: proof != nil && greeting != nil)
+                    try channel.pipeline.syncOperations.addHandler(
+                        LinkServeHandler(service: service, proven: proof?.peer.futureResult, greeted: proof != nil && greeting != nil))
+                    return Accepted(channel: channel)
                 }
             }
         self.server = server
@@ -482,76 +464,8 @@ public final class LinkListener: Sendable {
             try? await server.executeThenClose { connections in
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await accepted in connections {
-                        group.addTask {
-                            try? await accepted.serve { inbound, _ in
-                                try await Self.serve(
-                                    accepted.channel.channel, inbound, proven: accepted.peer, greeted: accepted.greeted, accepts: trust.accepts,
-                                    acceptStream: acceptStream, answer: answer)
-                            }
-                        }
+                        group.addTask { await accepted.served() }
                     }
-                }
-            }
-        }
-    }
-
-    /// Answers the first frame (the hello) before reading on, unless this side `greeted` the
-    /// peer with its own hello already, then every later frame in a
-    /// task of its own (at most 64 at once), so that a slow answer (an app saving) holds up
-    /// no other request on the link. Answers are written by one writer, whole.
-    private static func serve(
-        _ channel: any Channel, _ inbound: NIOAsyncChannelInboundStream<Frame>,
-        proven: EventLoopFuture<LinkPeer>?, greeted: Bool, accepts: @escaping @Sendable (String) -> Bool,
-        acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)?,
-        answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
-    ) async throws {
-        var iterator = inbound.makeAsyncIterator()
-        guard let first = try await iterator.next() else { return }
-        // A frame arrives only after the handshake and, between members, after the proof: who
-        // the peer is is known now.
-        var identified: LinkPeer
-        if let proven {
-            identified = try await proven.get()
-        } else {
-            guard let certificate = try await channel.nioSSL_peerCertificate().get(), let der = try? certificate.toDERBytes() else { return }
-            identified = LinkPeer(fingerprint: DeviceIdentity.fingerprint(ofCertificate: der), certificate: der, address: channel.remoteAddress?.ipAddress)
-        }
-        // Checked again here, as before every later frame: only a peer accepted at this moment
-        // is answered.
-        guard accepts(identified.fingerprint) else { return }
-        identified.address = channel.remoteAddress?.ipAddress
-        let peer = identified
-        // Answers and stream frames go straight to the connection, in the order sent; the
-        // connection closes once they are written.
-        let writer = FrameWriter(channel: channel, limit: .max)
-        defer { writer.finish() }
-        if greeted, case .hello? = try? LinkMessage(frame: first) {
-            // Answered already: this side's greeting went out with its proof.
-        } else if let reply = await answer(first, peer) {
-            writer.write(reply)
-        }
-        // Streams the peer opens; their frames are handled here, in order, never in a task.
-        var acceptor: LinkStreamMux.Acceptor?
-        if let acceptStream {
-            acceptor = { activityID, stream in await acceptStream(activityID, stream, peer) }
-        }
-        let streams = LinkStreamMux(acceptor: acceptor, send: { message in writer.write(message.frame) })
-        defer { streams.linkEnded("the link closed") }
-        try await withThrowingDiscardingTaskGroup { group in
-            let inFlight = LockedValue(0)
-            while let frame = try await iterator.next() {
-                guard accepts(peer.fingerprint) else { return }
-                if LinkMessage.isStreamFrame(frame) {
-                    if let message = try? LinkMessage(frame: frame) { streams.received(message) }
-                    continue
-                }
-                // At most 64 answers at once per link: past that, the link is not read until
-                // one is done, and TCP slows the sender.
-                while inFlight.value >= 64 { try await Task.sleep(for: .milliseconds(1)) }
-                inFlight.update { $0 += 1 }
-                group.addTask {
-                    defer { inFlight.update { $0 -= 1 } }
-                    if let reply = await answer(frame, peer) { writer.write(reply) }
                 }
             }
         }

@@ -41,6 +41,38 @@ struct ActivityFetchTests {
         await service.close()
     }
 
+    @Test("An origin answers at most 64 requests of one link at once: past that it stops reading the link until one is answered, and then answers every one")
+    func answersAtMost64AtOnce() async throws {
+        let record = self.record
+        let waiting = Shared(0)
+        let most = Shared(0)
+        let release = Shared(false)
+        let service = try await service { _ in
+            waiting.update { $0 += 1 }
+            most.update { [now = waiting.value] in $0 = max($0, now) }
+            while !release.value { try? await Task.sleep(for: .milliseconds(5)) }
+            waiting.update { $0 -= 1 }
+            return .success(record)
+        }
+        defer { Task { await service.close() } }
+        let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
+        defer { link.close() }
+        let answered = Shared(0)
+        for _ in 0..<200 {
+            link.fetch(record.id, deadline: .seconds(60)) { result in
+                if case .success = result { answered.update { $0 += 1 } }
+            }
+        }
+        #expect(await waitUntil { waiting.value == 64 })
+        // Well past the time the other 136 take to arrive: none is being answered.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(waiting.value == 64)
+        #expect(most.value == 64)
+        release.update { $0 = true }
+        #expect(await waitUntil(30) { answered.value == 200 }, "\(answered.value) of 200 answered")
+        #expect(most.value == 64)
+    }
+
     @Test("Item 2: a link that closes when idle watches for a vanished peer (TCP keepalive) only while a fetch waits on it, so an idle link sends nothing; the accepting side waits 90 s before its first probe")
     func keepaliveOnlyWhileBusy() async throws {
         let record = self.record
