@@ -99,7 +99,34 @@ public final class PeerConnection: Sendable {
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(FetchFailure) -> PeerConnection {
         let unavailable: @Sendable (String) -> FetchFailure = { why in FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
-        let channel: NIOAsyncChannel<Frame, Frame>
+        // The peer's hello (or why there is none; nil once the deadline passed), and the
+        // connection once made: frames are handed to it from the event loop as they are read.
+        let hello = FirstOutcome<Result<UUID, FetchFailure>?>()
+        let connection = LockedValue<PeerConnection?>(nil)
+        let receiver = LinkReceiver(
+            frame: { frame, isFirst in
+                guard isFirst else {
+                    if let message = try? LinkMessage(frame: frame) { connection.value?.received(message) }
+                    return true
+                }
+                guard case .hello(let version, let device)? = try? LinkMessage(frame: frame) else {
+                    hello.settle(.failure(unavailable("did not say hello")))
+                    return false
+                }
+                guard version == LinkMessage.version else {
+                    hello.settle(.failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) speaks link protocol version \(version), this one \(LinkMessage.version); update Handoff on both devices")))
+                    return false
+                }
+                hello.settle(.success(device))
+                return true
+            },
+            end: { error in
+                // The handshake's failure shows here, as the link ending before the hello.
+                let why = error.map { " (\($0))" } ?? ""
+                hello.settle(.failure(unavailable("refused the link or is not a member of this account\(why)")))
+                connection.value?.end(error.map { "\($0)" } ?? "closed by the peer")
+            })
+        let channel: any Channel
         do {
             let shown = identity.links.current()
             let context = try LinkTLS.context(showing: shown)
@@ -115,7 +142,8 @@ public final class PeerConnection: Sendable {
                             try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                             // Hello waits in it until the device answering proves it is a member.
                             _ = try LinkTLS.addProof(to: channel, .connecting, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame)
-                            return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
+                            try channel.pipeline.syncOperations.addHandler(receiver)
+                            return channel
                         }
                     }
             }
@@ -126,73 +154,31 @@ public final class PeerConnection: Sendable {
         }
 
         // Written straight to the channel, in the order sent; closing it (`close()`) writes
-        // what was sent, then closes the connection, and the reader ends with it.
-        let writer = FrameWriter(channel: channel.channel, limit: .max)
-        writer.whenDrained.whenComplete { _ in channel.channel.close(promise: nil) }
-        let (hello, helloSink) = AsyncStream<Result<UUID, FetchFailure>>.makeStream()
-        let connection = LockedValue<PeerConnection?>(nil)
-        Task {
-            do {
-                try await channel.executeThenClose { inbound, _ in
-                    var iterator = inbound.makeAsyncIterator()
-                    // The handshake's failure shows here, as the first read failing.
-                    do {
-                        writer.write(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame)
-                        guard let first = try await iterator.next() else {
-                            helloSink.yield(.failure(unavailable("refused the link or is not a member of this account")))
-                            throw CancellationError()
-                        }
-                        guard case .hello(let version, let device)? = try? LinkMessage(frame: first) else {
-                            helloSink.yield(.failure(unavailable("did not say hello")))
-                            throw CancellationError()
-                        }
-                        guard version == LinkMessage.version else {
-                            helloSink.yield(.failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) speaks link protocol version \(version), this one \(LinkMessage.version); update Handoff on both devices")))
-                            throw CancellationError()
-                        }
-                        helloSink.yield(.success(device))
-                    } catch is CancellationError {
-                        throw CancellationError()
-                    } catch {
-                        helloSink.yield(.failure(unavailable("refused the link or is not a member of this account (\(error))")))
-                        throw error
-                    }
-                    while let frame = try await iterator.next() {
-                        guard let message = try? LinkMessage(frame: frame) else { continue }
-                        connection.value?.received(message)
-                    }
-                }
-                connection.value?.end("closed by the peer")
-            } catch {
-                connection.value?.end("\(error)")
-            }
-            helloSink.finish()
-            writer.finish()
-        }
-        let first: Result<UUID, FetchFailure>?
-        do {
-            first = try await withDeadline(deadline) {
-                for await answer in hello { return answer }
-                return nil
-            }
-        } catch {
-            writer.finish()
-            try? await channel.channel.close()
-            throw unavailable("did not complete the handshake within \(deadline)")
-        }
+        // what was sent, then closes the connection.
+        let writer = FrameWriter(channel: channel, limit: .max)
+        writer.whenDrained.whenComplete { _ in channel.close(promise: nil) }
+        channel.closeFuture.whenComplete { _ in writer.finish() }
+        writer.write(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame)
+        let timer = channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) { hello.settle(nil) }
+        let first = await hello.value()
+        timer.cancel()
         switch first {
         case .success(let device)?:
             let made = PeerConnection(host: host, port: port, device: device, writer: writer)
-            made.socket = channel.channel
+            made.socket = channel
             connection.value = made
             // The link may have ended between the hello and now.
-            if !channel.channel.isActive { made.end("closed by the peer") }
-            if let idle { made.closeWhenIdle(idle, on: channel.channel.eventLoop) }
+            if !channel.isActive { made.end("closed by the peer") }
+            if let idle { made.closeWhenIdle(idle, on: channel.eventLoop) }
             return made
         case .failure(let failure)?:
+            writer.finish()
+            channel.close(promise: nil)
             throw failure
         case nil:
-            throw unavailable("refused the link or is not a member of this account")
+            writer.finish()
+            channel.close(promise: nil)
+            throw unavailable("did not complete the handshake within \(deadline)")
         }
     }
 
@@ -391,5 +377,55 @@ final class LockedValue<Value: Sendable>: Sendable {
     /// Changes the value in one step (`value += 1` would read and write in two).
     func update(_ change: (inout Value) -> Void) {
         storage.withLock { change(&$0) }
+    }
+}
+
+/// The end of a link's pipeline on the side that opened it: hands each frame to `frame` on the
+/// event loop (`isFirst` for the peer's hello; returning false closes the link), and tells
+/// `end` once, when the link closes (with the error that closed it, if one did).
+private final class LinkReceiver: ChannelInboundHandler, Sendable {
+    typealias InboundIn = Frame
+
+    private let frame: @Sendable (Frame, _ isFirst: Bool) -> Bool
+    private let end: @Sendable ((any Error)?) -> Void
+    /// Touched only on the channel's event loop.
+    private let state = Mutex<(first: Bool, error: (any Error)?, ended: Bool)>((true, nil, false))
+
+    init(frame: @escaping @Sendable (Frame, Bool) -> Bool, end: @escaping @Sendable ((any Error)?) -> Void) {
+        self.frame = frame
+        self.end = end
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let isFirst = state.withLock { state in
+            defer { state.first = false }
+            return state.first && !state.ended
+        }
+        guard !state.withLock({ $0.ended }) else { return }
+        if !frame(unwrapInboundIn(data), isFirst) { context.close(promise: nil) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        state.withLock { if $0.error == nil { $0.error = error } }
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        let error: (any Error)?? = state.withLock { state in
+            guard !state.ended else { return .none }
+            state.ended = true
+            return .some(state.error)
+        }
+        if case .some(let error) = error { end(error) }
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        let error: (any Error)?? = state.withLock { state in
+            guard !state.ended else { return .none }
+            state.ended = true
+            return .some(state.error)
+        }
+        if case .some(let error) = error { end(error) }
     }
 }
