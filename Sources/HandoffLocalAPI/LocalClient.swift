@@ -332,8 +332,19 @@ public final class LocalClient: Sendable {
         #endif
     }
 
-    /// How long a client waits for the agent's answer to `hello`.
-    static let helloTimeout = 15
+    /// How long a client waits for the agent's answer to `hello`, in seconds: 15, or what
+    /// `HANDOFF_HELLO_TIMEOUT` says (1 to 3600). An agent answers at once on an idle machine;
+    /// the test suite, which starts hundreds of agents at once in one process on two cores,
+    /// gives them longer.
+    static var helloTimeout: Int {
+        helloTimeout(setting: getenv("HANDOFF_HELLO_TIMEOUT").map { String(cString: $0) })
+    }
+
+    /// The hello timeout `HANDOFF_HELLO_TIMEOUT`'s value `setting` gives (nil: not set).
+    package static func helloTimeout(setting: String?) -> Int {
+        guard let setting, let seconds = Int(setting) else { return 15 }
+        return min(max(seconds, 1), 3600)
+    }
 
     static func setReceiveTimeout(_ fd: Int32, seconds: Int) {
         var timeout = timeval(tv_sec: seconds, tv_usec: 0)

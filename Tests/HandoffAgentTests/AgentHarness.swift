@@ -101,6 +101,11 @@ final class AgentHarness: Sendable {
     let network: InMemoryNetwork?
 
     init(inMemory: Bool = false) throws {
+        // The suite starts hundreds of agents at once on a few cores: a hello may wait behind
+        // all their start-up work for longer than the 15 s a client gives an agent by default
+        // (seen as "no answer within 15 seconds" at the suite's start). Its apps and command
+        // lines inherit it.
+        setenv("HANDOFF_HELLO_TIMEOUT", "90", 0)
         network = inMemory ? InMemoryNetwork() : nil
         // Socket paths are limited to about 100 bytes: keep the folder short.
         root = URL(fileURLWithPath: "/tmp/ho-\(UUID().uuidString.prefix(8))", isDirectory: true)

@@ -112,3 +112,17 @@ struct RandomUUIDTests {
         #expect(uneven.isEmpty, "bits set too rarely or too often in 4,000: \(uneven.map { "\($0): \(counts[$0])" })")
     }
 }
+
+@Suite("The local client's hello timeout")
+struct HelloTimeoutTests {
+    @Test("15 seconds unless HANDOFF_HELLO_TIMEOUT says otherwise; a value out of 1...3600 is held to it, one that is not a number ignored")
+    func setting() {
+        #expect(LocalClient.helloTimeout(setting: nil) == 15)
+        #expect(LocalClient.helloTimeout(setting: "90") == 90)
+        #expect(LocalClient.helloTimeout(setting: "0") == 1)
+        #expect(LocalClient.helloTimeout(setting: "-5") == 1)
+        #expect(LocalClient.helloTimeout(setting: "99999") == 3600)
+        #expect(LocalClient.helloTimeout(setting: "soon") == 15)
+        #expect(LocalClient.helloTimeout(setting: "") == 15)
+    }
+}
