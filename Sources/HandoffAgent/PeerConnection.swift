@@ -388,7 +388,7 @@ private final class LinkReceiver: ChannelInboundHandler, Sendable {
 
     private let frame: @Sendable (Frame, _ isFirst: Bool) -> Bool
     private let end: @Sendable ((any Error)?) -> Void
-    /// Touched only on the channel's event loop.
+    /// Used on the channel's event loop only (locked so that the handler can be `Sendable`).
     private let state = Mutex<(first: Bool, error: (any Error)?, ended: Bool)>((true, nil, false))
 
     init(frame: @escaping @Sendable (Frame, Bool) -> Bool, end: @escaping @Sendable ((any Error)?) -> Void) {
@@ -397,11 +397,11 @@ private final class LinkReceiver: ChannelInboundHandler, Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let isFirst = state.withLock { state in
+        let (isFirst, ended) = state.withLock { state in
             defer { state.first = false }
-            return state.first && !state.ended
+            return (state.first, state.ended)
         }
-        guard !state.withLock({ $0.ended }) else { return }
+        guard !ended else { return }
         if !frame(unwrapInboundIn(data), isFirst) { context.close(promise: nil) }
     }
 
@@ -411,16 +411,16 @@ private final class LinkReceiver: ChannelInboundHandler, Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        let error: (any Error)?? = state.withLock { state in
-            guard !state.ended else { return .none }
-            state.ended = true
-            return .some(state.error)
-        }
-        if case .some(let error) = error { end(error) }
+        finish()
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        finish()
+    }
+
+    /// Tells `end`, the first time only.
+    private func finish() {
         let error: (any Error)?? = state.withLock { state in
             guard !state.ended else { return .none }
             state.ended = true
