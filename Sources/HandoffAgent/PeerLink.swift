@@ -370,24 +370,36 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
 
 /// Listens for links from the account's other devices and answers each request frame.
 public final class LinkListener: Sendable {
-    /// A connection accepted, served by its `LinkServeHandler`; the listener holds it only to
-    /// close it when the listener closes.
-    struct Accepted: Sendable {
-        let channel: any Channel
+    /// The connections accepted and still open, each served by its `LinkServeHandler` from its
+    /// event loop: kept from the moment a connection is set up, so that closing the listener
+    /// closes every one, even one accepted as it closed.
+    final class Open: Sendable {
+        private let channels = Mutex<(closed: Bool, open: [ObjectIdentifier: any Channel])>((false, [:]))
 
-        /// Waits until the connection has closed; closes it if the wait is cancelled.
-        func served() async {
-            let channel = self.channel
-            await withTaskCancellationHandler {
-                try? await channel.closeFuture.get()
-            } onCancel: {
-                channel.close(promise: nil)
+        func add(_ channel: any Channel) {
+            let id = ObjectIdentifier(channel)
+            let closed = channels.withLock { channels in
+                if !channels.closed { channels.open[id] = channel }
+                return channels.closed
             }
+            if closed { return channel.close(promise: nil) }
+            channel.closeFuture.whenComplete { [weak self] _ in _ = self?.channels.withLock { $0.open.removeValue(forKey: id) } }
+        }
+
+        /// Closes every connection, and any added later.
+        func closeAll() {
+            let open = channels.withLock { channels in
+                channels.closed = true
+                defer { channels.open = [:] }
+                return Array(channels.open.values)
+            }
+            for channel in open { channel.close(promise: nil) }
         }
     }
 
-    private let server: NIOAsyncChannel<Accepted, Never>
+    private let server: NIOAsyncChannel<Void, Never>
     private let serving: Task<Void, Never>
+    private let open: Open
     /// Connections refused (over the limits, or silent past the deadline), to log a flood once.
     public let floodWatch: FloodWatch
     /// The connections open, and those before their first frame by address.
@@ -432,11 +444,13 @@ public final class LinkListener: Sendable {
     ) async throws {
         // Fails early if the identity cannot be used at all.
         _ = try LinkTLS.configuration(showing: identity.links.current())
-        let open = ConnectionGuard.Count()
+        let count = ConnectionGuard.Count()
+        let accepted = Open()
+        self.open = accepted
         let service = LinkServeHandler.Service(accepts: trust.accepts, acceptStream: acceptStream, answer: answer)
         let watch = FloodWatch(what: "link connections", threshold: 50, logger: logger)
         self.floodWatch = watch
-        self.connections = open
+        self.connections = count
         let server = try await ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: host, port: port) { channel in
@@ -450,23 +464,21 @@ public final class LinkListener: Sendable {
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                     let proof = try LinkTLS.addProof(
                         to: channel, .answering, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, deadline: handshakeDeadline)
-                    try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: open, limit: 256, deadline: handshakeDeadline, watch: watch))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: count, limit: 256, deadline: handshakeDeadline, watch: watch))
                     // Held by the proof's handler, released with this side's proof.
                     if proof != nil, let greeting { channel.write(greeting, promise: nil) }
                     try channel.pipeline.syncOperations.addHandler(
                         LinkServeHandler(service: service, proven: proof?.peer.futureResult, greeted: proof != nil && greeting != nil))
-                    return Accepted(channel: channel)
+                    accepted.add(channel)
                 }
             }
         self.server = server
         self.port = server.channel.localAddress?.port ?? port
+        // The connections serve themselves; the stream of them is only drained, so that
+        // accepting goes on.
         self.serving = Task {
             try? await server.executeThenClose { connections in
-                try await withThrowingDiscardingTaskGroup { group in
-                    for try await accepted in connections {
-                        group.addTask { await accepted.served() }
-                    }
-                }
+                for try await _ in connections {}
             }
         }
     }
@@ -475,6 +487,7 @@ public final class LinkListener: Sendable {
     public func close() async {
         serving.cancel()
         try? await server.channel.close()
+        open.closeAll()
     }
 }
 

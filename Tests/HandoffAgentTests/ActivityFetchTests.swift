@@ -166,6 +166,22 @@ struct ActivityFetchTests {
         await service.close()
     }
 
+    @Test("Closing a listener closes the links it serves: a link open to it ends, and a fetch on it fails with 4608")
+    func closingClosesLinks() async throws {
+        let record = self.record
+        let service = try await service { _ in .success(record) }
+        let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
+        defer { link.close() }
+        #expect(try await link.fetch(record.id, deadline: .seconds(30)).get() == record)
+        await service.close()
+        #expect(await waitUntil { !link.isOpen }, "the link stayed open after its listener closed")
+        guard case .failure(let failure) = await link.fetch(record.id, deadline: .seconds(5)) else {
+            Issue.record("fetched through a closed listener")
+            return
+        }
+        #expect(failure.code == 4608)
+    }
+
     @Test("A device that cannot be reached fails the fetch with 4609")
     func unreachable() async throws {
         let service = try await service { _ in .failure(FetchFailure(code: 4608, message: "unused")) }

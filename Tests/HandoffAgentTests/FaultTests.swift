@@ -126,6 +126,10 @@ struct FaultTests {
             let app = try await a.offer(activity, answering: .neverAnswer, seenBy: b)
             let first = Task { try await b.attempt(.continue(activity: activity.id)) }
             #expect(await waitUntil { app.messages.contains { if case .save = $0 { true } else { false } } })
+            // The fetch starts while the app starts: the first continuation is fetching, as far
+            // as the app knows, once the app has heard of it. (A newer one while the app is
+            // still starting ends it before the app hears of it at all.)
+            #expect(await waitUntil { b.mapViewerEvents.contains("will continue \(mapViewing)") }, "events: \(b.mapViewerEvents)")
 
             // The hung save holds up nothing else on its agent: it answers while the save still hangs.
             let status = try await a.call(.status).status
@@ -155,6 +159,9 @@ extension NamespaceTests {
             let app = try await a.offer(activity, answering: .neverAnswer, seenBy: b)
             let continuing = Task { try await b.attempt(.continue(activity: activity.id)) }
             #expect(await waitUntil { app.messages.contains { if case .save = $0 { true } else { false } } }, "alpha's app was never asked to save")
+            // The fetch starts while the app starts: the kill comes once the app is up and
+            // waiting, so that the time measured is the failure's alone.
+            #expect(await waitUntil { b.mapViewerEvents.contains("will continue \(mapViewing)") }, "events: \(b.mapViewerEvents)")
             let killed = ContinuousClock.now
             segment.crash("a")
             let reply = try await continuing.value
