@@ -94,7 +94,11 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        guard inFlight < Self.maximumInFlight, backlog.isEmpty else {
+        // Not while the first frame is being answered (what comes meanwhile waits, and is
+        // held to what one read brings), nor while `maximumInFlight` answers are pending.
+        var starting = false
+        if case .starting = state { starting = true }
+        guard !starting, inFlight < Self.maximumInFlight, backlog.isEmpty else {
             readHeld = true
             return
         }
@@ -163,6 +167,7 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
             guard case .serving = state else { return }
             serve(frame, peer: peer, streams: streams, context: context)
         }
+        resumeReading()
     }
 
     private func serve(_ frame: Frame, peer: LinkPeer, streams: LinkStreamMux, context: ChannelHandlerContext) {
@@ -208,7 +213,12 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
             start(next, peer: peer, context: context)
             return
         }
-        guard readHeld, inFlight < Self.maximumInFlight else { return }
+        resumeReading()
+    }
+
+    /// Reads again if a read was held back and nothing holds it any more.
+    private func resumeReading() {
+        guard readHeld, case .serving = state, inFlight < Self.maximumInFlight, backlog.isEmpty, let context else { return }
         readHeld = false
         context.read()
     }
