@@ -13,7 +13,11 @@ import X509
 extension Agent {
     // MARK: Continuing another device's activity
 
-    func continueActivity(_ wanted: UUID?, logger: Logger) async -> LocalReply {
+    /// Continues the activity `wanted` (else the newest offered nearby) on this device. When an
+    /// app here takes it, `notice` is set to tell the origin so (`continued`, which the origin's
+    /// app hears as `userActivityWasContinued`): the caller sends it after its reply, as the
+    /// one who asked waits for the reply and the origin for nothing.
+    func continueActivity(_ wanted: UUID?, logger: Logger, notice: inout (@Sendable () -> Void)?) async -> LocalReply {
         let started = ContinuousClock.now
         // The newest continuation asked for wins over any still starting or fetching.
         continuationTickets += 1
@@ -79,7 +83,8 @@ extension Agent {
             if offer.activityType == NSUserActivityTypeBrowsingWeb, manifest.bundleIdentifier != defaultBrowser {
                 prefetched?.userInfo = nil
             }
-            return await continueInApp(manifest.bundleIdentifier, offer, from: device, prefetched: prefetched, ticket: ticket, started: started, logger: logger)
+            return await continueInApp(
+                manifest.bundleIdentifier, offer, from: device, prefetched: prefetched, ticket: ticket, started: started, logger: logger, notice: &notice)
         }
     }
 
@@ -88,7 +93,7 @@ extension Agent {
     /// hears of it if the newer one came while the app was starting, with a `fail` after.
     func continueInApp(
         _ bundleIdentifier: String, _ offer: BeaconActivity, from device: NearbyDevice, prefetched: WireActivityRecord?,
-        ticket: UInt64, started: ContinuousClock.Instant, logger: ContinuationLog
+        ticket: UInt64, started: ContinuousClock.Instant, logger: ContinuationLog, notice: inout (@Sendable () -> Void)?
     ) async -> LocalReply {
         let origin = memberName(device.sender)
         let continuation = UUID.random()
@@ -169,7 +174,8 @@ extension Agent {
                     session: session.id, device: device, activityID: offer.id, activityType: offer.activityType,
                     supportsStreams: wire.supportsContinuationStreams))
             session.peer.send(.deliver(continuation: continuation, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
-            link(to: device)?.send(.continued(activityID: offer.id))
+            let link = link(to: device), activityID = offer.id
+            notice = { link?.send(.continued(activityID: activityID)) }
             let seconds = (ContinuousClock.now - started).seconds
             logger.notice("continued", metadata: ["app": "\(bundleIdentifier)", "ms": "\(Int(seconds * 1000))"])
             return LocalReply(continued: LocalContinued(continuation: continuation, device: origin, activity: record.activity, app: bundleIdentifier, webpageURL: nil, seconds: seconds))
@@ -344,7 +350,11 @@ extension Agent {
             let shown = try? await desktop.notify(
                 summary: "\(offer.deviceName): \(title)", body: "Continue it on this device \(handler)", replacing: notifications[event.device] ?? 0
             ) { [weak self] in
-                Task { _ = await self?.continueActivity(activity, logger: self?.logger ?? Logger(label: "handoffd")) }
+                Task {
+                    var notice: (@Sendable () -> Void)?
+                    _ = await self?.continueActivity(activity, logger: self?.logger ?? Logger(label: "handoffd"), notice: &notice)
+                    notice?()
+                }
             }
             notifications[event.device] = shown
         } else if let id = notifications.removeValue(forKey: event.device) {

@@ -692,8 +692,10 @@ public actor Agent {
         case .continue(let activity):
             // A continuation takes as long as the other device does: the session goes on meanwhile.
             Task {
-                let reply = await self.continueActivity(activity, logger: logger)
+                var notice: (@Sendable () -> Void)?
+                let reply = await self.continueActivity(activity, logger: logger, notice: &notice)
                 session.peer.send(.reply(request: request, reply))
+                notice?()
             }
             return
         }

@@ -102,11 +102,6 @@ public final class LocalAPIServer: Sendable {
     private let acceptor: LocalAcceptor
     private let serving: Task<Void, Never>
 
-    struct ConnectedClient: Sendable {
-        var channel: NIOAsyncChannel<Frame, Frame>
-        var accepted: AcceptedLocalClient
-    }
-
     /// Serves a connection that carries continuation streams: its first message (`request`,
     /// `call`), the frames that follow, and where to write. It answers the first message itself.
     public typealias StreamServe = @Sendable (
@@ -144,19 +139,12 @@ public final class LocalAPIServer: Sendable {
                 for await client in accepted {
                     group.addTask {
                         defer { acceptor.served.subtract(1, ordering: .relaxed) }
-                        let channel: NIOAsyncChannel<Frame, Frame>
-                        do {
-                            channel = try await ClientBootstrap(group: eventLoopGroup).withConnectedSocket(client.descriptor) { channel in
-                                channel.eventLoop.makeCompletedFuture {
-                                    try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: LocalMessage.maximumFrame, partialDeadline: Self.partialFrameDeadline))
-                                    return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
-                                }
-                            }
-                        } catch {
-                            logger.warning("could not serve a local client: \(error)", metadata: ["pid": "\(client.pid)"])
-                            return
+                        // A connection that opens with a stream request carries stream frames, not messages.
+                        if let serveStream, case .call(let request, let call)? = try? LocalMessage(frame: client.first), call.opensStream {
+                            await Self.serveStreams(client, request: request, call: call, eventLoopGroup: eventLoopGroup, logger: logger, serveStream: serveStream)
+                        } else {
+                            await Self.serveMessages(client, eventLoopGroup: eventLoopGroup, logger: logger, serve: serve)
                         }
-                        await Self.run(ConnectedClient(channel: channel, accepted: client), logger: logger, serveStream: serveStream, serve: serve)
                     }
                 }
                 group.cancelAll()
@@ -166,65 +154,69 @@ public final class LocalAPIServer: Sendable {
         arrivals.onTermination = { _ in }
     }
 
-    private static func run(
-        _ client: ConnectedClient, logger: Logger, serveStream: StreamServe?,
+    /// Serves a client's messages: its connection's pipeline reads and checks each as it
+    /// arrives (`LocalServeHandler`, on the event loop) and hands it to `serve`, which answers
+    /// through the client's `LocalPeer`. The connection closes when `serve` returns, once what
+    /// was sent to the client is written.
+    private static func serveMessages(
+        _ client: AcceptedLocalClient, eventLoopGroup: any EventLoopGroup, logger: Logger,
         serve: @escaping @Sendable (LocalPeer, AsyncStream<Result<LocalMessage, LocalError>>) async -> Void
     ) async {
-        let client = (
-            channel: client.channel, pid: client.accepted.pid, uid: client.accepted.uid, executable: client.accepted.executable,
-            notAnApp: client.accepted.notAnApp, first: client.accepted.first
-        )
-        try? await client.channel.executeThenClose { inbound, outbound in
-            let channel = client.channel.channel
-            var iterator = inbound.makeAsyncIterator()
-            let first = client.first
-            // A connection that opens with a stream request carries stream frames, not messages.
-            if let serveStream, case .call(let request, let call)? = try? LocalMessage(frame: first), call.opensStream {
-                let streamClient = LocalStreamClient(pid: client.pid, request: request, call: call) { channel.close(promise: nil) }
-                await serveStream(streamClient, &iterator, outbound)
-                return
-            }
-            let writer = FrameWriter(channel: channel, limit: queueLimit)
-            let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(queueLimit))
-            let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, writer: writer) {
-                writer.finish()
-                channel.close(promise: nil)
-            }
-            let reader = Task { [iterator] in
-                var iterator = iterator
-                var next: Frame? = first
-                do {
-                    while let frame = next {
-                        do throws(LocalError) {
-                            // A client that sends faster than the agent serves it is cut off.
-                            if case .dropped = inbox.yield(.success(try LocalMessage(frame: frame))) {
-                                logger.warning("a local client sent more than the agent could take and was disconnected", metadata: ["pid": "\(client.pid)"])
-                                channel.close(promise: nil)
-                                break
-                            }
-                        } catch {
-                            // Told to the client at once, under its request number if that can be read.
-                            peer.send(.reply(request: Self.requestNumber(in: frame.payload), .failure(error)))
-                            inbox.yield(.failure(error))
-                        }
-                        next = try await iterator.next()
+        let loop = eventLoopGroup.next()
+        let started = loop.makePromise(of: LocalServeHandler.Started.self)
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: loop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandlers(
+                            FrameHandler(maximumPayload: LocalMessage.maximumFrame, partialDeadline: Self.partialFrameDeadline),
+                            LocalServeHandler(client: client, logger: logger, started: started))
                     }
-                } catch {
-                    logger.debug("a local client's connection failed: \(error)", metadata: ["pid": "\(client.pid)"])
                 }
-                inbox.finish()
-            }
-            await serve(peer, incoming)
-            // What was sent (a last refusal) is written before the connection closes, unless
-            // the client does not read it within 2 seconds.
-            writer.finish()
-            // Closing fails what is still unwritten, which drains the writer.
-            let giveUp = channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
-            _ = try? await writer.whenDrained.get()
-            giveUp.cancel()
-            outbound.finish()
+                .withConnectedSocket(client.descriptor).get()
+        } catch {
+            started.fail(error)
+            logger.warning("could not serve a local client: \(error)", metadata: ["pid": "\(client.pid)"])
+            return
+        }
+        guard let served = try? await started.futureResult.get() else {
             channel.close(promise: nil)
-            reader.cancel()
+            return
+        }
+        await serve(served.peer, served.messages)
+        // What was sent (a last refusal) is written before the connection closes, unless
+        // the client does not read it within 2 seconds.
+        served.writer.finish()
+        // Closing fails what is still unwritten, which drains the writer.
+        let giveUp = channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+        _ = try? await served.writer.whenDrained.get()
+        giveUp.cancel()
+        try? await channel.close()
+    }
+
+    /// Serves a connection that carries a continuation stream, through `serveStream`.
+    private static func serveStreams(
+        _ client: AcceptedLocalClient, request: UInt64, call: LocalCall, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        serveStream: StreamServe
+    ) async {
+        let connection: NIOAsyncChannel<Frame, Frame>
+        do {
+            connection = try await ClientBootstrap(group: eventLoopGroup).withConnectedSocket(client.descriptor) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: LocalMessage.maximumFrame, partialDeadline: Self.partialFrameDeadline))
+                    return try NIOAsyncChannel<Frame, Frame>(wrappingChannelSynchronously: channel)
+                }
+            }
+        } catch {
+            logger.warning("could not serve a local client: \(error)", metadata: ["pid": "\(client.pid)"])
+            return
+        }
+        try? await connection.executeThenClose { inbound, outbound in
+            let channel = connection.channel
+            var iterator = inbound.makeAsyncIterator()
+            let streamClient = LocalStreamClient(pid: client.pid, request: request, call: call) { channel.close(promise: nil) }
+            await serveStream(streamClient, &iterator, outbound)
         }
     }
 
