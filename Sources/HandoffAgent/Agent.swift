@@ -433,7 +433,7 @@ public actor Agent {
 
     // MARK: The local socket
 
-    func serve(_ peer: LocalPeer, _ messages: AsyncStream<Result<LocalMessage, LocalError>>) async {
+    func serve(_ peer: LocalPeer, _ messages: LocalMessages) async {
         var iterator = messages.makeAsyncIterator()
         guard let first = await iterator.next() else { return }
         guard case .success(.call(let request, .hello(let version, let role, let claimed))) = first else {
@@ -500,7 +500,7 @@ public actor Agent {
             inbox.finish()
         })
         Task { [weak self] in
-            await self?.serve(peer, incoming)
+            await self?.serve(peer, LocalMessages(incoming))
             closed.value = true
             onClose?()
         }

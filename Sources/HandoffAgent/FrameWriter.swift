@@ -5,12 +5,19 @@ import Synchronization
 /// Writes frames straight to a channel from whichever thread sends them: NIO hands each to the
 /// channel's event loop, with no task and no queue of our own between (each would be one more
 /// thread to wake for every frame). Local clients' connections and links to other devices
-/// both write through one. At most `limit` frames may be unwritten at once: a local client
-/// that leaves more unread is refused the next one (links have no limit: their streams' windows
-/// bound what waits).
+/// both write through one.
+///
+/// While `limit` bytes wait for the socket to take them (the peer does not read), the next
+/// frame closes the connection instead. What waits is counted in bytes, as the memory it
+/// holds, and only once NIO has it: an agent that answers a burst of requests faster than its
+/// event loop writes the answers does not cut off a client that reads them. Links have no
+/// limit: their streams' windows bound what waits.
 final class FrameWriter: Sendable {
     private struct State {
+        /// Frames taken and not yet written (or failed): what `whenDrained` waits for.
         var unwritten = 0
+        /// Bytes handed to NIO that the socket has not taken yet (counted on the event loop).
+        var waiting = 0
         var finished = false
     }
     private let channel: any Channel
@@ -26,35 +33,53 @@ final class FrameWriter: Sendable {
 
     enum Outcome: Equatable {
         case accepted
-        /// Nothing more is taken: the connection is closing.
+        /// Nothing more is taken: the connection is closing (finished, or cut off).
         case finished
-        /// `limit` frames are still unwritten: the client does not read.
-        case full
     }
 
-    /// Writes `frame` after every frame written before, unless finished or full.
+    /// Writes `frame` after every frame written before, unless finished.
     @discardableResult
     func write(_ frame: Frame) -> Outcome {
-        let outcome = state.withLock { state -> Outcome in
-            guard !state.finished else { return .finished }
-            guard state.unwritten < limit else { return .full }
+        let taken = state.withLock { state -> Bool in
+            guard !state.finished else { return false }
             state.unwritten += 1
-            return .accepted
+            return true
         }
-        guard outcome == .accepted else { return outcome }
+        guard taken else { return .finished }
         // Always through the event loop's queue, even from the loop itself: a frame sent
         // there must not overtake one another thread sent just before.
         let channel = self.channel
         channel.eventLoop.execute {
-            channel.writeAndFlush(frame).whenComplete { _ in
-                let done = self.state.withLock { state -> Bool in
-                    state.unwritten -= 1
-                    return state.finished && state.unwritten == 0
+            let size = Frame.headerSize + frame.payload.count
+            let cutOff = self.state.withLock { state -> Bool in
+                guard state.waiting < self.limit else {
+                    state.finished = true
+                    return true
                 }
-                if done { self.drained.succeed() }
+                state.waiting += size
+                return false
+            }
+            if cutOff {
+                // The peer left `limit` bytes unread: it is cut off. Closing fails what
+                // waits, which drains the writer.
+                channel.close(promise: nil)
+                self.written()
+                return
+            }
+            channel.writeAndFlush(frame).whenComplete { _ in
+                self.state.withLock { $0.waiting -= size }
+                self.written()
             }
         }
         return .accepted
+    }
+
+    private func written() {
+        let done = state.withLock { state -> Bool in
+            state.unwritten -= 1
+            return state.finished && state.unwritten == 0
+        }
+        if done { drained.succeed() }
     }
 
     /// Takes no more frames; `whenDrained` completes once those taken are written (or failed).
@@ -66,6 +91,9 @@ final class FrameWriter: Sendable {
         }
         if done { drained.succeed() }
     }
+
+    /// Whether the writer takes no more frames (finished, or the peer was cut off).
+    var isFinished: Bool { state.withLock { $0.finished } }
 
     var whenDrained: EventLoopFuture<Void> { drained.futureResult }
 }

@@ -55,14 +55,14 @@ public final class LocalPeer: Sendable {
         executable = nil
     }
 
-    /// Sends a message to the client, in order. A client that leaves `LocalAPIServer.queueLimit`
-    /// messages unread is disconnected rather than let the agent's memory grow.
+    /// Sends a message to the client, in order. A client that leaves `LocalAPIServer.unreadLimit`
+    /// bytes unread is disconnected (`FrameWriter`) rather than let the agent's memory grow.
     public func send(_ message: LocalMessage) {
         if let deliver {
             deliver(message)
             return
         }
-        if writer?.write(message.frame) == .full { hangUp() }
+        writer?.write(message.frame)
     }
 
     /// Ends the connection once what was sent has been written.
@@ -90,8 +90,12 @@ public struct LocalAPIServerError: Error, Sendable, CustomStringConvertible {
 /// The agent's end of the local socket: a Unix stream socket, owner-only, carrying frames of
 /// JSON messages (`docs/local-api.md`).
 public final class LocalAPIServer: Sendable {
-    /// How many messages may wait in each direction for one client.
+    /// How many messages from a client in the agent's process may wait for the agent.
     static let queueLimit = 1024
+
+    /// How many bytes sent to a client may wait for it to read them before it is cut off: a
+    /// few times the largest message, and tens of thousands of small answers.
+    static let unreadLimit = 4 << 20
 
     /// The most clients served at once; more are refused with a message saying so.
     static let maximumClients = 256
@@ -114,7 +118,7 @@ public final class LocalAPIServer: Sendable {
     public init(
         path: String, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
         serveStream: StreamServe? = nil,
-        serve: @escaping @Sendable (LocalPeer, AsyncStream<Result<LocalMessage, LocalError>>) async -> Void
+        serve: @escaping @Sendable (LocalPeer, LocalMessages) async -> Void
     ) async throws(LocalAPIServerError) {
         self.path = path
         let directory = (path as NSString).deletingLastPathComponent
@@ -154,45 +158,49 @@ public final class LocalAPIServer: Sendable {
         arrivals.onTermination = { _ in }
     }
 
-    /// Serves a client's messages: its connection's pipeline reads and checks each as it
-    /// arrives (`LocalServeHandler`, on the event loop) and hands it to `serve`, which answers
-    /// through the client's `LocalPeer`. The connection closes when `serve` returns, once what
-    /// was sent to the client is written.
+    /// Serves a client's messages: its connection's pipeline reads each into a message as it
+    /// arrives (`LocalMessageDecoder`, on the event loop) for `serve`, which answers through the
+    /// client's `LocalPeer`. The connection closes when `serve` returns, once what was sent to the
+    /// client is written.
     private static func serveMessages(
         _ client: AcceptedLocalClient, eventLoopGroup: any EventLoopGroup, logger: Logger,
-        serve: @escaping @Sendable (LocalPeer, AsyncStream<Result<LocalMessage, LocalError>>) async -> Void
+        serve: @escaping @Sendable (LocalPeer, LocalMessages) async -> Void
     ) async {
-        let loop = eventLoopGroup.next()
-        let started = loop.makePromise(of: LocalServeHandler.Started.self)
-        let channel: any Channel
+        let connection: (channel: NIOAsyncChannel<Result<LocalMessage, LocalError>, Frame>, peer: LocalPeer, writer: FrameWriter)
         do {
-            channel = try await ClientBootstrap(group: loop)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandlers(
-                            FrameHandler(maximumPayload: LocalMessage.maximumFrame, partialDeadline: Self.partialFrameDeadline),
-                            LocalServeHandler(client: client, logger: logger, started: started))
+            connection = try await ClientBootstrap(group: eventLoopGroup).withConnectedSocket(client.descriptor) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let writer = FrameWriter(channel: channel, limit: unreadLimit)
+                    let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, writer: writer) {
+                        writer.finish()
+                        channel.close(promise: nil)
                     }
+                    try channel.pipeline.syncOperations.addHandlers(
+                        FrameHandler(maximumPayload: LocalMessage.maximumFrame, partialDeadline: Self.partialFrameDeadline),
+                        LocalMessageDecoder(peer: peer))
+                    // Frames are written through `writer`; the async channel only reads.
+                    let messages = try NIOAsyncChannel<Result<LocalMessage, LocalError>, Frame>(wrappingChannelSynchronously: channel)
+                    return (messages, peer, writer)
                 }
-                .withConnectedSocket(client.descriptor).get()
+            }
         } catch {
-            started.fail(error)
             logger.warning("could not serve a local client: \(error)", metadata: ["pid": "\(client.pid)"])
             return
         }
-        guard let served = try? await started.futureResult.get() else {
-            channel.close(promise: nil)
-            return
+        let (peer, writer) = (connection.peer, connection.writer)
+        let first = LocalMessageDecoder.read(client.first, answeringFailuresTo: peer)
+        try? await connection.channel.executeThenClose { inbound, outbound in
+            await serve(peer, LocalMessages(first: first, inbound: inbound))
+            // What was sent (a last refusal) is written before the connection closes, unless
+            // the client does not read it within 2 seconds.
+            writer.finish()
+            // Closing fails what is still unwritten, which drains the writer.
+            let channel = connection.channel.channel
+            let giveUp = channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+            _ = try? await writer.whenDrained.get()
+            giveUp.cancel()
+            outbound.finish()
         }
-        await serve(served.peer, served.messages)
-        // What was sent (a last refusal) is written before the connection closes, unless
-        // the client does not read it within 2 seconds.
-        served.writer.finish()
-        // Closing fails what is still unwritten, which drains the writer.
-        let giveUp = channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
-        _ = try? await served.writer.whenDrained.get()
-        giveUp.cancel()
-        try? await channel.close()
     }
 
     /// Serves a connection that carries a continuation stream, through `serveStream`.

@@ -826,6 +826,73 @@ struct AgentTests {
         }
     }
 
+    @Test("A local client that sends 20,000 requests in one burst, reading as it goes, is slowed down, not cut off: every request is answered")
+    func burstIsSlowedNotCutOff() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let socket = a.socket
+            let count = 20_000
+            // A raw client: hello and its proof, then every request in one write, on one thread,
+            // while another reads the answers.
+            let answered: Int = await withCheckedContinuation { continuation in
+                Thread.detachNewThread {
+                    let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+                    var address = sockaddr_un()
+                    address.sun_family = sa_family_t(AF_UNIX)
+                    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                        raw.copyBytes(from: Array(socket.utf8))
+                    }
+                    let connected = withUnsafePointer(to: &address) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                    }
+                    guard connected == 0 else { return continuation.resume(returning: -1) }
+                    var timeout = timeval(tv_sec: 20, tv_usec: 0)
+                    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                    let hello = LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil)).frame.encoded
+                    _ = hello.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+                    var buffer = [UInt8](repeating: 0, count: 65_536)
+                    var decoder = FrameDecoder()
+                    let read = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+                    decoder.append(buffer[..<max(0, read)])
+                    guard let frame = try? decoder.next(), case .prove(let nonce)? = try? LocalMessage(frame: frame) else {
+                        Glibc.close(fd)
+                        return continuation.resume(returning: -1)
+                    }
+                    var bytes = LocalMessage.proof(nonce: nonce).frame.encoded
+                    for request in 2..<(count + 2) { bytes += LocalMessage.call(request: UInt64(request), .apps).frame.encoded }
+                    let burst = bytes
+                    Thread.detachNewThread {
+                        var sent = 0
+                        while sent < burst.count {
+                            let wrote = burst.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+                            if wrote <= 0 { break }
+                            sent += wrote
+                        }
+                    }
+                    // The answers: the hello's, then one for each request, until all came or the
+                    // agent hung up.
+                    var replies = 0
+                    reading: while replies < count + 1 {
+                        let got = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+                        if got <= 0 { break }
+                        decoder.append(buffer[..<got])
+                        while let frame = try? decoder.next() {
+                            guard case .reply? = try? LocalMessage(frame: frame) else { continue }
+                            replies += 1
+                            if replies == count + 1 { break reading }
+                        }
+                    }
+                    Glibc.shutdown(fd, Int32(SHUT_RDWR))
+                    Glibc.close(fd)
+                    continuation.resume(returning: replies - 1)
+                }
+            }
+            #expect(answered == count, "the agent answered \(answered) of \(count) requests sent in one burst")
+            #expect(try await a.call(.status).status != nil)
+        }
+    }
+
     @Test("A second agent on the same state folder refuses to start, naming it")
     func oneAgentPerState() async throws {
         try await withHarness { harness in

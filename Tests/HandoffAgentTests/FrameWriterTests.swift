@@ -58,15 +58,80 @@ struct FrameWriterTests {
         try await group.shutdownGracefully()
     }
 
-    @Test("A client that leaves the limit unwritten is refused the next frame (full: it is cut off); after finishing nothing is taken (finished: no cut-off); finishing waits for what was taken")
+    @Test("A peer that leaves the limit (in bytes) unwritten is cut off at the next frame; after finishing nothing is taken; finishing waits for what was taken")
     func limitAndDrain() throws {
+        // A socket that takes nothing: every write waits (as for a peer that does not read).
+        let socket = StalledWrites()
+        let channel = EmbeddedChannel(handler: socket)
+        _ = try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        // Two frames of 6 bytes may wait.
+        let writer = FrameWriter(channel: channel, limit: 12)
+        let first = writer.write(Self.frame(1)), second = writer.write(Self.frame(2))
+        #expect(first == .accepted && second == .accepted)
+        channel.embeddedEventLoop.run()
+        let openBefore = channel.isActive
+        #expect(openBefore)
+        let third = writer.write(Self.frame(3))
+        #expect(third == .accepted)
+        channel.embeddedEventLoop.run()
+        let openAfter = channel.isActive
+        #expect(!openAfter, "a peer with 2 frames unwritten was not cut off at the third")
+        let fourth = writer.write(Self.frame(4))
+        #expect(fourth == .finished)
+        let payloads = socket.payloads
+        #expect(payloads == [1, 2])
+        let drained = Shared(false)
+        writer.whenDrained.whenSuccess { drained.update { $0 = true } }
+        channel.embeddedEventLoop.run()
+        #expect(drained.value)
+    }
+
+    @Test("Frames that NIO has not been handed yet do not count: 40 frames of 1 KB sent while the event loop is busy reach a peer whose socket takes them, with a limit of 10 bytes")
+    func burstIsNotCutOff() async throws {
+        var ends: [Int32] = [0, 0]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0)
+        defer { close(ends[1]) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let channel = try await ClientBootstrap(group: group).channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: 1 << 20)) }
+        }.withConnectedSocket(ends[0]).get()
+        // 10 bytes: less than a frame. Only what waits for the socket counts, and nothing does.
+        let writer = FrameWriter(channel: channel, limit: 10)
+        // The loop is held busy while this thread sends 40 frames of 1,000 bytes: all wait for
+        // the loop, none for the socket (whose buffer takes them all when the loop writes them).
+        let sent = DispatchSemaphore(value: 0)
+        let stalled = channel.eventLoop.submit { sent.wait() }
+        let refused = (0..<40).filter { writer.write(Frame(kind: 0x4A, payload: [UInt8](repeating: UInt8($0), count: 1_000))) != .accepted }.count
+        sent.signal()
+        try await stalled.get()
+        writer.finish()
+        try await writer.whenDrained.get()
+        #expect(refused == 0)
+        let open = channel.isActive
+        #expect(open, "the writer cut off a peer whose socket took every frame")
+        var received = 0
+        var decoder = FrameDecoder(maximumPayload: 1 << 20)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
+        while true {
+            let count = read(ends[1], &buffer, buffer.count)
+            if count <= 0 { break }
+            decoder.append(buffer.prefix(count))
+            while try decoder.next() != nil { received += 1 }
+        }
+        #expect(received == 40)
+        try await channel.close()
+        try await group.shutdownGracefully()
+    }
+
+    @Test("After finishing, what was taken is still written, and then whenDrained completes")
+    func finishWritesWhatWasTaken() throws {
         let channel = EmbeddedChannel()
         let writer = FrameWriter(channel: channel, limit: 2)
         #expect(writer.write(Self.frame(1)) == .accepted)
         #expect(writer.write(Self.frame(2)) == .accepted)
-        #expect(writer.write(Self.frame(3)) == .full)
         writer.finish()
-        #expect(writer.write(Self.frame(4)) == .finished)
+        #expect(writer.write(Self.frame(3)) == .finished)
         let drained = Shared(false)
         writer.whenDrained.whenSuccess { drained.update { $0 = true } }
         #expect(!drained.value)
@@ -75,5 +140,25 @@ struct FrameWriterTests {
         var written: [UInt8] = []
         while let frame = try channel.readOutbound(as: Frame.self) { written += frame.payload }
         #expect(written == [1, 2])
+    }
+}
+
+/// An outbound end that holds every write unfinished until the channel closes, which fails them.
+private final class StalledWrites: ChannelOutboundHandler {
+    typealias OutboundIn = Frame
+    private var held: [EventLoopPromise<Void>?] = []
+    private(set) var payloads: [UInt8] = []
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        payloads += unwrapOutboundIn(data).payload
+        held.append(promise)
+    }
+
+    func flush(context: ChannelHandlerContext) {}
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        for promise in held { promise?.fail(ChannelError.ioOnClosedChannel) }
+        held = []
+        context.close(mode: mode, promise: promise)
     }
 }
