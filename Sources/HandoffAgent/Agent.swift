@@ -489,7 +489,9 @@ public actor Agent {
     public func connectInProcess(
         onMessage: @escaping @Sendable (LocalMessage) -> Void, onClose: (@Sendable () -> Void)? = nil
     ) -> InProcessClient {
-        let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .bufferingOldest(LocalAPIServer.queueLimit))
+        // What the client sends waits for the agent however much it is, as calls into the same
+        // process would: the client's own memory, and nothing it sends is dropped.
+        let (incoming, inbox) = AsyncStream<Result<LocalMessage, LocalError>>.makeStream(bufferingPolicy: .unbounded)
         let closed = LockedValue(false)
         // Messages reach the client as the agent sends them, so that what the agent sent
         // before a reply has reached the client when the reply does.

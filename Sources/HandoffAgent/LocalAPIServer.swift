@@ -90,9 +90,6 @@ public struct LocalAPIServerError: Error, Sendable, CustomStringConvertible {
 /// The agent's end of the local socket: a Unix stream socket, owner-only, carrying frames of
 /// JSON messages (`docs/local-api.md`).
 public final class LocalAPIServer: Sendable {
-    /// How many messages from a client in the agent's process may wait for the agent.
-    static let queueLimit = 1024
-
     /// How many bytes sent to a client may wait for it to read them before it is cut off: a
     /// few times the largest message, and tens of thousands of small answers.
     static let unreadLimit = 4 << 20

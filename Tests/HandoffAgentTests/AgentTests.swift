@@ -893,6 +893,23 @@ struct AgentTests {
         }
     }
 
+    @Test("A client in the agent's process that sends 5,000 requests at once has every one answered: none is dropped")
+    func inProcessBurstLosesNothing() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let agent = try #require(a.agent)
+            let replies = Heard()
+            let client = await agent.connectInProcess { message in
+                if case .reply = message { replies.append(message) }
+            }
+            client.send(.call(request: 1, .hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil)))
+            for request in 2...5_001 { client.send(.call(request: UInt64(request), .apps)) }
+            let all = await waitUntil(30) { replies.messages.count == 5_001 }
+            #expect(all, "\(replies.messages.count) of 5,001 requests were answered")
+            client.close()
+        }
+    }
+
     @Test("A second agent on the same state folder refuses to start, naming it")
     func oneAgentPerState() async throws {
         try await withHarness { harness in
