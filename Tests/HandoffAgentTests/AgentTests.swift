@@ -782,29 +782,8 @@ struct AgentTests {
             // A raw client: hello, then thousands of requests, reading nothing until the end.
             let ended: Bool = await withCheckedContinuation { continuation in
                 Thread.detachNewThread {
-                    let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-                    var address = sockaddr_un()
-                    address.sun_family = sa_family_t(AF_UNIX)
-                    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                        raw.copyBytes(from: Array(socket.utf8))
-                    }
-                    let connected = withUnsafePointer(to: &address) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-                    }
-                    guard connected == 0 else { return continuation.resume(returning: false) }
-                    var timeout = timeval(tv_sec: 20, tv_usec: 0)
-                    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
                     // Hello and its proof, as any client does; then it only writes.
-                    let hello = LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil)).frame.encoded
-                    _ = hello.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
-                    var challenge = [UInt8](repeating: 0, count: 4096)
-                    let read = challenge.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
-                    var decoder = FrameDecoder()
-                    decoder.append(challenge[..<max(0, read)])
-                    guard let frame = try? decoder.next(), case .prove(let nonce)? = try? LocalMessage(frame: frame) else {
-                        return continuation.resume(returning: false)
-                    }
+                    guard let (fd, nonce) = rawLocalClient(socket) else { return continuation.resume(returning: false) }
                     var bytes = LocalMessage.proof(nonce: nonce).frame.encoded
                     for request in 2..<20_000 { bytes += LocalMessage.call(request: UInt64(request), .status).frame.encoded }
                     _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -836,29 +815,9 @@ struct AgentTests {
             // while another reads the answers.
             let answered: Int = await withCheckedContinuation { continuation in
                 Thread.detachNewThread {
-                    let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-                    var address = sockaddr_un()
-                    address.sun_family = sa_family_t(AF_UNIX)
-                    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                        raw.copyBytes(from: Array(socket.utf8))
-                    }
-                    let connected = withUnsafePointer(to: &address) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-                    }
-                    guard connected == 0 else { return continuation.resume(returning: -1) }
-                    var timeout = timeval(tv_sec: 20, tv_usec: 0)
-                    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                    let hello = LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil)).frame.encoded
-                    _ = hello.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+                    guard let (fd, nonce) = rawLocalClient(socket) else { return continuation.resume(returning: -1) }
                     var buffer = [UInt8](repeating: 0, count: 65_536)
                     var decoder = FrameDecoder()
-                    let read = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
-                    decoder.append(buffer[..<max(0, read)])
-                    guard let frame = try? decoder.next(), case .prove(let nonce)? = try? LocalMessage(frame: frame) else {
-                        Glibc.close(fd)
-                        return continuation.resume(returning: -1)
-                    }
                     var bytes = LocalMessage.proof(nonce: nonce).frame.encoded
                     for request in 2..<(count + 2) { bytes += LocalMessage.call(request: UInt64(request), .apps).frame.encoded }
                     let burst = bytes
@@ -1193,4 +1152,37 @@ final class InProcessMapViewerLauncher: AppLauncher {
     private func makeViewer(agent: Agent, bundle: String) -> InProcessMapViewer {
         InProcessMapViewer(agent: agent, bundleIdentifier: bundle)
     }
+}
+
+/// A client of the local socket written by hand, as a misbehaving one would be: connected, its
+/// `hello` sent and the agent's challenge read (20-second timeouts both ways). Returns the
+/// socket and the nonce its proof must carry; nil if the agent did not challenge it.
+func rawLocalClient(_ socket: String) -> (fd: Int32, nonce: Data)? {
+    let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        raw.copyBytes(from: Array(socket.utf8))
+    }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard connected == 0 else {
+        Glibc.close(fd)
+        return nil
+    }
+    var timeout = timeval(tv_sec: 20, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    let hello = LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil)).frame.encoded
+    _ = hello.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+    var challenge = [UInt8](repeating: 0, count: 4096)
+    let read = challenge.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+    var decoder = FrameDecoder()
+    decoder.append(challenge[..<max(0, read)])
+    guard let frame = try? decoder.next(), case .prove(let nonce)? = try? LocalMessage(frame: frame) else {
+        Glibc.close(fd)
+        return nil
+    }
+    return (fd, nonce)
 }

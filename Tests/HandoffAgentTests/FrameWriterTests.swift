@@ -17,16 +17,22 @@ import Glibc
 struct FrameWriterTests {
     static func frame(_ number: UInt8) -> Frame { Frame(kind: 0x4A, payload: [number]) }
 
-    @Test("Frames are written in the order sent: one sent on the event loop does not overtake those sent just before from another thread")
-    func order() async throws {
-        // A real channel on a real event loop, over one end of a socket pair.
+    /// A real channel on a real event loop of its own, over one end of a socket pair; the other
+    /// end is `peer`'s.
+    static func socketPair() async throws -> (channel: any Channel, peer: Int32, group: MultiThreadedEventLoopGroup) {
         var ends: [Int32] = [0, 0]
         try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0)
-        defer { close(ends[1]) }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let channel = try await ClientBootstrap(group: group).channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: 1 << 20)) }
         }.withConnectedSocket(ends[0]).get()
+        return (channel, ends[1], group)
+    }
+
+    @Test("Frames are written in the order sent: one sent on the event loop does not overtake those sent just before from another thread")
+    func order() async throws {
+        let (channel, peer, group) = try await Self.socketPair()
+        defer { close(peer) }
         let writer = FrameWriter(channel: channel, limit: 10)
         // The loop is held busy while this thread sends two frames; then, still on the loop,
         // it sends a third.
@@ -46,7 +52,7 @@ struct FrameWriterTests {
         var written: [UInt8] = []
         while written.count < 3 {
             var buffer = [UInt8](repeating: 0, count: 256)
-            let count = read(ends[1], &buffer, buffer.count)
+            let count = read(peer, &buffer, buffer.count)
             try #require(count > 0)
             bytes += buffer.prefix(count)
             decoder.append(bytes)
@@ -88,13 +94,8 @@ struct FrameWriterTests {
 
     @Test("Frames that NIO has not been handed yet do not count: 40 frames of 1 KB sent while the event loop is busy reach a peer whose socket takes them, with a limit of 10 bytes")
     func burstIsNotCutOff() async throws {
-        var ends: [Int32] = [0, 0]
-        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0)
-        defer { close(ends[1]) }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let channel = try await ClientBootstrap(group: group).channelInitializer { channel in
-            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: 1 << 20)) }
-        }.withConnectedSocket(ends[0]).get()
+        let (channel, peer, group) = try await Self.socketPair()
+        defer { close(peer) }
         // 10 bytes: less than a frame. Only what waits for the socket counts, and nothing does.
         let writer = FrameWriter(channel: channel, limit: 10)
         // The loop is held busy while this thread sends 40 frames of 1,000 bytes: all wait for
@@ -112,9 +113,9 @@ struct FrameWriterTests {
         var received = 0
         var decoder = FrameDecoder(maximumPayload: 1 << 20)
         var buffer = [UInt8](repeating: 0, count: 65_536)
-        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
+        _ = fcntl(peer, F_SETFL, fcntl(peer, F_GETFL) | O_NONBLOCK)
         while true {
-            let count = read(ends[1], &buffer, buffer.count)
+            let count = read(peer, &buffer, buffer.count)
             if count <= 0 { break }
             decoder.append(buffer.prefix(count))
             while try decoder.next() != nil { received += 1 }
