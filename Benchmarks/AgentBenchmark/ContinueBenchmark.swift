@@ -367,7 +367,11 @@ func orchestrate() async throws -> Targets {
         """)
     let targets = Targets()
     targets.check("continue on a warm link (daemon level), p50 ≤ 1.0 ms", continue50 <= 1.0, "\(format(continue50, 3)) ms")
-    targets.check("continue on a warm link (daemon level), p99 ≤ 2.0 ms", continue99 <= 2.0, "\(format(continue99, 3)) ms")
+    // The machine's own tail beside it: the bare exchanges of the same runs, fresh and warm.
+    let warm99 = runs.percentile("warm TLS", 0.99)
+    targets.check(
+        "continue on a warm link (daemon level), p99 ≤ 2.0 ms", continue99 <= 2.0,
+        "\(format(continue99, 3)) ms (the same runs' bare TLS p99 \(format(bare99, 3)) ms, on a kept connection \(format(warm99, 3)) ms)")
     targets.check("`handoff continue`, spawn to exit, p50 ≤ 5 ms", cli50 <= 5.0, "\(format(cli50, 3)) ms")
     targets.check("continue after quiet (daemon level), p50 ≤ 2× bare TLS p50", quiet50 <= 2 * bare50, "\(format(quiet50, 3)) ms, \(format(quiet50 / bare50))× (bare TLS p99 \(format(bare99, 3)) ms)")
     targets.check("discovery p50 ≤ 10 ms", discovery50 <= 10, "\(format(discovery50, 3)) ms")
