@@ -290,13 +290,25 @@ extension Agent {
             return .failure(LocalError(.failed, error.message))
         }
         logger.info("started '\(bundleIdentifier)' for a continuation")
+        // The app's session, the moment it connects (`serve` settles it); nil if the process
+        // ends first or the deadline passes, which a slower check finds.
+        let arrived = FirstOutcome<Session?>()
+        appsConnecting[bundleIdentifier, default: []].append(arrived)
+        if let running = newestSession(of: bundleIdentifier) { arrived.settle(running) }
         let deadline = ContinuousClock.now + configuration.launchDeadline
-        while ContinuousClock.now < deadline {
-            if let running = newestSession(of: bundleIdentifier) { return .success(running) }
-            if let ended = launched.ended {
-                return .failure(LocalError(.failed, "'\(bundleIdentifier)' ended before it connected to the agent: \(ended)"))
+        let watch = Task {
+            while ContinuousClock.now < deadline, launched.ended == nil {
+                guard (try? await Task.sleep(for: .milliseconds(50))) != nil else { return }
             }
-            try? await Task.sleep(for: .milliseconds(10))
+            arrived.settle(nil)
+        }
+        let session = await arrived.value()
+        watch.cancel()
+        appsConnecting[bundleIdentifier]?.removeAll { $0 === arrived }
+        if appsConnecting[bundleIdentifier]?.isEmpty == true { appsConnecting[bundleIdentifier] = nil }
+        if let session { return .success(session) }
+        if let ended = launched.ended {
+            return .failure(LocalError(.failed, "'\(bundleIdentifier)' ended before it connected to the agent: \(ended)"))
         }
         return .failure(LocalError(.failed, "'\(bundleIdentifier)' started but did not connect to the agent within \(configuration.launchDeadline); does it make an Application?"))
     }

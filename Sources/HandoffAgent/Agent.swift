@@ -56,6 +56,8 @@ public actor Agent {
     var continuationTickets: UInt64 = 0
     /// Apps being started for a continuation, by bundle identifier.
     var appsStarting: [String: Task<Result<Session, LocalError>, Never>] = [:]
+    /// Apps started for a continuation, waiting for their process to connect, by bundle identifier.
+    var appsConnecting: [String: [FirstOutcome<Session?>]] = [:]
     /// The continuation under way on this device: a newer one ends it with 3072.
     var activeContinuation: (id: UUID, session: Session, activityType: String, fetch: FirstOutcome<Result<WireActivityRecord, FetchFailure>?>)?
     var listener: (any LinkListening)?
@@ -461,6 +463,9 @@ public actor Agent {
         }
         let session = Session(peer: peer, role: role, app: app)
         sessions[session.id] = session
+        if let bundleIdentifier = app?.manifest.bundleIdentifier, let waiting = appsConnecting.removeValue(forKey: bundleIdentifier) {
+            for started in waiting { started.settle(session) }
+        }
         activities[session.id] = [:]
         var logger = self.logger
         logger[metadataKey: "pid"] = "\(peer.pid)"

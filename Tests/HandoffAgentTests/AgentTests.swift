@@ -869,6 +869,30 @@ struct AgentTests {
         }
     }
 
+    @Test("An app started for a continuation that ends before it connects fails the continuation, saying so; one that never connects fails it at the launch deadline")
+    func appThatNeverConnects() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.launchDeadline = .seconds(2) }
+            try await harness.pair([a, b])
+            let activity = mapActivity()
+            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            defer { origin.client.close() }
+            // An executable that ends at once.
+            try await harness.installExample("MapViewer", on: b, executable: URL(fileURLWithPath: "/bin/true"))
+            let ended = try await b.attempt(.continue(activity: activity.id))
+            #expect(ended.error?.message.contains("ended before it connected to the agent") == true, "\(String(describing: ended.error))")
+            // One that stays and never speaks.
+            let stays = FileManager.default.temporaryDirectory.appendingPathComponent("stays-\(UUID().uuidString).sh")
+            try "#!/bin/sh\nexec sleep 10\n".write(to: stays, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: stays.path)
+            defer { try? FileManager.default.removeItem(at: stays) }
+            try await harness.installExample("MapViewer", on: b, executable: stays)
+            let silent = try await b.attempt(.continue(activity: activity.id))
+            #expect(silent.error?.message.contains("did not connect to the agent within") == true, "\(String(describing: silent.error))")
+        }
+    }
+
     @Test("A second agent on the same state folder refuses to start, naming it")
     func oneAgentPerState() async throws {
         try await withHarness { harness in
