@@ -292,8 +292,9 @@ extension Agent {
         logger.info("started '\(bundleIdentifier)' for a continuation")
         // The app's session, the moment it connects (`serve` settles it); nil if the process
         // ends first or the deadline passes, which a slower check finds.
+        // (One start of an app at a time: `runningSession` makes later continuations wait for it.)
         let arrived = FirstOutcome<Session?>()
-        appsConnecting[bundleIdentifier, default: []].append(arrived)
+        appsConnecting[bundleIdentifier] = arrived
         if let running = newestSession(of: bundleIdentifier) { arrived.settle(running) }
         let deadline = ContinuousClock.now + configuration.launchDeadline
         let watch = Task {
@@ -304,8 +305,7 @@ extension Agent {
         }
         let session = await arrived.value()
         watch.cancel()
-        appsConnecting[bundleIdentifier]?.removeAll { $0 === arrived }
-        if appsConnecting[bundleIdentifier]?.isEmpty == true { appsConnecting[bundleIdentifier] = nil }
+        appsConnecting[bundleIdentifier] = nil
         if let session { return .success(session) }
         if let ended = launched.ended {
             return .failure(LocalError(.failed, "'\(bundleIdentifier)' ended before it connected to the agent: \(ended)"))

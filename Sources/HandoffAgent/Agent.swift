@@ -56,8 +56,8 @@ public actor Agent {
     var continuationTickets: UInt64 = 0
     /// Apps being started for a continuation, by bundle identifier.
     var appsStarting: [String: Task<Result<Session, LocalError>, Never>] = [:]
-    /// Apps started for a continuation, waiting for their process to connect, by bundle identifier.
-    var appsConnecting: [String: [FirstOutcome<Session?>]] = [:]
+    /// Apps started for a continuation whose process has not connected yet, by bundle identifier.
+    var appsConnecting: [String: FirstOutcome<Session?>] = [:]
     /// The continuation under way on this device: a newer one ends it with 3072.
     var activeContinuation: (id: UUID, session: Session, activityType: String, fetch: FirstOutcome<Result<WireActivityRecord, FetchFailure>?>)?
     var listener: (any LinkListening)?
@@ -463,8 +463,8 @@ public actor Agent {
         }
         let session = Session(peer: peer, role: role, app: app)
         sessions[session.id] = session
-        if let bundleIdentifier = app?.manifest.bundleIdentifier, let waiting = appsConnecting.removeValue(forKey: bundleIdentifier) {
-            for started in waiting { started.settle(session) }
+        if let bundleIdentifier = app?.manifest.bundleIdentifier {
+            appsConnecting.removeValue(forKey: bundleIdentifier)?.settle(session)
         }
         activities[session.id] = [:]
         var logger = self.logger

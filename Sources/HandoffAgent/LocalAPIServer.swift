@@ -23,6 +23,7 @@ public final class LocalPeer: Sendable {
     private let writer: FrameWriter?
     /// For a client in the agent's process: messages are handed to it at once, in order.
     private let deliver: (@Sendable (LocalMessage) -> Void)?
+    /// For a client in the agent's process: ends its session.
     private let hangUp: @Sendable () -> Void
 
     /// A client in the agent's own process (no socket): it is taken to be the installed app
@@ -30,15 +31,15 @@ public final class LocalPeer: Sendable {
     public let isInProcess: Bool
 
     init(
-        pid: Int32, uid: UInt32, executable: URL?, notAnApp: String? = nil, writer: FrameWriter, inProcess: Bool = false,
-        hangUp: @escaping @Sendable () -> Void
+        pid: Int32, uid: UInt32, executable: URL?, notAnApp: String? = nil, writer: FrameWriter, inProcess: Bool = false
     ) {
         self.pid = pid
         self.notAnApp = notAnApp
         self.uid = uid
         self.writer = writer
         self.deliver = nil
-        self.hangUp = hangUp
+        // The writer ends a connection: finished by `close`, or cutting off a client that does not read.
+        self.hangUp = {}
         self.isInProcess = inProcess
         self.executable = inProcess ? nil : executable
     }
@@ -168,10 +169,7 @@ public final class LocalAPIServer: Sendable {
             connection = try await ClientBootstrap(group: eventLoopGroup).withConnectedSocket(client.descriptor) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let writer = FrameWriter(channel: channel, limit: unreadLimit)
-                    let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, writer: writer) {
-                        writer.finish()
-                        channel.close(promise: nil)
-                    }
+                    let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, writer: writer)
                     try channel.pipeline.syncOperations.addHandlers(
                         FrameHandler(maximumPayload: LocalMessage.maximumFrame, partialDeadline: Self.partialFrameDeadline),
                         LocalMessageDecoder(peer: peer))
