@@ -61,6 +61,9 @@ public actor Agent {
     /// The continuation under way on this device: a newer one ends it with 3072.
     var activeContinuation: (id: UUID, session: Session, activityType: String, fetch: FirstOutcome<Result<WireActivityRecord, FetchFailure>?>)?
     var listener: (any LinkListening)?
+    /// The UDP sockets on the link port, held for the agent's life (static peers' beacons
+    /// arrive there); discovery reads them while there is an account. None in memory.
+    var unicastSockets: [any Channel] = []
     var discovery: Discovery?
     var discoveryTask: Task<Void, Never>?
     var localServer: LocalAPIServer?
@@ -243,20 +246,7 @@ public actor Agent {
         registry.recoverInterruptedInstalls()
         reloadApps()
 
-        do {
-            listener = try await network.listen(
-                identity: identity, trust: .members({ [pins] in pins.value.contains($0) }), host: listenHost,
-                port: configuration.listen.port,
-                acceptStream: { [weak self] activityID, stream, peer in
-                    guard let self else { return FetchFailure(code: FetchFailure.handoffFailed, message: "the agent stopped") }
-                    return await self.acceptStream(activityID, stream, from: peer)
-                }
-            ) { [weak self] frame, peer in
-                await self?.answer(frame, from: peer)
-            }
-        } catch {
-            throw AgentError("cannot listen for links on \(configuration.listen): \(error); choose another --listen")
-        }
+        try await listenForLinks()
         do throws(AgentError) {
             try await startDiscovery()
             if configuration.servesLocalSocket {
@@ -306,6 +296,8 @@ public actor Agent {
         localServer = nil
         await listener?.close()
         listener = nil
+        for channel in unicastSockets { try? await channel.close() }
+        unicastSockets = []
         await pairingListener?.close()
         pairingListener = nil
         for id in Array(invitations.keys) { expire(id) }
@@ -321,6 +313,55 @@ public actor Agent {
             pending.continuation.resume(returning: .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the agent stopped")))
         }
         pendingSaves = [:]
+    }
+
+    /// Opens the link listener and, on real networks, the UDP sockets on its port. A port the
+    /// system chooses (0) is one whose UDP is free too: one where another program holds UDP
+    /// is kept bound while the system is asked again, so that it hands out another.
+    private func listenForLinks() async throws(AgentError) {
+        var refused: [any LinkListening] = []
+        let outcome = await takeLinkPort(refused: &refused)
+        for listener in refused { await listener.close() }
+        try outcome.get()
+    }
+
+    private func takeLinkPort(refused: inout [any LinkListening]) async -> Result<Void, AgentError> {
+        for _ in 0..<64 {
+            let made: any LinkListening
+            do {
+                made = try await network.listen(
+                    identity: identity, trust: .members({ [pins] in pins.value.contains($0) }), host: listenHost,
+                    port: configuration.listen.port,
+                    acceptStream: { [weak self] activityID, stream, peer in
+                        guard let self else { return FetchFailure(code: FetchFailure.handoffFailed, message: "the agent stopped") }
+                        return await self.acceptStream(activityID, stream, from: peer)
+                    }
+                ) { [weak self] frame, peer in
+                    await self?.answer(frame, from: peer)
+                }
+            } catch {
+                return .failure(AgentError("cannot listen for links on \(configuration.listen): \(error); choose another --listen"))
+            }
+            guard network.beaconBus == nil else {
+                listener = made
+                return .success(())
+            }
+            do {
+                unicastSockets = try await UnicastSockets.bind(host: listenHost, port: made.port, eventLoopGroup: eventLoopGroup)
+                listener = made
+                return .success(())
+            } catch {
+                let held = (error as? IOError)?.errnoCode == EADDRINUSE
+                guard held, configuration.listen.port == 0 else {
+                    await made.close()
+                    return .failure(AgentError(
+                        "UDP port \(made.port) on \(listenHost), where static peers' beacons arrive, "
+                            + (held ? "is held by another program" : "cannot be taken: \(error)") + "; choose another --listen"))
+                }
+                refused.append(made)
+            }
+        }
+        return .failure(AgentError("no port on \(listenHost) was free for both TCP and UDP in 64 tries; choose one with --listen"))
     }
 
     /// The port links listen on (and static peers send beacons to).
@@ -385,6 +426,7 @@ public actor Agent {
             expiry: configuration.expiry, unicastListen: (listenHost, linkPort),
             staticPeers: configuration.staticPeers.map { ($0.host, $0.port) },
             serviceDiscoveryPort: configuration.serviceDiscoveryPort, nameRotation: configuration.nameRotation)
+        discoveryConfiguration.unicastSockets = unicastSockets
         // The certificate handshakes show changes with the DNS-SD names, and at least as often.
         identity.links.lifetime = configuration.nameRotation
         discoveryConfiguration.namesRenewed = { [links = identity.links] in links.renew() }

@@ -56,8 +56,44 @@ public struct ProcessLauncher: AppLauncher {
         var ended: String? { process.isRunning ? nil : "it exited with status \(process.terminationStatus)" }
     }
 
+    /// How long a start is tried again while the executable is busy (ETXTBSY).
+    static let busyPatience: Duration = .seconds(2)
+
     public func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp {
-        let process = Process()
+        // Another thread's fork can inherit a descriptor a copy in progress holds open for
+        // writing (an install, here or in a process that shares files with this one), and
+        // keeps it until that child execs: meanwhile the kernel refuses to run the file. It
+        // is let go within moments, so a busy executable is tried again for a while.
+        let deadline = ContinuousClock.now + Self.busyPatience
+        var wait = Duration.milliseconds(5)
+        while true {
+            let process = Process()
+            prepare(process, for: launch)
+            do {
+                try process.run()
+                return Launched(process)
+            } catch {
+                let code = Self.posixCode(error)
+                if code == ETXTBSY, ContinuousClock.now + wait < deadline {
+                    try? await Task.sleep(for: wait)
+                    wait = min(wait * 2, .milliseconds(100))
+                    continue
+                }
+                let reason = code.map { String(cString: strerror($0)) } ?? error.localizedDescription
+                throw AgentError("could not start '\(launch.app.manifest.bundleIdentifier)' (\(launch.app.executable.path)): \(reason)")
+            }
+        }
+    }
+
+    /// The errno under a Foundation error from `Process.run`, if it has one.
+    static func posixCode(_ error: any Error) -> Int32? {
+        let error = error as NSError
+        if error.domain == NSPOSIXErrorDomain { return Int32(error.code) }
+        guard let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain else { return nil }
+        return Int32(underlying.code)
+    }
+
+    private func prepare(_ process: Process, for launch: AppLaunch) {
         process.executableURL = launch.app.executable
         process.currentDirectoryURL = launch.app.directory
         var environment = ProcessInfo.processInfo.environment
@@ -77,11 +113,5 @@ public struct ProcessLauncher: AppLauncher {
             process.standardError = handle
         }
         process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            throw AgentError("could not start '\(launch.app.manifest.bundleIdentifier)' (\(launch.app.executable.path)): \(error.localizedDescription)")
-        }
-        return Launched(process)
     }
 }

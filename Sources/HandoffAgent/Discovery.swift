@@ -38,6 +38,9 @@ public struct DiscoveryConfiguration: Sendable {
     /// Where this device takes beacons by unicast (from static peers), as `host` and `port`;
     /// nil for none.
     public var unicastListen: (host: String, port: Int)?
+    /// Sockets the caller already holds on `unicastListen` (`UnicastSockets.bind`), which
+    /// discovery reads from and leaves open when it stops; empty: discovery opens its own.
+    public var unicastSockets: [any Channel] = []
     /// Devices that get this device's beacons by unicast, for networks without multicast and
     /// for VPNs: their `unicastListen` addresses.
     public var staticPeers: [(host: String, port: Int)]
@@ -324,8 +327,7 @@ public actor Discovery {
             serviceDiscovery = nil
             for channel in paths.values { try? await channel.close() }
             paths = [:]
-            for channel in unicastChannels { try? await channel.close() }
-            unicastChannels = []
+            await releaseUnicast()
             return
         }
         tasks.append(Task { [weak self] in
@@ -372,8 +374,7 @@ public actor Discovery {
         serviceDiscovery = nil
         for channel in paths.values { try? await channel.close() }
         paths = [:]
-        for channel in unicastChannels { try? await channel.close() }
-        unicastChannels = []
+        await releaseUnicast()
         for subscriber in subscribers.values { subscriber.finish() }
         subscribers = [:]
     }
@@ -809,18 +810,51 @@ public actor Discovery {
         }
     }
 
-    /// The unicast sockets, on the listen address: for `0.0.0.0` or `::`, one for each family
-    /// (IPv6 only where the host has it).
+    /// The unicast sockets, on the listen address: those the caller holds, else its own
+    /// (`UnicastSockets.bind`). Each reads beacons through a handler of its own name, which
+    /// `releaseUnicast` takes away again from the caller's.
     private func openUnicast(host: String, port: Int, sink: AsyncStream<Datagram>.Continuation) async throws -> [any Channel] {
+        let channels = configuration.unicastSockets.isEmpty
+            ? try await UnicastSockets.bind(host: host, port: port, eventLoopGroup: eventLoopGroup) : configuration.unicastSockets
+        do {
+            for channel in channels {
+                try await channel.pipeline.addHandler(
+                    BeaconReceiver(
+                        sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil, interfaceIndex: nil, budget: budget, watch: floodWatch,
+                        keys: keys + retiredKeys, strangers: strangers),
+                    name: UnicastSockets.receiverName
+                ).get()
+            }
+        } catch {
+            if configuration.unicastSockets.isEmpty { for channel in channels { try? await channel.close() } }
+            throw error
+        }
+        return channels
+    }
+
+    /// Closes the unicast sockets discovery opened; the caller's stay open, without its reader.
+    private func releaseUnicast() async {
+        for channel in unicastChannels {
+            if configuration.unicastSockets.isEmpty {
+                try? await channel.close()
+            } else {
+                try? await channel.pipeline.removeHandler(name: UnicastSockets.receiverName).get()
+            }
+        }
+        unicastChannels = []
+    }
+}
+
+/// The UDP sockets on a link listener's address and port, where static peers' (and VPNs')
+/// beacons arrive and this device's unicast beacons leave from.
+public enum UnicastSockets {
+    static let receiverName = "beacons"
+
+    /// Binds them without a reader: for `0.0.0.0` or `::`, one for each family (IPv6 only
+    /// where the host has it). No address reuse: a port another program holds is refused.
+    public static func bind(host: String, port: Int, eventLoopGroup: any EventLoopGroup) async throws -> [any Channel] {
         func open(_ host: String, v6Only: Bool) async throws -> any Channel {
             var bootstrap = DatagramBootstrap(group: eventLoopGroup)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(BeaconReceiver(
-                            sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil, interfaceIndex: nil, budget: self.budget,
-                            watch: self.floodWatch, keys: self.keys + self.retiredKeys, strangers: self.strangers))
-                    }
-                }
             if v6Only {
                 bootstrap = bootstrap.channelOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(IPV6_V6ONLY)), value: 1)
             }

@@ -893,6 +893,42 @@ struct AgentTests {
         }
     }
 
+    /// A copy of an executable in progress elsewhere in the process, inherited by a process
+    /// another thread forks at that moment, keeps it open for writing until that child execs:
+    /// starting it meanwhile fails with ETXTBSY ("text file busy"). Seen in the suite as
+    /// "could not start … (NSCocoaErrorDomain error 256)" with many agents installing at once.
+    @Test("An app whose executable is still held open for writing for a moment (a fork that inherited a copy in progress) is started once it is let go")
+    func executableBusyForAMoment() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            defer { origin.client.close() }
+            let executable = b.state.appendingPathComponent("apps/com.example.handoff.MapViewer/MapViewer")
+            // Held for good: the start fails after a while, saying why in words.
+            let stuck = open(executable.path, O_WRONLY)
+            try #require(stuck >= 0, "cannot open \(executable.path) for writing")
+            let failed = try await b.attempt(.continue(activity: activity.id))
+            close(stuck)
+            #expect(failed.error?.message.contains("Text file busy") == true, "\(String(describing: failed.error))")
+
+            // Held for a moment: the app starts once it is let go.
+            let writer = open(executable.path, O_WRONLY)
+            try #require(writer >= 0)
+            let letGo = Task {
+                try? await Task.sleep(for: .milliseconds(300))
+                close(writer)
+            }
+            let continued = try await b.attempt(.continue(activity: activity.id))
+            await letGo.value
+            #expect(continued.error == nil, "\(String(describing: continued.error))")
+            #expect(continued.continued?.app == "com.example.handoff.MapViewer")
+        }
+    }
+
     @Test("A second agent on the same state folder refuses to start, naming it")
     func oneAgentPerState() async throws {
         try await withHarness { harness in

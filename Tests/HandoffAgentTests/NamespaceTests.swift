@@ -370,3 +370,49 @@ extension NamespaceTests {
         #expect(down.status == .problem && down.finding.contains("refuses the connection"), "\(down)")
     }
 }
+
+extension NamespaceTests {
+    /// The ports a namespace gives out for port 0 are narrowed to two, and another program
+    /// holds UDP on the one the kernel hands a listener first (bind prefers the odd one).
+    @Test("A link port chosen by the system is free for UDP too (static peers' beacons arrive there); a given port whose UDP another program holds is refused at start, saying so")
+    func linkPortFreeForUDP() async throws {
+        try await Segment.with(hosts: ["a"]) { segment in
+            try segment.run(in: "a", ["sysctl", "-q", "-w", "net.ipv4.ip_local_port_range=40000 40001"])
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            holder.arguments = [
+                "ip", "netns", "exec", "\(segment.prefix)a", "python3", "-c",
+                "import socket, sys, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('0.0.0.0', 40001))\nprint('held', flush=True)\ntime.sleep(120)",
+            ]
+            let output = Pipe()
+            holder.standardOutput = output
+            try holder.run()
+            defer {
+                kill(holder.processIdentifier, SIGKILL)
+                holder.waitUntilExit()
+            }
+            #expect(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("held"))
+
+            // Given: the agent does not start, and says which port and why.
+            let binary = try #require(builtExecutable("handoffd"))
+            let state = segment.harness.root.appendingPathComponent("given", isDirectory: true)
+            var refusal = ""
+            do {
+                // (An agent that started would run on: `timeout` ends it.)
+                try segment.run(in: "a", [
+                    "timeout", "20", binary.path, "--name", "given", "--state-dir", state.path, "--socket", segment.harness.root.appendingPathComponent("given.sock").path,
+                    "--interface", "eth0", "--log-level", "error", "--notifications", "off", "--listen", "\(segment.address("a")):40001",
+                ])
+            } catch {
+                refusal = "\(error)"
+            }
+            #expect(refusal.contains("UDP port 40001") && refusal.contains("--listen"), "\(refusal)")
+
+            // Chosen: the agent takes the port whose UDP is free, and its beacons' socket opens.
+            let a = try await segment.start("a", name: "alpha", listen: "\(segment.address("a")):0")
+            try await a.call(.createAccount(name: "home"))
+            let status = try #require(try await a.call(.status).status)
+            #expect(status.linkPort == 40000)
+        }
+    }
+}
