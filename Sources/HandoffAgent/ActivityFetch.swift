@@ -15,10 +15,11 @@ public struct FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
-    public static let handoffFailed = 4608
-    public static let connectionUnavailable = 4609
-    public static let remoteAppTimedOut = 4610
-    public static let userInfoTooLarge = 4611
+    // Foundation's own codes, as apps match on them (4608 to 4611).
+    public static let handoffFailed = CocoaError.Code.userActivityHandoffFailed.rawValue
+    public static let connectionUnavailable = CocoaError.Code.userActivityConnectionUnavailable.rawValue
+    public static let remoteAppTimedOut = CocoaError.Code.userActivityRemoteApplicationTimedOut.rawValue
+    public static let userInfoTooLarge = CocoaError.Code.userActivityHandoffUserInfoTooLarge.rawValue
 
     public var description: String { "error \(code): \(message)" }
 }

@@ -183,7 +183,7 @@ extension Agent {
     }
 
     /// Foundation's code for a cancelled operation, which a superseded continuation ends with.
-    static let cancelled = 3072
+    static let cancelled = CocoaError.Code.userCancelled.rawValue
 
     /// Where a continuation goes: with the page known, an app the page's site approves may take it.
     func routeContinuation(_ offer: BeaconActivity, webpageURL: URL?, originBundleIdentifier: String?) async -> ActivityRoute {

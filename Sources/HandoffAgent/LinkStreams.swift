@@ -24,7 +24,9 @@ public struct LinkStreamFailure: Error, Sendable, Hashable, CustomStringConverti
 /// One continuation stream on a link, as one side sees it: bytes both ways with flow control
 /// by credit (the receiver grants what it has consumed, so a slow reader slows the writer and
 /// at most one window of bytes waits at the receiver), an end each way, and a reset.
-/// See `docs/wire-protocol.md`, Continuation streams.
+/// `LinkStreamStateMachine` makes every decision; this class runs what it returns: frames to
+/// the link, events to the reader, a waiting writer woken. See `docs/wire-protocol.md`,
+/// Continuation streams.
 public final class LinkStream: Sendable {
     public let id: UInt64
     /// What the other side sends. Buffers at most one window of data: the other side may not
@@ -32,44 +34,49 @@ public final class LinkStream: Sendable {
     public let events: AsyncStream<LinkStreamEvent>
     private let sink: AsyncStream<LinkStreamEvent>.Continuation
     private let send: @Sendable (LinkMessage) -> Void
-    private let window: UInt32
-    private let state: Mutex<State>
+    private let state: Mutex<Driven>
     private let removed: @Sendable (UInt64) -> Void
 
-    private struct State: ~Copyable {
-        /// Bytes this side may still send.
-        var credit: Int
-        var creditWaiter: CheckedContinuation<Void, Never>?
-        /// Bytes received and not yet granted back.
-        var outstanding = 0
-        /// Bytes consumed and not yet granted back.
-        var consumed = 0
-        var accepted: Bool
-        /// Whether the stream is open for data: accepted, by the other side or by this one.
-        var isOpen = false
-        var sentEnd = false
-        var receivedEnd = false
-        var sentStop = false
-        var receivedStop = false
-        var failure: String?
-        var closed = false
+    private struct Driven: ~Copyable {
+        var machine: LinkStreamStateMachine
+        /// A writer waiting for credit.
+        var writer: CheckedContinuation<Void, Never>?
     }
 
     init(id: UInt64, window: UInt32, peerWindow: UInt32?, send: @escaping @Sendable (LinkMessage) -> Void, removed: @escaping @Sendable (UInt64) -> Void) {
         self.id = id
-        self.window = window
         self.send = send
         self.removed = removed
         (events, sink) = AsyncStream<LinkStreamEvent>.makeStream()
-        state = Mutex(State(credit: Int(peerWindow ?? 0), accepted: peerWindow != nil))
+        state = Mutex(Driven(machine: LinkStreamStateMachine(id: id, window: window, peerWindow: peerWindow)))
     }
 
     /// Why the stream failed, if it did.
-    public var failure: String? { state.withLock { $0.failure } }
+    public var failure: String? { state.withLock { $0.machine.failure } }
 
     /// Whether the stream is over both ways (or failed).
-    public var isFinished: Bool {
-        state.withLock { $0.failure != nil || $0.closed || (($0.sentEnd || $0.receivedStop) && ($0.receivedEnd || $0.sentStop)) }
+    public var isFinished: Bool { state.withLock { $0.machine.isFinished } }
+
+    /// Whether a writer waits for credit now.
+    var hasWaitingWriter: Bool { state.withLock { $0.writer != nil } }
+
+    /// Runs `transition` on the machine, then what it returned, outside the lock and in order.
+    @discardableResult
+    private func run(_ transition: (inout LinkStreamStateMachine) -> LinkStreamStateMachine.Effects) -> LinkStreamStateMachine.Effects {
+        let (effects, writer) = state.withLock { driven -> (LinkStreamStateMachine.Effects, CheckedContinuation<Void, Never>?) in
+            let effects = transition(&driven.machine)
+            guard effects.wakeWriter else { return (effects, nil) }
+            defer { driven.writer = nil }
+            return (effects, driven.writer)
+        }
+        for message in effects.send { send(message) }
+        writer?.resume()
+        for event in effects.events { sink.yield(event) }
+        if effects.finish {
+            sink.finish()
+            removed(id)
+        }
+        return effects
     }
 
     // MARK: Writing
@@ -92,20 +99,15 @@ public final class LinkStream: Sendable {
 
     private func takeCredit(upTo wanted: Int) async -> Result<Int, LinkStreamFailure> {
         while true {
-            let outcome: Result<Int, LinkStreamFailure>? = state.withLock { state in
-                if let failure = state.failure { return .failure(LinkStreamFailure(message: failure)) }
-                if state.receivedStop { return .failure(LinkStreamFailure(message: "the app on the other device closed its input stream")) }
-                if state.sentEnd || state.closed { return .failure(LinkStreamFailure(message: "the stream was closed for writing")) }
-                guard state.credit > 0 else { return nil }
-                let count = min(wanted, state.credit)
-                state.credit -= count
-                return .success(count)
+            switch state.withLock({ $0.machine.takeCredit(upTo: wanted) }) {
+            case .send(let count): return .success(count)
+            case .refused(let reason): return .failure(LinkStreamFailure(message: reason))
+            case .wait: break
             }
-            if let outcome { return outcome }
             await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-                let ready = state.withLock { state -> Bool in
-                    if state.credit > 0 || state.failure != nil || state.receivedStop || state.closed { return true }
-                    state.creditWaiter = waiter
+                let ready = state.withLock { driven -> Bool in
+                    guard driven.machine.writerWaits else { return true }
+                    driven.writer = waiter
                     return false
                 }
                 if ready { waiter.resume() }
@@ -113,31 +115,14 @@ public final class LinkStream: Sendable {
         }
     }
 
-    private func wakeWriter(_ state: inout State) -> CheckedContinuation<Void, Never>? {
-        defer { state.creditWaiter = nil }
-        return state.creditWaiter
-    }
-
     /// This side writes no more: the other side's input ends once it has read what came before.
     public func finish() {
-        let send = state.withLock { state -> Bool in
-            guard !state.sentEnd, state.failure == nil, !state.closed else { return false }
-            state.sentEnd = true
-            return true
-        }
-        if send { self.send(.streamEnd(stream: id)) }
-        removeIfFinished()
+        run { $0.finish() }
     }
 
     /// This side reads no more: the other side's writes fail from now on.
     public func stopReading() {
-        let send = state.withLock { state -> Bool in
-            guard !state.sentStop, state.failure == nil, !state.closed else { return false }
-            state.sentStop = true
-            return true
-        }
-        if send { self.send(.streamStop(stream: id)) }
-        removeIfFinished()
+        run { $0.stopReading() }
     }
 
     // MARK: Reading
@@ -145,134 +130,47 @@ public final class LinkStream: Sendable {
     /// `count` bytes of data events were consumed: the other side may send that many more.
     /// Credit goes back in steps of a quarter window, not after every chunk.
     public func consumed(_ count: Int) {
-        let grant = state.withLock { state -> Int in
-            guard state.failure == nil, !state.closed else { return 0 }
-            state.consumed += count
-            guard state.consumed >= Int(window) / 4 else { return 0 }
-            defer { state.consumed = 0 }
-            state.outstanding -= state.consumed
-            return state.consumed
-        }
-        if grant > 0 { send(.streamCredit(stream: id, bytes: UInt32(grant))) }
+        run { $0.consumed(count) }
     }
 
     // MARK: Ending
 
     /// Ends the stream both ways with `reason`, telling the other side.
     public func reset(_ reason: String) {
-        let send = fail(reason)
-        if send { self.send(.streamReset(stream: id, reason: reason)) }
+        run { $0.reset(reason) }
     }
 
     /// This side is done with the stream. A stream not finished both ways is reset, so the
     /// other side never waits for bytes or credit that will not come.
     public func close() {
-        let unfinished = state.withLock { state -> Bool in
-            guard state.failure == nil, !state.closed else { return false }
-            return !((state.sentEnd || state.receivedStop) && (state.receivedEnd || state.sentStop))
-        }
-        if unfinished { reset("the app on the other device let go of its streams before ending them both ways (it closed its connection, or crashed)") }
-        let waiter = state.withLock { state in
-            state.closed = true
-            return wakeWriter(&state)
-        }
-        waiter?.resume()
-        sink.finish()
-        removed(id)
+        run { $0.close() }
     }
 
-    /// Marks the stream failed; true when it was not failed before.
-    @discardableResult
-    func fail(_ reason: String) -> Bool {
-        let (first, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
-            guard state.failure == nil, !state.closed else { return (false, nil) }
-            state.failure = reason
-            return (true, wakeWriter(&state))
-        }
-        guard first else { return false }
-        waiter?.resume()
-        sink.yield(.failed(reason))
-        sink.finish()
-        removed(id)
-        return true
-    }
-
-    private func removeIfFinished() {
-        if isFinished {
-            sink.finish()
-            removed(id)
-        }
+    /// Marks the stream failed without telling the other side.
+    func fail(_ reason: String) {
+        run { $0.fail(reason) }
     }
 
     // MARK: From the link
 
+    /// The other side accepted the stream; false when it was not waiting for that.
     func accepted(window peerWindow: UInt32) -> Bool {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>?? in
-            guard !state.accepted else { return .none }
-            state.accepted = true
-            state.isOpen = true
-            state.credit += Int(peerWindow)
-            return .some(wakeWriter(&state))
+        var accepted = false
+        run { machine in
+            let (first, effects) = machine.accepted(window: peerWindow)
+            accepted = first
+            return effects
         }
-        guard let waiter else { return false }
-        waiter?.resume()
-        return true
+        return accepted
     }
 
     /// Sends the acceptance of a stream the other side opened (the accepting side's app took it).
     func sendAccepted() {
-        state.withLock { $0.isOpen = true }
-        send(.streamAccepted(stream: id, window: window))
+        run { $0.accept() }
     }
 
     func received(_ message: LinkMessage) {
-        switch message {
-        case .streamData(_, let bytes):
-            let allowed = state.withLock { state -> Bool? in
-                guard state.failure == nil, !state.closed else { return nil }
-                guard !state.receivedEnd, state.isOpen else { return false }
-                state.outstanding += bytes.count
-                return state.outstanding <= Int(window)
-            }
-            switch allowed {
-            case true?:
-                // Bytes for an input the app closed are dropped, and granted back at once.
-                if state.withLock({ $0.sentStop }) {
-                    consumed(bytes.count)
-                } else {
-                    sink.yield(.data(bytes))
-                }
-            case false?:
-                reset("the other device sent data before the stream was accepted, beyond its window, or after its end")
-            case nil:
-                break
-            }
-        case .streamCredit(_, let bytes):
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                state.credit += Int(bytes)
-                return wakeWriter(&state)
-            }
-            waiter?.resume()
-        case .streamEnd:
-            let first = state.withLock { state -> Bool in
-                defer { state.receivedEnd = true }
-                return !state.receivedEnd && state.failure == nil && !state.closed
-            }
-            if first { sink.yield(.end) }
-            removeIfFinished()
-        case .streamStop:
-            let (first, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
-                defer { state.receivedStop = true }
-                return (!state.receivedStop && state.failure == nil && !state.closed, wakeWriter(&state))
-            }
-            waiter?.resume()
-            if first { sink.yield(.stop) }
-            removeIfFinished()
-        case .streamReset(_, let reason):
-            fail("the other device ended the stream: \(reason)")
-        default:
-            break
-        }
+        run { $0.received(message) }
     }
 }
 
@@ -297,8 +195,19 @@ public final class LinkStreamMux: Sendable {
     private struct State: ~Copyable {
         var nextStream: UInt64 = 1
         var streams: [UInt64: LinkStream] = [:]
-        var opening: [UInt64: CheckedContinuation<Result<LinkStream, FetchFailure>, Never>] = [:]
+        var opening: [UInt64: Opening] = [:]
         var ended: String?
+    }
+
+    /// An open waiting for the other side's answer, and its deadline (cancelled by the answer).
+    private struct Opening {
+        var waiter: CheckedContinuation<Result<LinkStream, FetchFailure>, Never>
+        var deadline: LoopTimer?
+
+        func resume(returning outcome: Result<LinkStream, FetchFailure>) {
+            deadline?.cancel()
+            waiter.resume(returning: outcome)
+        }
     }
 
     /// - Parameter acceptor: how streams the other side opens are taken; nil refuses them all
@@ -328,7 +237,7 @@ public final class LinkStreamMux: Sendable {
                 state.nextStream += 1
                 let stream = makeStream(id: id, peerWindow: nil)
                 state.streams[id] = stream
-                state.opening[id] = continuation
+                state.opening[id] = Opening(waiter: continuation)
                 return .success(stream)
             }
             switch made {
@@ -336,11 +245,18 @@ public final class LinkStreamMux: Sendable {
                 continuation.resume(returning: made)
             case .success(let stream):
                 send(.streamOpen(stream: stream.id, activityID: activityID, window: window))
-                _ = LoopTimer(after: deadline) { [weak self] in
+                let timer = LoopTimer(after: deadline) { [weak self] in
                     guard let self, let waiting = self.state.withLock({ $0.opening.removeValue(forKey: stream.id) }) else { return }
                     stream.reset("no answer within \(deadline)")
-                    waiting.resume(returning: .failure(FetchFailure(code: FetchFailure.remoteAppTimedOut, message: "the app on the other device did not take the streams within \(deadline)")))
+                    waiting.waiter.resume(returning: .failure(FetchFailure(code: FetchFailure.remoteAppTimedOut, message: "the app on the other device did not take the streams within \(deadline)")))
                 }
+                // Answered already (the frame went out above): the timer has nothing to do.
+                let waiting = state.withLock { state -> Bool in
+                    guard state.opening[stream.id] != nil else { return false }
+                    state.opening[stream.id]?.deadline = timer
+                    return true
+                }
+                if !waiting { timer.cancel() }
             }
         }
         return opened

@@ -48,7 +48,8 @@ struct LinkStreamTests {
         let stream = try await pair.opener.open(activityID: UUID(), deadline: .seconds(5)).get()
         let other = try #require(accepted.withLock { $0 })
         let writer = Task { try await stream.write([UInt8](repeating: 7, count: 256 * 1024)) }
-        try await Task.sleep(for: .milliseconds(200))
+        // Once the writer waits for credit, it has sent all it may.
+        #expect(await waitUntil { stream.hasWaitingWriter })
         let inFlight = pair.fromOpener.reduce(0) { if case .streamData(_, let bytes) = $1 { $0 + bytes.count } else { $0 } }
         #expect(inFlight == 64 * 1024, "the opener sent \(inFlight) bytes against a 64 KiB window")
         var received = 0
@@ -129,19 +130,24 @@ struct LinkStreamTests {
         let refusing = MuxPair { _, _ in FetchFailure(code: 4608, message: "no delegate") }
         #expect(await refusing.opener.open(activityID: UUID(), deadline: .seconds(5)).failureCode == 4608)
 
-        let silent = MuxPair { _, _ in
-            try? await Task.sleep(for: .seconds(30))
+        // Acceptors that hold the open until the test lets them go, and say when they have it.
+        let (held, hold) = AsyncStream<Void>.makeStream()
+        let (arrived, arrival) = AsyncStream<Void>.makeStream()
+        let holding: LinkStreamMux.Acceptor = { _, _ in
+            arrival.yield()
+            for await _ in held {}
             return nil
         }
+        defer { hold.finish() }
+        let silent = MuxPair(accept: holding)
         let timedOut = await silent.opener.open(activityID: UUID(), deadline: .milliseconds(200))
         #expect(timedOut.failureCode == 4610)
 
-        let dropping = MuxPair { _, _ in
-            try? await Task.sleep(for: .seconds(30))
-            return nil
-        }
+        let dropping = MuxPair(accept: holding)
         async let pending = dropping.opener.open(activityID: UUID(), deadline: .seconds(10))
-        try await Task.sleep(for: .milliseconds(100))
+        var arrivals = arrived.makeAsyncIterator()
+        _ = await arrivals.next()  // the silent pair's open
+        _ = await arrivals.next()  // this one's: the opener waits for its answer
         dropping.opener.linkEnded("the peer went away")
         #expect(await pending.failureCode == 4609)
         #expect(await dropping.opener.open(activityID: UUID(), deadline: .seconds(1)).failureCode == 4609)
