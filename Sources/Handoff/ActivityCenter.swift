@@ -16,7 +16,7 @@ package protocol ContinuationReceiver: AnyObject, Sendable {
 /// A process has one by default. `HandoffTesting` makes one per simulated app and runs that
 /// app's code with it as `ActivityCenter.current`, so several apps share one test process.
 package final class ActivityCenter: @unchecked Sendable {
-    // @unchecked: the mutable state (`current`, `live`, `receiver`) is read and written only
+    // @unchecked: the mutable state (`current`, `live`, `receiver` and its waiters) is read and written only
     // under `lock`; everything else is immutable after init.
 
     /// The center that activities made by the running code belong to.
@@ -47,6 +47,9 @@ package final class ActivityCenter: @unchecked Sendable {
     private var agentContainersStorage: [(identifier: String, folder: URL)] = []
     private var live: [UUID: WeakActivity] = [:]
     private weak var receiverStorage: (any ContinuationReceiver)?
+    /// Those waiting for the app to set its receiver up (`waitForReceiver`), by ticket.
+    private var receiverWaiters: [UInt64: (waiter: CheckedContinuation<Void, Never>, deadline: Task<Void, Never>?)] = [:]
+    private var nextReceiverWaiter: UInt64 = 0
 
     private struct WeakActivity {
         weak var activity: UserActivity?
@@ -67,6 +70,8 @@ package final class ActivityCenter: @unchecked Sendable {
             for await event in stream {
                 await connection.send(event)
             }
+            // The outbox ends with the center.
+            connection.detach()
         }
         connection.attach(self)
     }
@@ -84,7 +89,18 @@ package final class ActivityCenter: @unchecked Sendable {
     /// The app that continuations are delivered to.
     package var receiver: (any ContinuationReceiver)? {
         get { locked { receiverStorage } }
-        set { locked { receiverStorage = newValue } }
+        set {
+            let waiters = locked { () -> [(waiter: CheckedContinuation<Void, Never>, deadline: Task<Void, Never>?)] in
+                receiverStorage = newValue
+                guard newValue != nil else { return [] }
+                defer { receiverWaiters = [:] }
+                return Array(receiverWaiters.values)
+            }
+            for (waiter, deadline) in waiters {
+                deadline?.cancel()
+                waiter.resume()
+            }
+        }
     }
 
     /// The app's current activity, if any.
@@ -132,11 +148,28 @@ package final class ActivityCenter: @unchecked Sendable {
     }
 
     /// Waits (up to 10 seconds) for the app to set up its `Application`, so that a
-    /// continuation arriving while a launched app starts is not lost.
+    /// continuation arriving while a launched app starts is not lost. Setting `receiver` ends
+    /// the wait.
     package func waitForReceiver() async {
-        for _ in 0..<1000 {
-            if receiver != nil { return }
-            try? await Task.sleep(for: .milliseconds(10))
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let ticket = locked { () -> UInt64? in
+                guard receiverStorage == nil else { return nil }
+                nextReceiverWaiter += 1
+                receiverWaiters[nextReceiverWaiter] = (waiter, nil)
+                return nextReceiverWaiter
+            }
+            guard let ticket else { return waiter.resume() }
+            // The longest wait: an app that never sets one up loses the continuation.
+            let deadline = Task {
+                guard (try? await Task.sleep(for: .seconds(10))) != nil else { return }
+                self.locked { self.receiverWaiters.removeValue(forKey: ticket) }?.waiter.resume()
+            }
+            let waiting = locked { () -> Bool in
+                guard receiverWaiters[ticket] != nil else { return false }
+                receiverWaiters[ticket]?.deadline = deadline
+                return true
+            }
+            if !waiting { deadline.cancel() }
         }
     }
 

@@ -21,10 +21,13 @@ package protocol AgentConnection: Sendable {
     func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair
     /// Called once by the center this connection serves, at the end of its init.
     func attach(_ center: ActivityCenter)
+    /// Called once when the center this connection serves has gone away.
+    func detach()
 }
 
 extension AgentConnection {
     package func attach(_ center: ActivityCenter) {}
+    package func detach() {}
 }
 
 /// Where a continued activity came from, for opening streams back to it.

@@ -181,6 +181,8 @@ package final class SocketAgentConnection: AgentConnection {
     private let logger: Logger
     private let side = AppSideOfLocalAPI()
     private let state = Mutex(State())
+    /// Wakes the connection's thread: the connection ended, or the center went away.
+    private let wake = DispatchSemaphore(value: 0)
 
     private struct State {
         var client: LocalClient?
@@ -198,6 +200,11 @@ package final class SocketAgentConnection: AgentConnection {
 
     deinit {
         state.withLock { $0.stopped = true }
+    }
+
+    package func detach() {
+        state.withLock { $0.stopped = true }
+        wake.signal()
     }
 
     /// Whether a connection to the agent is up now.
@@ -219,21 +226,31 @@ package final class SocketAgentConnection: AgentConnection {
 
     /// Connects, and reconnects after the agent goes away, until the center is released.
     private func maintain() {
+        // Foundation's `Thread.name` does not reach the kernel here: named, it shows in `top -H`.
+        #if os(Linux)
+        try? "handoff-agent".write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+        #endif
         while true {
             let stopped = state.withLock { $0.stopped }
-            guard let center = side.center, !stopped else {
+            guard side.center != nil, !stopped else {
                 state.withLock { $0.client?.close() }
                 return
             }
             if let client = state.withLock({ $0.client }), !client.isClosed {
-                Thread.sleep(forTimeInterval: 0.25)
+                // Until the connection ends or the center goes away (each signals). Nothing
+                // here holds the center meanwhile: its going away is what ends the wait.
+                wake.wait()
                 continue
             }
+            guard let center = side.center else { continue }
             do throws(LocalError) {
                 let client = try LocalClient(
                     path: path, role: .app, bundleIdentifier: bundleIdentifier,
                     onMessage: { [side] message in side.received(message) },
-                    onClose: { [logger] reason in logger.info("the Handoff agent connection ended: \(reason)") })
+                    onClose: { [logger, wake] reason in
+                        logger.info("the Handoff agent connection ended: \(reason)")
+                        wake.signal()
+                    })
                 let wasTold = state.withLock { state in
                     state.client = client
                     defer { state.toldNoAgent = false }
@@ -256,7 +273,8 @@ package final class SocketAgentConnection: AgentConnection {
                 if tell {
                     logger.notice("\(error.message); activities stay on this device until an agent is running")
                 }
-                Thread.sleep(forTimeInterval: 1)
+                // Tries again in a second (sooner if the center goes away).
+                _ = wake.wait(timeout: .now() + 1)
             }
         }
     }

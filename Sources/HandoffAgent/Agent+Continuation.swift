@@ -290,21 +290,16 @@ extension Agent {
             return .failure(LocalError(.failed, error.message))
         }
         logger.info("started '\(bundleIdentifier)' for a continuation")
-        // The app's session, the moment it connects (`serve` settles it); nil if the process
-        // ends first or the deadline passes, which a slower check finds.
+        // The app's session, the moment it connects (`serve` settles it); nil the moment the
+        // process ends first (its termination handler) or the deadline passes.
         // (One start of an app at a time: `runningSession` makes later continuations wait for it.)
         let arrived = FirstOutcome<Session?>()
         appsConnecting[bundleIdentifier] = arrived
         if let running = newestSession(of: bundleIdentifier) { arrived.settle(running) }
-        let deadline = ContinuousClock.now + configuration.launchDeadline
-        let watch = Task {
-            while ContinuousClock.now < deadline, launched.ended == nil {
-                guard (try? await Task.sleep(for: .milliseconds(50))) != nil else { return }
-            }
-            arrived.settle(nil)
-        }
+        launched.whenEnded { arrived.settle(nil) }
+        let deadline = LoopTimer(after: configuration.launchDeadline) { arrived.settle(nil) }
         let session = await arrived.value()
-        watch.cancel()
+        deadline.cancel()
         appsConnecting[bundleIdentifier] = nil
         if let session { return .success(session) }
         if let ended = launched.ended {

@@ -25,30 +25,19 @@ extension Agent {
         guard let address = host ?? invitationAddress() else {
             return .failure(LocalError(.badRequest, "this device has no address to put in the invitation; give one with --address"))
         }
-        while openingPairingListener { try? await Task.sleep(for: .milliseconds(10)) }
         if pairingListener == nil {
-            openingPairingListener = true
-            defer { openingPairingListener = false }
-            // On the link port plus one, so a firewall needs one more port; with a random link
-            // port (tests), a random one.
-            let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
-            // Certificates of its own, pinned by the codes made while it listens: a stranger
-            // who connects learns nothing of this device, and the next listener shows another.
-            let shown = identity.showingOwnCertificates()
-            pairingIdentity = shown
-            do {
-                pairingListener = try await network.listen(
-                    identity: shown, trust: .shown({ _ in true }), host: listenHost, port: port,
-                    acceptStream: { _, _, _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the pairing listener carries no streams") }
-                ) { [weak self] frame, peer in
-                    await self?.answerJoin(frame, from: peer)
-                }
-            } catch {
-                return .failure(LocalError(.failed, "cannot listen for joining devices on \(listenHost):\(port): \(error)"))
-            }
+            // One opening at a time: an invitation asked for meanwhile waits for the same one.
+            let opening = pairingListenerOpening ?? Task { await self.openPairingListener() }
+            pairingListenerOpening = opening
+            let opened = await opening.value
+            pairingListenerOpening = nil
+            if case .failure(let error) = opened { return .failure(error) }
+        }
+        guard let listener = pairingListener else {
+            return .failure(LocalError(.failed, "the listener for joining devices closed as it opened; ask again"))
         }
         let pinned = DeviceIdentity.fingerprint(ofCertificate: (pairingIdentity ?? identity).links.current().certificateDER)
-        let invitation = Invitation.make(kind, host: address, port: pairingListener!.port, fingerprint: pinned)
+        let invitation = Invitation.make(kind, host: address, port: listener.port, fingerprint: pinned)
         let id = UUID.random()
         let expires = Date().addingTimeInterval(lifetime)
         invitations[id] = PendingInvitation(invitation: invitation, expires: expires)
@@ -628,5 +617,30 @@ extension Agent {
         try? FileManager.default.removeItem(at: store.url(AccountState.fileName))
         try? FileManager.default.removeItem(at: store.url(AccountState.changesFileName))
         changes = []
+    }
+}
+
+extension Agent {
+    /// Opens the listener joining devices connect to, unless one is open.
+    fileprivate func openPairingListener() async -> Result<Void, LocalError> {
+        guard pairingListener == nil else { return .success(()) }
+        // On the link port plus one, so a firewall needs one more port; with a random link
+        // port (tests), a random one.
+        let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
+        // Certificates of its own, pinned by the codes made while it listens: a stranger
+        // who connects learns nothing of this device, and the next listener shows another.
+        let shown = identity.showingOwnCertificates()
+        pairingIdentity = shown
+        do {
+            pairingListener = try await network.listen(
+                identity: shown, trust: .shown({ _ in true }), host: listenHost, port: port,
+                acceptStream: { _, _, _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the pairing listener carries no streams") }
+            ) { [weak self] frame, peer in
+                await self?.answerJoin(frame, from: peer)
+            }
+            return .success(())
+        } catch {
+            return .failure(LocalError(.failed, "cannot listen for joining devices on \(listenHost):\(port): \(error)"))
+        }
     }
 }

@@ -96,7 +96,7 @@ public actor Agent {
     var pairingListener: (any LinkListening)?
     /// The identity the pairing listener shows (certificates of its own, pinned by invitations).
     var pairingIdentity: DeviceIdentity?
-    var openingPairingListener = false
+    var pairingListenerOpening: Task<Result<Void, LocalError>, Never>?
     /// Held (flock) while the agent runs, so that a second agent on the same state refuses to start.
     var lockFile: Int32 = -1
     var invitations: [UUID: PendingInvitation] = [:]

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What the agent tells an app it starts.
 public struct AppLaunch: Sendable {
@@ -17,6 +18,14 @@ public struct AppLaunch: Sendable {
 public protocol LaunchedApp: Sendable {
     /// Nil while it runs; why it ended otherwise.
     var ended: String? { get }
+
+    /// Calls `handler` once, when the app ends (at once if it has). An app that cannot tell
+    /// (one in the launcher's own process) never calls it.
+    func whenEnded(_ handler: @escaping @Sendable () -> Void)
+}
+
+extension LaunchedApp {
+    public func whenEnded(_ handler: @escaping @Sendable () -> Void) {}
 }
 
 /// Starts an installed app when a continuation arrives for it and it is not running, and
@@ -52,8 +61,35 @@ public struct ProcessLauncher: AppLauncher {
 
     final class Launched: LaunchedApp {
         let process: Process
-        init(_ process: Process) { self.process = process }
+        let end: EndSignal
+        init(_ process: Process, end: EndSignal) {
+            self.process = process
+            self.end = end
+        }
         var ended: String? { process.isRunning ? nil : "it exited with status \(process.terminationStatus)" }
+        func whenEnded(_ handler: @escaping @Sendable () -> Void) { end.whenEnded(handler) }
+    }
+
+    /// The end of a process, from its termination handler, to those who asked to hear it.
+    final class EndSignal: Sendable {
+        private let state = Mutex<(ended: Bool, handlers: [@Sendable () -> Void])>((false, []))
+
+        func ended() {
+            let handlers = state.withLock { state in
+                state.ended = true
+                defer { state.handlers = [] }
+                return state.handlers
+            }
+            for handler in handlers { handler() }
+        }
+
+        func whenEnded(_ handler: @escaping @Sendable () -> Void) {
+            let now = state.withLock { state in
+                if !state.ended { state.handlers.append(handler) }
+                return state.ended
+            }
+            if now { handler() }
+        }
     }
 
     /// How long a start is tried again while the executable is busy (ETXTBSY).
@@ -69,9 +105,11 @@ public struct ProcessLauncher: AppLauncher {
         while true {
             let process = Process()
             prepare(process, for: launch)
+            let end = EndSignal()
+            process.terminationHandler = { _ in end.ended() }
             do {
                 try process.run()
-                return Launched(process)
+                return Launched(process, end: end)
             } catch {
                 let code = Self.posixCode(error)
                 if code == ETXTBSY, ContinuousClock.now + wait < deadline {

@@ -4,6 +4,7 @@ import Handoff
 import HandoffApp
 import HandoffLocalAPI
 import HandoffWire
+import Logging
 import MapViewerKit
 import Testing
 
@@ -508,6 +509,58 @@ struct AgentTests {
             #expect(await waitUntil { (try? await again.call(.status).status?.currentActivity?.activityType) == mapViewing }, "the app did not announce its activity to the new agent")
             let offer = try await b.nearby().first
             #expect(offer?.activity.activityType == mapViewing)
+        }
+    }
+
+    /// The app library's connection thread used to look at its connection four times a second.
+    @Test("An app connected to its agent and doing nothing does not wake the library's connection thread: it sleeps until the connection ends")
+    func idleAppDoesNotWake() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            try await harness.installMapViewer(on: a)
+            let app = try harness.runMapViewer(on: a)
+            app.send("show 37.7887 -122.4075 0.02")
+            try #require(await waitUntil { (try? await a.call(.status).status?.currentActivity) != nil })
+            let pid = app.process.processIdentifier
+            // Each thread's voluntary sleeps so far, by thread id and name.
+            func wakeUps() -> [String: Int] {
+                let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+                var counts: [String: Int] = [:]
+                for task in tasks {
+                    let name = ((try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+                    let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+                    let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches") }
+                    counts["\(task) \(name)"] = line.flatMap { Int($0.split(separator: "\t").last ?? "") } ?? 0
+                }
+                return counts
+            }
+            let before = wakeUps()
+            try await Task.sleep(for: .seconds(2))  // the idle time observed
+            let after = wakeUps()
+            // (libdispatch's own timer thread wakes once a second in any program that uses it.)
+            #expect(after.keys.contains { $0.hasSuffix(" handoff-agent") }, "no thread named handoff-agent among \(after.keys.sorted())")
+            let woke = after.compactMap { thread, count in
+                thread.hasSuffix(" handoff-agent") && count - (before[thread] ?? 0) > 1 ? "\(thread): \(count - (before[thread] ?? 0))" : nil
+            }
+            #expect(woke.isEmpty, "the library's connection thread woke in 2 s of nothing: \(woke)")
+        }
+    }
+
+    /// The connection's thread sleeps until it is woken: letting go of the center must wake it.
+    @Test("An app's connection to its agent ends when the app lets go of its activity center")
+    func centerLetGo() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            weak var released: ActivityCenter?
+            do {
+                let center = ActivityCenter(
+                    connection: SocketAgentConnection(path: a.socket, bundleIdentifier: nil, logger: Logger(label: "test")), bundleIdentifier: nil,
+                    teamIdentifier: nil, deviceName: "test")
+                #expect(await waitUntil { await a.agent?.sessions.count == 1 }, "the app never connected")
+                released = center
+            }
+            #expect(released == nil, "the center is still held")
+            #expect(await waitUntil { await a.agent?.sessions.isEmpty == true }, "the connection stayed open after its center went away")
         }
     }
 
