@@ -22,8 +22,10 @@ public actor SimulatedDevice {
     private nonisolated let launcher: FabricLauncher
     private var agent: Agent?
     private var control: InProcessControlClient?
-    /// Opens once the agent runs and is in its account.
+    /// Opens once the agent runs and is in its account, or could not.
     private nonisolated let started = Gate()
+    /// Why the device could not start or join its account, if so: every use of it throws it.
+    private var setupFailure: FabricSetupFailure?
 
     private struct AppSlot {
         var manifest: AppManifest
@@ -71,6 +73,17 @@ public actor SimulatedDevice {
     /// others join it with an invitation from the device added before them. The device is
     /// ready once every member lists it (it is pinned, and known by name, everywhere).
     private func prepare(in folder: URL, members: [SimulatedDevice]) async {
+        do {
+            try await setUp(in: folder, members: members)
+        } catch let failure as FabricSetupFailure {
+            setupFailure = failure
+        } catch {
+            setupFailure = FabricSetupFailure(device: name, reason: "\(error)")
+        }
+        changed()
+    }
+
+    private func setUp(in folder: URL, members: [SimulatedDevice]) async throws {
         launcher.device.withLock { $0 = WeakDevice(device: self) }
         var logger = Logger(label: "handoff.fabric")
         logger.logLevel = .error
@@ -79,69 +92,70 @@ public actor SimulatedDevice {
             listen: HostPort(host: host, port: 0), interfaces: [], refreshInterval: .seconds(5), expiry: .seconds(30),
             saveDeadline: configuration.saveDeadline, fetchDeadline: configuration.saveDeadline + .seconds(5),
             launchDeadline: configuration.waitLimit, maximumPayload: configuration.payloadLimit, servesLocalSocket: false)
+        let agent: Agent
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            let agent = try Agent(configuration: agentConfiguration, logger: logger, network: network, launcher: launcher, siteAssociations: sites)
+            agent = try Agent(configuration: agentConfiguration, logger: logger, network: network, launcher: launcher, siteAssociations: sites)
             try await agent.start()
             self.agent = agent
         } catch {
-            fatalError("HandoffFabric could not start the agent of '\(name)': \(error)")
+            throw FabricSetupFailure(device: name, reason: "its agent could not start: \(error)")
         }
-        let control = await InProcessControlClient.connect(to: agent!)
+        let control = await InProcessControlClient.connect(to: agent)
         self.control = control
         if let previous = members.last {
-            let invitation = await previous.invite()
-            try? checked(await control.call(.join(code: invitation)), "join the account '\(account)'")
-            try? checked(await control.call(.awaitJoinResult), "join the account '\(account)'")
+            let invitation = try await previous.invite()
+            try checked(await control.call(.join(code: invitation)), "join the account '\(account)'")
+            try checked(await control.call(.awaitJoinResult), "join the account '\(account)'")
             for member in members {
-                await member.waitForMember(named: name, limit: configuration.waitLimit)
+                try await member.waitForMember(named: name, limit: configuration.waitLimit)
             }
         } else {
-            try? checked(await control.call(.createAccount(name: account)), "make the account '\(account)'")
+            try checked(await control.call(.createAccount(name: account)), "make the account '\(account)'")
         }
         let watching = await control.call(.watch)
         for activity in watching.activities ?? [] { heard[activity.device] = activity }
         Task { [weak self] in
             for await event in control.events { await self?.hear(event) }
         }
-        changed()
     }
 
     /// An invitation code for the next device of the account (a one-time token, as scripts use).
-    private func invite() async -> String {
-        await ready()
-        let reply = await control!.call(.invite(token: true, host: nil, lifetime: 60))
-        guard let code = reply.invitation?.code else {
-            fatalError("HandoffFabric: '\(name)' could not invite a device: \(reply.error?.message ?? "no invitation")")
+    private func invite() async throws -> String {
+        try await ready()
+        let reply = await control?.call(.invite(token: true, host: nil, lifetime: 60))
+        guard let code = reply?.invitation?.code else {
+            throw FabricSetupFailure(device: name, reason: "it could not invite a device: \(reply?.error?.message ?? "no invitation")")
         }
         return code
     }
 
     /// Waits until this device's agent lists the device `name` among the account's members.
-    private func waitForMember(named name: String, limit: Duration) async {
+    private func waitForMember(named name: String, limit: Duration) async throws {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {
             let members = await control?.call(.devices).devices ?? []
             if members.contains(where: { $0.name == name }) { return }
             try? await Task.sleep(for: .milliseconds(2))
         }
-        fatalError("HandoffFabric: '\(self.name)' never learned that '\(name)' joined the account '\(account)'")
+        throw FabricSetupFailure(device: name, reason: "'\(self.name)' never learned that it joined the account '\(account)' within \(limit)")
     }
 
     private func checked(_ reply: LocalReply, _ what: String) throws {
         if let error = reply.error {
-            fatalError("HandoffFabric: '\(name)' could not \(what): \(error.message)")
+            throw FabricSetupFailure(device: name, reason: "it could not \(what): \(error.message)")
         }
     }
 
-    /// Waits until the agent runs and is in its account.
-    private func ready() async {
+    /// Waits until the agent runs and is in its account; throws why it is not.
+    private func ready() async throws {
         await started.wait()
+        if let setupFailure { throw setupFailure }
     }
 
     /// Stops the agent; the fabric does it when it goes.
     func shutDown() async {
-        await ready()
+        await started.wait()
         control?.close()
         for slot in apps.values { slot.connection?.close() }
         await agent?.stop()
@@ -161,8 +175,8 @@ public actor SimulatedDevice {
 
     /// Installs an app; the device launches it when a continuation needs it, making its
     /// delegate with `makeDelegate`.
-    public func install(_ manifest: AppManifest, delegate makeDelegate: @escaping @MainActor @Sendable () -> (any ApplicationDelegate)? = { nil }) async {
-        await ready()
+    public func install(_ manifest: AppManifest, delegate makeDelegate: @escaping @MainActor @Sendable () -> (any ApplicationDelegate)? = { nil }) async throws {
+        try await ready()
         if var slot = apps[manifest.bundleIdentifier] {
             // Reinstalling changes what the next launch gets; a running instance keeps running.
             slot.manifest = manifest
@@ -179,15 +193,15 @@ public actor SimulatedDevice {
     @discardableResult
     public func launch(
         _ manifest: AppManifest, delegate makeDelegate: @escaping @MainActor @Sendable () -> (any ApplicationDelegate)? = { nil }
-    ) async -> Application {
+    ) async throws -> Application {
         if let running = apps[manifest.bundleIdentifier], running.manifest == manifest, let application = running.application {
             return application
         }
         if let launching = launches[manifest.bundleIdentifier] {
             return await launching.value
         }
-        await install(manifest, delegate: makeDelegate)
-        return await start(manifest.bundleIdentifier)
+        try await install(manifest, delegate: makeDelegate)
+        return try await start(manifest.bundleIdentifier)
     }
 
     /// The running app with this bundle identifier, if any.
@@ -220,8 +234,8 @@ public actor SimulatedDevice {
     }
 
     /// Chooses the browser app that receives web activities itself.
-    public func setDefaultBrowser(_ bundleIdentifier: String?) async {
-        await ready()
+    public func setDefaultBrowser(_ bundleIdentifier: String?) async throws {
+        try await ready()
         defaultBrowser = bundleIdentifier
         await agent?.setDefaultBrowser(bundleIdentifier)
     }
@@ -230,11 +244,13 @@ public actor SimulatedDevice {
     public func setSyncedContainers(_ containers: [SyncedContainer]) { syncedContainers = containers }
 
     /// Starts an installed app, or returns the running (or starting) one.
-    fileprivate func start(_ bundleIdentifier: String) async -> Application {
-        await ready()
+    fileprivate func start(_ bundleIdentifier: String) async throws -> Application {
+        try await ready()
         if let running = apps[bundleIdentifier]?.application { return running }
         if let launching = launches[bundleIdentifier] { return await launching.value }
-        guard let slot = apps[bundleIdentifier], let agent else { preconditionFailure("'\(bundleIdentifier)' is not installed on '\(name)'") }
+        guard let slot = apps[bundleIdentifier], let agent else {
+            throw FabricSetupFailure(device: name, reason: "'\(bundleIdentifier)' is not installed on it")
+        }
         let connection = InProcessAgentConnection(agent: agent, bundleIdentifier: bundleIdentifier) { [weak self] context throws(ContinuationFailure) in
             guard let self else { throw .connectionUnavailable("the device is gone") }
             return try await self.openStreams(context)
@@ -315,7 +331,7 @@ public actor SimulatedDevice {
     /// Waits until `find` returns a value, re-checking whenever this device's state changes,
     /// and returns that value.
     public func waitFor<Found: Sendable>(_ what: String, _ find: @Sendable (isolated SimulatedDevice) -> Found?) async throws -> Found {
-        await ready()
+        try await ready()
         let deadline = ContinuousClock.now + configuration.waitLimit
         let timer = Task { [weak self] in
             try? await Task.sleep(until: deadline)
@@ -342,7 +358,11 @@ public actor SimulatedDevice {
     /// device and delivers it. The app hears exactly one `continue` or `didFail`, and has
     /// handled it when this returns.
     public func continueActivity(_ nearby: NearbyActivity) async -> ContinuationOutcome {
-        await ready()
+        do {
+            try await ready()
+        } catch {
+            return .failed(.handoffFailed("\(error)"))
+        }
         guard let control else { return .failed(.handoffFailed("the agent of '\(name)' is not running")) }
         let reply = await control.call(.continue(activity: nearby.announcement.id))
         // What the agent told the apps has reached their delegates.
@@ -408,6 +428,14 @@ public actor SimulatedDevice {
 }
 
 /// A wait in a fabric test that did not see what it waited for.
+/// A simulated device that could not start its agent, join its account, or start an app:
+/// what it was asked and why it could not.
+public struct FabricSetupFailure: Error, CustomStringConvertible {
+    public var device: String
+    public var reason: String
+    public var description: String { "HandoffFabric: device '\(device)': \(reason)" }
+}
+
 public struct FabricTimeout: Error, CustomStringConvertible {
     public var what: String
     public var limit: Duration
@@ -454,7 +482,11 @@ final class FabricLauncher: AppLauncher {
 
     func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp {
         guard let device = device.withLock({ $0.device }) else { throw AgentError("the simulated device is gone") }
-        _ = await device.start(launch.app.manifest.bundleIdentifier)
+        do {
+            _ = try await device.start(launch.app.manifest.bundleIdentifier)
+        } catch {
+            throw AgentError("\(error)")
+        }
         return Started()
     }
 

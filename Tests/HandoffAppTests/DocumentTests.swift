@@ -35,7 +35,7 @@ struct DocumentTests {
         let device = HandoffFabric().addDevice("solo")
         let synced = try container()
         await device.setSyncedContainers([synced])
-        let app = await device.launch(manifest)
+        let app = try await device.launch(manifest)
         let url = synced.folder.appendingPathComponent("plan.note")
         let document = app.perform { Document(fileURL: url) }
         document.open()
@@ -49,7 +49,7 @@ struct DocumentTests {
     func outside() async throws {
         let device = HandoffFabric().addDevice("solo")
         await device.setSyncedContainers([try container()])
-        let app = await device.launch(manifest)
+        let app = try await device.launch(manifest)
         let document = app.perform { Document(fileURL: URL(fileURLWithPath: "/tmp/elsewhere/plan.note")) }
         document.open()
         #expect(document.userActivity == nil)
@@ -60,7 +60,7 @@ struct DocumentTests {
         let device = HandoffFabric().addDevice("solo")
         let synced = try container()
         await device.setSyncedContainers([synced])
-        let app = await device.launch(manifest)
+        let app = try await device.launch(manifest)
         let document = app.perform { Document(fileURL: synced.folder.appendingPathComponent("a.note")) }
         document.open()
         let activity = try #require(document.userActivity)
@@ -75,11 +75,11 @@ struct DocumentTests {
         let synced = try container()
         await laptop.setSyncedContainers([synced])
         await desktop.setSyncedContainers([synced])
-        let origin = await laptop.launch(manifest)
+        let origin = try await laptop.launch(manifest)
         let url = synced.folder.appendingPathComponent("b.note")
         let document = origin.perform { Document(fileURL: url) }
         document.open()
-        let target = await desktop.launch(manifest)
+        let target = try await desktop.launch(manifest)
         target.documentClass = NoteDocument.self
         let offer = try await desktop.nearbyActivity(ofType: editingType)
         #expect(await desktop.continueActivity(offer) == .continued(bundleIdentifier: "com.example.editor"))
@@ -97,12 +97,12 @@ struct ContinuedDocumentTests {
         let fabric = HandoffFabric()
         let laptop = fabric.addDevice("laptop"), desktop = fabric.addDevice("desktop")
         let manifest = AppManifest(bundleIdentifier: "com.example.editor", teamIdentifier: "EDIT", activityTypes: ["com.example.editor.editing"])
-        let origin = await laptop.launch(manifest)
+        let origin = try await laptop.launch(manifest)
         for url in [URL(fileURLWithPath: "/etc/passwd"), URL(string: "https://example.com/doc")!] {
             let activity = origin.perform { UserActivity(activityType: "com.example.editor.editing") }
             activity.userInfo = [NSUserActivityDocumentURLKey: url]
             activity.becomeCurrent()
-            let target = await desktop.launch(manifest)
+            let target = try await desktop.launch(manifest)
             let offer = try await desktop.waitFor("the activity") { device in
                 device.nearbyActivities.first { $0.announcement.id == activity.id }
             }

@@ -38,15 +38,15 @@ final class UpdateCountingDelegate: ApplicationDelegate {
 @MainActor
 @Suite("Responders and the restoration handler")
 struct ResponderTests {
-    func makeApp(_ delegate: (any ApplicationDelegate)? = nil) async -> Application {
+    func makeApp(_ delegate: (any ApplicationDelegate)? = nil) async throws -> Application {
         let device = HandoffFabric().addDevice("solo")
-        return await device.launch(AppManifest(bundleIdentifier: "com.example.r", teamIdentifier: "T")) { delegate }
+        return try await device.launch(AppManifest(bundleIdentifier: "com.example.r", teamIdentifier: "T")) { delegate }
     }
 
     @Test("Saving clears userInfo, asks every sharing responder, then tells the app delegate")
-    func update() async {
+    func update() async throws {
         let delegate = UpdateCountingDelegate()
-        let app = await makeApp(delegate)
+        let app = try await makeApp(delegate)
         let activity = app.perform { UserActivity(activityType: "com.example.r.view") }
         activity.userInfo = ["stale": 1]
         let a = PartResponder(key: "a"), b = PartResponder(key: "b")
@@ -60,8 +60,8 @@ struct ResponderTests {
     }
 
     @Test("When the last responder lets go, the activity is invalidated")
-    func lastLetsGo() async {
-        let app = await makeApp()
+    func lastLetsGo() async throws {
+        let app = try await makeApp()
         let activity = app.perform { UserActivity(activityType: "com.example.r.view") }
         let a = PartResponder(key: "a"), b = PartResponder(key: "b")
         a.userActivity = activity
@@ -73,8 +73,8 @@ struct ResponderTests {
     }
 
     @Test("A responder that goes away lets go of its activity")
-    func deinitLetsGo() async {
-        let app = await makeApp()
+    func deinitLetsGo() async throws {
+        let app = try await makeApp()
         let activity = app.perform { UserActivity(activityType: "com.example.r.view") }
         var responder: PartResponder? = PartResponder(key: "a")
         responder?.userActivity = activity
@@ -126,10 +126,10 @@ struct ResponderTests {
         let fabric = HandoffFabric()
         let origin = fabric.addDevice("origin"), target = fabric.addDevice("target")
         let manifest = AppManifest(bundleIdentifier: "com.example.r", teamIdentifier: "T", activityTypes: ["com.example.r.view"])
-        let originApp = await origin.launch(manifest)
+        let originApp = try await origin.launch(manifest)
         let activity = originApp.perform { UserActivity(activityType: "com.example.r.view") }
         activity.becomeCurrent()
-        let app = await target.launch(manifest) { delegate }
+        let app = try await target.launch(manifest) { delegate }
         let offer = try await target.nearbyActivity(ofType: "com.example.r.view")
         #expect(await target.continueActivity(offer) == .continued(bundleIdentifier: "com.example.r"))
         return app

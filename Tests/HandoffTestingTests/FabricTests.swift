@@ -10,7 +10,7 @@ import Testing
 struct FabricTests {
     @Test("An activity made current on one device is offered on the other")
     func offered() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (_, nearby) = try await devices.offer { $0.title = "Groceries" }
         #expect(nearby.device == "laptop")
         #expect(nearby.title == "Groceries")
@@ -19,7 +19,7 @@ struct FabricTests {
 
     @Test("A device of another account is offered nothing")
     func otherAccount() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let stranger = devices.fabric.addDevice("stranger", account: "someone-else")
         _ = try await devices.offer()
         #expect(await stranger.nearbyActivities.isEmpty)
@@ -27,7 +27,7 @@ struct FabricTests {
 
     @Test("Continuing delivers the activity's state to the app that claims it, and the origin hears it")
     func continues() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let originDelegate = RecordingActivityDelegate()
         let (activity, nearby) = try await devices.offer {
             $0.userInfo = ["note": "buy milk", "line": 3]
@@ -47,7 +47,7 @@ struct FabricTests {
 
     @Test("The origin is asked to save once, however often needsSave was set")
     func savesOnce() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let originDelegate = RecordingActivityDelegate()
         originDelegate.onSave = { $0.addUserInfoEntries(from: ["saved": true]) }
         let (activity, nearby) = try await devices.offer()
@@ -60,7 +60,7 @@ struct FabricTests {
 
     @Test("An expired activity is never offered")
     func expired() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let expired = devices.originApp.perform { UserActivity(activityType: notesType) }
         expired.expirationDate = Date(timeIntervalSinceNow: -1)
         expired.becomeCurrent()
@@ -72,7 +72,7 @@ struct FabricTests {
 
     @Test("An activity not eligible for Handoff is not offered")
     func notEligible() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let hidden = devices.originApp.perform { UserActivity(activityType: notesType) }
         hidden.isEligibleForHandoff = false
         hidden.becomeCurrent()
@@ -84,7 +84,7 @@ struct FabricTests {
 
     @Test("Resigning and invalidating withdraw the offer")
     func withdrawn() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (activity, _) = try await devices.offer()
         activity.resignCurrent()
         try await devices.target.waitUntil("the offer to be withdrawn") { $0.nearbyActivities.isEmpty }
@@ -96,7 +96,7 @@ struct FabricTests {
 
     @Test("An unreachable origin fails the continuation with 4609")
     func unreachable() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (_, nearby) = try await devices.offer()
         await devices.origin.inject(.unreachable)
         let outcome = await devices.target.continueActivity(nearby)
@@ -107,7 +107,7 @@ struct FabricTests {
 
     @Test("An origin lost during the fetch fails the continuation with 4608, as a device vanishing mid-answer does")
     func lostDuringFetch() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (_, nearby) = try await devices.offer()
         await devices.origin.inject(.appStallsOnSave(bundleIdentifier: "com.example.notes"))
         let target = devices.target
@@ -122,7 +122,7 @@ struct FabricTests {
 
     @Test("An origin app that does not save in time fails the continuation with 4610")
     func stalls() async throws {
-        let devices = await TwoDevices(configuration: .init(saveDeadline: .milliseconds(200)))
+        let devices = try await TwoDevices(configuration: .init(saveDeadline: .milliseconds(200)))
         let (_, nearby) = try await devices.offer()
         await devices.origin.inject(.appStallsOnSave(bundleIdentifier: "com.example.notes"))
         let outcome = await devices.target.continueActivity(nearby)
@@ -133,7 +133,7 @@ struct FabricTests {
 
     @Test("A payload over the limit fails the continuation with 4611")
     func tooLarge() async throws {
-        let devices = await TwoDevices(configuration: .init(payloadLimit: 1024))
+        let devices = try await TwoDevices(configuration: .init(payloadLimit: 1024))
         let (_, nearby) = try await devices.offer { $0.userInfo = ["blob": Data(count: 4096)] }
         let outcome = await devices.target.continueActivity(nearby)
         guard case .failed(let failure) = outcome else { Issue.record("expected a failure, got \(outcome)"); return }
@@ -145,7 +145,7 @@ struct FabricTests {
     @Test("A userInfo value that cannot travel fails the continuation with a message naming its key")
     func unsupportedValue() async throws {
         struct Color { var red = 1.0 }
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (_, nearby) = try await devices.offer { $0.userInfo = ["style": ["fill": Color()]] }
         let outcome = await devices.target.continueActivity(nearby)
         guard case .failed(let failure) = outcome else { Issue.record("expected a failure, got \(outcome)"); return }
@@ -157,7 +157,7 @@ struct FabricTests {
 
     @Test("A newer continuation ends the pending one with 3072, and the newer one completes")
     func superseded() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (_, nearby) = try await devices.offer()
         await devices.origin.inject(.appStallsOnSave(bundleIdentifier: "com.example.notes"))
         let target = devices.target
@@ -176,7 +176,7 @@ struct FabricTests {
 
     @Test("Under a burst of continuations the newest wins, and each willContinue gets exactly one outcome")
     func burst() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (_, nearby) = try await devices.offer()
         let target = devices.target
         // The origin's save stalls until all twenty have started, so that they all overlap (on
@@ -213,7 +213,7 @@ struct FabricTests {
 
     @Test("With no app but a web page, the page opens in the browser")
     func webFallback() async throws {
-        let devices = await TwoDevices(targetManifest: nil)
+        let devices = try await TwoDevices(targetManifest: nil)
         let originDelegate = RecordingActivityDelegate()
         let (activity, nearby) = try await devices.offer { $0.webpageURL = URL(string: "https://notes.example.com/n/7") }
         activity.delegate = originDelegate
@@ -226,11 +226,11 @@ struct FabricTests {
 
     @Test("A default browser app that claims web browsing receives the activity itself")
     func browserApp() async throws {
-        let devices = await TwoDevices(targetManifest: nil)
+        let devices = try await TwoDevices(targetManifest: nil)
         let browserDelegate = RecordingAppDelegate()
         let browser = AppManifest(bundleIdentifier: "org.example.browser", teamIdentifier: "OTHER", activityTypes: [NSUserActivityTypeBrowsingWeb])
-        await devices.target.install(browser) { browserDelegate }
-        await devices.target.setDefaultBrowser("org.example.browser")
+        try await devices.target.install(browser) { browserDelegate }
+        try await devices.target.setDefaultBrowser("org.example.browser")
         let (_, nearby) = try await devices.offer { $0.webpageURL = URL(string: "https://notes.example.com/n/8") }
         let outcome = await devices.target.continueActivity(nearby)
         #expect(outcome == .continued(bundleIdentifier: "org.example.browser"))
@@ -239,7 +239,7 @@ struct FabricTests {
 
     @Test("With no app and no web page, nothing continues and the reason is given")
     func nowhere() async throws {
-        let devices = await TwoDevices(targetManifest: nil)
+        let devices = try await TwoDevices(targetManifest: nil)
         let (_, nearby) = try await devices.offer()
         let outcome = await devices.target.continueActivity(nearby)
         guard case .notContinued(let reason) = outcome else { Issue.record("expected notContinued, got \(outcome)"); return }
@@ -248,7 +248,7 @@ struct FabricTests {
 
     @Test("An app of another team does not receive the activity")
     func otherTeam() async throws {
-        let devices = await TwoDevices(targetManifest: notesManifest(team: "TEAM2"))
+        let devices = try await TwoDevices(targetManifest: notesManifest(team: "TEAM2"))
         let (_, nearby) = try await devices.offer()
         let outcome = await devices.target.continueActivity(nearby)
         guard case .notContinued(let reason) = outcome else { Issue.record("expected notContinued, got \(outcome)"); return }
@@ -258,7 +258,7 @@ struct FabricTests {
 
     @Test("Continuation streams carry a request and its answer between the two apps")
     func streams() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let originDelegate = RecordingActivityDelegate()
         originDelegate.onStreams = { input, output in
             let streams = UncheckedBox((input, output))
@@ -289,7 +289,7 @@ struct FabricTests {
 
     @Test("Asking for streams an activity does not support fails, and the origin's delegate is not called")
     func streamsUnsupported() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let originDelegate = RecordingActivityDelegate()
         let (activity, nearby) = try await devices.offer()
         activity.delegate = originDelegate
@@ -301,7 +301,7 @@ struct FabricTests {
 
     @Test("A crashed app is launched again by the next continuation")
     func relaunch() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (_, nearby) = try await devices.offer()
         _ = await devices.target.continueActivity(nearby)
         await devices.target.terminate("com.example.notes")

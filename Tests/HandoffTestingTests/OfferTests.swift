@@ -9,7 +9,7 @@ import Testing
 struct OfferTests {
     @Test("Making an ineligible activity current withdraws the one it replaced")
     func ineligibleReplacement() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         _ = try await devices.offer()
         let secret = devices.originApp.perform { UserActivity(activityType: "com.example.notes.private") }
         secret.isEligibleForHandoff = false
@@ -19,7 +19,7 @@ struct OfferTests {
 
     @Test("A device that joins later sees what the others already offer")
     func lateJoiner() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         _ = try await devices.offer()
         let tablet = devices.fabric.addDevice("tablet")
         let offer = try await tablet.nearbyActivity(ofType: notesType)
@@ -28,9 +28,9 @@ struct OfferTests {
 
     @Test("When the most recent app resigns, the other app's current activity is offered again")
     func fallsBack() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (_, first) = try await devices.offer()
-        let other = await devices.origin.launch(AppManifest(bundleIdentifier: "com.example.maps", teamIdentifier: "TEAM1"))
+        let other = try await devices.origin.launch(AppManifest(bundleIdentifier: "com.example.maps", teamIdentifier: "TEAM1"))
         let maps = other.perform { UserActivity(activityType: "com.example.maps.viewing") }
         maps.becomeCurrent()
         _ = try await devices.target.nearbyActivity(ofType: "com.example.maps.viewing")
@@ -41,12 +41,12 @@ struct OfferTests {
 
     @Test("An app launched while a continuation starts it keeps reaching its device")
     func launchDuringContinuation() async throws {
-        let devices = await TwoDevices()
+        let devices = try await TwoDevices()
         let (_, nearby) = try await devices.offer()
         let target = devices.target
         let delegate = devices.targetDelegate
         async let outcome = target.continueActivity(nearby)
-        let app = await target.launch(notesManifest()) { delegate }
+        let app = try await target.launch(notesManifest()) { delegate }
         #expect(await outcome == .continued(bundleIdentifier: "com.example.notes"))
         // The app's own activity still reaches the other device.
         let reply = app.perform { UserActivity(activityType: "com.example.notes.reply") }
@@ -58,7 +58,7 @@ struct OfferTests {
     func webToApp() async throws {
         let fabric = HandoffFabric()
         let laptop = fabric.addDevice("laptop"), phone = fabric.addDevice("phone")
-        let browser = await laptop.launch(AppManifest(bundleIdentifier: "org.example.browser", teamIdentifier: "BROWSER", activityTypes: [NSUserActivityTypeBrowsingWeb]))
+        let browser = try await laptop.launch(AppManifest(bundleIdentifier: "org.example.browser", teamIdentifier: "BROWSER", activityTypes: [NSUserActivityTypeBrowsingWeb]))
         let page = browser.perform { UserActivity(activityType: NSUserActivityTypeBrowsingWeb) }
         page.webpageURL = URL(string: "https://shop.example.com/item/7")
         page.userInfo = ["open-tabs": 12]
@@ -68,7 +68,7 @@ struct OfferTests {
         let shop = AppManifest(
             bundleIdentifier: "com.example.shop", teamIdentifier: "SHOP",
             associatedDomains: [try AssociatedDomain(parsing: "activitycontinuation:shop.example.com")])
-        await phone.install(shop) { shopDelegate }
+        try await phone.install(shop) { shopDelegate }
         let offer = try await phone.nearbyActivity(ofType: NSUserActivityTypeBrowsingWeb)
 
         #expect(await phone.continueActivity(offer) == .openedInBrowser(URL(string: "https://shop.example.com/item/7")!))

@@ -54,7 +54,7 @@ struct SeedPortTests {
         let fabric = HandoffFabric()
         let mac = fabric.addDevice("mac")
         let phone = fabric.addDevice("phone")
-        let macApp = await mac.launch(shapesManifest)
+        let macApp = try await mac.launch(shapesManifest)
         let macShapes = macApp.perform { ShapesViewController() }
         macShapes.shape = "hexagon"
         let activity = macApp.perform {
@@ -69,7 +69,7 @@ struct SeedPortTests {
         activity.becomeCurrent()
 
         let phoneDelegate = ShapesAppDelegate()
-        await phone.install(shapesManifest) { phoneDelegate }
+        try await phone.install(shapesManifest) { phoneDelegate }
         let offer = try await phone.nearbyActivity(ofType: shapeType)
         #expect(offer.title == "Creating shape")
         #expect(await phone.continueActivity(offer) == .continued(bundleIdentifier: "com.example.shapes"))
@@ -82,13 +82,13 @@ struct SeedPortTests {
         let laptop = fabric.addDevice("laptop")
         let desktop = fabric.addDevice("desktop")
         let region = MapRegion(latitude: 37.7887, longitude: -122.4075, latitudeSpan: 0.02, longitudeSpan: 0.03)
-        let laptopApp = await laptop.launch(mapViewerManifest())
+        let laptopApp = try await laptop.launch(mapViewerManifest())
         let laptopMap = laptopApp.perform { MapViewController(region: region, favorites: FavoritesStore(file: nil)) }
         laptopApp.perform { laptopMap.show(region) }
 
         let desktopMap = MapViewController(region: MapRegion(latitude: 0, longitude: 0, latitudeSpan: 1, longitudeSpan: 1), favorites: FavoritesStore(file: nil))
         let desktopDelegate = MapViewerAppDelegate(mapViewController: desktopMap)
-        await desktop.install(mapViewerManifest()) { desktopDelegate }
+        try await desktop.install(mapViewerManifest()) { desktopDelegate }
         let offer = try await desktop.nearbyActivity(ofType: MapViewerActivity.mapViewing)
         #expect(await desktop.continueActivity(offer) == .continued(bundleIdentifier: "com.example.handoff.MapViewer"))
         #expect(desktopMap.region == region)
@@ -100,7 +100,7 @@ struct SeedPortTests {
         let laptop = fabric.addDevice("laptop")
         let desktop = fabric.addDevice("desktop")
         let region = MapRegion(latitude: 37.7285, longitude: -122.4767, latitudeSpan: 0.02, longitudeSpan: 0.02)
-        let laptopApp = await laptop.launch(mapViewerManifest())
+        let laptopApp = try await laptop.launch(mapViewerManifest())
         let laptopMap = laptopApp.perform { MapViewController(region: region, favorites: FavoritesStore(file: nil)) }
         laptopApp.perform {
             laptopMap.openEditor(for: bundledStores[1])
@@ -109,7 +109,7 @@ struct SeedPortTests {
 
         let desktopMap = MapViewController(region: region, favorites: FavoritesStore(file: nil))
         let desktopDelegate = MapViewerAppDelegate(mapViewController: desktopMap)
-        await desktop.install(mapViewerManifest()) { desktopDelegate }
+        try await desktop.install(mapViewerManifest()) { desktopDelegate }
         let offer = try await desktop.nearbyActivity(ofType: MapViewerActivity.storeEditing)
         #expect(await desktop.continueActivity(offer) == .continued(bundleIdentifier: "com.example.handoff.MapViewer"))
         #expect(desktopMap.editingStore == bundledStores[1])

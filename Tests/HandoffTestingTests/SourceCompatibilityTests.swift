@@ -75,12 +75,12 @@ struct SourceCompatibilityTests {
     func appKitForm() async throws {
         let fabric = HandoffFabric()
         let mac = fabric.addDevice("mac"), laptop = fabric.addDevice("laptop")
-        let origin = await mac.launch(manifest)
+        let origin = try await mac.launch(manifest)
         let writer = origin.perform { JournalEntryController() }
         origin.perform { writer.startWriting() }
 
         let delegate = JournalMacDelegate()
-        await laptop.install(manifest) { delegate }
+        try await laptop.install(manifest) { delegate }
         let offer = try await laptop.nearbyActivity(ofType: compatibleType)
         #expect(await laptop.continueActivity(offer) == .continued(bundleIdentifier: "com.example.journal"))
         #expect(delegate.willContinue == [compatibleType])

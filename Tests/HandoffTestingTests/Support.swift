@@ -95,15 +95,15 @@ struct TwoDevices {
     let originApp: Application
     let targetDelegate: RecordingAppDelegate
 
-    init(configuration: HandoffFabric.Configuration = .init(), targetManifest: AppManifest? = notesManifest()) async {
+    init(configuration: HandoffFabric.Configuration = .init(), targetManifest: AppManifest? = notesManifest()) async throws {
         fabric = HandoffFabric(configuration: configuration)
         origin = fabric.addDevice("laptop")
         target = fabric.addDevice("desktop")
-        originApp = await origin.launch(notesManifest())
+        originApp = try await origin.launch(notesManifest())
         let delegate = RecordingAppDelegate()
         targetDelegate = delegate
         if let targetManifest {
-            await target.install(targetManifest) { delegate }
+            try await target.install(targetManifest) { delegate }
         }
     }
 
