@@ -40,7 +40,7 @@ extension Agent {
         let invitation = Invitation.make(kind, host: address, port: listener.port, fingerprint: pinned)
         let id = UUID.random()
         let expires = Date().addingTimeInterval(lifetime)
-        invitations[id] = PendingInvitation(invitation: invitation, expires: expires)
+        pairing.issue(id, invitation, expires: expires)
         Task { [weak self] in
             try? await Task.sleep(for: .milliseconds(Int64(lifetime * 1000)))
             await self?.expire(id)
@@ -75,9 +75,10 @@ extension Agent {
 
 
     func expire(_ id: UUID) {
-        guard let pending = invitations.removeValue(forKey: id) else { return }
-        for waiter in pending.waiters { waiter.resume(returning: nil) }
-        pending.decision?.resume(returning: false)
+        guard pairing.expire(id) != nil else { return }
+        let waiting = invitationWaiters.removeValue(forKey: id)
+        for waiter in waiting?.candidate ?? [] { waiter.resume(returning: nil) }
+        waiting?.decision?.resume(returning: false)
         // The listener closes a little later, so the answer to a join in progress is written.
         Task { [weak self] in
             try? await Task.sleep(for: .seconds(5))
@@ -86,22 +87,22 @@ extension Agent {
     }
 
     func closePairingListenerIfIdle() async {
-        guard invitations.isEmpty, let listener = pairingListener else { return }
+        guard pairing.invitations.isEmpty, let listener = pairingListener else { return }
         pairingListener = nil
         pairingIdentity = nil
-        wrongJoinCodes = 0
+        pairing.listenerClosed()
         await listener.close()
     }
 
     func awaitJoin(_ id: UUID) async -> LocalReply {
-        guard invitations[id] != nil else {
+        guard pairing.invitations[id] != nil else {
             return .failure(LocalError(.notFound, "the invitation has expired or was used"))
         }
         let request: LocalJoinRequest? = await withCheckedContinuation { continuation in
-            if let candidate = invitations[id]?.candidate {
+            if let candidate = pairing.invitations[id]?.candidate {
                 continuation.resume(returning: candidate)
-            } else if invitations[id] != nil {
-                invitations[id]?.waiters.append(continuation)
+            } else if pairing.invitations[id] != nil {
+                invitationWaiters[id, default: InvitationWaiters()].candidate.append(continuation)
             } else {
                 continuation.resume(returning: nil)
             }
@@ -111,10 +112,10 @@ extension Agent {
     }
 
     func confirmJoin(_ id: UUID, accept: Bool) -> LocalReply {
-        guard let decision = invitations[id]?.decision else {
+        guard let decision = invitationWaiters[id]?.decision else {
             return .failure(LocalError(.notFound, "no device is waiting to join with that invitation"))
         }
-        invitations[id]?.decision = nil
+        invitationWaiters[id]?.decision = nil
         decision.resume(returning: accept)
         return LocalReply()
     }
@@ -136,13 +137,8 @@ extension Agent {
         }
     }
 
-    /// Join requests looked at per minute from one address.
-    static let joinAttemptsPerMinute = 5
-    /// Wrong codes after which the invitations are withdrawn.
-    static let wrongJoinCodesAllowed = 10
-
     /// How long a join answered waits for the joining device's confirmation.
-    static let joinConfirmationDeadline: Duration = .seconds(10)
+    static let joinConfirmationDeadline = PairingStateMachine.confirmationDeadline
 
     private func requestJoin(version: UInt8, name: String, certificate: [UInt8], proof: [UInt8], from peer: LinkPeer) async -> Frame? {
         let refuse = { (reason: String) -> Frame? in
@@ -158,29 +154,19 @@ extension Agent {
         guard certificate == peer.presented else {
             return refuse("the certificate in the request is not the one it connected with")
         }
-        // Guessing is slow: five requests a minute from one address are looked at, and ten
-        // wrong codes withdraw the invitations (the person makes a new one), as ssh limits tries.
-        if let address = peer.address {
-            let instant = ContinuousClock.now
-            if joinAttempts.count >= 256 { joinAttempts = joinAttempts.filter { $0.value.contains { instant - $0 < .seconds(60) } } }
-            let recent = (joinAttempts[address] ?? []).filter { instant - $0 < .seconds(60) }
-            guard recent.count < Self.joinAttemptsPerMinute else {
-                return refuse("too many join attempts from this address; wait a minute and try again")
-            }
-            joinAttempts[address] = recent + [instant]
+        // Guessing is slow (`PairingStateMachine`): five requests a minute from one address
+        // are looked at, and ten wrong codes withdraw the invitations, as ssh limits tries.
+        let id: UUID, invitation: Invitation
+        switch pairing.requested(proof: proof, certificate: certificate, name: name, from: peer.address, now: .now, date: Date()) {
+        case .refused(let reason):
+            return refuse(reason)
+        case .withdraw(let ids, let refusal):
+            logger.warning("\(PairingStateMachine.wrongCodesAllowed) wrong join codes: the invitations are withdrawn; make a new one with 'handoff device invite'")
+            for id in ids { expire(id) }
+            return refuse(refusal)
+        case .matched(let matched, let its):
+            (id, invitation) = (matched, its)
         }
-        let now = Date()
-        guard let (id, pending) = invitations.first(where: { !$0.value.used && $0.value.expires > now && $0.value.invitation.isValid(proof: proof, certificate: certificate, name: name) }) else {
-            wrongJoinCodes += 1
-            if wrongJoinCodes >= Self.wrongJoinCodesAllowed, !invitations.isEmpty {
-                logger.warning("\(wrongJoinCodes) wrong join codes: the invitations are withdrawn; make a new one with 'handoff device invite'")
-                for id in Array(invitations.keys) { expire(id) }
-                wrongJoinCodes = 0
-            }
-            return refuse("the code is wrong, was used already, or has expired; ask for a new one with 'handoff device invite'")
-        }
-        // One use, whatever comes of it.
-        invitations[id]?.used = true
         guard let account else { return refuse("this device has left its account") }
         let trimmed = name.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty, trimmed.utf8.count <= 64 else { return refuse("a device name has 1 to 64 bytes") }
@@ -196,8 +182,8 @@ extension Agent {
             } catch {
                 return refuse("this device could not sign the account: \(error)")
             }
-            let join = PendingJoin(signed: signed, account: account, previous: account.members, name: name, isMember: true)
-            pendingJoins[confirmation] = join
+            let join = PairingStateMachine.AnsweredJoin(signed: signed, account: account, previous: account.members, name: name, isMember: true, token: UUID.random())
+            pairing.answered(confirmation, join)
             logger.notice("'\(name)' asked to join again: it is a member that never heard it joined")
             // Kept only until the deadline, as a new device's join is.
             Task { [weak self] in
@@ -209,14 +195,13 @@ extension Agent {
         guard !account.members.contains(where: { $0.name == name }) else {
             return refuse("a device named '\(name)' is already in the account; start the new device's agent with another --name")
         }
-        if pending.invitation.kind == .interactive {
-            let request = LocalJoinRequest(name: name, verification: pending.invitation.verificationNumber(certificate: certificate), fingerprint: fingerprint)
+        if invitation.kind == .interactive {
+            let request = LocalJoinRequest(name: name, verification: invitation.verificationNumber(certificate: certificate), fingerprint: fingerprint)
             let accepted: Bool = await withCheckedContinuation { continuation in
-                guard invitations[id] != nil else { return continuation.resume(returning: false) }
-                invitations[id]?.candidate = request
-                invitations[id]?.decision = continuation
-                for waiter in invitations[id]?.waiters ?? [] { waiter.resume(returning: request) }
-                invitations[id]?.waiters = []
+                guard pairing.ask(id, request) else { return continuation.resume(returning: false) }
+                invitationWaiters[id, default: InvitationWaiters()].decision = continuation
+                for waiter in invitationWaiters[id]?.candidate ?? [] { waiter.resume(returning: request) }
+                invitationWaiters[id]?.candidate = []
             }
             guard accepted else {
                 expire(id)
@@ -242,8 +227,8 @@ extension Agent {
             return refuse("this device could not sign the account: \(error)")
         }
         // Committed when the device confirms it has this answer, within the deadline.
-        let join = PendingJoin(signed: signed, account: proposed, previous: previous, name: name, isMember: false)
-        pendingJoins[confirmation] = join
+        let join = PairingStateMachine.AnsweredJoin(signed: signed, account: proposed, previous: previous, name: name, isMember: false, token: UUID.random())
+        pairing.answered(confirmation, join)
         Task { [weak self] in
             try? await Task.sleep(for: Self.joinConfirmationDeadline)
             await self?.dropUnconfirmedJoin(confirmation, token: join.token)
@@ -252,8 +237,7 @@ extension Agent {
     }
 
     private func dropUnconfirmedJoin(_ key: String, token: UUID) {
-        guard let pending = pendingJoins[key], pending.token == token else { return }
-        pendingJoins[key] = nil
+        guard let pending = pairing.confirmationDeadlinePassed(key, token: token) else { return }
         if pending.isMember {
             logger.info("'\(pending.name)', a member asking to join again, did not confirm within \(Self.joinConfirmationDeadline); it stays a member")
         } else {
@@ -263,7 +247,7 @@ extension Agent {
 
     private func confirmJoin(from peer: LinkPeer) async -> Frame? {
         let key = DeviceIdentity.fingerprint(ofCertificate: peer.presented)
-        guard let pending = pendingJoins.removeValue(forKey: key) else {
+        guard let pending = pairing.confirmed(key) else {
             return LinkMessage.joinRefused(reason: "no join waits for this device's confirmation (more than \(Self.joinConfirmationDeadline) passed?); join again with a new code").frame
         }
         if pending.isMember { return LinkMessage.joinAccepted(pending.signed).frame }

@@ -97,15 +97,11 @@ public actor Agent {
     /// The identity the pairing listener shows (certificates of its own, pinned by invitations).
     var pairingIdentity: DeviceIdentity?
     var pairingListenerOpening: Task<Result<Void, LocalError>, Never>?
+    /// Invitations, guesses and answered joins (`PairingStateMachine`), and who waits on them.
+    var pairing = PairingStateMachine()
+    var invitationWaiters: [UUID: InvitationWaiters] = [:]
     /// Held (flock) while the agent runs, so that a second agent on the same state refuses to start.
     var lockFile: Int32 = -1
-    var invitations: [UUID: PendingInvitation] = [:]
-    /// Joins answered and not yet confirmed, by the certificate the joining device showed.
-    var pendingJoins: [String: PendingJoin] = [:]
-    /// Join requests of the last minute, by address (at most 5 each are looked at).
-    var joinAttempts: [String: [ContinuousClock.Instant]] = [:]
-    /// Wrong codes since the invitations were made; at 10 they are withdrawn.
-    var wrongJoinCodes = 0
     var joining: Task<LocalReply, Never>?
     /// How the last join ended, for an `awaitJoinResult` that comes after it did.
     var joinResult: LocalReply?
@@ -124,27 +120,9 @@ public actor Agent {
     static let keptChanges = 32
 
     /// A join answered, waiting for the joining device to confirm it has the answer.
-    struct PendingJoin {
-        var signed: SignedChange
-        /// The account with the device in it.
-        var account: AccountState
-        /// The members before it.
-        var previous: [AccountState.Member]
-        var name: String
-        /// It was a member already (it asked again, never having heard it joined).
-        var isMember: Bool
-        /// This request's own, so that only its deadline drops it (not an earlier request's
-        /// from the same device).
-        var token = UUID.random()
-    }
-
-    /// An invitation this device made, until it is used or expires.
-    struct PendingInvitation {
-        var invitation: Invitation
-        var expires: Date
-        var used = false
-        var candidate: LocalJoinRequest?
-        var waiters: [CheckedContinuation<LocalJoinRequest?, Never>] = []
+    /// Those waiting on an invitation: for a device to ask with it, and for the person's decision.
+    struct InvitationWaiters {
+        var candidate: [CheckedContinuation<LocalJoinRequest?, Never>] = []
         var decision: CheckedContinuation<Bool, Never>?
     }
 
@@ -300,7 +278,7 @@ public actor Agent {
         unicastSockets = []
         await pairingListener?.close()
         pairingListener = nil
-        for id in Array(invitations.keys) { expire(id) }
+        for id in Array(pairing.invitations.keys) { expire(id) }
         joining?.cancel()
         for link in links.values { link.close() }
         links = [:]

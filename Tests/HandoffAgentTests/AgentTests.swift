@@ -436,9 +436,9 @@ struct AgentTests {
             let askAgain = LinkMessage.joinRequest(
                 version: LinkMessage.version, name: "late", certificate: identity.certificateDER, proof: asked.proof(certificate: identity.certificateDER, name: "late"))
             _ = try? await LinkClient.exchange(askAgain.frame, host: "127.0.0.1", port: unconfirmed.port, identity: identity.showingLongTermCertificate(), trust: .shown({ asked.matches(fingerprint: $0) }))
-            #expect(await a.agent?.pendingJoins.count == 1)
+            #expect(await a.agent?.pairing.answered.count == 1)
             #expect(
-                await waitUntil(Double(Agent.joinConfirmationDeadline.components.seconds) + 3) { await a.agent?.pendingJoins.isEmpty == true },
+                await waitUntil(Double(Agent.joinConfirmationDeadline.components.seconds) + 3) { await a.agent?.pairing.answered.isEmpty == true },
                 "a member's unconfirmed request to join again was kept past the deadline")
             let again = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
             try await late.call(.join(code: again.code))
