@@ -46,11 +46,11 @@ struct ActivityFetchTests {
         let record = self.record
         let waiting = Shared(0)
         let most = Shared(0)
-        let release = Shared(false)
+        let release = Latch()
         let service = try await service { _ in
             waiting.update { $0 += 1 }
             most.update { [now = waiting.value] in $0 = max($0, now) }
-            while !release.value { try? await Task.sleep(for: .milliseconds(5)) }
+            await release.wait()
             waiting.update { $0 -= 1 }
             return .success(record)
         }
@@ -68,7 +68,7 @@ struct ActivityFetchTests {
         try await Task.sleep(for: .milliseconds(300))
         #expect(waiting.value == 64)
         #expect(most.value == 64)
-        release.update { $0 = true }
+        release.open()
         #expect(await waitUntil(30) { answered.value == 200 }, "\(answered.value) of 200 answered")
         #expect(most.value == 64)
     }
@@ -77,10 +77,10 @@ struct ActivityFetchTests {
     func keepaliveOnlyWhileBusy() async throws {
         let record = self.record
         let saving = Shared(false)
-        let release = Shared(false)
+        let release = Latch()
         let service = try await service { _ in
             saving.update { $0 = true }
-            while !release.value { try? await Task.sleep(for: .milliseconds(5)) }
+            await release.wait()
             return .success(record)
         }
         defer { Task { await service.close() } }
@@ -94,7 +94,7 @@ struct ActivityFetchTests {
         #expect(await waitUntil { saving.value })
         #expect(try await keepalive() == true)
         // Answered: off again, a moment later, and before TCP's first probe (5 s of silence).
-        release.update { $0 = true }
+        release.open()
         #expect(try await fetch.value.get() == record)
         #expect(await waitUntil { (try? await keepalive()) == false })
         #expect(PeerConnection.keepaliveLinger < .seconds(5))
@@ -211,12 +211,14 @@ struct ActivityFetchTests {
 
     @Test("An origin that never answers fails the fetch at the deadline with 4608")
     func silent() async throws {
+        let silence = Latch()
+        defer { silence.open() }
         let service = try await service { _ in
-            try? await Task.sleep(for: .seconds(30))
+            await silence.wait()
             return .failure(FetchFailure(code: 4608, message: "late"))
         }
         // The deadline bounds the handshake too, which a busy 2-core machine running the whole
-        // suite in a debug build has taken over 5 s to finish; the origin waits 30 s.
+        // suite in a debug build has taken over 5 s to finish; the origin never answers.
         let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: .seconds(20))
         guard case .failure(let failure) = result else { Issue.record("fetched from a silent origin"); return }
         #expect(failure.code == 4608)
@@ -235,5 +237,29 @@ struct ActivityFetchTests {
         let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
         guard case .failure(let failure) = result else { Issue.record("fetched from a vanished origin"); return }
         #expect(failure.code == 4608)
+    }
+}
+
+/// Holds those who wait on it until it opens (a test's way to let a handler go on).
+final class Latch: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let open = state.withLock { state in
+                if !state.open { state.waiters.append(waiter) }
+                return state.open
+            }
+            if open { waiter.resume() }
+        }
     }
 }
