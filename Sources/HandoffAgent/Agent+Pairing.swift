@@ -41,9 +41,10 @@ extension Agent {
         let id = UUID.random()
         let expires = Date().addingTimeInterval(lifetime)
         pairing.issue(id, invitation, expires: expires)
-        Task { [weak self] in
-            try? await Task.sleep(for: .milliseconds(Int64(lifetime * 1000)))
-            await self?.expire(id)
+        // Cancelled when the invitation ends sooner (used, withdrawn), so nothing waits out a
+        // lifetime of up to a day for an invitation long gone.
+        invitationWaiters[id, default: InvitationWaiters()].expiry = LoopTimer(after: .milliseconds(Int64(lifetime * 1000))) { [weak self] in
+            Task { await self?.expire(id) }
         }
         logger.notice("made an invitation to '\(account.name)'", metadata: ["kind": "\(kind)", "expires": "\(expires)"])
         return LocalReply(
@@ -77,6 +78,7 @@ extension Agent {
     func expire(_ id: UUID) {
         guard pairing.expire(id) != nil else { return }
         let waiting = invitationWaiters.removeValue(forKey: id)
+        waiting?.expiry?.cancel()
         for waiter in waiting?.candidate ?? [] { waiter.resume(returning: nil) }
         waiting?.decision?.resume(returning: false)
         // The listener closes a little later, so the answer to a join in progress is written.

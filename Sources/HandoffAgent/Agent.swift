@@ -53,7 +53,7 @@ public actor Agent {
     var releasedSinceBusy = false
     var idleTask: Task<Void, Never>?
     /// How many continuations were asked for; the newest one wins.
-    var continuationTickets: UInt64 = 0
+    package internal(set) var continuationTickets: UInt64 = 0
     /// Apps being started for a continuation, by bundle identifier.
     var appsStarting: [String: Task<Result<Session, LocalError>, Never>] = [:]
     /// Apps started for a continuation whose process has not connected yet, by bundle identifier.
@@ -120,10 +120,12 @@ public actor Agent {
     static let keptChanges = 32
 
     /// A join answered, waiting for the joining device to confirm it has the answer.
-    /// Those waiting on an invitation: for a device to ask with it, and for the person's decision.
+    /// What waits on an invitation: those waiting for a device to ask with it, the person's
+    /// decision, and its expiry.
     struct InvitationWaiters {
         var candidate: [CheckedContinuation<LocalJoinRequest?, Never>] = []
         var decision: CheckedContinuation<Bool, Never>?
+        var expiry: LoopTimer?
     }
 
     /// A client of the local socket.

@@ -353,6 +353,12 @@ public actor SimulatedDevice {
 
     // MARK: Continuing
 
+    /// How many continuations this device's agent has been asked for so far (each one the
+    /// agent takes is the newest until the next).
+    package var continuationsAsked: UInt64 {
+        get async { await agent?.continuationTickets ?? 0 }
+    }
+
     /// Continues an activity another device offers, as a person choosing it here would: the
     /// agent picks the app (or the browser), launches it, fetches the activity from its
     /// device and delivers it. The app hears exactly one `continue` or `didFail`, and has

@@ -107,8 +107,10 @@ struct ServiceDiscoveryTests {
 
     @Test("Names rotate on schedule and on an interface change; the other side follows, and the old name is gone")
     func rotation() async throws {
-        // Every 4 s: on a loaded machine, probing and announcing a name can take a second or two.
-        let a = await serviceDiscovery(linkPort: 3333, rotation: .seconds(4)), b = await serviceDiscovery(linkPort: 4444)
+        // Every 8 s: probing and announcing a name takes about 2 s, and in the full suite on 2
+        // cores the tasks doing it can wait seconds for a thread. Once, at 4 s, every rotation
+        // came before the announcement (A: 5 rotations in 30 s, never announced; B listed nothing).
+        let a = await serviceDiscovery(linkPort: 3333, rotation: .seconds(8)), b = await serviceDiscovery(linkPort: 4444)
         // Missed once in the full suite under load: say what each side saw if it happens again.
         let found = await waitUntil(30) { await b.services.contains { $0.port == 3333 } }
         if !found {

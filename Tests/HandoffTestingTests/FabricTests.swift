@@ -192,8 +192,15 @@ struct FabricTests {
                     return await target.continueActivity(nearby)
                 }
             }
-            #expect(await eventually { started.count == 20 && !devices.targetDelegate.events.isEmpty })
-            try? await Task.sleep(for: .milliseconds(200))
+            // All twenty taken by the agent, so that the last one is the newest. (A fixed 200 ms
+            // here once let one of the twenty arrive after the last, and both continued.)
+            var asked: UInt64 = 0
+            let deadline = ContinuousClock.now + .seconds(30)
+            while asked < 20, ContinuousClock.now < deadline {
+                asked = await target.continuationsAsked
+                await Task.yield()
+            }
+            #expect(asked == 20, "the agent took \(asked) of the 20 continuations")
             await devices.origin.clear(.appStallsOnSave(bundleIdentifier: "com.example.notes"))
             group.addTask { await target.continueActivity(nearby) }
             var outcomes: [ContinuationOutcome] = []
