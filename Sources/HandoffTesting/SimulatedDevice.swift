@@ -448,30 +448,6 @@ public struct FabricTimeout: Error, CustomStringConvertible {
     public var description: String { "waited \(limit) for \(what), in vain" }
 }
 
-/// Closed until `open`; then every wait returns.
-final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func open() {
-        let waiters = state.withLock { state in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    func wait() async {
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let open = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(waiter)
-                return false
-            }
-            if open { waiter.resume() }
-        }
-    }
-}
 
 struct WeakDevice: Sendable {
     weak var device: SimulatedDevice?

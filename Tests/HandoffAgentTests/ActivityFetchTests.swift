@@ -46,7 +46,7 @@ struct ActivityFetchTests {
         let record = self.record
         let waiting = Shared(0)
         let most = Shared(0)
-        let release = Latch()
+        let release = Gate()
         let service = try await service { _ in
             waiting.update { $0 += 1 }
             most.update { [now = waiting.value] in $0 = max($0, now) }
@@ -77,7 +77,7 @@ struct ActivityFetchTests {
     func keepaliveOnlyWhileBusy() async throws {
         let record = self.record
         let saving = Shared(false)
-        let release = Latch()
+        let release = Gate()
         let service = try await service { _ in
             saving.update { $0 = true }
             await release.wait()
@@ -211,7 +211,7 @@ struct ActivityFetchTests {
 
     @Test("An origin that never answers fails the fetch at the deadline with 4608")
     func silent() async throws {
-        let silence = Latch()
+        let silence = Gate()
         defer { silence.open() }
         let service = try await service { _ in
             await silence.wait()
@@ -237,29 +237,5 @@ struct ActivityFetchTests {
         let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
         guard case .failure(let failure) = result else { Issue.record("fetched from a vanished origin"); return }
         #expect(failure.code == 4608)
-    }
-}
-
-/// Holds those who wait on it until it opens (a test's way to let a handler go on).
-final class Latch: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func open() {
-        let waiters = state.withLock { state in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    func wait() async {
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let open = state.withLock { state in
-                if !state.open { state.waiters.append(waiter) }
-                return state.open
-            }
-            if open { waiter.resume() }
-        }
     }
 }
