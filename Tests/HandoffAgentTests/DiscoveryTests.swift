@@ -282,7 +282,7 @@ struct DiscoveryTests {
             #expect(await waitUntil(10) { await a.nearby.contains { $0.sender == b!.device } }, "A never heard B")
         }
         #expect(await waitUntil(10) { (await a.serviceDiscoveryState?.services ?? []).contains { $0.port == strangerPort } }, "A's DNS-SD never found the stranger")
-        // A few refreshes later.
+        // A few refreshes later (the behaviour under test is what is sent over that time).
         counter.count.update { $0 = 0 }
         try await Task.sleep(for: .seconds(2))
         if memberHeard {

@@ -300,6 +300,7 @@ extension NamespaceTests {
 
         // A's interface goes down and comes up: its beacons flow again with no restart.
         try segment.run(in: "a", ["ip", "link", "set", "eth0", "down"])
+        // An outage longer than the interface scan (2 s), so that the agent sees it.
         try await Task.sleep(for: .seconds(3))
         try segment.run(in: "a", ["ip", "link", "set", "eth0", "up"])
         _ = try await offer(on: a, seenBy: b, title: "after the outage")

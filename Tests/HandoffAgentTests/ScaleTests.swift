@@ -76,6 +76,7 @@ struct ScaleTests {
                 #expect(await waitUntil(10) { ((try? await device.call(.status).status?.discovery?.unopened) ?? 0) > 0 }, "\(device.name) heard no beacon of the other account: is the link up?")
                 #expect(try await device.nearby().isEmpty, "\(device.name) lists another account's activity")
             }
+            // Several beacon refreshes pass: what is counted is what they send.
             try await Task.sleep(for: .seconds(8))
 
             // With members heard over multicast, nothing goes by unicast (before the fix, every

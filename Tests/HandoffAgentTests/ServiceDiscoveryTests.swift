@@ -94,6 +94,7 @@ struct ServiceDiscoveryTests {
             _ = bytes.withUnsafeBytes { raw in
                 withUnsafePointer(to: &group) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
             }
+            // A flood spread over time, as a misbehaving host would send it.
             try await Task.sleep(for: .milliseconds(15))
         }
         // The fakes took the cache; A's records were pushed out.

@@ -103,6 +103,7 @@ struct StateStoreTests {
             process.arguments = arguments
             process.standardError = FileHandle.nullDevice
             try process.run()
+            // Killed at a random moment of its writing: the moment is what the test varies.
             try await Task.sleep(for: .microseconds(Int.random(in: 20_000..<120_000)))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

@@ -66,6 +66,7 @@ struct StrangerProbeTests {
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         while seen.count < count, ContinuousClock.now < deadline {
             if let shown = try await probeRecovering(port: port), !seen.contains(where: { $0.certificate == shown.certificate }) { seen.append(shown) }
+            // Probes spaced as a stranger watching over time would space them.
             try await Task.sleep(for: .milliseconds(500))
         }
         return seen

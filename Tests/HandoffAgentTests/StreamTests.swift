@@ -162,6 +162,8 @@ final class StreamOrigin: UserActivityDelegate, Sendable {
                 box.input.close()
             case .closeInput:
                 box.input.close()
+                // Its output stays open a moment after its input closes, so that the other side
+                // sees the stop while it still writes.
                 Thread.sleep(forTimeInterval: 0.5)
                 box.output.close()
             case .runLoopEcho:
@@ -286,6 +288,7 @@ struct StreamTests {
             try await Task.sleep(for: .seconds(1))
             let ahead = scene.origin.written
             #expect(ahead < 16 << 20, "the origin wrote \(ahead) bytes with nobody reading")
+            // Half a second more of nobody reading: what is observed is that nothing moves.
             try await Task.sleep(for: .milliseconds(500))
             #expect(scene.origin.written - ahead < 1 << 20, "the origin kept writing with nobody reading")
             let box = StreamBox(input: input, output: output)
@@ -305,6 +308,7 @@ struct StreamTests {
             let continued = try await scene.continueOnB()
             let (input, output) = try await continued.continuationStreams()
             output.close()
+            // The behaviour under test: a reader away longer than the 10 s frame deadline.
             try await Task.sleep(for: .seconds(12))
             let box = StreamBox(input: input, output: output)
             let read = try await onThread { readAll(box.input) }
@@ -401,6 +405,7 @@ struct StreamTests {
                 for _ in 0..<1000 {
                     let n = chunk.withUnsafeBufferPointer { box.output.write($0.baseAddress!, maxLength: $0.count) }
                     if n < 0 { return true }
+                    // A paced writer, so that the close arrives while it still writes.
                     Thread.sleep(forTimeInterval: 0.005)
                 }
                 return false

@@ -27,6 +27,7 @@ struct NoAgentTests {
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(told)
+        // The behaviour under test: a second retry (once a second) passes without a second notice.
         try await Task.sleep(for: .milliseconds(1_200))
         let notices = store.messages.withLock { $0.filter { $0.1.contains("no Handoff agent") }.count }
         #expect(notices == 1)
