@@ -20,8 +20,7 @@ extension Agent {
     func continueActivity(_ wanted: UUID?, logger: Logger, notice: inout (@Sendable () -> Void)?) async -> LocalReply {
         let started = ContinuousClock.now
         // The newest continuation asked for wins over any still starting or fetching.
-        continuationTickets += 1
-        let ticket = continuationTickets
+        let ticket = continuations.ask()
         let nearby = await discovery?.nearby ?? []
         let candidates = nearby.filter { $0.activity != nil }
         let chosen: NearbyDevice?
@@ -89,97 +88,167 @@ extension Agent {
     }
 
     /// Gives the activity to the app: `willContinue`, the fetch, then exactly one `deliver` or
-    /// `fail`. A newer continuation on this device ends this one with 3072: before the app
-    /// hears of it if the newer one came while the app was starting, with a `fail` after.
+    /// `fail` (`ContinuationStateMachine` decides which; `run` carries it out). A newer
+    /// continuation on this device ends this one with 3072: before the app hears of it if the
+    /// newer one came while the app was starting, with a `fail` after.
     func continueInApp(
         _ bundleIdentifier: String, _ offer: BeaconActivity, from device: NearbyDevice, prefetched: WireActivityRecord?,
         ticket: UInt64, started: ContinuousClock.Instant, logger: ContinuationLog, notice: inout (@Sendable () -> Void)?
     ) async -> LocalReply {
-        let origin = memberName(device.sender)
-        let continuation = UUID.random()
-        // The fetch, unless a newer continuation or the app's end comes first (nil). It starts
-        // now, while the app starts (if it must) and before the app hears `willContinue`: on
-        // an open link the request is on its way before anything else is written.
-        let race = FirstOutcome<Result<WireActivityRecord, FetchFailure>?>()
-        if let prefetched {
-            race.settle(.success(prefetched))
-        } else if let link = openLinkNow(to: device) {
-            link.fetch(offer.id, deadline: configuration.fetchDeadline) { race.settle($0) }
-        } else {
-            Task { race.settle(await self.fetch(offer.id, from: device)) }
-        }
-        let session: Session
-        switch await runningSession(of: bundleIdentifier, continuation: continuation) {
-        case .success(let found): session = found
-        case .failure(let error): return .failure(error)
-        }
-        guard ticket == continuationTickets else {
-            return .failure(LocalError(.continuation, code: Self.cancelled, "a newer continuation replaced this one"))
-        }
-        if let previous = activeContinuation {
-            let superseded = LocalError(.continuation, code: Self.cancelled, "a newer continuation of '\(offer.activityType)' replaced this one")
-            previous.session.peer.send(.fail(continuation: previous.id, activityType: previous.activityType, error: superseded))
-            previous.fetch.settle(nil)
-        }
-        activeContinuation = (continuation, session, offer.activityType, race)
-        session.peer.send(.willContinue(continuation: continuation, activityType: offer.activityType))
-        let outcome = await race.value()
-        let stillActive = activeContinuation?.id == continuation
-        if stillActive { activeContinuation = nil }
-        guard sessions[session.id] != nil else {
-            logger.notice("the continuation ended: the app quit before the activity arrived")
-            return .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "'\(bundleIdentifier)' quit before the activity arrived"))
-        }
-        guard stillActive, let fetched = outcome else {
-            // A newer continuation replaced this one; the app was told then.
-            return .failure(LocalError(.continuation, code: Self.cancelled, "a newer continuation replaced this one"))
-        }
-        let fail = { (error: LocalError) -> LocalReply in
-            session.peer.send(.fail(continuation: continuation, activityType: offer.activityType, error: error))
-            logger.notice("the continuation failed: \(error.message)")
-            return .failure(error)
-        }
-        switch fetched {
-        case .failure(let failure):
-            return fail(LocalError(.continuation, code: failure.code, failure.message))
-        case .success(let wire):
-            var record = LocalRecord(wire)
-            if let bytes = record.userInfo {
-                // This device's limit holds whatever the other device allows.
-                guard bytes.count <= configuration.maximumPayload else {
-                    return fail(LocalError(
-                        .continuation, code: FetchFailure.userInfoTooLarge,
-                        "the activity's userInfo is \(bytes.count) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
+        let id = UUID.random()
+        let answer = await withCheckedContinuation { waiter in
+            let context = ReceivingContinuation(
+                id: id, waiter: waiter, offer: offer, device: device, app: bundleIdentifier, started: started, logger: logger)
+            run(continuations.begin(
+                id, ticket: ticket, app: bundleIdentifier, context: context, running: newestSession(of: bundleIdentifier)?.id,
+                fetched: prefetched.map { .success($0) }))
+            guard prefetched == nil else { return }
+            // The fetch starts now, while the app starts (if it must) and before the app hears
+            // `willContinue`: on an open link the request is on its way before anything else
+            // is written.
+            if let link = openLinkNow(to: device) {
+                link.fetch(offer.id, deadline: configuration.fetchDeadline) { [weak self] result in
+                    Task { await self?.fetched(id, result) }
                 }
-                do {
-                    // Read as the app will read it, and into the model for the file URLs.
-                    let value = try UserInfoCoding.decodeForApp(bytes)
-                    // File URLs: into this device's containers where the origin's were; the rest marked.
-                    var hasFileURL = false
-                    ContainerTranslation.visitFileURLs(value) { _ in hasFileURL = true }
-                    if hasFileURL {
-                        let (translated, untranslated) = ContainerTranslation.translate(value, references: wire.fileReferences, containers: configuration.containers)
-                        record.userInfo = try UserInfoCoding.encode(translated)
-                        record.untranslatedFileURLs = untranslated.isEmpty ? nil : untranslated
-                    }
-                } catch {
-                    return fail(LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity from '\(origin)' could not be read: \(error)"))
+            } else {
+                Task {
+                    let result = await self.fetch(offer.id, from: device)
+                    self.fetched(id, result)
                 }
             }
-            // The type the app was told in willContinue is the one it gets.
-            record.activity.activityType = offer.activityType
-            rememberStreamSource(
-                continuation,
-                StreamSource(
-                    session: session.id, device: device, activityID: offer.id, activityType: offer.activityType,
-                    supportsStreams: wire.supportsContinuationStreams))
-            session.peer.send(.deliver(continuation: continuation, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
-            let link = link(to: device), activityID = offer.id
-            notice = { link?.send(.continued(activityID: activityID)) }
-            let seconds = (ContinuousClock.now - started).seconds
-            logger.notice("continued", metadata: ["app": "\(bundleIdentifier)", "ms": "\(Int(seconds * 1000))"])
-            return LocalReply(continued: LocalContinued(continuation: continuation, device: origin, activity: record.activity, app: bundleIdentifier, webpageURL: nil, seconds: seconds))
         }
+        notice = answer.notice
+        return answer.reply
+    }
+
+    func fetched(_ continuation: UUID, _ result: Result<WireActivityRecord, FetchFailure>) {
+        run(continuations.fetched(continuation, result))
+    }
+
+    func continuationDeadlinePassed(_ deadline: ContinuationDeadline) {
+        guard continuationDeadlines.removeValue(forKey: deadline) != nil else { return }
+        run(continuations.deadlinePassed(deadline))
+    }
+
+    /// How many continuations this device was asked for so far.
+    package var continuationsAsked: UInt64 { continuations.asked }
+
+    /// Carries out what `ContinuationStateMachine` decided.
+    func run(_ actions: [ContinuationStateMachine<ReceivingContinuation, AwaitedSave>.Action]) {
+        for action in actions {
+            switch action {
+            case .launch(let app, let continuation, let attempt):
+                Task { await self.launch(app, continuation: continuation, attempt: attempt) }
+            case .schedule(let deadline, let after):
+                continuationDeadlines[deadline]?.cancel()
+                continuationDeadlines[deadline] = LoopTimer(after: after) { [weak self] in
+                    Task { await self?.continuationDeadlinePassed(deadline) }
+                }
+            case .cancel(let deadline):
+                continuationDeadlines.removeValue(forKey: deadline)?.cancel()
+            case .willContinue(let continuation, let session):
+                sessions[session]?.peer.send(.willContinue(continuation: continuation.id, activityType: continuation.offer.activityType))
+            case .deliver(let continuation, let session, let record):
+                deliver(continuation, to: session, record)
+            case .failInApp(let continuation, let session, let failure):
+                fail(continuation, in: session, error(failure, continuation))
+            case .fail(let continuation, let failure):
+                let error = error(failure, continuation)
+                if failure != .superseded { continuation.logger.notice("the continuation failed: \(error.message)") }
+                continuation.waiter.resume(returning: ContinuationAnswer(reply: .failure(error)))
+            case .askToSave(let request, let session, let activity):
+                sessions[session]?.peer.send(.save(request: request, activity: activity))
+            case .answerSave(let save, let outcome):
+                let result: Result<LocalRecord, LocalError>
+                switch outcome {
+                case .saved(let record): result = .success(record)
+                case .failed(let error): result = .failure(error)
+                case .timedOut(let deadline):
+                    result = .failure(LocalError(.continuation, code: FetchFailure.remoteAppTimedOut, "'\(save.app)' on '\(deviceName)' did not save the activity within \(deadline)"))
+                case .appQuit:
+                    result = .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the app quit before it saved the activity"))
+                case .agentStopped:
+                    result = .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the agent stopped"))
+                }
+                save.waiter.resume(returning: result)
+            }
+        }
+    }
+
+    /// What the one who asked for a continuation is told of a failure.
+    func error(_ failure: ContinuationStateMachine<ReceivingContinuation, AwaitedSave>.Failure, _ continuation: ReceivingContinuation) -> LocalError {
+        let app = continuation.app
+        switch failure {
+        case .superseded:
+            return LocalError(.continuation, code: Self.cancelled, "a newer continuation replaced this one")
+        case .appQuit:
+            return LocalError(.continuation, code: FetchFailure.handoffFailed, "'\(app)' quit before the activity arrived")
+        case .launchFailed(let reason):
+            return LocalError(.failed, reason)
+        case .endedBeforeConnecting(let how):
+            return LocalError(.failed, "'\(app)' ended before it connected to the agent: \(how)")
+        case .didNotConnect(let deadline):
+            return LocalError(.failed, "'\(app)' started but did not connect to the agent within \(deadline); does it make an Application?")
+        case .fetch(let failure):
+            return LocalError(.continuation, code: failure.code, failure.message)
+        case .agentStopped:
+            return LocalError(.continuation, code: FetchFailure.handoffFailed, "the agent stopped")
+        }
+    }
+
+    /// Tells the app the continuation failed, then the one who asked.
+    func fail(_ continuation: ReceivingContinuation, in session: UUID, _ error: LocalError) {
+        sessions[session]?.peer.send(.fail(continuation: continuation.id, activityType: continuation.offer.activityType, error: error))
+        if error.code != Self.cancelled { continuation.logger.notice("the continuation failed: \(error.message)") }
+        continuation.waiter.resume(returning: ContinuationAnswer(reply: .failure(error)))
+    }
+
+    /// Gives the fetched activity to the app told `willContinue` (its file URLs into this
+    /// device's containers), and tells the origin it was continued once the asker has its reply.
+    func deliver(_ continuation: ReceivingContinuation, to session: UUID, _ wire: WireActivityRecord) {
+        let offer = continuation.offer, device = continuation.device
+        let origin = memberName(device.sender)
+        var record = LocalRecord(wire)
+        if let bytes = record.userInfo {
+            // This device's limit holds whatever the other device allows.
+            guard bytes.count <= configuration.maximumPayload else {
+                return fail(continuation, in: session, LocalError(
+                    .continuation, code: FetchFailure.userInfoTooLarge,
+                    "the activity's userInfo is \(bytes.count) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
+            }
+            do {
+                // Read as the app will read it, and into the model for the file URLs.
+                let value = try UserInfoCoding.decodeForApp(bytes)
+                // File URLs: into this device's containers where the origin's were; the rest marked.
+                var hasFileURL = false
+                ContainerTranslation.visitFileURLs(value) { _ in hasFileURL = true }
+                if hasFileURL {
+                    let (translated, untranslated) = ContainerTranslation.translate(value, references: wire.fileReferences, containers: configuration.containers)
+                    record.userInfo = try UserInfoCoding.encode(translated)
+                    record.untranslatedFileURLs = untranslated.isEmpty ? nil : untranslated
+                }
+            } catch {
+                return fail(continuation, in: session, LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity from '\(origin)' could not be read: \(error)"))
+            }
+        }
+        // The type the app was told in willContinue is the one it gets.
+        record.activity.activityType = offer.activityType
+        rememberStreamSource(
+            continuation.id,
+            StreamSource(
+                session: session, device: device, activityID: offer.id, activityType: offer.activityType,
+                supportsStreams: wire.supportsContinuationStreams))
+        sessions[session]?.peer.send(
+            .deliver(continuation: continuation.id, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
+        let link = link(to: device), activityID = offer.id
+        let seconds = (ContinuousClock.now - continuation.started).seconds
+        continuation.logger.notice("continued", metadata: ["app": "\(continuation.app)", "ms": "\(Int(seconds * 1000))"])
+        continuation.waiter.resume(
+            returning: ContinuationAnswer(
+                reply: LocalReply(
+                    continued: LocalContinued(
+                        continuation: continuation.id, device: origin, activity: record.activity, app: continuation.app, webpageURL: nil, seconds: seconds)),
+                notice: { link?.send(.continued(activityID: activityID)) }))
     }
 
     /// Foundation's code for a cancelled operation, which a superseded continuation ends with.
@@ -259,21 +328,11 @@ extension Agent {
         links[device.sender].flatMap { $0.isOpen ? $0 : nil }
     }
 
-    /// A connected process of the app, the most recent; else the app is started and waited for.
-    /// Continuations that arrive while it starts wait for the same start.
-    func runningSession(of bundleIdentifier: String, continuation: UUID) async -> Result<Session, LocalError> {
-        if let running = newestSession(of: bundleIdentifier) { return .success(running) }
-        if let starting = appsStarting[bundleIdentifier] { return await starting.value }
-        let start = Task { await self.startApp(bundleIdentifier, continuation: continuation) }
-        appsStarting[bundleIdentifier] = start
-        let result = await start.value
-        appsStarting[bundleIdentifier] = nil
-        return result
-    }
-
-    func startApp(_ bundleIdentifier: String, continuation: UUID) async -> Result<Session, LocalError> {
+    /// Starts `bundleIdentifier` for a continuation; tells the machine how the start went,
+    /// and when the process ends before it connects.
+    func launch(_ bundleIdentifier: String, continuation: UUID, attempt: UInt64) async {
         guard let app = apps.first(where: { $0.manifest.bundleIdentifier == bundleIdentifier }) else {
-            return .failure(LocalError(.notFound, "the app '\(bundleIdentifier)' is not installed"))
+            return run(continuations.launchFailed(bundleIdentifier, attempt: attempt, reason: "the app '\(bundleIdentifier)' is not installed"))
         }
         let data = configuration.stateDirectory.appendingPathComponent("data/\(bundleIdentifier)", isDirectory: true)
         try? FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -287,25 +346,17 @@ extension Agent {
                     app: app, continuation: continuation, socketPath: configuration.socketPath, dataDirectory: data,
                     logFile: logs.appendingPathComponent("\(bundleIdentifier).log")))
         } catch {
-            return .failure(LocalError(.failed, error.message))
+            return run(continuations.launchFailed(bundleIdentifier, attempt: attempt, reason: error.message))
         }
         logger.info("started '\(bundleIdentifier)' for a continuation")
-        // The app's session, the moment it connects (`serve` settles it); nil the moment the
-        // process ends first (its termination handler) or the deadline passes.
-        // (One start of an app at a time: `runningSession` makes later continuations wait for it.)
-        let arrived = FirstOutcome<Session?>()
-        appsConnecting[bundleIdentifier] = arrived
-        if let running = newestSession(of: bundleIdentifier) { arrived.settle(running) }
-        launched.whenEnded { arrived.settle(nil) }
-        let deadline = LoopTimer(after: configuration.launchDeadline) { arrived.settle(nil) }
-        let session = await arrived.value()
-        deadline.cancel()
-        appsConnecting[bundleIdentifier] = nil
-        if let session { return .success(session) }
-        if let ended = launched.ended {
-            return .failure(LocalError(.failed, "'\(bundleIdentifier)' ended before it connected to the agent: \(ended)"))
+        run(continuations.launched(bundleIdentifier, attempt: attempt))
+        launched.whenEnded { [weak self] in
+            Task { await self?.appEnded(bundleIdentifier, attempt: attempt, how: launched.ended ?? "it ended") }
         }
-        return .failure(LocalError(.failed, "'\(bundleIdentifier)' started but did not connect to the agent within \(configuration.launchDeadline); does it make an Application?"))
+    }
+
+    func appEnded(_ bundleIdentifier: String, attempt: UInt64, how: String) {
+        run(continuations.appEnded(bundleIdentifier, attempt: attempt, how: how))
     }
 
     func newestSession(of bundleIdentifier: String) -> Session? {
@@ -465,6 +516,31 @@ extension Agent {
             running: sessions.values.filter { $0.app?.manifest.bundleIdentifier == app.manifest.bundleIdentifier }.count,
             signedBy: app.signedBy)
     }
+}
+
+/// What the agent keeps with a continuation asked for here, while `ContinuationStateMachine`
+/// follows it: who waits for the answer, and what is continued from where.
+struct ReceivingContinuation: Sendable {
+    let id: UUID
+    let waiter: CheckedContinuation<ContinuationAnswer, Never>
+    let offer: BeaconActivity
+    let device: NearbyDevice
+    let app: String
+    let started: ContinuousClock.Instant
+    let logger: ContinuationLog
+}
+
+/// The answer to whoever asked for a continuation, and what to tell the origin after it.
+struct ContinuationAnswer: Sendable {
+    var reply: LocalReply
+    var notice: (@Sendable () -> Void)?
+}
+
+/// Who waits for a save an app was asked for.
+struct AwaitedSave: Sendable {
+    let waiter: CheckedContinuation<Result<LocalRecord, LocalError>, Never>
+    /// The app, as messages name it.
+    let app: String
 }
 
 /// The agent's logger for one continuation: the device it comes from and its type are added

@@ -52,14 +52,10 @@ public actor Agent {
     /// Whether memory was given back since then.
     var releasedSinceBusy = false
     var idleTask: Task<Void, Never>?
-    /// How many continuations were asked for; the newest one wins.
-    package internal(set) var continuationTickets: UInt64 = 0
-    /// Apps being started for a continuation, by bundle identifier.
-    var appsStarting: [String: Task<Result<Session, LocalError>, Never>] = [:]
-    /// Apps started for a continuation whose process has not connected yet, by bundle identifier.
-    var appsConnecting: [String: FirstOutcome<Session?>] = [:]
-    /// The continuation under way on this device: a newer one ends it with 3072.
-    var activeContinuation: (id: UUID, session: Session, activityType: String, fetch: FirstOutcome<Result<WireActivityRecord, FetchFailure>?>)?
+    /// Continuations asked for here and saves asked of this device's apps
+    /// (`ContinuationStateMachine`), with the deadlines it set.
+    var continuations: ContinuationStateMachine<ReceivingContinuation, AwaitedSave>
+    var continuationDeadlines: [ContinuationDeadline: LoopTimer] = [:]
     var listener: (any LinkListening)?
     /// The UDP sockets on the link port, held for the agent's life (static peers' beacons
     /// arrive there); discovery reads them while there is an account. None in memory.
@@ -85,8 +81,6 @@ public actor Agent {
     let relaysUnderWay = LockedValue(0)
     /// Streams other devices opened, waiting for this device's app to take them.
     var pendingStreams: [UUID: PendingStream] = [:]
-    var pendingSaves: [UInt64: (session: UUID, continuation: CheckedContinuation<Result<LocalRecord, LocalError>, Never>, timer: LoopTimer)] = [:]
-    var nextSave: UInt64 = 1
     var started = false
     /// The account's recent signed changes, oldest first, for members that missed them.
     var changes: [RecordedChange] = []
@@ -160,6 +154,7 @@ public actor Agent {
         siteAssociations: (any SiteAssociations)? = nil
     ) throws(AgentError) {
         self.configuration = configuration
+        continuations = ContinuationStateMachine(launchDeadline: configuration.launchDeadline, saveDeadline: configuration.saveDeadline)
         self.eventLoopGroup = eventLoopGroup
         self.network = network ?? SocketNetwork(eventLoopGroup: eventLoopGroup, logger: logger ?? Logger(label: "handoffd"))
         self.launcher = launcher
@@ -288,11 +283,7 @@ public actor Agent {
             close(lockFile)
             lockFile = -1
         }
-        for (_, pending) in pendingSaves {
-            pending.timer.cancel()
-            pending.continuation.resume(returning: .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the agent stopped")))
-        }
-        pendingSaves = [:]
+        run(continuations.stopped())
     }
 
     /// Opens the link listener and, on real networks, the UDP sockets on its port. A port the
@@ -485,9 +476,6 @@ public actor Agent {
         }
         let session = Session(peer: peer, role: role, app: app)
         sessions[session.id] = session
-        if let bundleIdentifier = app?.manifest.bundleIdentifier {
-            appsConnecting.removeValue(forKey: bundleIdentifier)?.settle(session)
-        }
         activities[session.id] = [:]
         var logger = self.logger
         logger[metadataKey: "pid"] = "\(peer.pid)"
@@ -496,6 +484,10 @@ public actor Agent {
         peer.send(.reply(request: request, LocalReply(
             version: LocalMessage.version, device: thisDevice, app: app.map(localApp), account: account?.name,
             containers: configuration.containers.map { LocalContainer(identifier: $0.identifier, folder: $0.folder.path) })))
+        // A continuation waiting for the app goes to it now, after the answer to its hello.
+        if let bundleIdentifier = app?.manifest.bundleIdentifier {
+            run(continuations.appConnected(bundleIdentifier, session: session.id))
+        }
 
         while let next = await iterator.next() {
             switch next {
@@ -613,19 +605,11 @@ public actor Agent {
 
     func ended(_ session: Session) {
         sessions[session.id] = nil
-        if let active = activeContinuation, active.session.id == session.id {
-            activeContinuation = nil
-            active.fetch.settle(nil)
-        }
+        run(continuations.sessionEnded(session.id))
         activities[session.id] = nil
         watchers[session.id] = nil
         endStreams(of: session.id)
         currentOrder.removeAll { $0.session == session.id }
-        for (request, pending) in pendingSaves where pending.session == session.id {
-            pendingSaves[request] = nil
-            pending.timer.cancel()
-            pending.continuation.resume(returning: .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the app quit before it saved the activity")))
-        }
         Task { await offerChanged() }
     }
 
@@ -880,17 +864,8 @@ public actor Agent {
             return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the activity is no longer available on '\(deviceName)': its app closed it or quit"))
         }
         let appName = session.app?.manifest.bundleIdentifier ?? "the local client (process \(session.peer.pid))"
-        let request = nextSave
-        nextSave += 1
-        let deadline = configuration.saveDeadline
-        let result: Result<LocalRecord, LocalError> = await withCheckedContinuation { continuation in
-            let timer = LoopTimer(after: deadline) {
-                Task { [weak self] in
-                    await self?.finishSave(request, session: session, .failure(LocalError(.continuation, code: FetchFailure.remoteAppTimedOut, "'\(appName)' on '\(self?.deviceName ?? "?")' did not save the activity within \(deadline)")))
-                }
-            }
-            pendingSaves[request] = (session.id, continuation, timer)
-            session.peer.send(.save(request: request, activity: activityID))
+        let result: Result<LocalRecord, LocalError> = await withCheckedContinuation { waiter in
+            run(continuations.save(activityID, session: session.id, waiter: AwaitedSave(waiter: waiter, app: appName)))
         }
         switch result {
         case .failure(let error):
@@ -930,10 +905,7 @@ public actor Agent {
     }
 
     func finishSave(_ request: UInt64, session: Session, _ result: Result<LocalRecord, LocalError>) {
-        guard let pending = pendingSaves[request], pending.session == session.id else { return }
-        pendingSaves[request] = nil
-        pending.timer.cancel()
-        pending.continuation.resume(returning: result)
+        run(continuations.saved(request, session: session.id, result))
     }
 
 }

@@ -356,7 +356,7 @@ public actor SimulatedDevice {
     /// How many continuations this device's agent has been asked for so far (each one the
     /// agent takes is the newest until the next).
     package var continuationsAsked: UInt64 {
-        get async { await agent?.continuationTickets ?? 0 }
+        get async { await agent?.continuationsAsked ?? 0 }
     }
 
     /// Continues an activity another device offers, as a person choosing it here would: the
