@@ -147,8 +147,8 @@ public final class InMemoryNetwork: AgentNetwork {
     private let nextPort = Mutex(40_000)
     /// Addresses that refuse every link, as a firewall or a dead device would.
     private let unreachable = Mutex<Set<String>>([])
-    /// Calls under way to each address, ended when it becomes unreachable.
-    private let callsUnderWay = Mutex<[UUID: (host: String, end: @Sendable () -> Void)]>([:])
+    /// The links open to each address, ended when it becomes unreachable.
+    private let openLinks = Mutex<[ObjectIdentifier: (host: String, end: @Sendable () -> Void)]>([:])
 
     public init() {}
 
@@ -176,44 +176,29 @@ public final class InMemoryNetwork: AgentNetwork {
         }
     }
 
-    /// Makes `host` unreachable (true) or reachable again. Calls under way to it end at once,
-    /// as when a device vanishes in the middle of an answer.
+    /// Makes `host` unreachable (true) or reachable again. Links open to it end at once, as
+    /// when a device vanishes in the middle of an answer.
     public func setUnreachable(_ host: String, _ cut: Bool) {
         unreachable.withLock { set in
             if cut { set.insert(host) } else { set.remove(host) }
         }
         guard cut else { return }
-        let ended = callsUnderWay.withLock { calls in
-            let ending = calls.filter { $0.value.host == host }
-            for id in ending.keys { calls[id] = nil }
+        let ended = openLinks.withLock { links in
+            let ending = links.filter { $0.value.host == host }
+            for id in ending.keys { links[id] = nil }
             return ending.values.map(\.end)
         }
         for end in ended { end() }
     }
 
-    /// Runs `call` to `host`, unless the host becomes unreachable or `deadline` passes first:
-    /// whichever comes first decides, and the call is not waited for after that.
-    fileprivate func call(
-        to host: String, deadline: Duration, _ call: @escaping @Sendable () async -> Frame?
-    ) async -> PeerConnection.Answer {
-        let id = UUID.random()
-        let outcome = FirstOutcome<PeerConnection.Answer>()
-        let answering = Task {
-            let reply = await call()
-            outcome.settle(reply.flatMap { try? LinkMessage(frame: $0) }.map(PeerConnection.Answer.answered) ?? .ended("no answer"))
-        }
-        let timer = Task {
-            try? await Task.sleep(for: deadline)
-            outcome.settle(.timedOut)
-        }
-        callsUnderWay.withLock { $0[id] = (host, { outcome.settle(.ended("went away")) }) }
-        if unreachable.withLock({ $0.contains(host) }) { outcome.settle(.ended("went away")) }
-        let answer = await outcome.value()
-        callsUnderWay.withLock { $0[id] = nil }
-        timer.cancel()
-        // A call still under way finishes on its own; its answer is ignored.
-        _ = answering
-        return answer
+    fileprivate func register(_ link: InMemoryLink) {
+        let host = link.host
+        openLinks.withLock { $0[ObjectIdentifier(link)] = (host, { [weak link] in link?.end("went away") }) }
+        if unreachable.withLock({ $0.contains(host) }) { link.end("went away") }
+    }
+
+    fileprivate func unregister(_ link: InMemoryLink) {
+        _ = openLinks.withLock { $0.removeValue(forKey: ObjectIdentifier(link)) }
     }
 
     /// Streams are not carried: in-memory devices (`HandoffTesting`) connect their apps'
@@ -246,13 +231,13 @@ public final class InMemoryNetwork: AgentNetwork {
         guard let me = Self.handshake(identity, listener, trust: .members({ pins().contains($0) })) else {
             throw unavailable("refused the link or is not a member of this account")
         }
-        guard case .hello(let version, let device)? = try? LinkMessage(frame: await listener.answer(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame, me) ?? Frame(kind: 0, payload: [])) else {
-            throw unavailable("did not say hello")
-        }
-        guard version == LinkMessage.version else {
-            throw FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(key) speaks link protocol version \(version)")
-        }
-        return InMemoryLink(device: device, host: host, port: port, me: me, network: self, key: key)
+        // The same machine as a TLS link's decides on the hello, the requests and the end.
+        let driver = LinkDriver(host: host, port: port, idle: nil)
+        let hello = await listener.answer(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame, me) ?? Frame(kind: 0, payload: [])
+        let device = try driver.greeted(hello).get()
+        let link = InMemoryLink(device: device, host: host, port: port, me: me, network: self, key: key, driver: driver)
+        register(link)
+        return link
     }
 
     public func converse(
@@ -314,7 +299,8 @@ public final class InMemoryNetwork: AgentNetwork {
     }
 }
 
-/// A link of an `InMemoryNetwork`: each request is a call into the other agent's answer.
+/// A link of an `InMemoryNetwork`: each request is a call into the other agent's answer,
+/// decided by the same `LinkStateMachine` as a TLS link (numbers, deadlines, the end).
 final class InMemoryLink: PeerLinking {
     let device: UUID
     let host: String
@@ -322,33 +308,46 @@ final class InMemoryLink: PeerLinking {
     private let me: LinkPeer
     private let network: InMemoryNetwork
     private let key: String
-    private let closed = LockedValue(false)
-    private let nextRequest = LockedValue<UInt64>(1)
+    private let driver: LinkDriver
 
-    init(device: UUID, host: String, port: Int, me: LinkPeer, network: InMemoryNetwork, key: String) {
+    init(device: UUID, host: String, port: Int, me: LinkPeer, network: InMemoryNetwork, key: String, driver: LinkDriver) {
         self.device = device
         self.host = host
         self.port = port
         self.me = me
         self.network = network
         self.key = key
+        self.driver = driver
+        // Writing a request is calling the other agent; its answer comes back as a TLS link's
+        // would, or the link ends when the device went away meanwhile.
+        driver.attach(
+            LinkDriver.IO(write: { [weak network, weak driver] message in
+                guard let driver else { return }
+                guard let network, let listener = network.listener(key, host: host, for: me) else {
+                    return driver.ended("went away")
+                }
+                Task {
+                    let reply = await listener.answer(message.frame, me)
+                    guard network.listener(key, host: host, for: me) != nil else { return driver.ended("went away") }
+                    guard let answer = reply.flatMap({ try? LinkMessage(frame: $0) }) else { return driver.ended("no answer") }
+                    driver.received(answer, streamsOpen: 0)
+                }
+            }))
     }
 
-    var isOpen: Bool { !closed.value && network.listener(key, host: host, for: me) != nil }
+    var isOpen: Bool { driver.isOpen && network.listener(key, host: host, for: me) != nil }
 
     func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure> {
-        guard !closed.value, let listener = network.listener(key, host: host, for: me) else {
-            return PeerConnection.result(of: .ended("the link had ended"), for: activityID, host: host, port: port, deadline: deadline)
+        await withCheckedContinuation { continuation in
+            fetch(activityID, deadline: deadline) { continuation.resume(returning: $0) }
         }
-        let request = nextRequest.withIncrement()
-        let frame = LinkMessage.fetch(request: request, activityID: activityID).frame
-        let me = self.me
-        let answer = await network.call(to: host, deadline: deadline) { await listener.answer(frame, me) }
-        // The device went away while it was answering.
-        if case .answered = answer, network.listener(key, host: host, for: me) == nil {
-            return PeerConnection.result(of: .ended("went away"), for: activityID, host: host, port: port, deadline: deadline)
+    }
+
+    func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<WireActivityRecord, FetchFailure>) -> Void) {
+        let (host, port) = (self.host, self.port)
+        driver.request(deadline: deadline, streamsOpen: 0, { .fetch(request: $0, activityID: activityID) }) { answer in
+            done(LinkDriver.Machine.result(of: answer, for: activityID, host: host, port: port, deadline: deadline))
         }
-        return PeerConnection.result(of: answer, for: activityID, host: host, port: port, deadline: deadline)
     }
 
     func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure> {
@@ -356,25 +355,22 @@ final class InMemoryLink: PeerLinking {
     }
 
     func send(_ message: LinkMessage) {
-        guard !closed.value, let listener = network.listener(key, host: host, for: me) else { return }
+        guard driver.isOpen, let listener = network.listener(key, host: host, for: me) else { return }
+        driver.used()
         let me = self.me
         Task { _ = await listener.answer(message.frame, me) }
     }
 
-    func close() { closed.value = true }
-}
+    func end(_ reason: String) {
+        driver.ended(reason)
+    }
 
-extension LockedValue where Value == UInt64 {
-    /// The value, then one more.
-    func withIncrement() -> UInt64 {
-        var taken: UInt64 = 0
-        update { value in
-            taken = value
-            value += 1
-        }
-        return taken
+    func close() {
+        driver.ended("closed by this device")
+        network.unregister(self)
     }
 }
+
 
 /// The first of several racing outcomes, awaited by one task; later ones are ignored.
 final class FirstOutcome<Value: Sendable>: Sendable {

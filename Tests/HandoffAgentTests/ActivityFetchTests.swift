@@ -86,7 +86,7 @@ struct ActivityFetchTests {
         defer { Task { await service.close() } }
         let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake, idle: .seconds(60))
         defer { link.close() }
-        func keepalive() async throws -> Bool { try await link.socket!.getOption(.socketOption(.so_keepalive)).get() != 0 }
+        func keepalive() async throws -> Bool { try await link.socket.getOption(.socketOption(.so_keepalive)).get() != 0 }
         // Open, nothing asked yet: off.
         #expect(try await keepalive() == false)
         // A fetch waits on the link: on.
@@ -155,7 +155,7 @@ struct ActivityFetchTests {
         for _ in 0..<20 { #expect(try await link.fetch(record.id, deadline: .seconds(10)).get() == record) }
         // On for the first; off only if a gap of 2 s came between two (a loaded machine).
         #expect(link.keepaliveChanges - before <= 3, "keepalive switched \(link.keepaliveChanges - before) times for 20 fetches")
-        #expect(await waitUntil { (try? await link.socket!.getOption(.socketOption(.so_keepalive)).get()) == 0 })
+        #expect(await waitUntil { (try? await link.socket.getOption(.socketOption(.so_keepalive)).get()) == 0 })
     }
 
     @Test("The origin's failure reaches the continuing device with its code")

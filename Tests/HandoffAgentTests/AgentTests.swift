@@ -1232,7 +1232,10 @@ final class InProcessMapViewerLauncher: AppLauncher {
         set { agentBox.withLock { $0 = newValue } }
     }
 
-    var startedCount: Int { startedBox.withLock { $0.count } }
+    /// Apps started so far, counted as each starts: the app connects before `launch` returns,
+    /// and the agent does not wait for that return to continue.
+    var startedCount: Int { launchesBox.withLock { $0 } }
+    private let launchesBox = Mutex(0)
 
     /// The latitude the first started app's map shows.
     func firstLatitude() async -> Double? {
@@ -1256,6 +1259,7 @@ final class InProcessMapViewerLauncher: AppLauncher {
             beforeBox.withLock { $0.append(outcome) }
         }
         let bundle = launch.app.manifest.bundleIdentifier
+        launchesBox.withLock { $0 += 1 }
         let viewer = await makeViewer(agent: agent, bundle: bundle)
         startedBox.withLock { $0.append(viewer) }
         return Running()
