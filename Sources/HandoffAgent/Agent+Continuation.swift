@@ -125,11 +125,6 @@ extension Agent {
         run(continuations.fetched(continuation, result))
     }
 
-    func continuationDeadlinePassed(_ deadline: ContinuationDeadline) {
-        guard continuationDeadlines.removeValue(forKey: deadline) != nil else { return }
-        run(continuations.deadlinePassed(deadline))
-    }
-
     /// How many continuations this device was asked for so far.
     package var continuationsAsked: UInt64 { continuations.asked }
 
@@ -140,12 +135,9 @@ extension Agent {
             case .launch(let app, let continuation, let attempt):
                 Task { await self.launch(app, continuation: continuation, attempt: attempt) }
             case .schedule(let deadline, let after):
-                continuationDeadlines[deadline]?.cancel()
-                continuationDeadlines[deadline] = LoopTimer(after: after) { [weak self] in
-                    Task { await self?.continuationDeadlinePassed(deadline) }
-                }
+                schedule(.continuation(deadline), after: after)
             case .cancel(let deadline):
-                continuationDeadlines.removeValue(forKey: deadline)?.cancel()
+                deadlines.removeValue(forKey: .continuation(deadline))?.cancel()
             case .willContinue(let continuation, let session):
                 sessions[session]?.peer.send(.willContinue(continuation: continuation.id, activityType: continuation.offer.activityType))
             case .deliver(let continuation, let session, let record):

@@ -40,12 +40,8 @@ extension Agent {
         let invitation = Invitation.make(kind, host: address, port: listener.port, fingerprint: pinned)
         let id = UUID.random()
         let expires = Date().addingTimeInterval(lifetime)
-        pairing.issue(id, invitation, expires: expires)
-        // Cancelled when the invitation ends sooner (used, withdrawn), so nothing waits out a
-        // lifetime of up to a day for an invitation long gone.
-        invitationWaiters[id, default: InvitationWaiters()].expiry = LoopTimer(after: .milliseconds(Int64(lifetime * 1000))) { [weak self] in
-            Task { await self?.expire(id) }
-        }
+        // Its expiry is a timer cancelled when the invitation ends sooner (used, withdrawn).
+        run(pairing.issue(id, invitation, expires: expires, lifetime: .milliseconds(Int64(lifetime * 1000))))
         logger.notice("made an invitation to '\(account.name)'", metadata: ["kind": "\(kind)", "expires": "\(expires)"])
         return LocalReply(
             invitation: LocalInvitation(
@@ -76,24 +72,37 @@ extension Agent {
 
 
     func expire(_ id: UUID) {
-        guard pairing.expire(id) != nil else { return }
-        let waiting = invitationWaiters.removeValue(forKey: id)
-        waiting?.expiry?.cancel()
-        for waiter in waiting?.candidate ?? [] { waiter.resume(returning: nil) }
-        waiting?.decision?.resume(returning: false)
-        // The listener closes a little later, so the answer to a join in progress is written.
-        Task { [weak self] in
-            try? await Task.sleep(for: .seconds(5))
-            await self?.closePairingListenerIfIdle()
+        run(pairing.expire(id))
+    }
+
+    /// Carries out what `PairingStateMachine` decided.
+    func run(_ actions: [Pairing.Action]) {
+        for action in actions {
+            switch action {
+            case .schedule(let deadline, let after):
+                schedule(.pairing(deadline), after: after)
+            case .cancel(let deadline):
+                deadlines.removeValue(forKey: .pairing(deadline))?.cancel()
+            case .resume(let waiter, let resumption):
+                switch (waiter, resumption) {
+                case (.candidate(let continuation), .candidate(let request)): continuation.resume(returning: request)
+                case (.decision(let continuation), .decision(let accept)): continuation.resume(returning: accept)
+                case (.joinResult(let continuation), .joinResult(let reply)): continuation.resume(returning: reply)
+                case (.accountTurn(let continuation), .accountTurn): continuation.resume()
+                default: preconditionFailure("the pairing machine resumed \(waiter) with \(resumption)")
+                }
+            case .closeListener:
+                guard let listener = pairingListener else { continue }
+                pairingListener = nil
+                pairingIdentity = nil
+                Task { await listener.close() }
+            }
         }
     }
 
-    func closePairingListenerIfIdle() async {
-        guard pairing.invitations.isEmpty, let listener = pairingListener else { return }
-        pairingListener = nil
-        pairingIdentity = nil
-        pairing.listenerClosed()
-        await listener.close()
+    func pairingDeadlinePassed(_ deadline: PairingDeadline) {
+        if case .confirmation(let key, let token) = deadline { return dropUnconfirmedJoin(key, token: token) }
+        run(pairing.deadlinePassed(deadline))
     }
 
     func awaitJoin(_ id: UUID) async -> LocalReply {
@@ -101,24 +110,18 @@ extension Agent {
             return .failure(LocalError(.notFound, "the invitation has expired or was used"))
         }
         let request: LocalJoinRequest? = await withCheckedContinuation { continuation in
-            if let candidate = pairing.invitations[id]?.candidate {
-                continuation.resume(returning: candidate)
-            } else if pairing.invitations[id] != nil {
-                invitationWaiters[id, default: InvitationWaiters()].candidate.append(continuation)
-            } else {
-                continuation.resume(returning: nil)
-            }
+            guard let actions = pairing.awaitCandidate(id, .candidate(continuation)) else { return continuation.resume(returning: nil) }
+            run(actions)
         }
         guard let request else { return .failure(LocalError(.notFound, "the invitation expired before a device asked to join")) }
         return LocalReply(joinRequest: request)
     }
 
     func confirmJoin(_ id: UUID, accept: Bool) -> LocalReply {
-        guard let decision = invitationWaiters[id]?.decision else {
+        guard let actions = pairing.decide(id, accept: accept) else {
             return .failure(LocalError(.notFound, "no device is waiting to join with that invitation"))
         }
-        invitationWaiters[id]?.decision = nil
-        decision.resume(returning: accept)
+        run(actions)
         return LocalReply()
     }
 
@@ -140,7 +143,7 @@ extension Agent {
     }
 
     /// How long a join answered waits for the joining device's confirmation.
-    static let joinConfirmationDeadline = PairingStateMachine.confirmationDeadline
+    static var joinConfirmationDeadline: Duration { Pairing.confirmationDeadline }
 
     private func requestJoin(version: UInt8, name: String, certificate: [UInt8], proof: [UInt8], from peer: LinkPeer) async -> Frame? {
         let refuse = { (reason: String) -> Frame? in
@@ -163,7 +166,7 @@ extension Agent {
         case .refused(let reason):
             return refuse(reason)
         case .withdraw(let ids, let refusal):
-            logger.warning("\(PairingStateMachine.wrongCodesAllowed) wrong join codes: the invitations are withdrawn; make a new one with 'handoff device invite'")
+            logger.warning("\(Pairing.wrongCodesAllowed) wrong join codes: the invitations are withdrawn; make a new one with 'handoff device invite'")
             for id in ids { expire(id) }
             return refuse(refusal)
         case .matched(let matched, let its):
@@ -184,14 +187,10 @@ extension Agent {
             } catch {
                 return refuse("this device could not sign the account: \(error)")
             }
-            let join = PairingStateMachine.AnsweredJoin(signed: signed, account: account, previous: account.members, name: name, isMember: true, token: UUID.random())
-            pairing.answered(confirmation, join)
-            logger.notice("'\(name)' asked to join again: it is a member that never heard it joined")
             // Kept only until the deadline, as a new device's join is.
-            Task { [weak self] in
-                try? await Task.sleep(for: Self.joinConfirmationDeadline)
-                await self?.dropUnconfirmedJoin(confirmation, token: join.token)
-            }
+            let join = Pairing.AnsweredJoin(signed: signed, account: account, previous: account.members, name: name, isMember: true, token: UUID.random())
+            run(pairing.answered(confirmation, join))
+            logger.notice("'\(name)' asked to join again: it is a member that never heard it joined")
             return LinkMessage.joinAccepted(signed).frame
         }
         guard !account.members.contains(where: { $0.name == name }) else {
@@ -200,10 +199,7 @@ extension Agent {
         if invitation.kind == .interactive {
             let request = LocalJoinRequest(name: name, verification: invitation.verificationNumber(certificate: certificate), fingerprint: fingerprint)
             let accepted: Bool = await withCheckedContinuation { continuation in
-                guard pairing.ask(id, request) else { return continuation.resume(returning: false) }
-                invitationWaiters[id, default: InvitationWaiters()].decision = continuation
-                for waiter in invitationWaiters[id]?.candidate ?? [] { waiter.resume(returning: request) }
-                invitationWaiters[id]?.candidate = []
+                run(pairing.ask(id, request, decision: .decision(continuation)))
             }
             guard accepted else {
                 expire(id)
@@ -229,12 +225,8 @@ extension Agent {
             return refuse("this device could not sign the account: \(error)")
         }
         // Committed when the device confirms it has this answer, within the deadline.
-        let join = PairingStateMachine.AnsweredJoin(signed: signed, account: proposed, previous: previous, name: name, isMember: false, token: UUID.random())
-        pairing.answered(confirmation, join)
-        Task { [weak self] in
-            try? await Task.sleep(for: Self.joinConfirmationDeadline)
-            await self?.dropUnconfirmedJoin(confirmation, token: join.token)
-        }
+        let join = Pairing.AnsweredJoin(signed: signed, account: proposed, previous: previous, name: name, isMember: false, token: UUID.random())
+        run(pairing.answered(confirmation, join))
         return LinkMessage.joinAccepted(signed).frame
     }
 
@@ -299,21 +291,20 @@ extension Agent {
         if let account {
             return .failure(LocalError(.account, "this device is already in the account '\(account.name)'"))
         }
-        if joining != nil {
-            return .failure(LocalError(.account, "a join is already under way"))
-        }
-        joinResult = nil
         let invitation: Invitation
         do {
             invitation = try Invitation(parsing: code)
         } catch {
             return .failure(LocalError(.badRequest, error.message))
         }
+        guard pairing.startJoin() else {
+            return .failure(LocalError(.account, "a join is already under way"))
+        }
         let certificate = identity.certificateDER
         let name = deviceName
         let request = LinkMessage.joinRequest(version: LinkMessage.version, name: name, certificate: certificate, proof: invitation.proof(certificate: certificate, name: name))
         let deadline: Duration = invitation.kind == .interactive ? .seconds(600) : .seconds(30)
-        joining = Task { [identity, network] in
+        joinTask = Task { [identity, network] in
             let answers: [Frame]
             // The first answer accepted is confirmed, once; the second is the commit.
             let confirmed = Mutex(false)
@@ -344,15 +335,24 @@ extension Agent {
             guard let answer = answers.last else {
                 return self.joinEnded(.failure(LocalError(.failed, "the inviting device did not answer")))
             }
-            return self.joinEnded(await self.joined(answer))
+            self.joinEnded(await self.joined(answer))
         }
         return LocalReply(verification: invitation.kind == .interactive ? invitation.verificationNumber(certificate: certificate) : nil)
     }
 
-    func joinEnded(_ reply: LocalReply) -> LocalReply {
-        joining = nil
-        joinResult = reply
-        return reply
+    func joinEnded(_ reply: LocalReply) {
+        joinTask = nil
+        run(pairing.joinEnded(reply))
+    }
+
+    /// How this device's join ended: when it does, or at once if it has.
+    func awaitJoinResult() async -> LocalReply {
+        await withCheckedContinuation { continuation in
+            guard let actions = pairing.awaitJoinResult(.joinResult(continuation)) else {
+                return continuation.resume(returning: .failure(LocalError(.notFound, "no join is under way; start one with 'handoff join CODE'")))
+            }
+            run(actions)
+        }
     }
 
     func joined(_ answer: Frame) async -> LocalReply {

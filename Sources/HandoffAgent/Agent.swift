@@ -55,7 +55,8 @@ public actor Agent {
     /// Continuations asked for here and saves asked of this device's apps
     /// (`ContinuationStateMachine`), with the deadlines it set.
     var continuations: ContinuationStateMachine<ReceivingContinuation, AwaitedSave>
-    var continuationDeadlines: [ContinuationDeadline: LoopTimer] = [:]
+    /// The timers of the deadlines the machines set, until they fire or are cancelled.
+    var deadlines: [Deadline: LoopTimer] = [:]
     var listener: (any LinkListening)?
     /// The UDP sockets on the link port, held for the agent's life (static peers' beacons
     /// arrive there); discovery reads them while there is an account. None in memory.
@@ -85,20 +86,17 @@ public actor Agent {
     /// The account's recent signed changes, oldest first, for members that missed them.
     var changes: [RecordedChange] = []
     var lastCatchUp: [UUID: ContinuousClock.Instant] = [:]
-    var accountChanging = false
-    var accountWaiters: [CheckedContinuation<Void, Never>] = []
     var pairingListener: (any LinkListening)?
     /// The identity the pairing listener shows (certificates of its own, pinned by invitations).
     var pairingIdentity: DeviceIdentity?
     var pairingListenerOpening: Task<Result<Void, LocalError>, Never>?
-    /// Invitations, guesses and answered joins (`PairingStateMachine`), and who waits on them.
-    var pairing = PairingStateMachine()
-    var invitationWaiters: [UUID: InvitationWaiters] = [:]
+    /// Invitations, guesses, answered joins, this device's own join and the account change
+    /// under way (`PairingStateMachine`), with who waits on them.
+    var pairing = Pairing()
     /// Held (flock) while the agent runs, so that a second agent on the same state refuses to start.
     var lockFile: Int32 = -1
-    var joining: Task<LocalReply, Never>?
-    /// How the last join ended, for an `awaitJoinResult` that comes after it did.
-    var joinResult: LocalReply?
+    /// This device's join under way (its state is `pairing`'s), to cancel when the agent stops.
+    var joinTask: Task<Void, Never>?
 
     /// A signed change with the revision it makes, as kept in `account-changes.json`.
     struct RecordedChange: Codable, Sendable {
@@ -113,13 +111,20 @@ public actor Agent {
     /// How many changes are kept for members that were away.
     static let keptChanges = 32
 
-    /// A join answered, waiting for the joining device to confirm it has the answer.
-    /// What waits on an invitation: those waiting for a device to ask with it, the person's
-    /// decision, and its expiry.
-    struct InvitationWaiters {
-        var candidate: [CheckedContinuation<LocalJoinRequest?, Never>] = []
-        var decision: CheckedContinuation<Bool, Never>?
-        var expiry: LoopTimer?
+    typealias Pairing = PairingStateMachine<PairingWaiter>
+
+    /// Who waits on pairing, as `PairingStateMachine` holds them.
+    enum PairingWaiter: Sendable {
+        case candidate(CheckedContinuation<LocalJoinRequest?, Never>)
+        case decision(CheckedContinuation<Bool, Never>)
+        case joinResult(CheckedContinuation<LocalReply, Never>)
+        case accountTurn(CheckedContinuation<Void, Never>)
+    }
+
+    /// A deadline one of the agent's machines set.
+    enum Deadline: Hashable, Sendable {
+        case continuation(ContinuationDeadline)
+        case pairing(PairingDeadline)
     }
 
     /// A client of the local socket.
@@ -275,8 +280,8 @@ public actor Agent {
         unicastSockets = []
         await pairingListener?.close()
         pairingListener = nil
-        for id in Array(pairing.invitations.keys) { expire(id) }
-        joining?.cancel()
+        run(pairing.expireAll())
+        joinTask?.cancel()
         for link in links.values { link.close() }
         links = [:]
         if lockFile >= 0 {
@@ -677,17 +682,8 @@ public actor Agent {
         case .join(let code):
             reply = join(code)
         case .awaitJoinResult:
-            guard let joining else {
-                if let finished = joinResult {
-                    joinResult = nil
-                    reply = finished
-                } else {
-                    reply = .failure(LocalError(.notFound, "no join is under way; start one with 'handoff join CODE'"))
-                }
-                break
-            }
             Task {
-                let reply = await joining.value
+                let reply = await self.awaitJoinResult()
                 session.peer.send(.reply(request: request, reply))
             }
             return
@@ -769,15 +765,25 @@ public actor Agent {
     /// Runs `body` as the only change to the account under way: changes are made one after
     /// the other, each from the state the one before left, however their awaits interleave.
     func changingAccount<T>(_ body: () async -> T) async -> T {
-        while accountChanging {
-            await withCheckedContinuation { accountWaiters.append($0) }
-        }
-        accountChanging = true
-        defer {
-            accountChanging = false
-            if !accountWaiters.isEmpty { accountWaiters.removeFirst().resume() }
-        }
+        await withCheckedContinuation { run(pairing.beginAccountChange(.accountTurn($0))) }
+        defer { run(pairing.accountChangeEnded()) }
         return await body()
+    }
+
+    /// Sets the timer of a machine's deadline; its firing goes back to that machine.
+    func schedule(_ deadline: Deadline, after: Duration) {
+        deadlines[deadline]?.cancel()
+        deadlines[deadline] = LoopTimer(after: after) { [weak self] in
+            Task { await self?.deadlinePassed(deadline) }
+        }
+    }
+
+    func deadlinePassed(_ deadline: Deadline) {
+        guard deadlines.removeValue(forKey: deadline) != nil else { return }
+        switch deadline {
+        case .continuation(let deadline): run(continuations.deadlinePassed(deadline))
+        case .pairing(let deadline): pairingDeadlinePassed(deadline)
+        }
     }
 
     // MARK: Idle memory

@@ -9,7 +9,7 @@ import Testing
 /// link, and time given, not waited for.
 @Suite("Pairing state machine")
 struct PairingStateMachineTests {
-    typealias Machine = PairingStateMachine
+    typealias Machine = PairingStateMachine<Int>
     let certificate: [UInt8] = Array("a joining device's certificate".utf8)
     let fingerprint = String(repeating: "ab", count: 32)
     let start = ContinuousClock.now
@@ -96,34 +96,126 @@ struct PairingStateMachineTests {
         // With nothing open, a wrong code only counts.
         let step11 = machine.requested(proof: [0], certificate: certificate, name: "guess", from: nil, now: start, date: date)
         #expect(step11 == .refused(Machine.wrongCode))
-        machine.listenerClosed()
+        // The listener closes a little after the last invitation ended; guesses start again.
+        #expect(lines(machine.deadlinePassed(.listenerIdle)) == ["closeListener"])
         #expect(machine.wrongCodes == 0)
     }
 
-    @Test("An interactive invitation holds the device that asked until the person decides; one gone meanwhile takes no candidate")
+    @Test("An interactive invitation holds the device that asked until the person decides: those waiting for it are told who asked, the person's decision reaches it once; one gone meanwhile refuses at once")
     func askingThePerson() {
         var machine = Machine()
         let id = UUID()
         machine.issue(id, invitation(.interactive), expires: date + 600)
+        #expect(machine.awaitCandidate(UUID(), 9) == nil, "no such invitation")
+        #expect(lines(machine.awaitCandidate(id, 1)) == [])
+        #expect(lines(machine.awaitCandidate(id, 2)) == [])
         let request = LocalJoinRequest(name: "new", verification: "123 456", fingerprint: "ff")
-        let step12 = machine.ask(id, request)
-        #expect(step12)
+        #expect(lines(machine.ask(id, request, decision: 10)) == ["resume 1 candidate new", "resume 2 candidate new"])
         #expect(machine.invitations[id]?.candidate == request)
-        let step13 = machine.expire(id)
-        #expect(step13 != nil)
-        let step14 = machine.expire(id)
-        #expect(step14 == nil)
-        let step15 = machine.ask(id, request)
-        #expect(!step15)
+        // One who asks later is told at once.
+        #expect(lines(machine.awaitCandidate(id, 3)) == ["resume 3 candidate new"])
+        #expect(lines(machine.decide(id, accept: true)) == ["resume 10 decision true"])
+        #expect(machine.decide(id, accept: false) == nil, "decided already")
+        #expect(lines(machine.expire(id)) == ["cancel invitation", "schedule listenerIdle in 5.0 seconds"])
+        #expect(lines(machine.expire(id)) == [])
+        #expect(lines(machine.ask(id, request, decision: 11)) == ["resume 11 decision false"])
+    }
+
+    @Test("An invitation that expires tells whoever waits on it: no device, and no decision for the device that asked")
+    func expiryTellsWaiters() {
+        var machine = Machine()
+        let waiting = UUID(), deciding = UUID()
+        machine.issue(waiting, invitation(.interactive), expires: date + 600)
+        machine.issue(deciding, invitation(.interactive), expires: date + 600)
+        _ = machine.awaitCandidate(waiting, 1)
+        _ = machine.ask(deciding, LocalJoinRequest(name: "new", verification: "1", fingerprint: "ff"), decision: 2)
+        #expect(lines(machine.deadlinePassed(.invitation(waiting))) == ["cancel invitation", "resume 1 candidate none"])
+        #expect(lines(machine.deadlinePassed(.invitation(deciding))) == ["cancel invitation", "resume 2 decision false", "schedule listenerIdle in 5.0 seconds"])
+    }
+
+    @Test("The pairing listener closes a little after the last invitation ends, unless one was made meanwhile; stopping ends them all")
+    func listenerLingers() {
+        var machine = Machine()
+        let first = UUID(), second = UUID()
+        #expect(lines(machine.issue(first, invitation(), expires: date + 600, lifetime: .seconds(600))) == ["cancel listenerIdle", "schedule invitation in 600.0 seconds"])
+        #expect(lines(machine.expire(first)) == ["cancel invitation", "schedule listenerIdle in 5.0 seconds"])
+        _ = machine.issue(second, invitation(), expires: date + 600, lifetime: .seconds(600))
+        #expect(lines(machine.deadlinePassed(.listenerIdle)) == [], "an invitation was made meanwhile")
+        #expect(lines(machine.expireAll()) == ["cancel invitation", "schedule listenerIdle in 5.0 seconds", "cancel listenerIdle"])
+        #expect(machine.invitations.isEmpty)
+    }
+
+    @Test("This device's join: one at a time; those asking how it ended are told when it does; the result is then taken once")
+    func joining() {
+        var machine = Machine()
+        #expect(machine.awaitJoinResult(1) == nil, "no join was made")
+        let started = machine.startJoin(), again = machine.startJoin()
+        #expect(started)
+        #expect(!again, "one under way")
+        #expect(lines(machine.awaitJoinResult(2)) == [])
+        #expect(lines(machine.awaitJoinResult(3)) == [])
+        #expect(lines(machine.joinEnded(LocalReply(account: "home"))) == ["resume 2 joined home", "resume 3 joined home"])
+        #expect(lines(machine.joinEnded(LocalReply(account: "other"))) == [], "it ended once")
+        #expect(lines(machine.awaitJoinResult(4)) == ["resume 4 joined home"])
+        #expect(machine.awaitJoinResult(5) == nil, "taken")
+        let startedAgain = machine.startJoin()
+        #expect(startedAgain)
+    }
+
+    @Test("Changes to the account: one at a time, the others in the order they asked")
+    func accountChanges() {
+        var machine = Machine()
+        #expect(lines(machine.beginAccountChange(1)) == ["resume 1 turn"])
+        #expect(lines(machine.beginAccountChange(2)) == [])
+        #expect(lines(machine.beginAccountChange(3)) == [])
+        #expect(lines(machine.accountChangeEnded()) == ["resume 2 turn"])
+        #expect(lines(machine.accountChangeEnded()) == ["resume 3 turn"])
+        #expect(lines(machine.accountChangeEnded()) == [])
+        #expect(lines(machine.beginAccountChange(4)) == ["resume 4 turn"], "none under way")
+    }
+
+    @Test("Any interleaving of account changes beginning and ending: never two at once, and each begins once, in order")
+    func accountChangesAnyOrder() {
+        var generator = SeededGenerator(seed: 0xACC7)
+        for _ in 0..<200 {
+            var machine = Machine()
+            var asked = 0
+            var turns: [Int] = []
+            var holding = 0
+            for _ in 0..<40 {
+                if Bool.random(using: &generator) {
+                    asked += 1
+                    for case .resume(let waiter, .accountTurn) in machine.beginAccountChange(asked) {
+                        turns.append(waiter)
+                        holding += 1
+                    }
+                } else if holding > 0 {
+                    holding -= 1
+                    for case .resume(let waiter, .accountTurn) in machine.accountChangeEnded() {
+                        turns.append(waiter)
+                        holding += 1
+                    }
+                }
+                #expect(holding <= 1, "two changes at once")
+            }
+            while holding > 0 {
+                holding -= 1
+                for case .resume(let waiter, .accountTurn) in machine.accountChangeEnded() {
+                    turns.append(waiter)
+                    holding += 1
+                }
+            }
+            #expect(turns == Array(1...max(asked, 1)).prefix(asked).map { $0 })
+        }
     }
 
     @Test("An answered join waits for its device's confirmation: confirmed once, or dropped by its own deadline, never by an earlier answer's")
     func answeredJoins() {
         var machine = Machine()
         let early = UUID(), late = UUID()
-        machine.answered("device", join(token: early))
+        #expect(lines(machine.answered("device", join(token: early))) == ["schedule confirmation in 10.0 seconds"])
         // The device asks again before confirming: a new answer replaces the first.
-        machine.answered("device", join(token: late))
+        _ = machine.answered("device", join(token: late))
         let step16 = machine.confirmationDeadlinePassed("device", token: early)
         #expect(step16 == nil)
         #expect(machine.answered.count == 1)
@@ -132,11 +224,40 @@ struct PairingStateMachineTests {
         let step18 = machine.confirmed("device")
         #expect(step18 == nil)
 
-        machine.answered("other", join("other", token: early))
+        _ = machine.answered("other", join("other", token: early))
         let step19 = machine.confirmed("other")
         #expect(step19?.name == "other")
         let step20 = machine.confirmationDeadlinePassed("other", token: early)
         #expect(step20 == nil)
         #expect(machine.answered.isEmpty)
+    }
+
+    func lines(_ actions: [Machine.Action]?) -> [String] {
+        (actions ?? []).map { action in
+            switch action {
+            case .schedule(let deadline, let after): "schedule \(name(deadline)) in \(after)"
+            case .cancel(let deadline): "cancel \(name(deadline))"
+            case .closeListener: "closeListener"
+            case .resume(let waiter, .candidate(let request)): "resume \(waiter) candidate \(request?.name ?? "none")"
+            case .resume(let waiter, .decision(let accept)): "resume \(waiter) decision \(accept)"
+            case .resume(let waiter, .joinResult(let reply)): "resume \(waiter) joined \(reply.account ?? "?")"
+            case .resume(let waiter, .accountTurn): "resume \(waiter) turn"
+            }
+        }
+    }
+
+    func name(_ deadline: PairingDeadline) -> String {
+        switch deadline {
+        case .invitation: "invitation"
+        case .confirmation: "confirmation"
+        case .listenerIdle: "listenerIdle"
+        }
+    }
+}
+
+extension PairingStateMachine {
+    /// An invitation whose expiry timer the test does not look at.
+    fileprivate mutating func issue(_ id: UUID, _ invitation: Invitation, expires: Date) {
+        _ = issue(id, invitation, expires: expires, lifetime: .seconds(600))
     }
 }

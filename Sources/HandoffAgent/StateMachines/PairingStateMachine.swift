@@ -2,29 +2,47 @@ import Foundation
 import HandoffLocalAPI
 import HandoffWire
 
-/// Every decision of the inviting device about devices asking to join its account: which
-/// invitations are open, which request a code lets in, how fast an address may guess, when
-/// the invitations are withdrawn, and which answered joins wait for their confirmation. A
-/// value with no I/O and no clock of its own (`now` comes with each event); the agent runs
-/// what it returns: answers, timers, the person's decision.
+/// A deadline of pairing, named so that a late firing is told from a current one.
+enum PairingDeadline: Hashable, Sendable {
+    /// The invitation's lifetime ends.
+    case invitation(UUID)
+    /// The answer `token` to the device whose certificate has this fingerprint waits no longer
+    /// for its confirmation.
+    case confirmation(String, token: UUID)
+    /// Close the pairing listener if no invitation is open by then (a little after the last
+    /// one ended, so that the answer to a join under way is written).
+    case listenerIdle
+}
+
+/// Every decision of pairing on this device: as the inviting device, which invitations are
+/// open, which request a code lets in, how fast an address may guess, when the invitations are
+/// withdrawn, who waits for a device to ask and for the person's decision, and which answered
+/// joins wait for their confirmation; as the joining device, whether a join is under way and
+/// how it ended; and, for both, that one change to the account is made at a time. A value
+/// with no I/O and no clock of its own (`now` comes with each event); the agent runs what it
+/// returns: timers, and the waiters it resumes.
 ///
 /// ```
 ///   an invitation:  open ──a request with its code──► used ──(interactive) asked(request)──► decided
 ///                     │                                 └──(token)─────────────────────────► decided
-///                     └──expiry, or withdrawn after 10 wrong codes──► gone
+///                     └──expiry, or withdrawn after 10 wrong codes──► gone (its waiters told)
 ///   a join answered: awaiting confirmation(token) ──joinConfirmed──► committed
 ///                                                 └──deadline of its own token──► dropped
+///   this device joining: idle ──join──► under way(those awaiting the result) ──ended(reply)──► ended(reply) ──result taken──► idle
+///   the account:   unchanged ──a change begins──► changing(those queued) ──it ends──► the next queued, or unchanged
 /// ```
 ///
 /// Guessing is slow: five requests a minute from one address are looked at, the rest refused
 /// unread; ten wrong codes withdraw every open invitation (the person makes a new one).
-struct PairingStateMachine: Sendable {
+struct PairingStateMachine<Waiter: Sendable>: Sendable {
     /// Join requests looked at per minute from one address.
-    static let attemptsPerMinute = 5
+    static var attemptsPerMinute: Int { 5 }
     /// Wrong codes after which the invitations are withdrawn.
-    static let wrongCodesAllowed = 10
+    static var wrongCodesAllowed: Int { 10 }
     /// How long a join answered waits for the joining device's confirmation.
-    static let confirmationDeadline: Duration = .seconds(10)
+    static var confirmationDeadline: Duration { .seconds(10) }
+    /// How long the pairing listener stays open after the last invitation ended.
+    static var listenerLinger: Duration { .seconds(5) }
 
     struct Offer: Sendable {
         var invitation: Invitation
@@ -32,6 +50,30 @@ struct PairingStateMachine: Sendable {
         var used = false
         /// The device that asked with it, once one did (interactive invitations).
         var candidate: LocalJoinRequest?
+        /// Those waiting for a device to ask with it (`handoff device invite` showing it).
+        var awaiting: [Waiter] = []
+        /// The device that asked waits for the person's decision.
+        var decision: Waiter?
+    }
+
+    /// What a waiter is resumed with.
+    enum Resumption: Sendable {
+        /// The device that asked with the invitation; nil when it ended first.
+        case candidate(LocalJoinRequest?)
+        /// The person's decision (false when the invitation ended first).
+        case decision(Bool)
+        /// How this device's join ended.
+        case joinResult(LocalReply)
+        /// This change to the account may go ahead.
+        case accountTurn
+    }
+
+    enum Action: Sendable {
+        case schedule(PairingDeadline, after: Duration)
+        case cancel(PairingDeadline)
+        case resume(Waiter, Resumption)
+        /// Close the pairing listener: no invitation is left.
+        case closeListener
     }
 
     /// A join answered, until its device confirms that it has the answer.
@@ -49,26 +91,49 @@ struct PairingStateMachine: Sendable {
         var token: UUID
     }
 
+    /// This device's own join.
+    enum Joining: Sendable {
+        case idle
+        case underWay(awaiting: [Waiter])
+        case ended(LocalReply)
+    }
+
+    /// Changes to the account: at most one at a time.
+    enum AccountChange: Sendable {
+        case unchanged
+        case changing(queued: [Waiter])
+    }
+
     private(set) var invitations: [UUID: Offer] = [:]
     /// Answered joins by the fingerprint of the certificate their device connected with.
     private(set) var answered: [String: AnsweredJoin] = [:]
     private var attempts: [String: [ContinuousClock.Instant]] = [:]
     private(set) var wrongCodes = 0
+    private(set) var joining: Joining = .idle
+    private(set) var accountChange: AccountChange = .unchanged
 
     // MARK: Invitations
 
-    mutating func issue(_ id: UUID, _ invitation: Invitation, expires: Date) {
+    /// An invitation is made; it lasts `lifetime` (until `expires`).
+    mutating func issue(_ id: UUID, _ invitation: Invitation, expires: Date, lifetime: Duration) -> [Action] {
         invitations[id] = Offer(invitation: invitation, expires: expires)
+        return [.cancel(.listenerIdle), .schedule(.invitation(id), after: lifetime)]
     }
 
-    /// The invitation is over (expired, used, refused, withdrawn); what it was, if it was open.
-    mutating func expire(_ id: UUID) -> Offer? {
-        invitations.removeValue(forKey: id)
+    /// The invitation is over (expired, used, refused, withdrawn): those waiting on it are
+    /// told, and the listener closes a little later if it was the last. Nothing if it was over.
+    mutating func expire(_ id: UUID) -> [Action] {
+        guard let offer = invitations.removeValue(forKey: id) else { return [] }
+        var actions: [Action] = [.cancel(.invitation(id))]
+        actions += offer.awaiting.map { .resume($0, .candidate(nil)) }
+        if let decision = offer.decision { actions.append(.resume(decision, .decision(false))) }
+        if invitations.isEmpty { actions.append(.schedule(.listenerIdle, after: Self.listenerLinger)) }
+        return actions
     }
 
-    /// The pairing listener closed (no invitation was left): guesses start from zero again.
-    mutating func listenerClosed() {
-        wrongCodes = 0
+    /// Every invitation is over (the agent stops).
+    mutating func expireAll() -> [Action] {
+        invitations.keys.sorted { $0.uuidString < $1.uuidString }.flatMap { expire($0) } + [.cancel(.listenerIdle)]
     }
 
     /// What a join request with a code comes to.
@@ -81,7 +146,7 @@ struct PairingStateMachine: Sendable {
         case matched(UUID, Invitation)
     }
 
-    static let wrongCode = "the code is wrong, was used already, or has expired; ask for a new one with 'handoff device invite'"
+    static var wrongCode: String { "the code is wrong, was used already, or has expired; ask for a new one with 'handoff device invite'" }
 
     /// A device at `address` (nil in memory) asks to join with `proof`.
     mutating func requested(proof: [UInt8], certificate: [UInt8], name: String, from address: String?, now: ContinuousClock.Instant, date: Date) -> Request {
@@ -105,20 +170,40 @@ struct PairingStateMachine: Sendable {
         return .matched(id, offer.invitation)
     }
 
-    /// The device that asked with invitation `id` waits for the person's decision; false when
-    /// the invitation is gone meanwhile.
-    mutating func ask(_ id: UUID, _ request: LocalJoinRequest) -> Bool {
-        guard invitations[id] != nil else { return false }
+    /// `waiter` waits for a device to ask with invitation `id`: told at once if one did; nil
+    /// if the invitation is not open.
+    mutating func awaitCandidate(_ id: UUID, _ waiter: Waiter) -> [Action]? {
+        guard let offer = invitations[id] else { return nil }
+        if let candidate = offer.candidate { return [.resume(waiter, .candidate(candidate))] }
+        invitations[id]?.awaiting.append(waiter)
+        return []
+    }
+
+    /// The device that asked with invitation `id` waits (`decision`) for the person's
+    /// decision; those waiting for it are told who it is. Refused at once when the invitation
+    /// is gone meanwhile.
+    mutating func ask(_ id: UUID, _ request: LocalJoinRequest, decision: Waiter) -> [Action] {
+        guard let offer = invitations[id] else { return [.resume(decision, .decision(false))] }
         invitations[id]?.candidate = request
-        return true
+        invitations[id]?.decision = decision
+        invitations[id]?.awaiting = []
+        return offer.awaiting.map { .resume($0, .candidate(request)) }
+    }
+
+    /// The person decided on the device waiting with invitation `id`; nil when none waits.
+    mutating func decide(_ id: UUID, accept: Bool) -> [Action]? {
+        guard let decision = invitations[id]?.decision else { return nil }
+        invitations[id]?.decision = nil
+        return [.resume(decision, .decision(accept))]
     }
 
     // MARK: Answered joins
 
     /// An answer went to the device that connected with certificate fingerprint `key`: it is
-    /// kept until `confirmationDeadline` (which the driver schedules with `join.token`).
-    mutating func answered(_ key: String, _ join: AnsweredJoin) {
+    /// kept until `confirmationDeadline`, under its own token.
+    mutating func answered(_ key: String, _ join: AnsweredJoin) -> [Action] {
         answered[key] = join
+        return [.schedule(.confirmation(key, token: join.token), after: Self.confirmationDeadline)]
     }
 
     /// The confirmation deadline of the answer `token` passed: that answer, if it is still
@@ -131,5 +216,81 @@ struct PairingStateMachine: Sendable {
     /// The device confirmed that it has its answer: the join to commit, if one waits.
     mutating func confirmed(_ key: String) -> AnsweredJoin? {
         answered.removeValue(forKey: key)
+    }
+
+    /// A deadline passed. The listener's: closed if no invitation was made since. An
+    /// invitation's: it expires. A confirmation's is `confirmationDeadlinePassed`.
+    mutating func deadlinePassed(_ deadline: PairingDeadline) -> [Action] {
+        switch deadline {
+        case .invitation(let id):
+            return expire(id)
+        case .listenerIdle:
+            guard invitations.isEmpty else { return [] }
+            // Guesses start from zero with the next listener.
+            wrongCodes = 0
+            return [.closeListener]
+        case .confirmation(let key, let token):
+            _ = confirmationDeadlinePassed(key, token: token)
+            return []
+        }
+    }
+
+    // MARK: This device joining
+
+    /// A join starts; false if one is under way.
+    mutating func startJoin() -> Bool {
+        if case .underWay = joining { return false }
+        joining = .underWay(awaiting: [])
+        return true
+    }
+
+    /// The join ended with `reply`: those waiting are told, and it is kept for one who asks later.
+    mutating func joinEnded(_ reply: LocalReply) -> [Action] {
+        guard case .underWay(let awaiting) = joining else { return [] }
+        joining = .ended(reply)
+        return awaiting.map { .resume($0, .joinResult(reply)) }
+    }
+
+    /// `waiter` asks how the join ended: told when it does, or at once (taking the result) if
+    /// it has; nil when no join was made.
+    mutating func awaitJoinResult(_ waiter: Waiter) -> [Action]? {
+        switch joining {
+        case .idle:
+            return nil
+        case .underWay(var awaiting):
+            awaiting.append(waiter)
+            joining = .underWay(awaiting: awaiting)
+            return []
+        case .ended(let reply):
+            joining = .idle
+            return [.resume(waiter, .joinResult(reply))]
+        }
+    }
+
+    // MARK: Changes to the account
+
+    /// A change to the account asks to begin: at once if none is under way, else after those
+    /// queued before it.
+    mutating func beginAccountChange(_ waiter: Waiter) -> [Action] {
+        switch accountChange {
+        case .unchanged:
+            accountChange = .changing(queued: [])
+            return [.resume(waiter, .accountTurn)]
+        case .changing(var queued):
+            queued.append(waiter)
+            accountChange = .changing(queued: queued)
+            return []
+        }
+    }
+
+    /// The change under way ended: the next one queued begins.
+    mutating func accountChangeEnded() -> [Action] {
+        guard case .changing(var queued) = accountChange, !queued.isEmpty else {
+            accountChange = .unchanged
+            return []
+        }
+        let next = queued.removeFirst()
+        accountChange = .changing(queued: queued)
+        return [.resume(next, .accountTurn)]
     }
 }
