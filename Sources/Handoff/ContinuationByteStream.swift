@@ -82,6 +82,8 @@ public final class ContinuationByteStream: @unchecked Sendable {
 
     /// The chunks the other app writes.
     public struct Incoming: AsyncSequence, @unchecked Sendable {
+        // @unchecked: `input` is read only on `queue` (the stream's `reading` queue), one call
+        // at a time, whichever task iterates.
         public typealias Element = [UInt8]
         fileprivate let input: InputStream
         fileprivate let queue: DispatchQueue
@@ -92,6 +94,7 @@ public final class ContinuationByteStream: @unchecked Sendable {
         }
 
         public struct Iterator: AsyncIteratorProtocol, @unchecked Sendable {
+            // @unchecked: as `Incoming`, `input` is read only on `queue`.
             fileprivate let input: InputStream
             fileprivate let queue: DispatchQueue
             fileprivate let chunkSize: Int

@@ -104,14 +104,8 @@ extension Agent {
         // dropped on its way out or in.
         let before = await discovery.ownBeaconsHeard
         await discovery.announceNow()
-        var after = before
-        let deadline = ContinuousClock.now + .milliseconds(800)
-        while ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(50))
-            after = await discovery.ownBeaconsHeard
-            let sending = interfaces.filter { $0.ipv4 != nil || $0.ipv6 }
-            if sending.allSatisfy({ (after[$0.name] ?? 0) > (before[$0.name] ?? 0) }) { break }
-        }
+        let sending = interfaces.filter { $0.ipv4 != nil || $0.ipv6 }.map(\.name)
+        let after = await discovery.awaitOwnBeacons(on: sending, since: before, limit: .milliseconds(800))
         var checks: [LocalCheck] = []
         for interface in interfaces {
             guard interface.isUp else {

@@ -125,6 +125,8 @@ public actor Agent {
     enum Deadline: Hashable, Sendable {
         case continuation(ContinuationDeadline)
         case pairing(PairingDeadline)
+        /// The activity offered now expires.
+        case offerExpiry
     }
 
     /// A client of the local socket.
@@ -289,6 +291,8 @@ public actor Agent {
             lockFile = -1
         }
         run(continuations.stopped())
+        for timer in deadlines.values { timer.cancel() }
+        deadlines = [:]
     }
 
     /// Opens the link listener and, on real networks, the UDP sockets on its port. A port the
@@ -783,6 +787,7 @@ public actor Agent {
         switch deadline {
         case .continuation(let deadline): run(continuations.deadlinePassed(deadline))
         case .pairing(let deadline): pairingDeadlinePassed(deadline)
+        case .offerExpiry: Task { await self.offerChanged() }
         }
     }
 
@@ -813,13 +818,12 @@ public actor Agent {
         }
         guard now != offered else { return }
         offered = now
-        // An activity stops being offered when it expires, not only at the next change.
+        // An activity stops being offered when it expires, not only at the next change: one
+        // timer, for the activity offered now.
         if let expiration = now?.expirationDate {
-            let delay = max(0, expiration.timeIntervalSinceNow)
-            Task { [weak self] in
-                try? await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 10))
-                await self?.offerChanged()
-            }
+            schedule(.offerExpiry, after: .milliseconds(Int64(max(0, expiration.timeIntervalSinceNow) * 1000) + 10))
+        } else {
+            deadlines.removeValue(forKey: .offerExpiry)?.cancel()
         }
         do {
             try await discovery?.announce(now.map(Self.beaconActivity))

@@ -194,6 +194,26 @@ public actor Discovery {
     /// This device's own beacons heard back (multicast loops back to the sender's host), by
     /// the interface they came back on: proof that beacons leave and arrive there.
     public private(set) var ownBeaconsHeard: [String: Int] = [:]
+    /// Those waiting for this device's own beacons to come back (`awaitOwnBeacons`).
+    private var ownBeaconWaiters: [CheckedContinuation<Void, Never>] = []
+
+    /// Waits until a beacon of this device's own came back on each of `interfaces` since
+    /// `before` was read, or `limit` passed; returns what was heard by then.
+    func awaitOwnBeacons(on interfaces: [String], since before: [String: Int], limit: Duration) async -> [String: Int] {
+        let deadline = ContinuousClock.now + limit
+        let timer = LoopTimer(after: limit) { [weak self] in Task { await self?.wakeOwnBeaconWaiters() } }
+        defer { timer.cancel() }
+        while ContinuousClock.now < deadline, !interfaces.allSatisfy({ (ownBeaconsHeard[$0] ?? 0) > (before[$0] ?? 0) }) {
+            await withCheckedContinuation { ownBeaconWaiters.append($0) }
+        }
+        return ownBeaconsHeard
+    }
+
+    private func wakeOwnBeaconWaiters() {
+        let waiting = ownBeaconWaiters
+        ownBeaconWaiters = []
+        for waiter in waiting { waiter.resume() }
+    }
     /// Addresses whose beacons did not open with the account's keys, with how many and when
     /// last (at most 32 addresses): devices of another account, or noise.
     public var unopenedFrom: [String: (count: Int, last: Date)] { strangers.from }
@@ -567,7 +587,10 @@ public actor Discovery {
         // This device's own beacon, come back (multicast loops back to the sending host): proof
         // that beacons leave and arrive on that interface, for `doctor`. Nothing more to do.
         if sentBeacons.contains(bytes) {
-            if let interface { ownBeaconsHeard[interface, default: 0] += 1 }
+            if let interface {
+                ownBeaconsHeard[interface, default: 0] += 1
+                wakeOwnBeaconWaiters()
+            }
             return
         }
         opened.datagrams += 1

@@ -117,5 +117,7 @@ dispatchMain()
 
 /// A JSON object from `JSONSerialization`, handed to the main queue once.
 struct UncheckedMessage: @unchecked Sendable {
+    // @unchecked: the dictionary is made by one thread and only read after it is handed over;
+    // nobody keeps or changes it meanwhile (JSONSerialization's values are immutable types).
     let message: [String: Any]
 }

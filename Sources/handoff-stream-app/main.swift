@@ -31,6 +31,7 @@ final class Log: Sendable {
 }
 
 struct Streams: @unchecked Sendable {
+    // @unchecked: each stream is handed to one thread, which alone uses it from then on.
     let input: InputStream
     let output: OutputStream
 }
