@@ -30,7 +30,7 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
 /// Several agents can run in one process (tests do), each with its own state directory,
 /// socket and ports.
 public actor Agent {
-    public let configuration: AgentConfiguration
+    public nonisolated let configuration: AgentConfiguration
     let logger: Logger
     let store: StateStore
     let registry: AppRegistry

@@ -6,18 +6,28 @@ import Synchronization
 /// out what it decides (outside the lock: writes, answers, keepalive, closing) through the
 /// link's own `IO`, and reports the timers' firing back to it. The TLS link and the in-memory
 /// link each give it their IO; the decisions are the machine's, the same for both.
-final class LinkDriver: Sendable {
-    typealias Waiter = @Sendable (LinkAnswer) -> Void
-    typealias Machine = LinkStateMachine<Waiter>
+package final class LinkDriver: Sendable {
+    package typealias Waiter = @Sendable (LinkAnswer) -> Void
+    package typealias Machine = LinkStateMachine<Waiter>
 
     /// How a link does what its machine decides.
-    struct IO: Sendable {
-        var write: @Sendable (LinkMessage) -> Void
+    package struct IO: Sendable {
+        package var write: @Sendable (LinkMessage) -> Void
         /// Sets the socket's keepalive to `watching` as it is when this runs.
-        var applyKeepalive: @Sendable () -> Void = {}
-        var close: @Sendable () -> Void = {}
+        package var applyKeepalive: @Sendable () -> Void
+        package var close: @Sendable () -> Void
         /// Continuation streams open on the link now.
-        var streamsOpen: @Sendable () -> Int = { 0 }
+        package var streamsOpen: @Sendable () -> Int
+
+        package init(
+            write: @escaping @Sendable (LinkMessage) -> Void, applyKeepalive: @escaping @Sendable () -> Void = {},
+            close: @escaping @Sendable () -> Void = {}, streamsOpen: @escaping @Sendable () -> Int = { 0 }
+        ) {
+            self.write = write
+            self.applyKeepalive = applyKeepalive
+            self.close = close
+            self.streamsOpen = streamsOpen
+        }
     }
 
     private struct Held {
@@ -28,22 +38,22 @@ final class LinkDriver: Sendable {
 
     private let held: Mutex<Held>
 
-    init(host: String, port: Int, idle: Duration?) {
+    package init(host: String, port: Int, idle: Duration?) {
         held = Mutex(Held(machine: Machine(host: host, port: port, idle: idle, now: .now)))
     }
 
     /// Gives the driver the link's IO, once its connection exists (before any request).
-    func attach(_ io: IO) {
+    package func attach(_ io: IO) {
         held.withLock { $0.io = io }
     }
 
     // MARK: What the link asks
 
-    func greeted(_ frame: Frame) -> Result<UUID, FetchFailure> {
+    package func greeted(_ frame: Frame) -> Result<UUID, FetchFailure> {
         held.withLock { $0.machine.greeted(frame, now: .now) }
     }
 
-    var isOpen: Bool { held.withLock { $0.machine.isOpen } }
+    package var isOpen: Bool { held.withLock { $0.machine.isOpen } }
     var watching: Bool { held.withLock { $0.machine.watching } }
     var keepaliveChanges: Int { held.withLock { $0.machine.keepaliveChanges } }
 
@@ -52,19 +62,19 @@ final class LinkDriver: Sendable {
     }
 
     /// Sends the request `make` makes with its number; `done` gets what became of it, once.
-    func request(deadline: Duration, streamsOpen: Int, _ make: (UInt64) -> LinkMessage, done: @escaping Waiter) {
+    package func request(deadline: Duration, streamsOpen: Int, _ make: (UInt64) -> LinkMessage, done: @escaping Waiter) {
         run(streamsOpen: streamsOpen) { $0.request(done, deadline: deadline, now: $1, streamsOpen: $2, make) }
     }
 
-    func received(_ message: LinkMessage, streamsOpen: Int) {
+    package func received(_ message: LinkMessage, streamsOpen: Int) {
         run(streamsOpen: streamsOpen) { $0.received(message, now: $1, streamsOpen: $2) }
     }
 
-    func used() {
+    package func used() {
         held.withLock { $0.machine.used(now: .now) }
     }
 
-    func ended(_ reason: String) {
+    package func ended(_ reason: String) {
         run(streamsOpen: 0) { machine, _, _ in machine.ended(reason) }
     }
 

@@ -18,7 +18,7 @@ public enum LinkTrust: Sendable {
     /// device joining through it, which is not a member yet.
     case shown(@Sendable (String) -> Bool)
 
-    var accepts: @Sendable (String) -> Bool {
+    package var accepts: @Sendable (String) -> Bool {
         switch self {
         case .members(let accepts), .shown(let accepts): return accepts
         }

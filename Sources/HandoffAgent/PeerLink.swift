@@ -32,7 +32,7 @@ public enum LinkError: Error, Sendable, CustomStringConvertible {
 /// inside the link (`LinkProofHandler`); for pairing, by the shown certificate's fingerprint,
 /// checked in the handshake. No certificate authority and no host name is trusted, and a
 /// stranger learns nothing that names the device.
-enum LinkTLS {
+package enum LinkTLS {
     static func context(showing shown: LinkCertificates.Shown) throws -> NIOSSLContext {
         try NIOSSLContext(configuration: configuration(showing: shown))
     }
@@ -92,7 +92,7 @@ enum LinkTLS {
     }
 
     /// Whether the handshake accepts the shown certificate `der` under `trust`.
-    static func acceptsShown(_ der: [UInt8], _ trust: LinkTrust, now: Date = Date()) -> Bool {
+    package static func acceptsShown(_ der: [UInt8], _ trust: LinkTrust, now: Date = Date()) -> Bool {
         guard let presented = try? Certificate(derEncoded: der), isValidNow(presented, now: now) else { return false }
         switch trust {
         case .members: return true
@@ -100,7 +100,7 @@ enum LinkTLS {
         }
     }
 
-    static func isValidNow(_ certificate: Certificate, now: Date = Date()) -> Bool {
+    package static func isValidNow(_ certificate: Certificate, now: Date = Date()) -> Bool {
         certificate.notValidBefore <= now && now <= certificate.notValidAfter
     }
 

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent

@@ -6,6 +6,7 @@ import HandoffLocalAPI
 import HandoffWire
 import Logging
 import MapViewerKit
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent

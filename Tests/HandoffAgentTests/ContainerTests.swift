@@ -4,6 +4,7 @@ import HandoffApp
 import HandoffLocalAPI
 import HandoffWire
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent

@@ -4,6 +4,7 @@ import Handoff
 import HandoffApp
 import HandoffLocalAPI
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent

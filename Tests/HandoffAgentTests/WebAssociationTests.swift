@@ -11,6 +11,7 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 import SwiftASN1
+import HandoffTesting
 import Testing
 @_spi(CMS) import X509
 

@@ -2,7 +2,7 @@ import Foundation
 import HandoffWire
 
 /// What became of a request on a link.
-enum LinkAnswer: Sendable {
+package enum LinkAnswer: Sendable {
     case answered(LinkMessage)
     case ended(String)
     case timedOut
@@ -35,7 +35,7 @@ enum LinkDeadline: Hashable, Sendable {
 /// Keepalive, on a link that closes when idle: on while a request waits or a stream is open;
 /// off once nothing went over the link for `keepaliveLinger` (so requests in quick succession
 /// switch it neither way), long before TCP's first probe after 5 s of silence.
-struct LinkStateMachine<Waiter: Sendable>: Sendable {
+package struct LinkStateMachine<Waiter: Sendable>: Sendable {
     enum State: Sendable, Equatable {
         case greeting
         case open(device: UUID)
@@ -197,7 +197,7 @@ struct LinkStateMachine<Waiter: Sendable>: Sendable {
     // MARK: Answers
 
     /// What a fetch's answer means for the app, whatever link carried it.
-    static func result(of answer: LinkAnswer, for activityID: UUID, host: String, port: Int, deadline: Duration) -> Result<WireActivityRecord, FetchFailure> {
+    package static func result(of answer: LinkAnswer, for activityID: UUID, host: String, port: Int, deadline: Duration) -> Result<WireActivityRecord, FetchFailure> {
         switch answer {
         case .answered(.fetched(_, let record)):
             guard record.id == activityID else {

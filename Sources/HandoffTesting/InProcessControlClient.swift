@@ -1,4 +1,5 @@
 import Foundation
+import HandoffAgent
 import HandoffLocalAPI
 import Synchronization
 

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffAgent
 import Handoff
 import HandoffLocalAPI
 import Synchronization
