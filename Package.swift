@@ -31,7 +31,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
-        .target(name: "HandoffLocalAPI", swiftSettings: strict),
+        .target(name: "HandoffFraming", swiftSettings: strict),
+        .target(name: "HandoffLocalAPI", dependencies: ["HandoffFraming"], swiftSettings: strict),
         .target(
             name: "Handoff",
             dependencies: ["HandoffLocalAPI", .product(name: "Logging", package: "swift-log")],
@@ -39,11 +40,14 @@ let package = Package(
         ),
         .target(name: "HandoffApp", dependencies: ["Handoff"], swiftSettings: strict),
         .target(name: "HandoffDesktop", swiftSettings: strict),
-        .target(name: "HandoffWire", dependencies: ["HandoffLocalAPI", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
+        .target(name: "HandoffWire", dependencies: ["HandoffFraming", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
+        // Signing apps and checking their signatures: reads the app's files, so not in HandoffWire.
+        .target(name: "HandoffSigning", dependencies: ["HandoffWire", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .target(
             name: "HandoffAgent",
             dependencies: [
                 "HandoffWire",
+                "HandoffSigning",
                 "HandoffLocalAPI",
                 "Handoff",
                 "HandoffApp",
@@ -83,7 +87,7 @@ let package = Package(
         .executableTarget(
             name: "handoff-cli",
             dependencies: [
-                "Handoff", "HandoffApp", "HandoffWire", "HandoffLocalAPI", "HandoffDesktop", "HandoffCommandLine",
+                "Handoff", "HandoffApp", "HandoffWire", "HandoffSigning", "HandoffLocalAPI", "HandoffDesktop", "HandoffCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -132,7 +136,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),

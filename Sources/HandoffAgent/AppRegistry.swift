@@ -1,6 +1,7 @@
 import CHandoffSystem
 import Foundation
 import HandoffApp
+import HandoffSigning
 import HandoffWire
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HandoffCommandLine
 import HandoffApp
+import HandoffSigning
 import HandoffWire
 
 /// Reads a team key file, or exits saying why.

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffLocalAPI
+import HandoffSigning
 import HandoffWire
 import Testing
 

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HandoffWire
 
 /// A team: a P-256 signing key. The team identifier is derived from the public key, so that
 /// no one can sign as a team without its private key, and no registry is needed to say who
