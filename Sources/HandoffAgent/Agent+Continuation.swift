@@ -394,11 +394,9 @@ extension Agent {
     func notify(_ event: LocalEvent) async {
         guard let desktop = await desktopNotifier() else { return }
         if let offer = event.activity {
-            let title = offer.activity.title ?? offer.activity.activityType
-            let handler = offer.handler.map { $0 == "browser" ? "in the browser" : "in \($0)" } ?? "(no app here can)"
             let activity = offer.activity.id
-            let shown = try? await desktop.notify(
-                summary: "\(offer.deviceName): \(title)", body: "Continue it on this device \(handler)", replacing: notifications[event.device] ?? 0
+            try? await desktop.show(
+                device: event.device, deviceName: offer.deviceName, title: offer.activity.title ?? offer.activity.activityType, handler: offer.handler
             ) { [weak self] in
                 Task {
                     var notice: (@Sendable () -> Void)?
@@ -406,19 +404,18 @@ extension Agent {
                     notice?()
                 }
             }
-            notifications[event.device] = shown
-        } else if let id = notifications.removeValue(forKey: event.device) {
-            await desktop.withdraw(id)
+        } else {
+            await desktop.gone(device: event.device)
         }
     }
 
     /// The session bus's notifications, connected on first use; nil without a desktop session
     /// (said once in the log) or when notifications are off.
-    func desktopNotifier() async -> DesktopNotifier? {
+    func desktopNotifier() async -> NearbyNotifications? {
         if let desktop { return desktop }
         guard let address = configuration.desktopBus, !desktopUnavailable else { return nil }
         do {
-            desktop = try await DesktopNotifier.connect(environment: ["DBUS_SESSION_BUS_ADDRESS": address])
+            desktop = NearbyNotifications(notifier: try await DesktopNotifier.connect(environment: ["DBUS_SESSION_BUS_ADDRESS": address]))
         } catch {
             desktopUnavailable = true
             logger.info("no desktop notifications: \(error)")

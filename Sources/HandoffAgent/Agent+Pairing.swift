@@ -25,18 +25,18 @@ extension Agent {
         guard let address = host ?? invitationAddress() else {
             return .failure(LocalError(.badRequest, "this device has no address to put in the invitation; give one with --address"))
         }
-        if pairingListener == nil {
+        if pairingListener.listener == nil {
             // One opening at a time: an invitation asked for meanwhile waits for the same one.
-            let opening = pairingListenerOpening ?? Task { await self.openPairingListener() }
-            pairingListenerOpening = opening
+            let opening = pairingListener.opening ?? Task { await self.openPairingListener() }
+            pairingListener.opening = opening
             let opened = await opening.value
-            pairingListenerOpening = nil
+            pairingListener.opening = nil
             if case .failure(let error) = opened { return .failure(error) }
         }
-        guard let listener = pairingListener else {
+        guard let listener = pairingListener.listener else {
             return .failure(LocalError(.failed, "the listener for joining devices closed as it opened; ask again"))
         }
-        let pinned = DeviceIdentity.fingerprint(ofCertificate: (pairingIdentity ?? identity).links.current().certificateDER)
+        let pinned = DeviceIdentity.fingerprint(ofCertificate: (pairingListener.identity ?? identity).links.current().certificateDER)
         let invitation = Invitation.make(kind, host: address, port: listener.port, fingerprint: pinned)
         let id = UUID.random()
         let expires = Date().addingTimeInterval(lifetime)
@@ -92,9 +92,9 @@ extension Agent {
                 default: preconditionFailure("the pairing machine resumed \(waiter) with \(resumption)")
                 }
             case .closeListener:
-                guard let listener = pairingListener else { continue }
-                pairingListener = nil
-                pairingIdentity = nil
+                guard let listener = pairingListener.listener else { continue }
+                pairingListener.listener = nil
+                pairingListener.identity = nil
                 Task { await listener.close() }
             }
         }
@@ -609,16 +609,16 @@ extension Agent {
 extension Agent {
     /// Opens the listener joining devices connect to, unless one is open.
     fileprivate func openPairingListener() async -> Result<Void, LocalError> {
-        guard pairingListener == nil else { return .success(()) }
+        guard pairingListener.listener == nil else { return .success(()) }
         // On the link port plus one, so a firewall needs one more port; with a random link
         // port (tests), a random one.
         let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
         // Certificates of its own, pinned by the codes made while it listens: a stranger
         // who connects learns nothing of this device, and the next listener shows another.
         let shown = identity.showingOwnCertificates()
-        pairingIdentity = shown
+        pairingListener.identity = shown
         do {
-            pairingListener = try await network.listen(
+            pairingListener.listener = try await network.listen(
                 identity: shown, trust: .shown({ _ in true }), host: listenHost, port: port,
                 acceptStream: { _, _, _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the pairing listener carries no streams") }
             ) { [weak self] frame, peer in

@@ -26,15 +26,8 @@ extension Agent {
         var answer: CheckedContinuation<FetchFailure?, Never>
     }
 
-    /// How many delivered continuations are remembered for opening streams.
-    static let rememberedContinuations = 64
-
     func rememberStreamSource(_ continuation: UUID, _ source: StreamSource) {
-        streamSources[continuation] = source
-        streamSourceOrder.append(continuation)
-        while streamSourceOrder.count > Self.rememberedContinuations {
-            streamSources[streamSourceOrder.removeFirst()] = nil
-        }
+        streams.remember(continuation, source)
     }
 
     // MARK: The local socket's stream connections
@@ -144,7 +137,7 @@ extension Agent {
     /// the app it was delivered to.
     func openStream(for continuation: UUID, pid: Int32) async -> Result<LinkStream, LocalError> {
         busy()
-        guard let source = streamSources[continuation], let session = sessions[source.session] else {
+        guard let source = streams.source(of: continuation), let session = sessions[source.session] else {
             return .failure(LocalError(
                 .notFound,
                 "no continuation \(continuation) was delivered on this device to a running app; streams are opened by the app that continued the activity, from its continuation"))
@@ -189,7 +182,7 @@ extension Agent {
         let token = UUID.random()
         let deadline = configuration.fetchDeadline
         return await withCheckedContinuation { answer in
-            pendingStreams[token] = PendingStream(stream: stream, session: session.id, activityID: activityID, answer: answer)
+            streams.pending[token] = PendingStream(stream: stream, session: session.id, activityID: activityID, answer: answer)
             session.peer.send(.streamRequest(stream: token, activity: activityID))
             _ = LoopTimer(after: deadline) {
                 Task { [weak self] in
@@ -201,19 +194,19 @@ extension Agent {
 
     /// Ends the wait for the app to take stream `token`: taken (nil) or not, and why.
     func settleStream(_ token: UUID, _ failure: FetchFailure?) {
-        pendingStreams.removeValue(forKey: token)?.answer.resume(returning: failure)
+        streams.pending.removeValue(forKey: token)?.answer.resume(returning: failure)
     }
 
     /// The app's stream connection for `token` arrived: the stream is its.
     func takeStream(_ token: UUID, pid: Int32) async -> Result<LinkStream, LocalError> {
         busy()
-        guard let pending = pendingStreams[token], let session = sessions[pending.session] else {
+        guard let pending = streams.pending[token], let session = sessions[pending.session] else {
             return .failure(LocalError(.notFound, "no streams \(token) wait for this app: they were taken, refused, or timed out"))
         }
         guard session.peer.pid == pid else {
             return .failure(LocalError(.notAllowed, "process \(pid) is not the app the streams were offered to (process \(session.peer.pid))"))
         }
-        pendingStreams[token] = nil
+        streams.pending[token] = nil
         pending.stream.accept()
         pending.answer.resume(returning: nil)
         return .success(pending.stream)
@@ -222,12 +215,8 @@ extension Agent {
     /// A session ended: its streams waiting to be taken are refused, and its continuations
     /// open no more streams.
     func endStreams(of session: UUID) {
-        for (token, pending) in pendingStreams where pending.session == session {
+        for token in streams.forget(session: session) {
             settleStream(token, FetchFailure(code: FetchFailure.handoffFailed, message: "the app on '\(deviceName)' quit before it took the streams"))
         }
-        for (continuation, source) in streamSources where source.session == session {
-            streamSources[continuation] = nil
-        }
-        streamSourceOrder.removeAll { streamSources[$0] == nil }
     }
 }

@@ -47,11 +47,8 @@ public actor Agent {
     var inProcessApps: [InstalledApp] = []
     /// The browser app that receives web activities itself, if any.
     var defaultBrowser: String?
-    /// When the agent last did something for an app, a client or another device.
-    var lastBusy = ContinuousClock.now
-    /// Whether memory was given back since then.
-    var releasedSinceBusy = false
-    var idleTask: Task<Void, Never>?
+    /// When the agent last did something, and whether memory was given back since (`--idle-release`).
+    var idle = IdleSpell()
     /// Continuations asked for here and saves asked of this device's apps
     /// (`ContinuationStateMachine`), with the deadlines it set.
     var continuations: ContinuationStateMachine<ReceivingContinuation, AwaitedSave>
@@ -71,25 +68,19 @@ public actor Agent {
     var links: [UUID: any PeerLinking] = [:]
     var watchers: [UUID: LocalPeer] = [:]
     var knownNearby: [UUID: BeaconActivity] = [:]
-    /// Delivered continuations, for opening their streams; the order they came in.
-    var streamSources: [UUID: StreamSource] = [:]
-    var streamSourceOrder: [UUID] = []
+    /// Delivered continuations that may open streams, and streams waiting for an app here.
+    var streams = ContinuationStreams()
     /// Desktop notifications of activities nearby (`--notifications`), once connected.
-    var desktop: DesktopNotifier?
+    var desktop: NearbyNotifications?
     var desktopUnavailable = false
-    var notifications: [UUID: UInt32] = [:]
     /// Stream relays running now: an agent relaying a stream is not idle.
     let relaysUnderWay = LockedValue(0)
-    /// Streams other devices opened, waiting for this device's app to take them.
-    var pendingStreams: [UUID: PendingStream] = [:]
     var started = false
     /// The account's recent signed changes, oldest first, for members that missed them.
     var changes: [RecordedChange] = []
     var lastCatchUp: [UUID: ContinuousClock.Instant] = [:]
-    var pairingListener: (any LinkListening)?
-    /// The identity the pairing listener shows (certificates of its own, pinned by invitations).
-    var pairingIdentity: DeviceIdentity?
-    var pairingListenerOpening: Task<Result<Void, LocalError>, Never>?
+    /// The listener joining devices connect to, while invitations are open.
+    var pairingListener = PairingListener()
     /// Invitations, guesses, answered joins, this device's own join and the account change
     /// under way (`PairingStateMachine`), with who waits on them.
     var pairing = Pairing()
@@ -121,12 +112,32 @@ public actor Agent {
         case accountTurn(CheckedContinuation<Void, Never>)
     }
 
+    /// The listener joining devices connect to: open while invitations are, showing
+    /// certificates of its own (pinned by the invitations), opened once however many ask.
+    struct PairingListener {
+        var listener: (any LinkListening)?
+        var identity: DeviceIdentity?
+        var opening: Task<Result<Void, LocalError>, Never>?
+    }
+
     /// A deadline one of the agent's machines set.
+    /// When the agent last did something, and whether its memory was given back since.
+    struct IdleSpell {
+        var lastBusy = ContinuousClock.now
+        var released = false
+        /// Whether the `idleRelease` deadline is set.
+        var armed = false
+        /// How many times memory was given back.
+        var releases = 0
+    }
+
     enum Deadline: Hashable, Sendable {
         case continuation(ContinuationDeadline)
         case pairing(PairingDeadline)
         /// The activity offered now expires.
         case offerExpiry
+        /// The agent may have been idle for `--idle-release`.
+        case idleRelease
     }
 
     /// A client of the local socket.
@@ -250,14 +261,7 @@ public actor Agent {
             await stop()
             throw error
         }
-        if let delay = configuration.idleRelease {
-            idleTask = Task { [weak self] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: min(delay, .seconds(5)))
-                    await self?.releaseIfIdle(after: delay)
-                }
-            }
-        }
+        busy()
         logger.notice(
             "handoffd is running",
             metadata: [
@@ -268,7 +272,6 @@ public actor Agent {
 
     /// Stops everything: apps are disconnected, links closed, the socket file removed.
     public func stop() async {
-        idleTask?.cancel()
         // Apps and clients, on the socket or in this process, are disconnected.
         for session in sessions.values { session.peer.close() }
         discoveryTask?.cancel()
@@ -280,8 +283,8 @@ public actor Agent {
         listener = nil
         for channel in unicastSockets { try? await channel.close() }
         unicastSockets = []
-        await pairingListener?.close()
-        pairingListener = nil
+        await pairingListener.listener?.close()
+        pairingListener = PairingListener()
         run(pairing.expireAll())
         joinTask?.cancel()
         for link in links.values { link.close() }
@@ -605,7 +608,7 @@ public actor Agent {
         case .saveFailed(let request, let error):
             finishSave(request, session: session, .failure(error))
         case .streamRefused(let token, let error):
-            guard pendingStreams[token]?.session == session.id else { return }
+            guard streams.pending[token]?.session == session.id else { return }
             settleStream(token, FetchFailure(code: error.code ?? FetchFailure.handoffFailed, message: error.message))
         case .reply, .save, .willContinue, .deliver, .fail, .wasContinued, .event, .streamRequest, .prove, .proof:
             logger.warning("a local client sent a message only the agent sends")
@@ -788,20 +791,36 @@ public actor Agent {
         case .continuation(let deadline): run(continuations.deadlinePassed(deadline))
         case .pairing(let deadline): pairingDeadlinePassed(deadline)
         case .offerExpiry: Task { await self.offerChanged() }
+        case .idleRelease: idleDeadlinePassed()
         }
     }
 
     // MARK: Idle memory
 
+    /// The agent did something for an app, a client or another device. With `--idle-release`,
+    /// one deadline follows the idle spell: set when the agent is first busy after a release,
+    /// not at every call (this one runs for every frame).
     func busy() {
-        lastBusy = ContinuousClock.now
-        releasedSinceBusy = false
+        idle.lastBusy = ContinuousClock.now
+        idle.released = false
+        guard !idle.armed, let delay = configuration.idleRelease, started else { return }
+        idle.armed = true
+        schedule(.idleRelease, after: delay)
     }
 
-    /// Once per idle spell: gives back free heap and code pages (`IdleMemory`).
-    func releaseIfIdle(after delay: Duration) {
-        guard !releasedSinceBusy, ContinuousClock.now - lastBusy >= delay, relaysUnderWay.value == 0 else { return }
-        releasedSinceBusy = true
+    /// Once per idle spell: gives back free heap and code pages (`IdleMemory`). Busy since the
+    /// deadline was set (or relaying a stream), it looks again when the spell could be long enough.
+    func idleDeadlinePassed() {
+        idle.armed = false
+        guard let delay = configuration.idleRelease, started, !idle.released else { return }
+        let quiet = ContinuousClock.now - idle.lastBusy
+        guard quiet >= delay, relaysUnderWay.value == 0 else {
+            idle.armed = true
+            schedule(.idleRelease, after: quiet >= delay ? delay : delay - quiet)
+            return
+        }
+        idle.released = true
+        idle.releases += 1
         let released = IdleMemory.release()
         logger.debug("idle: gave back memory", metadata: ["residentKB": "\(released.residentBefore) → \(released.residentAfter)"])
     }

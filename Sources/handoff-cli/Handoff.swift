@@ -320,21 +320,15 @@ struct Probe: AsyncParsableCommand {
     }
 }
 
-/// The desktop notifications of `handoff watch --notify`: one per device nearby, replaced as
-/// its activity changes, taken away when it goes; "Continue" continues the activity here.
-actor Notifications {
-    let notifier: DesktopNotifier
+/// The desktop notifications of `handoff watch --notify` (`NearbyNotifications`, as the
+/// agent shows them); "Continue" continues the activity here through the agent.
+struct Notifications {
+    let nearby: NearbyNotifications
     let socket: String
-    var shown: [UUID: UInt32] = [:]
-
-    init(notifier: DesktopNotifier, socket: String) {
-        self.notifier = notifier
-        self.socket = socket
-    }
 
     static func start(socket: String) async -> Notifications? {
         do {
-            return Notifications(notifier: try await DesktopNotifier.connect(), socket: socket)
+            return Notifications(nearby: NearbyNotifications(notifier: try await DesktopNotifier.connect()), socket: socket)
         } catch {
             FileHandle.standardError.write(Data("handoff: no desktop notifications: \(error); watching goes on\n".utf8))
             return nil
@@ -344,11 +338,9 @@ actor Notifications {
     func show(_ offer: LocalNearbyActivity) async {
         let activity = offer.activity.id
         let socket = self.socket
-        let title = offer.activity.title ?? offer.activity.activityType
-        let handler = offer.handler.map { $0 == "browser" ? "in the browser" : "in \($0)" } ?? "(no app here can)"
         do {
-            shown[offer.device] = try await notifier.notify(
-                summary: "\(offer.deviceName): \(title)", body: "Continue it on this device \(handler)", replacing: shown[offer.device] ?? 0
+            try await nearby.show(
+                device: offer.device, deviceName: offer.deviceName, title: offer.activity.title ?? offer.activity.activityType, handler: offer.handler
             ) {
                 Task {
                     guard let client = try? await LocalClient.connect(path: socket, role: .control) else { return }
@@ -362,7 +354,6 @@ actor Notifications {
     }
 
     func gone(_ device: UUID) async {
-        guard let id = shown.removeValue(forKey: device) else { return }
-        await notifier.withdraw(id)
+        await nearby.gone(device: device)
     }
 }
