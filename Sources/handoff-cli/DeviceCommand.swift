@@ -60,24 +60,6 @@ struct DeviceCommand: AsyncParsableCommand {
     }
 }
 
-struct Join: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "join", abstract: "Join the account of another device with the code 'handoff device invite' printed there.")
-    @OptionGroup var connection: Connection
-    @Argument(help: "The invitation code or token.") var code: String
-
-    func run() async throws {
-        let client = try connection.connect()
-        let started = await call(client, .join(code: code))
-        if let verification = started.verification {
-            print("Verification number: \(verification)")
-            print("Check that the inviting device shows the same number, and confirm there. Waiting...")
-            fflush(nil)
-        }
-        guard let account = await call(client, .awaitJoinResult).account else { return }
-        print("Joined the account '\(account)'. 'handoff devices' lists its members.")
-    }
-}
-
 /// Reads `90s`, `10m`, `1h` or plain seconds.
 func parseDuration(_ text: String) -> Double? {
     let units: [(String, Double)] = [("s", 1), ("m", 60), ("h", 3600)]

@@ -1,0 +1,26 @@
+import ArgumentParser
+import Foundation
+import Handoff
+import HandoffCommandLine
+import HandoffDesktop
+import HandoffLocalAPI
+import Logging
+
+struct Continue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "continue", abstract: "Continue an activity from another device here.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var output: Output
+    @Argument(help: "The activity's id, as 'handoff list' shows it.") var id: String?
+    @Flag(help: "Continue the most recent activity offered nearby.") var latest = false
+
+    func validate() throws {
+        if id == nil && !latest { throw ValidationError("name an activity's id, or give --latest") }
+        if id != nil && latest { throw ValidationError("give an id or --latest, not both") }
+        if let id, UUID(uuidString: id) == nil { throw ValidationError("'\(id)' is not an activity id (a UUID, as 'handoff list' shows it)") }
+    }
+
+    func run() async throws {
+        let client = try connection.connect()
+        ContinueReport.print(await call(client, .continue(activity: id.flatMap(UUID.init(uuidString:)))), json: output.json)
+    }
+}
