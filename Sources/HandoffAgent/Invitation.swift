@@ -3,13 +3,6 @@ import HandoffWire
 import Foundation
 import X509
 
-/// Why pairing failed; the message says what to do.
-public struct PairingError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-}
-
 /// An invitation to join the account, as the code a person carries from the inviting device
 /// to the new one. It says where the inviting device waits (address and port of its pairing
 /// listener), how to recognise its certificate and a one-time secret. See
@@ -230,7 +223,6 @@ public struct Invitation: Sendable, Hashable {
         return bytes
     }
 }
-
 
 /// A change to the account, signed by the member that made it (`SignedChange` as it travels).
 public typealias SignedAccount = SignedChange

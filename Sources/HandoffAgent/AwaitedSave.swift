@@ -1,0 +1,17 @@
+import Foundation
+import Handoff
+import HandoffApp
+import HandoffDesktop
+import HandoffLocalAPI
+import HandoffWire
+import Logging
+import NIOCore
+import NIOPosix
+import X509
+
+/// Who waits for a save an app was asked for.
+struct AwaitedSave: Sendable {
+    let waiter: CheckedContinuation<Result<LocalRecord, LocalError>, Never>
+    /// The app, as messages name it.
+    let app: String
+}

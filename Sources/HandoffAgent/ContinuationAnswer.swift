@@ -1,0 +1,16 @@
+import Foundation
+import Handoff
+import HandoffApp
+import HandoffDesktop
+import HandoffLocalAPI
+import HandoffWire
+import Logging
+import NIOCore
+import NIOPosix
+import X509
+
+/// The answer to whoever asked for a continuation, and what to tell the origin after it.
+struct ContinuationAnswer: Sendable {
+    var reply: LocalReply
+    var notice: (@Sendable () -> Void)?
+}

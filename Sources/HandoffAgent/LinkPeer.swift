@@ -1,0 +1,29 @@
+import Foundation
+import HandoffWire
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import X509
+import Synchronization
+
+/// The device at the other end of a link, as its membership proof (or, on a pairing link, its
+/// shown certificate) says.
+public struct LinkPeer: Sendable, Hashable {
+    /// SHA-256 of its long-term certificate, as `DeviceIdentity.fingerprint` (on a pairing
+    /// link, of the certificate it showed).
+    public var fingerprint: String
+    /// Its long-term certificate, DER (on a pairing link, the one it showed).
+    public var certificate: [UInt8]
+    /// The certificate it showed in the handshake, DER.
+    public var presented: [UInt8]
+    /// The address it connected from, where known.
+    public var address: String?
+
+    public init(fingerprint: String, certificate: [UInt8], presented: [UInt8]? = nil, address: String? = nil) {
+        self.fingerprint = fingerprint
+        self.certificate = certificate
+        self.presented = presented ?? certificate
+        self.address = address
+    }
+}
