@@ -53,6 +53,7 @@ let package = Package(
                 "HandoffApp",
                 "HandoffDesktop",
                 "CHandoffSystem",
+                "HandoffProcess",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -103,6 +104,7 @@ let package = Package(
             swiftSettings: strict),
         .target(name: "CFuzzerDriver"),
         .target(name: "CHandoffSystem"),
+        .target(name: "HandoffProcess", dependencies: ["CHandoffSystem"], swiftSettings: strict),
         .executableTarget(
             name: "handoff-fuzz",
             dependencies: ["HandoffFuzzing", "CFuzzerDriver", .product(name: "ArgumentParser", package: "swift-argument-parser")],
@@ -112,7 +114,7 @@ let package = Package(
         .executableTarget(
             name: "handoff-browser-host",
             dependencies: ["Handoff", "HandoffLocalAPI", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        .executableTarget(name: "handoff-demo", dependencies: ["handoffd", "handoff", "handoff-cli", "MapViewer"], swiftSettings: strict),
+        .executableTarget(name: "handoff-demo", dependencies: ["HandoffProcess", "handoffd", "handoff", "handoff-cli", "MapViewer"], swiftSettings: strict),
         .target(name: "BenchmarkReport", path: "Benchmarks/BenchmarkReport", swiftSettings: strict),
         .executableTarget(
             name: "UserInfoBenchmark",
@@ -123,7 +125,7 @@ let package = Package(
         .executableTarget(
             name: "AgentBenchmark",
             dependencies: [
-                "BenchmarkReport", "Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "HandoffFuzzing", "handoffd",
+                "BenchmarkReport", "Handoff", "HandoffApp", "HandoffAgent", "HandoffProcess", "HandoffLocalAPI", "HandoffWire", "HandoffFuzzing", "handoffd",
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -136,7 +138,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),

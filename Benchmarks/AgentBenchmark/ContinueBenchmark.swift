@@ -20,6 +20,7 @@ import HandoffLocalAPI
 
 #if canImport(Glibc)
 import Glibc
+import HandoffProcess
 #endif
 
 /// Spawns `path` with `arguments`, its output thrown away, and returns at once.
@@ -80,8 +81,8 @@ func orchestrate() async throws -> Targets {
     }
     let interface = useNamespaces ? "eth0" : "lo"
     let discoveryPort = String(Int.random(in: 20_000..<40_000))
-    var agents: [String: Process] = [:]
-    var helpers: [Process] = []
+    var agents: [String: ChildProcess] = [:]
+    var helpers: [ChildProcess] = []
     defer {
         for process in Array(agents.values) + helpers { stop(process) }
         let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []

@@ -16,6 +16,7 @@ import HandoffLocalAPI
 
 #if canImport(Glibc)
 import Glibc
+import HandoffProcess
 #endif
 
 /// The baseline's receiving end: prints the one-way time of each datagram (it carries its
@@ -102,7 +103,7 @@ func discoveryBenchmark() async throws -> Targets {
         Host(name: name, namespace: "\(prefix)\(name)", address: "10.79.0.\(index + 1)", port: 47_170)
     }
     let (a, b) = (hosts[0], hosts[1])
-    var processes: [Process] = []
+    var processes: [ChildProcess] = []
     defer {
         for process in processes { stop(process) }
         let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []

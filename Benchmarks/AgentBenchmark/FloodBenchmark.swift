@@ -27,6 +27,7 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+import HandoffProcess
 #endif
 
 /// The most resident memory A may reach during the flood.
@@ -265,8 +266,8 @@ func floodBenchmark() async throws {
     }
     let interface = useNamespaces ? "eth0" : "lo"
     let discoveryPort = String(Int.random(in: 20_000..<40_000))
-    var processes: [Process] = []
-    var agentB: Process?
+    var processes: [ChildProcess] = []
+    var agentB: ChildProcess?
     defer {
         for process in processes + [agentB].compactMap({ $0 }) { stop(process) }
         let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
@@ -279,12 +280,12 @@ func floodBenchmark() async throws {
         if ProcessInfo.processInfo.environment["FLOOD_KEEP"] == nil { try? FileManager.default.removeItem(atPath: root) }
     }
 
-    func startAgent(_ host: Host) throws -> Process {
+    func startAgent(_ host: Host) throws -> ChildProcess {
         let log = "\(root)/\(host.name).log"
         if !FileManager.default.fileExists(atPath: log) { _ = FileManager.default.createFile(atPath: log, contents: nil) }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         handle.seekToEndOfFile()
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = host.command([
             binaries.appendingPathComponent("handoffd").path, "--name", host.name == "a" ? "origin" : "receiver", "--state-dir", host.state,

@@ -21,6 +21,7 @@ import HandoffWire
 
 #if canImport(Glibc)
 import Glibc
+import HandoffProcess
 #endif
 
 /// Runs the benchmark and returns its targets, checked, once everything it started is gone.
@@ -50,7 +51,7 @@ func scaleBenchmark() async throws -> Targets {
     let hosts = names.enumerated().map { index, name in
         Host(name: name, namespace: "\(prefix)\(name)", address: "10.81.0.\(index + 1)", port: 47_170)
     }
-    var processes: [Process] = []
+    var processes: [ChildProcess] = []
     defer {
         for process in processes { stop(process) }
         undo(namespaces: prefix)

@@ -22,6 +22,7 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+import HandoffProcess
 #endif
 
 let streamBundle = "com.example.bench.Streams"
@@ -312,7 +313,7 @@ func streamBenchmark() async throws -> Targets {
     let a = Host(name: "a", namespace: nil, address: "127.0.0.1", port: base)
     let b = Host(name: "b", namespace: nil, address: "127.0.0.1", port: base + 2)
     undoOnFailure.withLock { $0 = "" }
-    var processes: [Process] = []
+    var processes: [ChildProcess] = []
     defer {
         for process in processes { stop(process) }
         let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
@@ -360,7 +361,7 @@ func streamBenchmark() async throws -> Targets {
     _ = await call(b, .installApp(directory: app))
 
     // The origin app on A, run from where A installed it (the agent checks its executable).
-    let originProcess = Process()
+    let originProcess = ChildProcess()
     originProcess.executableURL = URL(fileURLWithPath: "\(a.state)/apps/\(streamBundle)/AgentBenchmark")
     originProcess.arguments = ["stream-origin"]
     var environment = ProcessInfo.processInfo.environment

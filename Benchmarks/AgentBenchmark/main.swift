@@ -15,18 +15,18 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+import HandoffProcess
 #endif
 
-// Foundation's `Process` passes on the signal mask of the thread that starts it, and a task's
-// thread (Dispatch's) blocks every signal: a helper started from one would ignore SIGTERM for
-// ever, and the benchmark waiting for it to end would wait for ever too. So every process of
-// this program unblocks them first.
+// A task's thread (Dispatch's) blocks every signal. `ChildProcess` starts its children with
+// none blocked, but this program's own threads must see SIGTERM too: every process of this
+// program unblocks them first.
 var unblocked = sigset_t()
 sigemptyset(&unblocked)
 pthread_sigmask(SIG_SETMASK, &unblocked, nil)
 
 /// Ends `process`: SIGTERM, and SIGKILL if it has not ended within two seconds.
-func stop(_ process: Process) {
+func stop(_ process: ChildProcess) {
     guard process.isRunning else { return }
     process.terminate()
     let deadline = Date().addingTimeInterval(2)
@@ -153,7 +153,7 @@ struct Host {
 
 @discardableResult
 func shell(_ arguments: [String]) -> Int32 {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
     process.standardOutput = FileHandle.nullDevice
@@ -163,8 +163,8 @@ func shell(_ arguments: [String]) -> Int32 {
     return process.terminationStatus
 }
 
-func start(_ arguments: [String], output: Pipe? = nil) -> Process {
-    let process = Process()
+func start(_ arguments: [String], output: Pipe? = nil) -> ChildProcess {
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
     process.standardOutput = output ?? FileHandle.nullDevice

@@ -1,7 +1,11 @@
 #define _GNU_SOURCE
 #include "CHandoffSystem.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -83,4 +87,61 @@ int handoff_take_global_executor(void (*target)(void *job)) {
     handoff_enqueue_target = target;
     handoff_enqueue_hook expected = NULL;
     return __atomic_compare_exchange_n(&swift_task_enqueueGlobal_hook, &expected, handoff_enqueue, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+int handoff_spawn(int *pid, const char *path, char *const argv[], char *const envp[],
+                  const char *directory, const int streams[3], int new_group) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    int result = posix_spawn_file_actions_init(&actions);
+    if (result != 0) return result;
+    result = posix_spawnattr_init(&attributes);
+    if (result != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return result;
+    }
+    for (int target = 0; target < 3 && result == 0; target++) {
+        if (streams[target] >= 0) result = posix_spawn_file_actions_adddup2(&actions, streams[target], target);
+    }
+    if (result == 0 && directory != NULL) result = posix_spawn_file_actions_addchdir_np(&actions, directory);
+    if (result == 0) result = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    int reset[] = { SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2 };
+    for (unsigned long index = 0; index < sizeof(reset) / sizeof(reset[0]); index++) sigaddset(&defaults, reset[index]);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (new_group ? POSIX_SPAWN_SETPGROUP : 0);
+    if (result == 0) result = posix_spawnattr_setflags(&attributes, flags);
+    if (result == 0) result = posix_spawnattr_setsigmask(&attributes, &none);
+    if (result == 0) result = posix_spawnattr_setsigdefault(&attributes, &defaults);
+    if (result == 0) result = posix_spawnattr_setpgroup(&attributes, 0);
+    if (result == 0) {
+        pid_t child = 0;
+        result = posix_spawn(&child, path, &actions, &attributes, argv, envp);
+        if (result == 0) *pid = child;
+    }
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    return result;
+}
+
+int handoff_await_child(int pid) {
+    siginfo_t info;
+    for (;;) {
+        if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) == 0) return 0;
+        if (errno != EINTR) return -1;
+    }
+}
+
+int handoff_reap(int pid, int *status, int *signaled) {
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    for (;;) {
+        if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG) == 0) break;
+        if (errno != EINTR) return -1;
+    }
+    if (info.si_pid == 0) return 0;
+    *status = info.si_status;
+    *signaled = info.si_code == CLD_EXITED ? 0 : 1;
+    return 1;
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffProcess
 import Synchronization
 
 /// What the agent tells an app it starts.
@@ -43,7 +44,7 @@ extension AppLauncher {
     /// its last argument.
     public func openWebPage(_ url: URL, browserCommand: [String]) async throws(AgentError) {
         guard let command = browserCommand.first else { throw AgentError("no browser command is configured") }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [command] + browserCommand.dropFirst() + [url.absoluteString]
         do {
@@ -60,9 +61,9 @@ public struct ProcessLauncher: AppLauncher {
     public init() {}
 
     final class Launched: LaunchedApp {
-        let process: Process
+        let process: ChildProcess
         let end: EndSignal
-        init(_ process: Process, end: EndSignal) {
+        init(_ process: ChildProcess, end: EndSignal) {
             self.process = process
             self.end = end
         }
@@ -103,7 +104,7 @@ public struct ProcessLauncher: AppLauncher {
         let deadline = ContinuousClock.now + Self.busyPatience
         var wait = Duration.milliseconds(5)
         while true {
-            let process = Process()
+            let process = ChildProcess()
             prepare(process, for: launch)
             let end = EndSignal()
             process.terminationHandler = { _ in end.ended() }
@@ -123,15 +124,12 @@ public struct ProcessLauncher: AppLauncher {
         }
     }
 
-    /// The errno under a Foundation error from `Process.run`, if it has one.
+    /// The errno of a failed start, if it has one.
     static func posixCode(_ error: any Error) -> Int32? {
-        let error = error as NSError
-        if error.domain == NSPOSIXErrorDomain { return Int32(error.code) }
-        guard let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain else { return nil }
-        return Int32(underlying.code)
+        (error as? ChildProcess.LaunchError)?.code
     }
 
-    private func prepare(_ process: Process, for launch: AppLaunch) {
+    private func prepare(_ process: ChildProcess, for launch: AppLaunch) {
         process.executableURL = launch.app.executable
         process.currentDirectoryURL = launch.app.directory
         var environment = ProcessInfo.processInfo.environment

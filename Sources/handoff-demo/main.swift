@@ -8,13 +8,14 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
+import HandoffProcess
 #endif
 
 /// The programs the demo runs, built beside it.
 let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
 let root = URL(fileURLWithPath: "/tmp/handoff-demo-\(getpid())", isDirectory: true)
 let discoveryPort = String(Int.random(in: 20_000..<40_000))
-var started: [Process] = []
+var started: [ChildProcess] = []
 
 @MainActor
 func binary(_ name: String) -> URL {
@@ -42,7 +43,7 @@ func indent(_ text: String) {
 @MainActor
 @discardableResult
 func handoff(_ device: String, _ arguments: [String], show: Bool = true, agent: Bool = true) -> String {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = binary("handoff")
     process.arguments = arguments + (agent ? ["--socket", socket(device)] : [])
     let output = Pipe()
@@ -113,7 +114,7 @@ print("Everything lives in \(root.path) and goes over loopback only.")
 
 step(1, "Start an agent for each device: its own state folder, socket and ports.")
 for device in ["laptop", "desktop"] {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = binary("handoffd")
     process.arguments = [
         "--name", device, "--state-dir", root.appendingPathComponent(device).path, "--socket", socket(device),
@@ -153,7 +154,7 @@ handoff("laptop", ["apps", "install", app.path])
 handoff("desktop", ["apps", "install", app.path])
 
 step(4, "On 'laptop', the person opens MapViewer and looks at the map around Union Square.")
-let laptopApp = Process()
+let laptopApp = ChildProcess()
 laptopApp.executableURL = root.appendingPathComponent("laptop/apps/com.example.handoff.MapViewer/MapViewer")
 let laptopData = root.appendingPathComponent("laptop-MapViewer-data", isDirectory: true)
 laptopApp.environment = ProcessInfo.processInfo.environment.merging(["HANDOFF_SOCKET": socket("laptop"), "HANDOFF_APP_DATA": laptopData.path]) { $1 }

@@ -8,6 +8,7 @@ import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
+import HandoffProcess
 
 /// An executable built beside the test bundle (the package's products).
 func builtExecutable(_ name: String) -> URL? {
@@ -97,7 +98,7 @@ final class AgentHarness: Sendable {
     let root: URL
     let discoveryPort: Int
     private let devices = Mutex<[TestDevice]>([])
-    private let processes = Mutex<[Process]>([])
+    private let processes = Mutex<[ChildProcess]>([])
     /// The network the agents share in memory, or nil for real sockets.
     let network: InMemoryNetwork?
 
@@ -191,7 +192,7 @@ final class AgentHarness: Sendable {
 
     /// Starts the installed example `name` on `device` as a person would, with commands on its input.
     func runExample(_ name: String, bundle: String, on device: TestDevice) throws -> MapViewerProcess {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = device.state.appendingPathComponent("apps/\(bundle)/\(name)")
         let data = root.appendingPathComponent("\(name)-data-\(device.name)", isDirectory: true)
         var environment = ProcessInfo.processInfo.environment
@@ -223,7 +224,7 @@ final class AgentHarness: Sendable {
 
 /// A MapViewer started by a test, driven through its standard input.
 struct MapViewerProcess: Sendable {
-    let process: Process
+    let process: ChildProcess
     let input: Pipe
     let events: URL
 
@@ -275,7 +276,7 @@ final class RawApp: Sendable {
 /// A command started by a test, whose output is gathered on a thread of its own (so that no
 /// async thread waits on a pipe) and whose input the test types into.
 final class RunningCommand: Sendable {
-    private let process: Process
+    private let process: ChildProcess
     private let input: Pipe
     private let gathered = Buffer()
 
@@ -284,7 +285,7 @@ final class RunningCommand: Sendable {
     }
 
     init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process = Process()
+        process = ChildProcess()
         process.executableURL = executable
         process.arguments = arguments
         if let environment { process.environment = environment }

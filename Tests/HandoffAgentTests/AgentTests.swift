@@ -10,6 +10,7 @@ import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
+import HandoffProcess
 
 /// Runs `body` with a harness and stops every agent afterwards, whatever happens.
 func withHarness(inMemory: Bool = false, _ body: (AgentHarness) async throws -> Void) async throws {
@@ -573,14 +574,14 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let handoff = try #require(builtExecutable("handoff"))
-            let watcher = Process()
+            let watcher = ChildProcess()
             watcher.executableURL = handoff
             watcher.arguments = ["watch", "--json", "--socket", b.socket]
             let watched = Pipe()
             watcher.standardOutput = watched
             try watcher.run()
 
-            let publisher = Process()
+            let publisher = ChildProcess()
             publisher.executableURL = handoff
             publisher.arguments = [
                 "publish", "--type", mapViewing, "--title", "From a script", "--team", "EXAMPLETEAM",
@@ -1159,7 +1160,7 @@ func runPythonClient(_ arguments: [String]) async throws -> (Int32, String) {
 /// printed (standard output and error). `environment` nil keeps this process's.
 func runCommand(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) async throws -> (Int32, String) {
     try await onThread {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable
         process.arguments = arguments
         if let environment { process.environment = environment }

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import HandoffAgent
+import HandoffProcess
 
 /// Whether avahi (daemon and tools) and a D-Bus daemon are installed, for the interop tests.
 let hasAvahi = ["/usr/sbin/avahi-daemon", "/usr/bin/avahi-browse", "/usr/bin/avahi-publish", "/usr/bin/dbus-daemon"]
@@ -14,7 +15,7 @@ let hasAvahi = ["/usr/sbin/avahi-daemon", "/usr/bin/avahi-browse", "/usr/bin/ava
 /// with it.
 final class NamespaceAvahi: Sendable {
     let bus: String
-    private let processes: Mutex<[Process]>
+    private let processes: Mutex<[ChildProcess]>
     let namespace: String
 
     init(segment: Segment, host: String) async throws {
@@ -50,9 +51,7 @@ final class NamespaceAvahi: Sendable {
             publish-workstation=no
             """.write(to: folder.appendingPathComponent("avahi.conf"), atomically: true, encoding: .utf8)
         processes = Mutex([])
-        // Both daemonize, and are stopped with the namespace's other processes (`Segment`):
-        // avahi closes every descriptor it inherits, which a Foundation `Process` would take
-        // for its exit.
+        // Both daemonize, and are stopped with the namespace's other processes (`Segment`).
         try await daemon(["dbus-daemon", "--fork", "--config-file=\(folder.path)/bus.conf"])
         try #require(await waitUntil(5) { FileManager.default.fileExists(atPath: self.bus) }, "dbus-daemon did not start")
         // A /run of its own: avahi keeps its pid file and socket there.
@@ -62,15 +61,15 @@ final class NamespaceAvahi: Sendable {
     }
 
     /// Starts a daemon that forks in the namespace, and waits for its first process to exit.
-    /// The shell closes every descriptor it inherited first: a daemon that kept one would
-    /// hold a Foundation `Process` (and its output pipe) open for as long as it runs.
+    /// The shell points the daemon's standard streams at /dev/null first: a daemon that kept
+    /// the output pipe would hold the read of its output open for as long as it runs.
     private func daemon(_ arguments: [String]) async throws {
         let detach = #"for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] 2>/dev/null && eval "exec $n>&-"; done; exec "$@" </dev/null >/dev/null 2>&1"#
         try await run(["bash", "-c", detach, "bash"] + arguments)
     }
 
-    private func launch(_ arguments: [String]) throws -> Process {
-        let process = Process()
+    private func launch(_ arguments: [String]) throws -> ChildProcess {
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["ip", "netns", "exec", namespace, "env", "DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(bus)"] + arguments
         process.standardOutput = FileHandle.nullDevice

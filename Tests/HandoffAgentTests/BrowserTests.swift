@@ -5,17 +5,18 @@ import HandoffLocalAPI
 import Testing
 
 @testable import HandoffAgent
+import HandoffProcess
 
 /// The native-messaging host, started as a browser starts it, spoken to with native-messaging
 /// frames (a 4-byte little-endian length, then JSON).
 final class NativeHost: Sendable {
-    let process: Process
+    let process: ChildProcess
     private let input: FileHandle
     private let output: FileHandle
 
     init(socket: String) throws {
         let binary = try #require(builtExecutable("handoff-browser-host"), "handoff-browser-host was not built next to the tests")
-        process = Process()
+        process = ChildProcess()
         process.executableURL = binary
         process.arguments = ["chrome-extension://bcgblgbejekhpkmkaoapfinefihbjeha/"]
         var environment = ProcessInfo.processInfo.environment
@@ -146,7 +147,7 @@ extension BrowserTests {
         try "<html><head><title>A page from Chromium</title></head><body>Hello</body></html>".write(
             to: site.appendingPathComponent("page.html"), atomically: true, encoding: .utf8)
         let port = Int.random(in: 20_000..<40_000)
-        let server = Process()
+        let server = ChildProcess()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         server.arguments = ["python3", "-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", site.path]
         server.standardOutput = FileHandle.nullDevice
@@ -170,7 +171,7 @@ extension BrowserTests {
 
             let page = "http://127.0.0.1:\(port)/page.html"
             let extensionFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Extensions/Browser").standardizedFileURL
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: browser)
             process.arguments = [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(home.path)/.config/chromium",

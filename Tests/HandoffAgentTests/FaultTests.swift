@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import HandoffAgent
+import HandoffProcess
 
 let streamAppBundle = "com.example.streamapp"
 let streamAppType = "com.example.streamapp.transfer"
@@ -33,9 +34,9 @@ extension AgentHarness {
 
     /// Starts the installed stream app on `device` as the origin, sending without end at about
     /// 6 MB/s; it logs to the returned file.
-    func runStreamOrigin(on device: TestDevice) throws -> (process: Process, log: URL) {
+    func runStreamOrigin(on device: TestDevice) throws -> (process: ChildProcess, log: URL) {
         let log = root.appendingPathComponent("origin-\(device.name).log")
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = device.state.appendingPathComponent("apps/\(streamAppBundle)/handoff-stream-app")
         process.arguments = ["origin", log.path]
         var environment = ProcessInfo.processInfo.environment

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import HandoffAgent
+import HandoffProcess
 
 /// Whether nftables' `nft` is there, for a namespace's firewall.
 let hasNft = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"].contains { FileManager.default.isExecutableFile(atPath: $0) }
@@ -21,7 +22,7 @@ let canMakeNamespaces: Bool = {
 /// Runs a command and returns its output; throws with what it printed when it fails.
 @discardableResult
 func shell(_ arguments: [String], input: Data? = nil) throws -> String {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
     let output = Pipe()
@@ -49,7 +50,7 @@ final class Segment: Sendable {
     let harness: AgentHarness
     /// Whether the hosts have IPv4 addresses; without, the segment is IPv6 only (link-local).
     let ipv4: Bool
-    private let agents = Mutex<[String: Process]>([:])
+    private let agents = Mutex<[String: ChildProcess]>([:])
 
     init(ipv4: Bool = true, hosts: [String] = ["a", "b", "c"]) throws {
         self.ipv4 = ipv4
@@ -83,7 +84,7 @@ final class Segment: Sendable {
         let binary = try #require(builtExecutable("handoffd"))
         let state = harness.root.appendingPathComponent(host, isDirectory: true)
         let socket = harness.root.appendingPathComponent("\(host).sock").path
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "ip", "netns", "exec", "\(prefix)\(host)", binary.path, "--name", name, "--state-dir", state.path, "--socket", socket,
@@ -379,7 +380,7 @@ extension NamespaceTests {
     func linkPortFreeForUDP() async throws {
         try await Segment.with(hosts: ["a"]) { segment in
             try segment.run(in: "a", ["sysctl", "-q", "-w", "net.ipv4.ip_local_port_range=40000 40001"])
-            let holder = Process()
+            let holder = ChildProcess()
             holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             holder.arguments = [
                 "ip", "netns", "exec", "\(segment.prefix)a", "python3", "-c",

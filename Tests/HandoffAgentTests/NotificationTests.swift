@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import HandoffAgent
+import HandoffProcess
 
 let hasDBusDaemon = FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")
 
@@ -42,8 +43,8 @@ final class FakeNotificationServer: Sendable {
 }
 
 /// A session bus of a test's own (dbus-daemon, on a socket at `socket`), and its address.
-func privateSessionBus(in socket: URL) async throws -> (Process, String) {
-    let daemon = Process()
+func privateSessionBus(in socket: URL) async throws -> (ChildProcess, String) {
+    let daemon = ChildProcess()
     daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
     daemon.arguments = ["--session", "--nofork", "--address=unix:path=\(socket.path)"]
     daemon.standardOutput = FileHandle.nullDevice

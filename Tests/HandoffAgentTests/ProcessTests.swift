@@ -1,6 +1,7 @@
 import Foundation
 import HandoffLocalAPI
 import Testing
+import HandoffProcess
 
 /// Runs a built executable to its end and returns its status and what it printed. It waits
 /// on a thread of its own: the program may need an agent in this process to answer meanwhile.
@@ -10,7 +11,7 @@ func run(_ name: String, _ arguments: [String], environment: [String: String] = 
 }
 
 private func runToEnd(_ binary: URL, _ arguments: [String], environment: [String: String]) throws -> (status: Int32, output: String, errors: String) {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = binary
     process.arguments = arguments
     process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -124,7 +125,7 @@ struct ProcessTests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let socket = folder.appendingPathComponent("agent.sock").path
-        let process = Process()
+        let process = ChildProcess()
         let binary = try #require(builtExecutable("handoffd"))
         process.executableURL = binary
         process.arguments = ["--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none", "--log-level", "error"]
@@ -150,7 +151,7 @@ struct ProcessTests {
         let log = folder.appendingPathComponent("handoffd.log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let binary = try #require(builtExecutable("handoffd"))
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = binary
         process.arguments = [
             "--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none",
@@ -216,7 +217,7 @@ struct ProcessTests {
         try await expect(["continue", UUID().uuidString, "--latest"], 64)
         try await expect(["no-such-command"], 64)
 
-        let process = Process()
+        let process = ChildProcess()
         let binary = try #require(builtExecutable("handoffd"))
         process.executableURL = binary
         process.arguments = [
@@ -288,7 +289,7 @@ struct ProcessTests {
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         let socket = home.appendingPathComponent("agent.sock").path
         let binary = try #require(builtExecutable("handoffd"))
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = binary
         process.arguments = [
             "--state-dir", home.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none",

@@ -3,6 +3,7 @@ import HandoffLocalAPI
 import Testing
 
 @testable import HandoffAgent
+import HandoffProcess
 
 /// The CI-sized run of `Benchmarks/scale.sh`: eight agents, each in a network namespace of its
 /// own on one bridge, in two accounts of four sharing the link.
@@ -61,7 +62,7 @@ struct ScaleTests {
 
             // The window: counters from now, an activity offered on h1.
             for host in Self.hosts { try segment.run(in: host, ["nft", "-f", "-"], input: Data(Self.counters.utf8)) }
-            let publish = Process()
+            let publish = ChildProcess()
             publish.executableURL = builtExecutable("handoff")
             publish.arguments = ["publish", "--type", "com.example.scale.editing", "--title", "Scale", "--socket", devices[0].socket, "--exit-after", "30"]
             publish.standardOutput = FileHandle.nullDevice

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import HandoffAgent
+import HandoffProcess
 
 @Suite("The state directory")
 struct StateStoreTests {
@@ -68,7 +69,7 @@ struct StateStoreTests {
         let store = try temporaryStore()
         var lastRevision: UInt64 = 0
         for round in 0..<15 {
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = binary
             process.arguments = [store.directory.path]
             try process.run()
@@ -98,7 +99,7 @@ struct StateStoreTests {
     func killRepeatedly(_ arguments: [String], rounds: Int, check: (Int) throws -> Void) async throws {
         let binary = try #require(Self.tortureBinary(), "handoff-state-torture was not built next to the tests")
         for round in 0..<rounds {
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = binary
             process.arguments = arguments
             process.standardError = FileHandle.nullDevice
@@ -189,7 +190,7 @@ struct StateStoreTests {
         let binary = try #require(Self.tortureBinary(), "handoff-state-torture was not built next to the tests")
         let store = try temporaryStore()
         let trace = store.directory.appendingPathComponent("trace.txt")
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
         process.arguments = ["-f", "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2", "-o", trace.path, binary.path, "account", store.directory.path, "30"]
         process.standardError = FileHandle.nullDevice

@@ -31,4 +31,22 @@ long handoff_random(void *buffer, unsigned long count);
 /// instead (swift_task_enqueueGlobal_hook). Returns 0 when another hook is already set.
 int handoff_take_global_executor(void (*target)(void *job));
 
+/// Starts `path` (an absolute path) with posix_spawn. `streams[i]` is the descriptor the
+/// child gets as descriptor i (0, 1, 2), or -1 to keep this process's own. Every other
+/// descriptor is closed in the child (closefrom 3), whatever its close-on-exec flag, so no
+/// socket or pipe of this process leaks into it. The child starts in `directory` (NULL:
+/// this one's), with no signal blocked and the usual signals at their default action, in a
+/// process group of its own when `new_group` is not 0. Returns 0 and the pid, or the errno
+/// of the failure (exec's own included: ENOENT, EACCES, ETXTBSY).
+int handoff_spawn(int *pid, const char *path, char *const argv[], char *const envp[],
+                  const char *directory, const int streams[3], int new_group);
+
+/// Blocks until child `pid` has ended, without reaping it (waitid, WNOWAIT). Returns 0 once
+/// it has ended, -1 with errno set otherwise (ECHILD: it was reaped already).
+int handoff_await_child(int pid);
+
+/// Reaps the ended child `pid` (waitid, WNOHANG). Returns 1 with `*status` (the exit status,
+/// or the signal) and `*signaled` set, 0 when it has not ended, -1 on error (ECHILD: reaped).
+int handoff_reap(int pid, int *status, int *signaled);
+
 #endif
