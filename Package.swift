@@ -32,15 +32,17 @@ let package = Package(
     ],
     targets: [
         .target(name: "HandoffFraming", swiftSettings: strict),
-        .target(name: "HandoffLocalAPI", dependencies: ["HandoffFraming"], swiftSettings: strict),
+        .target(name: "HandoffModel", swiftSettings: strict),
+        .target(name: "HandoffCore", swiftSettings: strict),
+        .target(name: "HandoffLocalAPI", dependencies: ["HandoffFraming", "HandoffModel"], swiftSettings: strict),
         .target(
             name: "Handoff",
-            dependencies: ["HandoffLocalAPI", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HandoffCore", "HandoffLocalAPI", "HandoffModel", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
-        .target(name: "HandoffApp", dependencies: ["Handoff"], swiftSettings: strict),
+        .target(name: "HandoffApp", dependencies: ["Handoff", "HandoffCore"], swiftSettings: strict),
         .target(name: "HandoffDesktop", swiftSettings: strict),
-        .target(name: "HandoffWire", dependencies: ["HandoffFraming", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
+        .target(name: "HandoffWire", dependencies: ["HandoffFraming", "HandoffModel", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         // Signing apps and checking their signatures: reads the app's files, so not in HandoffWire.
         .target(name: "HandoffSigning", dependencies: ["HandoffWire", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .target(
@@ -49,8 +51,7 @@ let package = Package(
                 "HandoffWire",
                 "HandoffSigning",
                 "HandoffLocalAPI",
-                "Handoff",
-                "HandoffApp",
+                "HandoffCore",
                 "HandoffDesktop",
                 "CHandoffSystem",
                 "HandoffProcess",
@@ -68,7 +69,7 @@ let package = Package(
         ),
         .target(
             name: "HandoffTesting",
-            dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffModel", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .target(name: "MapViewerKit", dependencies: ["Handoff", "HandoffApp"], path: "Examples/MapViewerKit", swiftSettings: strict),
@@ -133,7 +134,7 @@ let package = Package(
             path: "Benchmarks/AgentBenchmark",
             swiftSettings: strict
         ),
-        .testTarget(name: "HandoffTests", dependencies: ["Handoff", "HandoffLocalAPI"], swiftSettings: strict),
+        .testTarget(name: "HandoffTests", dependencies: ["Handoff", "HandoffCore", "HandoffLocalAPI", "HandoffModel"], swiftSettings: strict),
         .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .testTarget(
             name: "HandoffAgentTests",
@@ -148,7 +149,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "HandoffFuzzingTests", dependencies: ["HandoffFuzzing", "HandoffAgent", "HandoffWire", "handoff-fuzz"], swiftSettings: strict),
-        .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffTesting"], swiftSettings: strict),
+        .testTarget(name: "HandoffAppTests", dependencies: ["HandoffApp", "HandoffCore", "HandoffTesting"], swiftSettings: strict),
         .testTarget(name: "HandoffTestingTests", dependencies: ["HandoffTesting", "MapViewerKit"], swiftSettings: strict),
     ]
 )

@@ -133,7 +133,7 @@ func orchestrate() async throws -> Targets {
         activityID = UUID()
         let id = activityID
         let start = now()
-        try origin.send(.becameCurrent(LocalActivity(id: id, activityType: activityType, title: "Benchmark", teamIdentifier: team)))
+        try origin.send(.becameCurrent(ActivityAnnouncement(id: id, activityType: activityType, title: "Benchmark", teamIdentifier: team)))
         await waitFor("B to list the activity") { heard.contains(id) }
         return milliseconds(heard.time(id)! - start)
     }

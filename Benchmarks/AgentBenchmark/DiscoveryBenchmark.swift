@@ -137,7 +137,7 @@ func discoveryBenchmark() async throws -> Targets {
     var offered = UUID()
     func offer() -> UUID {
         offered = UUID()
-        try? origin.send(.becameCurrent(LocalActivity(id: offered, activityType: activityType, title: "Benchmark", teamIdentifier: team)))
+        try? origin.send(.becameCurrent(ActivityAnnouncement(id: offered, activityType: activityType, title: "Benchmark", teamIdentifier: team)))
         return offered
     }
 

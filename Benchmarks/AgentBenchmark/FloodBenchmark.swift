@@ -306,7 +306,7 @@ func floodBenchmark() async throws {
     let counter = LockedCounter()
     let origin = try originApp(socket: a.socket, counter: counter)
     let activityID = UUID()
-    try origin.send(.becameCurrent(LocalActivity(id: activityID, activityType: activityType, title: "Flood", teamIdentifier: team)))
+    try origin.send(.becameCurrent(ActivityAnnouncement(id: activityID, activityType: activityType, title: "Flood", teamIdentifier: team)))
     await waitFor("B to list the activity") { (await call(b, .nearby).activities ?? []).contains { $0.activity.id == activityID } }
 
     func restoredAt(_ iteration: Int) -> UInt64? { restoredTime(of: iteration, on: b) }

@@ -8,10 +8,10 @@ import HandoffLocalAPI
 
 func localCodecProfile() throws {
     let userInfo = try UserInfoCoding.encode(typicalUserInfo(iteration: 1))
-    let activity = LocalActivity(
+    let activity = ActivityAnnouncement(
         id: UUID(), activityType: activityType, title: "Benchmark", bundleIdentifier: bundleIdentifier, teamIdentifier: "ABCDE12345",
         hasWebpageURL: false, supportsContinuationStreams: false)
-    let record = LocalRecord(activity: activity, keywords: ["map", "place"], userInfo: userInfo)
+    let record = ActivityRecord(activity: activity, keywords: ["map", "place"], userInfo: userInfo)
     let messages: [(String, LocalMessage)] = [
         ("call continue", .call(request: 7, .continue(activity: activity.id))),
         ("save (to the origin app)", .save(request: 3, activity: activity.id)),

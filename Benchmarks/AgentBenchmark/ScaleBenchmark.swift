@@ -120,7 +120,7 @@ func scaleBenchmark() async throws -> Targets {
         for origin in origins {
             let id = UUID()
             starts.append(now())
-            try origin.send(.becameCurrent(LocalActivity(id: id, activityType: activityType, title: "Scale", teamIdentifier: team, hasWebpageURL: true)))
+            try origin.send(.becameCurrent(ActivityAnnouncement(id: id, activityType: activityType, title: "Scale", teamIdentifier: team, hasWebpageURL: true)))
             offered.append(id)
         }
         for (index, groupHeard) in heard.enumerated() {
@@ -234,8 +234,8 @@ func webPageOrigin(socket: String) throws -> LocalClient {
     let box = OriginBox()
     let client = try LocalClient(path: socket, role: .app) { message in
         guard case .save(let request, let id) = message, let client = box.client else { return }
-        let activity = LocalActivity(id: id, activityType: activityType, title: "Scale", teamIdentifier: team, hasWebpageURL: true)
-        try? client.send(.saved(request: request, LocalRecord(activity: activity, webpageURL: "https://example.com/scale")))
+        let activity = ActivityAnnouncement(id: id, activityType: activityType, title: "Scale", teamIdentifier: team, hasWebpageURL: true)
+        try? client.send(.saved(request: request, ActivityRecord(activity: activity, webpageURL: "https://example.com/scale")))
     }
     box.client = client
     return client

@@ -317,7 +317,7 @@ func originApp(socket: String, counter: LockedCounter, saves: SaveTimes? = nil) 
         let arrived = now()
         let iteration = counter.next()
         let userInfo = try? UserInfoCoding.encode(typicalUserInfo(iteration: iteration))
-        let record = LocalRecord(activity: LocalActivity(id: id, activityType: activityType, title: "Benchmark", teamIdentifier: team), userInfo: userInfo)
+        let record = ActivityRecord(activity: ActivityAnnouncement(id: id, activityType: activityType, title: "Benchmark", teamIdentifier: team), userInfo: userInfo)
         try? client.send(.saved(request: request, record))
         saves?.record(iteration, arrived: arrived, answered: now())
     }

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffModel
 import Logging
 
 /// The app side of continuing an activity: what `HandoffApp.Application` implements to hear
@@ -270,13 +271,13 @@ package final class ActivityCenter: @unchecked Sendable {
                 userInfo = try UserInfoCoding.decodeUserInfo(bytes)
             } catch {
                 let failure = ContinuationFailure.handoffFailed("the activity from '\(continuation.originDevice)' could not be read: \(error)")
-                await fail(continuationID, activityType: record.announcement.activityType, failure: failure)
+                await fail(continuationID, activityType: record.activity.activityType, failure: failure)
                 return
             }
         }
         let activity = UserActivity(record: record, userInfo: userInfo, center: self, continuation: continuation)
         guard let receiver else {
-            logger.warning("a continued '\(record.announcement.activityType)' arrived, but this app has no Application to receive it")
+            logger.warning("a continued '\(record.activity.activityType)' arrived, but this app has no Application to receive it")
             return
         }
         await ActivityCenter.$current.withValue(self) {

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffModel
 import Logging
 import Synchronization
 

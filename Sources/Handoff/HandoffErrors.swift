@@ -1,4 +1,5 @@
 import Foundation
+import HandoffModel
 
 extension CocoaError {
     /// A Foundation error in the user-activity range with a message a person can act on.
@@ -19,25 +20,7 @@ extension CocoaError {
     }
 }
 
-/// Why a continuation could not deliver an activity: carried between devices as a code and
-/// a message, and handed to the app as a `CocoaError`.
-public struct ContinuationFailure: Error, Sendable, Hashable, CustomStringConvertible {
-    public var code: Int
-    public var message: String
-
-    public init(code: CocoaError.Code, message: String) {
-        self.code = code.rawValue
-        self.message = message
-    }
-
-    public static func handoffFailed(_ message: String) -> Self { .init(code: .userActivityHandoffFailed, message: message) }
-    public static func connectionUnavailable(_ message: String) -> Self { .init(code: .userActivityConnectionUnavailable, message: message) }
-    public static func remoteAppTimedOut(_ message: String) -> Self { .init(code: .userActivityRemoteApplicationTimedOut, message: message) }
-    public static func userInfoTooLarge(_ message: String) -> Self { .init(code: .userActivityHandoffUserInfoTooLarge, message: message) }
-    public static func cancelled(_ message: String) -> Self { .init(code: .userCancelled, message: message) }
-
+extension ContinuationFailure {
     /// The Foundation error an app receives.
     public var cocoaError: CocoaError { .handoff(CocoaError.Code(rawValue: code), message) }
-
-    public var description: String { "error \(code): \(message)" }
 }

@@ -95,7 +95,7 @@ package final class AppSideOfLocalAPI: Sendable {
         guard let link, !link.isClosed else { return }
         let message: LocalMessage
         switch event {
-        case .becameCurrent(let announcement): message = .becameCurrent(announcement.local)
+        case .becameCurrent(let announcement): message = .becameCurrent(announcement)
         case .resigned(let id): message = .resigned(activity: id)
         case .invalidated(let id): message = .invalidated(activity: id)
         }
@@ -114,7 +114,7 @@ package final class AppSideOfLocalAPI: Sendable {
             Task {
                 switch await center.save(activityID: activityID) {
                 case .success(let record):
-                    try? link.send(.saved(request: request, record.local))
+                    try? link.send(.saved(request: request, record))
                 case .failure(let failure):
                     try? link.send(.saveFailed(request: request, LocalError(.continuation, code: failure.code, failure.message)))
                 }
@@ -130,7 +130,7 @@ package final class AppSideOfLocalAPI: Sendable {
                 }
                 guard await center.canReceiveStreams(activityID: activityID) else {
                     try? link.send(.streamRefused(stream: token, error: LocalError(
-                        .continuation, code: CocoaError.Code.userActivityHandoffFailed.rawValue,
+                        .continuation, code: ContinuationFailure.Code.handoffFailed,
                         "the activity is gone from the originating app, does not support continuation streams, or has no delegate to take them")))
                     return
                 }
@@ -156,10 +156,10 @@ package final class AppSideOfLocalAPI: Sendable {
         case .deliver(let continuation, let record, let origin):
             await center.waitForReceiver()
             let context = ContinuationContext(continuationID: continuation, originActivityID: origin.activity, originDevice: origin.deviceName)
-            await center.deliver(continuation, record: ActivityRecord(record), continuation: context)
+            await center.deliver(continuation, record: record, continuation: context)
         case .fail(let continuation, let activityType, let error):
             await center.waitForReceiver()
-            let failure = ContinuationFailure(code: CocoaError.Code(rawValue: error.code ?? CocoaError.Code.userActivityHandoffFailed.rawValue), message: error.message)
+            let failure = ContinuationFailure(code: CocoaError.Code(rawValue: error.code ?? ContinuationFailure.Code.handoffFailed), message: error.message)
             await center.fail(continuation, activityType: activityType, failure: failure)
         case .wasContinued(let activity):
             await center.wasContinued(activityID: activity)
@@ -285,42 +285,5 @@ package final class SocketAgentConnection: AgentConnection {
 
     package func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
         try await SocketStreams.open(path: path, continuation: continuation.continuationID)
-    }
-}
-
-extension ActivityAnnouncement {
-    package init(_ local: LocalActivity) {
-        self.init(
-            id: local.id, activityType: local.activityType, title: local.title, bundleIdentifier: local.bundleIdentifier,
-            teamIdentifier: local.teamIdentifier, hasWebpageURL: local.hasWebpageURL,
-            supportsContinuationStreams: local.supportsContinuationStreams, expirationDate: local.expirationDate)
-    }
-
-    package var local: LocalActivity {
-        LocalActivity(
-            id: id, activityType: activityType, title: title, bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier,
-            hasWebpageURL: hasWebpageURL, supportsContinuationStreams: supportsContinuationStreams, expirationDate: expirationDate)
-    }
-}
-
-extension ActivityRecord {
-    package init(_ local: LocalRecord) {
-        self.init(
-            announcement: ActivityAnnouncement(local.activity), webpageURL: local.webpageURL.flatMap(URL.init(string:)),
-            referrerURL: local.referrerURL.flatMap(URL.init(string:)), keywords: Set(local.keywords),
-            requiredUserInfoKeys: local.requiredUserInfoKeys.map(Set.init), persistentIdentifier: local.persistentIdentifier,
-            targetContentIdentifier: local.targetContentIdentifier, isEligibleForSearch: local.isEligibleForSearch,
-            isEligibleForPublicIndexing: local.isEligibleForPublicIndexing, isEligibleForPrediction: local.isEligibleForPrediction,
-            userInfo: local.userInfo)
-        untranslatedFileURLs = (local.untranslatedFileURLs ?? []).compactMap(URL.init(string:))
-    }
-
-    package var local: LocalRecord {
-        LocalRecord(
-            activity: announcement.local, webpageURL: webpageURL?.absoluteString, referrerURL: referrerURL?.absoluteString,
-            keywords: keywords.sorted(), requiredUserInfoKeys: requiredUserInfoKeys?.sorted(), persistentIdentifier: persistentIdentifier,
-            targetContentIdentifier: targetContentIdentifier, isEligibleForSearch: isEligibleForSearch,
-            isEligibleForPublicIndexing: isEligibleForPublicIndexing, isEligibleForPrediction: isEligibleForPrediction,
-            userInfo: userInfo)
     }
 }

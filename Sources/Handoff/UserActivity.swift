@@ -1,4 +1,5 @@
 import Foundation
+import HandoffModel
 import Logging
 
 /// An identifier an app gives an activity so that it can find or delete it later.
@@ -69,24 +70,24 @@ open class UserActivity: @unchecked Sendable {
 
     /// An activity that arrived from another device, bound to the app that continues it.
     package init(record: ActivityRecord, userInfo: [AnyHashable: Any]?, center: ActivityCenter, continuation: ContinuationContext) {
-        self.activityType = record.announcement.activityType
-        self.id = record.announcement.id
+        self.activityType = record.activity.activityType
+        self.id = record.activity.id
         self.center = center
         self.continuation = continuation
-        state.title = record.announcement.title
+        state.title = record.activity.title
         state.userInfo = userInfo
-        state.requiredUserInfoKeys = record.requiredUserInfoKeys
-        state.webpageURL = record.webpageURL
-        state.referrerURL = record.referrerURL
-        state.expirationDate = record.announcement.expirationDate
-        state.keywords = record.keywords
+        state.requiredUserInfoKeys = record.requiredUserInfoKeys.map(Set.init)
+        state.webpageURL = record.webpageURL.flatMap(URL.init(string:))
+        state.referrerURL = record.referrerURL.flatMap(URL.init(string:))
+        state.expirationDate = record.activity.expirationDate
+        state.keywords = Set(record.keywords)
         state.isEligibleForSearch = record.isEligibleForSearch
         state.isEligibleForPublicIndexing = record.isEligibleForPublicIndexing
         state.isEligibleForPrediction = record.isEligibleForPrediction
         state.persistentIdentifier = record.persistentIdentifier
         state.targetContentIdentifier = record.targetContentIdentifier
-        state.supportsContinuationStreams = record.announcement.supportsContinuationStreams
-        untranslatedFileURLs = record.untranslatedFileURLs
+        state.supportsContinuationStreams = record.activity.supportsContinuationStreams
+        untranslatedFileURLs = (record.untranslatedFileURLs ?? []).compactMap(URL.init(string:))
     }
 
     /// On a continued activity: the file URLs in `userInfo` that are the originating device's
@@ -358,9 +359,9 @@ open class UserActivity: @unchecked Sendable {
             encoded = try UserInfoCoding.encode(info)
         }
         return ActivityRecord(
-            announcement: announcement(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier),
-            webpageURL: snapshot.webpageURL, referrerURL: snapshot.referrerURL, keywords: snapshot.keywords,
-            requiredUserInfoKeys: snapshot.requiredUserInfoKeys, persistentIdentifier: snapshot.persistentIdentifier,
+            activity: announcement(bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier),
+            webpageURL: snapshot.webpageURL?.absoluteString, referrerURL: snapshot.referrerURL?.absoluteString,
+            keywords: snapshot.keywords.sorted(), requiredUserInfoKeys: snapshot.requiredUserInfoKeys?.sorted(), persistentIdentifier: snapshot.persistentIdentifier,
             targetContentIdentifier: snapshot.targetContentIdentifier, isEligibleForSearch: snapshot.isEligibleForSearch,
             isEligibleForPublicIndexing: snapshot.isEligibleForPublicIndexing,
             isEligibleForPrediction: snapshot.isEligibleForPrediction, userInfo: encoded)
@@ -379,15 +380,5 @@ public enum UserActivityError: Error, Sendable, Hashable, CustomStringConvertibl
         case .unsupportedWebpageURL(let url):
             return "webpageURL must be an absolute http or https URL; '\(url)' is not"
         }
-    }
-}
-
-extension URL {
-    /// Whether this is a page a browser can open: an absolute http or https URL with a host,
-    /// the scheme compared without regard to case.
-    package var isWebPage: Bool {
-        let scheme = scheme?.lowercased()
-        guard scheme == "http" || scheme == "https", let host, !host.isEmpty else { return false }
-        return true
     }
 }

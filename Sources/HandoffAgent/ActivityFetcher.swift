@@ -7,11 +7,11 @@ import NIOSSL
 /// The continuing side of a fetch.
 public enum ActivityFetcher {
     /// Fetches activity `activityID` from the device at `host:port`. Every failure comes back
-    /// as exactly one `FetchFailure` with the code the continuing app is to receive.
+    /// as exactly one `ContinuationFailure` with the code the continuing app is to receive.
     public static func fetch(
         _ activityID: UUID, from host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
         deadline: Duration = .seconds(10)
-    ) async -> Result<WireActivityRecord, FetchFailure> {
+    ) async -> Result<FetchedActivity, ContinuationFailure> {
         let link: PeerConnection
         do {
             link = try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline)

@@ -1,6 +1,5 @@
 import Foundation
-import Handoff
-import HandoffApp
+import HandoffCore
 import HandoffDesktop
 import HandoffLocalAPI
 import HandoffWire
@@ -34,13 +33,13 @@ extension Agent {
             return .failure(LocalError(.notFound, "\(what); 'handoff list' shows what is offered"))
         }
         let origin = memberName(device.sender)
-        let announced = LocalActivity(
+        let announced = ActivityAnnouncement(
             id: offer.id, activityType: offer.activityType, title: offer.title, teamIdentifier: offer.teamIdentifier,
             hasWebpageURL: offer.hasWebpageURL, supportsContinuationStreams: offer.supportsContinuationStreams)
         let logger = ContinuationLog(logger: logger, origin: origin, activityType: offer.activityType)
 
         var route = await routeContinuation(offer, webpageURL: nil, originBundleIdentifier: nil)
-        var prefetched: WireActivityRecord?
+        var prefetched: FetchedActivity?
         if case .app = route {
         } else if offer.hasWebpageURL || offer.activityType == NSUserActivityTypeBrowsingWeb {
             // Whether a browser or an app the site approves takes it depends on the page: fetch it first.
@@ -51,21 +50,21 @@ extension Agent {
             case .success(let record):
                 prefetched = record
                 route = await routeContinuation(
-                    offer, webpageURL: record.webpageURL.flatMap(URL.init(string:)), originBundleIdentifier: record.bundleIdentifier)
+                    offer, webpageURL: record.record.webpageURL.flatMap(URL.init(string:)), originBundleIdentifier: record.record.activity.bundleIdentifier)
             }
         }
         switch route {
         case .nowhere(let reason):
             return .failure(LocalError(.notFound, "nothing on this device can continue it: \(reason)"))
         case .webBrowser:
-            guard let page = prefetched?.webpageURL else {
-                return .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity arrived without its web page"))
+            guard let page = prefetched?.record.webpageURL else {
+                return .failure(LocalError(.continuation, code: ContinuationFailure.Code.handoffFailed, "the activity arrived without its web page"))
             }
             // The page comes from another device: only an http or https URL with a host is opened.
             guard let url = URL(string: page), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
                 url.host?.isEmpty == false, !page.hasPrefix("-")
             else {
-                return .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity's web page is not an http or https URL, so it is not opened"))
+                return .failure(LocalError(.continuation, code: ContinuationFailure.Code.handoffFailed, "the activity's web page is not an http or https URL, so it is not opened"))
             }
             link(to: device)?.send(.continued(activityID: offer.id))
             do {
@@ -80,7 +79,7 @@ extension Agent {
             // A web page continued in an app the site approves carries its URL and nothing of the
             // browser's state; the default browser gets the whole activity.
             if offer.activityType == NSUserActivityTypeBrowsingWeb, manifest.bundleIdentifier != defaultBrowser {
-                prefetched?.userInfo = nil
+                prefetched?.record.userInfo = nil
             }
             return await continueInApp(
                 manifest.bundleIdentifier, offer, from: device, prefetched: prefetched, ticket: ticket, started: started, logger: logger, notice: &notice)
@@ -92,7 +91,7 @@ extension Agent {
     /// continuation on this device ends this one with 3072: before the app hears of it if the
     /// newer one came while the app was starting, with a `fail` after.
     func continueInApp(
-        _ bundleIdentifier: String, _ offer: BeaconActivity, from device: NearbyDevice, prefetched: WireActivityRecord?,
+        _ bundleIdentifier: String, _ offer: ActivityAnnouncement, from device: NearbyDevice, prefetched: FetchedActivity?,
         ticket: UInt64, started: ContinuousClock.Instant, logger: ContinuationLog, notice: inout (@Sendable () -> Void)?
     ) async -> LocalReply {
         let id = UUID.random()
@@ -121,7 +120,7 @@ extension Agent {
         return answer.reply
     }
 
-    func fetched(_ continuation: UUID, _ result: Result<WireActivityRecord, FetchFailure>) {
+    func fetched(_ continuation: UUID, _ result: Result<FetchedActivity, ContinuationFailure>) {
         run(continuations.fetched(continuation, result))
     }
 
@@ -151,16 +150,16 @@ extension Agent {
             case .askToSave(let request, let session, let activity):
                 sessions[session]?.peer.send(.save(request: request, activity: activity))
             case .answerSave(let save, let outcome):
-                let result: Result<LocalRecord, LocalError>
+                let result: Result<ActivityRecord, LocalError>
                 switch outcome {
                 case .saved(let record): result = .success(record)
                 case .failed(let error): result = .failure(error)
                 case .timedOut(let deadline):
-                    result = .failure(LocalError(.continuation, code: FetchFailure.remoteAppTimedOut, "'\(save.app)' on '\(deviceName)' did not save the activity within \(deadline)"))
+                    result = .failure(LocalError(.continuation, code: ContinuationFailure.Code.remoteAppTimedOut, "'\(save.app)' on '\(deviceName)' did not save the activity within \(deadline)"))
                 case .appQuit:
-                    result = .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the app quit before it saved the activity"))
+                    result = .failure(LocalError(.continuation, code: ContinuationFailure.Code.handoffFailed, "the app quit before it saved the activity"))
                 case .agentStopped:
-                    result = .failure(LocalError(.continuation, code: FetchFailure.handoffFailed, "the agent stopped"))
+                    result = .failure(LocalError(.continuation, code: ContinuationFailure.Code.handoffFailed, "the agent stopped"))
                 }
                 save.waiter.resume(returning: result)
             }
@@ -172,9 +171,9 @@ extension Agent {
         let app = continuation.app
         switch failure {
         case .superseded:
-            return LocalError(.continuation, code: Self.cancelled, "a newer continuation replaced this one")
+            return LocalError(.continuation, code: ContinuationFailure.Code.cancelled, "a newer continuation replaced this one")
         case .appQuit:
-            return LocalError(.continuation, code: FetchFailure.handoffFailed, "'\(app)' quit before the activity arrived")
+            return LocalError(.continuation, code: ContinuationFailure.Code.handoffFailed, "'\(app)' quit before the activity arrived")
         case .launchFailed(let reason):
             return LocalError(.failed, reason)
         case .endedBeforeConnecting(let how):
@@ -184,28 +183,28 @@ extension Agent {
         case .fetch(let failure):
             return LocalError(.continuation, code: failure.code, failure.message)
         case .agentStopped:
-            return LocalError(.continuation, code: FetchFailure.handoffFailed, "the agent stopped")
+            return LocalError(.continuation, code: ContinuationFailure.Code.handoffFailed, "the agent stopped")
         }
     }
 
     /// Tells the app the continuation failed, then the one who asked.
     func fail(_ continuation: ReceivingContinuation, in session: UUID, _ error: LocalError) {
         sessions[session]?.peer.send(.fail(continuation: continuation.id, activityType: continuation.offer.activityType, error: error))
-        if error.code != Self.cancelled { continuation.logger.notice("the continuation failed: \(error.message)") }
+        if error.code != ContinuationFailure.Code.cancelled { continuation.logger.notice("the continuation failed: \(error.message)") }
         continuation.waiter.resume(returning: ContinuationAnswer(reply: .failure(error)))
     }
 
     /// Gives the fetched activity to the app told `willContinue` (its file URLs into this
     /// device's containers), and tells the origin it was continued once the asker has its reply.
-    func deliver(_ continuation: ReceivingContinuation, to session: UUID, _ wire: WireActivityRecord) {
+    func deliver(_ continuation: ReceivingContinuation, to session: UUID, _ wire: FetchedActivity) {
         let offer = continuation.offer, device = continuation.device
         let origin = memberName(device.sender)
-        var record = LocalRecord(wire)
+        var record = wire.record
         if let bytes = record.userInfo {
             // This device's limit holds whatever the other device allows.
             guard bytes.count <= configuration.maximumPayload else {
                 return fail(continuation, in: session, LocalError(
-                    .continuation, code: FetchFailure.userInfoTooLarge,
+                    .continuation, code: ContinuationFailure.Code.userInfoTooLarge,
                     "the activity's userInfo is \(bytes.count) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
             }
             do {
@@ -220,7 +219,7 @@ extension Agent {
                     record.untranslatedFileURLs = untranslated.isEmpty ? nil : untranslated
                 }
             } catch {
-                return fail(continuation, in: session, LocalError(.continuation, code: FetchFailure.handoffFailed, "the activity from '\(origin)' could not be read: \(error)"))
+                return fail(continuation, in: session, LocalError(.continuation, code: ContinuationFailure.Code.handoffFailed, "the activity from '\(origin)' could not be read: \(error)"))
             }
         }
         // The type the app was told in willContinue is the one it gets.
@@ -229,7 +228,7 @@ extension Agent {
             continuation.id,
             StreamSource(
                 session: session, device: device, activityID: offer.id, activityType: offer.activityType,
-                supportsStreams: wire.supportsContinuationStreams))
+                supportsStreams: record.activity.supportsContinuationStreams))
         sessions[session]?.peer.send(
             .deliver(continuation: continuation.id, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
         let link = link(to: device), activityID = offer.id
@@ -243,11 +242,8 @@ extension Agent {
                 notice: { link?.send(.continued(activityID: activityID)) }))
     }
 
-    /// Foundation's code for a cancelled operation, which a superseded continuation ends with.
-    static let cancelled = CocoaError.Code.userCancelled.rawValue
-
     /// Where a continuation goes: with the page known, an app the page's site approves may take it.
-    func routeContinuation(_ offer: BeaconActivity, webpageURL: URL?, originBundleIdentifier: String?) async -> ActivityRoute {
+    func routeContinuation(_ offer: ActivityAnnouncement, webpageURL: URL?, originBundleIdentifier: String?) async -> ActivityRoute {
         var approved: Set<String> = []
         if let host = webpageURL?.host?.lowercased() {
             // Only a site an installed app claims is asked: a page never makes the agent
@@ -272,13 +268,13 @@ extension Agent {
     }
 
     /// Where an offer would go, as listings show it (the page itself is not known yet).
-    func route(_ offer: BeaconActivity, webpageURL: URL?) -> ActivityRoute {
+    func route(_ offer: ActivityAnnouncement, webpageURL: URL?) -> ActivityRoute {
         ActivityRouter.route(
             IncomingActivity(teamIdentifier: offer.teamIdentifier, activityType: offer.activityType, webpageURL: webpageURL),
             installed: apps.map(\.manifest), defaultBrowser: defaultBrowser)
     }
 
-    func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<WireActivityRecord, FetchFailure> {
+    func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<FetchedActivity, ContinuationFailure> {
         switch await openLink(to: device) {
         case .success(let link): return await link.fetch(activityID, deadline: configuration.fetchDeadline)
         case .failure(let failure): return .failure(failure)
@@ -294,7 +290,7 @@ extension Agent {
     }
 
     /// The link to a nearby device: the open one, or a new one.
-    func openLink(to device: NearbyDevice) async -> Result<any PeerLinking, FetchFailure> {
+    func openLink(to device: NearbyDevice) async -> Result<any PeerLinking, ContinuationFailure> {
         let link: any PeerLinking
         if let existing = openLinkNow(to: device) {
             link = existing
@@ -305,11 +301,11 @@ extension Agent {
                     host: device.address, port: Int(device.linkPort), identity: identity, pins: { [pins] in pins.value },
                     deadline: configuration.fetchDeadline, idle: configuration.linkIdle)
             } catch {
-                return .failure(FetchFailure(code: error.code, message: "'\(memberName(device.sender))': \(error.message)"))
+                return .failure(ContinuationFailure(code: error.code, message: "'\(memberName(device.sender))': \(error.message)"))
             }
             guard link.device == device.sender else {
                 link.close()
-                return .failure(FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'"))
+                return .failure(ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'"))
             }
             links[device.sender] = link
         }
@@ -423,7 +419,7 @@ extension Agent {
         return desktop
     }
 
-    func nearbyActivity(_ device: NearbyDevice, _ activity: BeaconActivity) -> LocalNearbyActivity {
+    func nearbyActivity(_ device: NearbyDevice, _ activity: ActivityAnnouncement) -> LocalNearbyActivity {
         let handler: String?
         let reason: String
         switch route(activity, webpageURL: activity.hasWebpageURL ? URL(string: "https://example.invalid/") : nil) {
@@ -439,7 +435,7 @@ extension Agent {
         }
         return LocalNearbyActivity(
             device: device.sender, deviceName: memberName(device.sender),
-            activity: LocalActivity(
+            activity: ActivityAnnouncement(
                 id: activity.id, activityType: activity.activityType, title: activity.title, teamIdentifier: activity.teamIdentifier,
                 hasWebpageURL: activity.hasWebpageURL, supportsContinuationStreams: activity.supportsContinuationStreams),
             age: Date().timeIntervalSince(device.lastHeard), handler: handler, reason: reason)

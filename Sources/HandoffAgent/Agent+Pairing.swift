@@ -1,6 +1,5 @@
 import Foundation
-import Handoff
-import HandoffApp
+import HandoffCore
 import HandoffLocalAPI
 import HandoffWire
 import Logging
@@ -270,7 +269,7 @@ extension Agent {
         let pinned = pins.value
         Task {
             await self.push([pending.signed], to: pending.previous, pins: pinned)
-            try? await self.discovery?.announce(self.offered.map(Self.beaconActivity))
+            try? await self.discovery?.announce(self.offered)
         }
         return LinkMessage.joinAccepted(pending.signed).frame
     }
@@ -620,7 +619,7 @@ extension Agent {
         do {
             pairingListener.listener = try await network.listen(
                 identity: shown, trust: .shown({ _ in true }), host: listenHost, port: port,
-                acceptStream: { _, _, _ in FetchFailure(code: FetchFailure.handoffFailed, message: "the pairing listener carries no streams") }
+                acceptStream: { _, _, _ in ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the pairing listener carries no streams") }
             ) { [weak self] frame, peer in
                 await self?.answerJoin(frame, from: peer)
             }

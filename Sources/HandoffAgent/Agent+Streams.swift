@@ -23,7 +23,7 @@ extension Agent {
         var stream: LinkStream
         var session: UUID
         var activityID: UUID
-        var answer: CheckedContinuation<FetchFailure?, Never>
+        var answer: CheckedContinuation<ContinuationFailure?, Never>
     }
 
     func rememberStreamSource(_ continuation: UUID, _ source: StreamSource) {
@@ -147,7 +147,7 @@ extension Agent {
         }
         guard source.supportsStreams else {
             return .failure(LocalError(
-                .continuation, code: FetchFailure.handoffFailed,
+                .continuation, code: ContinuationFailure.Code.handoffFailed,
                 "activity '\(source.activityType)' does not support continuation streams: the originating app must set supportsContinuationStreams"))
         }
         let link: any PeerLinking
@@ -169,15 +169,15 @@ extension Agent {
 
     /// A device of the account opens streams to activity `activityID`: the app that offers it
     /// is asked to take them (`streamRequest`), within the fetch deadline. Nil when it did.
-    func acceptStream(_ activityID: UUID, _ stream: LinkStream, from peer: LinkPeer) async -> FetchFailure? {
+    func acceptStream(_ activityID: UUID, _ stream: LinkStream, from peer: LinkPeer) async -> ContinuationFailure? {
         busy()
         guard let owner = activities.first(where: { $0.value[activityID] != nil }), let session = sessions[owner.key],
             let activity = owner.value[activityID]
         else {
-            return FetchFailure(code: FetchFailure.handoffFailed, message: "the activity is no longer offered on '\(deviceName)': its app closed it or quit")
+            return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the activity is no longer offered on '\(deviceName)': its app closed it or quit")
         }
         guard activity.supportsContinuationStreams else {
-            return FetchFailure(code: FetchFailure.handoffFailed, message: "activity '\(activity.activityType)' on '\(deviceName)' does not support continuation streams")
+            return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "activity '\(activity.activityType)' on '\(deviceName)' does not support continuation streams")
         }
         let token = UUID.random()
         let deadline = configuration.fetchDeadline
@@ -186,14 +186,14 @@ extension Agent {
             session.peer.send(.streamRequest(stream: token, activity: activityID))
             _ = LoopTimer(after: deadline) {
                 Task { [weak self] in
-                    await self?.settleStream(token, FetchFailure(code: FetchFailure.remoteAppTimedOut, message: "the app on '\(self?.deviceName ?? "the other device")' did not take the streams within \(deadline)"))
+                    await self?.settleStream(token, ContinuationFailure(code: ContinuationFailure.Code.remoteAppTimedOut, message: "the app on '\(self?.deviceName ?? "the other device")' did not take the streams within \(deadline)"))
                 }
             }
         }
     }
 
     /// Ends the wait for the app to take stream `token`: taken (nil) or not, and why.
-    func settleStream(_ token: UUID, _ failure: FetchFailure?) {
+    func settleStream(_ token: UUID, _ failure: ContinuationFailure?) {
         streams.pending.removeValue(forKey: token)?.answer.resume(returning: failure)
     }
 
@@ -216,7 +216,7 @@ extension Agent {
     /// open no more streams.
     func endStreams(of session: UUID) {
         for token in streams.forget(session: session) {
-            settleStream(token, FetchFailure(code: FetchFailure.handoffFailed, message: "the app on '\(deviceName)' quit before it took the streams"))
+            settleStream(token, ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the app on '\(deviceName)' quit before it took the streams"))
         }
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
-import Handoff
-import HandoffApp
+import HandoffCore
 import HandoffDesktop
 import HandoffLocalAPI
 import HandoffWire
@@ -64,10 +63,10 @@ public actor Agent {
     var sessions: [UUID: Session] = [:]
     /// The apps' current activities, least recent first; the last one is offered.
     var currentOrder: [(session: UUID, activity: UUID)] = []
-    var offered: LocalActivity?
+    var offered: ActivityAnnouncement?
     var links: [UUID: any PeerLinking] = [:]
     var watchers: [UUID: LocalPeer] = [:]
-    var knownNearby: [UUID: BeaconActivity] = [:]
+    var knownNearby: [UUID: ActivityAnnouncement] = [:]
     /// Delivered continuations that may open streams, and streams waiting for an app here.
     var streams = ContinuationStreams()
     /// Desktop notifications of activities nearby (`--notifications`), once connected.
@@ -158,7 +157,7 @@ public actor Agent {
 
     /// What each session has said about its activities (kept apart from `Session` so that the
     /// actor alone changes it).
-    var activities: [UUID: [UUID: LocalActivity]] = [:]
+    var activities: [UUID: [UUID: ActivityAnnouncement]] = [:]
 
     /// - Parameters:
     ///   - network: how it reaches other devices: sockets (TLS, UDP), or an `InMemoryNetwork`
@@ -316,7 +315,7 @@ public actor Agent {
                     identity: identity, trust: .members({ [pins] in pins.value.contains($0) }), host: listenHost,
                     port: configuration.listen.port,
                     acceptStream: { [weak self] activityID, stream, peer in
-                        guard let self else { return FetchFailure(code: FetchFailure.handoffFailed, message: "the agent stopped") }
+                        guard let self else { return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the agent stopped") }
                         return await self.acceptStream(activityID, stream, from: peer)
                     }
                 ) { [weak self] frame, peer in
@@ -430,7 +429,7 @@ public actor Agent {
                 await self?.discovered(change)
             }
         }
-        try? await made.announce(offered.map(Self.beaconActivity))
+        try? await made.announce(offered)
     }
 
     /// Where links listen: the configured host, except that `::` means `0.0.0.0` on a host
@@ -609,7 +608,7 @@ public actor Agent {
             finishSave(request, session: session, .failure(error))
         case .streamRefused(let token, let error):
             guard streams.pending[token]?.session == session.id else { return }
-            settleStream(token, FetchFailure(code: error.code ?? FetchFailure.handoffFailed, message: error.message))
+            settleStream(token, ContinuationFailure(code: error.code ?? ContinuationFailure.Code.handoffFailed, message: error.message))
         case .reply, .save, .willContinue, .deliver, .fail, .wasContinued, .event, .streamRequest, .prove, .proof:
             logger.warning("a local client sent a message only the agent sends")
         }
@@ -828,7 +827,7 @@ public actor Agent {
     // MARK: Offering this device's activity
 
     func offerChanged() async {
-        var now: LocalActivity?
+        var now: ActivityAnnouncement?
         for entry in currentOrder.reversed() {
             if let activity = activities[entry.session]?[entry.activity], !(activity.expirationDate.map { $0 <= Date() } ?? false) {
                 now = activity
@@ -845,16 +844,10 @@ public actor Agent {
             deadlines.removeValue(forKey: .offerExpiry)?.cancel()
         }
         do {
-            try await discovery?.announce(now.map(Self.beaconActivity))
+            try await discovery?.announce(now)
         } catch {
             logger.warning("could not announce the current activity: \(error)")
         }
-    }
-
-    static func beaconActivity(_ activity: LocalActivity) -> BeaconActivity {
-        BeaconActivity(
-            id: activity.id, activityType: activity.activityType, title: activity.title, teamIdentifier: activity.teamIdentifier,
-            hasWebpageURL: activity.hasWebpageURL, supportsContinuationStreams: activity.supportsContinuationStreams)
     }
 
     // MARK: Serving other devices
@@ -888,22 +881,22 @@ public actor Agent {
     }
 
     /// Asks the app that owns `activityID` to save it, within the deadline, and checks the size.
-    func save(_ activityID: UUID) async -> Result<WireActivityRecord, FetchFailure> {
+    func save(_ activityID: UUID) async -> Result<FetchedActivity, ContinuationFailure> {
         guard let owner = activities.first(where: { $0.value[activityID] != nil }), let session = sessions[owner.key] else {
-            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the activity is no longer available on '\(deviceName)': its app closed it or quit"))
+            return .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the activity is no longer available on '\(deviceName)': its app closed it or quit"))
         }
         let appName = session.app?.manifest.bundleIdentifier ?? "the local client (process \(session.peer.pid))"
-        let result: Result<LocalRecord, LocalError> = await withCheckedContinuation { waiter in
+        let result: Result<ActivityRecord, LocalError> = await withCheckedContinuation { waiter in
             run(continuations.save(activityID, session: session.id, waiter: AwaitedSave(waiter: waiter, app: appName)))
         }
         switch result {
         case .failure(let error):
-            return .failure(FetchFailure(code: error.code ?? FetchFailure.handoffFailed, message: error.message))
+            return .failure(ContinuationFailure(code: error.code ?? ContinuationFailure.Code.handoffFailed, message: error.message))
         case .success(var record):
             let size = record.userInfo?.count ?? 0
             if size > configuration.maximumPayload {
                 logger.warning("an activity's userInfo is over the limit", metadata: ["app": "\(appName)", "bytes": "\(size)"])
-                return .failure(FetchFailure(code: FetchFailure.userInfoTooLarge, message: "the activity's userInfo is \(size) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
+                return .failure(ContinuationFailure(code: ContinuationFailure.Code.userInfoTooLarge, message: "the activity's userInfo is \(size) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
             }
             // Bytes from a client in another language are checked here, so that the origin
             // logs the mistake and the continuing side is told, rather than the app there.
@@ -918,7 +911,7 @@ public actor Agent {
                     }
                 } catch {
                     logger.error("an app's saved userInfo cannot be read: \(error)", metadata: ["app": "\(appName)"])
-                    return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the activity's userInfo from \(appName) on '\(deviceName)' cannot be read: \(error)"))
+                    return .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the activity's userInfo from \(appName) on '\(deviceName)' cannot be read: \(error)"))
                 }
             }
             // What other devices see of the app is what its verified manifest says.
@@ -927,13 +920,11 @@ public actor Agent {
                 record.activity.teamIdentifier = known.teamIdentifier
             }
             record.activity.id = activityID
-            var wire = WireActivityRecord(record)
-            wire.fileReferences = references
-            return .success(wire)
+            return .success(FetchedActivity(record, fileReferences: references))
         }
     }
 
-    func finishSave(_ request: UInt64, session: Session, _ result: Result<LocalRecord, LocalError>) {
+    func finishSave(_ request: UInt64, session: Session, _ result: Result<ActivityRecord, LocalError>) {
         run(continuations.saved(request, session: session.id, result))
     }
 
@@ -946,30 +937,3 @@ extension Result {
     }
 }
 
-extension WireActivityRecord {
-    init(_ local: LocalRecord) {
-        self.init(
-            id: local.activity.id, activityType: local.activity.activityType, title: local.activity.title,
-            bundleIdentifier: local.activity.bundleIdentifier, teamIdentifier: local.activity.teamIdentifier,
-            supportsContinuationStreams: local.activity.supportsContinuationStreams, expirationDate: local.activity.expirationDate,
-            webpageURL: local.webpageURL, referrerURL: local.referrerURL, keywords: local.keywords,
-            requiredUserInfoKeys: local.requiredUserInfoKeys, persistentIdentifier: local.persistentIdentifier,
-            targetContentIdentifier: local.targetContentIdentifier, isEligibleForSearch: local.isEligibleForSearch,
-            isEligibleForPublicIndexing: local.isEligibleForPublicIndexing, isEligibleForPrediction: local.isEligibleForPrediction,
-            userInfo: local.userInfo.map(Array.init))
-    }
-}
-
-extension LocalRecord {
-    init(_ wire: WireActivityRecord) {
-        self.init(
-            activity: LocalActivity(
-                id: wire.id, activityType: wire.activityType, title: wire.title, bundleIdentifier: wire.bundleIdentifier,
-                teamIdentifier: wire.teamIdentifier, hasWebpageURL: wire.webpageURL != nil,
-                supportsContinuationStreams: wire.supportsContinuationStreams, expirationDate: wire.expirationDate),
-            webpageURL: wire.webpageURL, referrerURL: wire.referrerURL, keywords: wire.keywords, requiredUserInfoKeys: wire.requiredUserInfoKeys,
-            persistentIdentifier: wire.persistentIdentifier, targetContentIdentifier: wire.targetContentIdentifier,
-            isEligibleForSearch: wire.isEligibleForSearch, isEligibleForPublicIndexing: wire.isEligibleForPublicIndexing,
-            isEligibleForPrediction: wire.isEligibleForPrediction, userInfo: wire.userInfo.map { Data($0) })
-    }
-}

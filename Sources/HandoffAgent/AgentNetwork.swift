@@ -14,12 +14,12 @@ public protocol PeerLinking: AnyObject, Sendable {
     var host: String { get }
     var port: Int { get }
     var isOpen: Bool { get }
-    func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure>
+    func fetch(_ activityID: UUID, deadline: Duration) async -> Result<FetchedActivity, ContinuationFailure>
     /// The same fetch, started before this returns (the request is on its way when the link
     /// writes straight to its connection); `done` gets the one outcome.
-    func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<WireActivityRecord, FetchFailure>) -> Void)
+    func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void)
     /// Opens a continuation stream to the app whose activity is `activityID` on the peer.
-    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure>
+    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure>
     func send(_ message: LinkMessage)
     func close()
 }
@@ -31,7 +31,7 @@ public protocol LinkListening: Sendable {
 }
 
 extension PeerLinking {
-    public func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<WireActivityRecord, FetchFailure>) -> Void) {
+    public func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
         Task { done(await fetch(activityID, deadline: deadline)) }
     }
 }
@@ -47,13 +47,13 @@ public protocol AgentNetwork: Sendable {
     /// open to `acceptStream`.
     func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
-        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
+        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening
 
     /// Opens a link and exchanges `hello`; every failure is 4609, as `PeerConnection.open`. A
     /// link with nothing on it for `idle` closes (nil: it stays open).
-    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(FetchFailure) -> any PeerLinking
+    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking
 
     /// A conversation on a link of its own (joining an account), accepting the server whose
     /// shown certificate `accepts` approves (`LinkTrust.shown`, pinned by an invitation):
@@ -70,7 +70,7 @@ public protocol AgentNetwork: Sendable {
 
 extension AgentNetwork {
     /// A link that stays open until closed (one message, then closed by the caller).
-    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(FetchFailure) -> any PeerLinking {
+    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(ContinuationFailure) -> any PeerLinking {
         try await open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: nil)
     }
 }
@@ -88,7 +88,7 @@ public struct SocketNetwork: AgentNetwork {
 
     public func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
-        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
+        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
         // A member link's answering side says hello with its proof (`LinkListener`'s greeting);
@@ -102,7 +102,7 @@ public struct SocketNetwork: AgentNetwork {
             acceptStream: acceptStream, answer: answer)
     }
 
-    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(FetchFailure) -> any PeerLinking {
+    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking {
         try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, eventLoopGroup: eventLoopGroup)
     }
 

@@ -1,6 +1,6 @@
 import CHandoffSystem
 import Foundation
-import HandoffApp
+import HandoffCore
 import HandoffSigning
 import HandoffWire
 

@@ -1,6 +1,5 @@
 import Foundation
-import Handoff
-import HandoffApp
+import HandoffCore
 import HandoffDesktop
 import HandoffLocalAPI
 import HandoffWire
@@ -11,7 +10,7 @@ import X509
 
 /// Who waits for a save an app was asked for.
 struct AwaitedSave: Sendable {
-    let waiter: CheckedContinuation<Result<LocalRecord, LocalError>, Never>
+    let waiter: CheckedContinuation<Result<ActivityRecord, LocalError>, Never>
     /// The app, as messages name it.
     let app: String
 }

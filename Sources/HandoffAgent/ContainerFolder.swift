@@ -1,5 +1,5 @@
 import Foundation
-import Handoff
+import HandoffCore
 import HandoffWire
 
 /// A folder kept the same on several devices by a sync tool (Syncthing, Nextcloud, …), named

@@ -1,5 +1,5 @@
 import Foundation
-import Handoff
+import HandoffCore
 import HandoffWire
 
 /// File URLs in a `userInfo`, between the devices' containers.

@@ -1,6 +1,5 @@
 import Foundation
-import Handoff
-import HandoffApp
+import HandoffCore
 import HandoffDesktop
 import HandoffLocalAPI
 import HandoffWire

@@ -88,7 +88,7 @@ public struct NearbyDevice: Sendable, Hashable {
     /// The address its beacon came from, where its link listens on `linkPort`.
     public var address: String
     public var linkPort: UInt16
-    public var activity: BeaconActivity?
+    public var activity: ActivityAnnouncement?
     public var lastHeard: Date
     /// The account's revision as that device knows it.
     public var accountRevision: UInt64 = 0
@@ -228,7 +228,7 @@ public actor Discovery {
     /// The last datagrams received, to tell a copy (another family or interface) from a replay.
     private var recentDatagrams: [(digest: [UInt8], via: String, at: ContinuousClock.Instant, sender: UUID?)] = []
     private var sequence: UInt64
-    private var current: BeaconActivity?
+    private var current: ActivityAnnouncement?
     private var replayGuard: BeaconReplayGuard
     private var devices: [UUID: NearbyDevice] = [:]
     private var subscribers: [UUID: AsyncStream<DiscoveryEvent>.Continuation] = [:]
@@ -405,7 +405,7 @@ public actor Discovery {
     }
 
     /// Announces a new current activity (or none) at once.
-    public func announce(_ activity: BeaconActivity?) async throws {
+    public func announce(_ activity: ActivityAnnouncement?) async throws {
         current = activity
         try await send()
     }

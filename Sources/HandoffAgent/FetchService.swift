@@ -13,7 +13,7 @@ public final class FetchService: Sendable {
     /// record, or a failure with its code.
     public init(
         device: UUID, identity: DeviceIdentity, pins: @escaping LinkPins, host: String = "127.0.0.1", port: Int = 0,
-        save: @escaping @Sendable (UUID) async -> Result<WireActivityRecord, FetchFailure>
+        save: @escaping @Sendable (UUID) async -> Result<FetchedActivity, ContinuationFailure>
     ) async throws {
         listener = try await LinkListener(identity: identity, pins: pins, host: host, port: port) { frame in
             guard let message = try? LinkMessage(frame: frame) else { return nil }
@@ -24,7 +24,7 @@ public final class FetchService: Sendable {
     /// The origin's answer to `hello` and `fetch`; nil for every other message. The agent
     /// answers these two the same way.
     static func answer(
-        _ message: LinkMessage, device: UUID, save: @Sendable (UUID) async -> Result<WireActivityRecord, FetchFailure>
+        _ message: LinkMessage, device: UUID, save: @Sendable (UUID) async -> Result<FetchedActivity, ContinuationFailure>
     ) async -> Frame? {
         switch message {
         case .hello:

@@ -49,7 +49,7 @@ package final class LinkDriver: Sendable {
 
     // MARK: What the link asks
 
-    package func greeted(_ frame: Frame) -> Result<UUID, FetchFailure> {
+    package func greeted(_ frame: Frame) -> Result<UUID, ContinuationFailure> {
         held.withLock { $0.machine.greeted(frame, now: .now) }
     }
 

@@ -78,7 +78,7 @@ public final class LinkListener: Sendable {
         identity: DeviceIdentity, trust: LinkTrust, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "handoff.link"), greeting: Frame? = nil, handshakeDeadline: TimeAmount = .seconds(10),
-        acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)? = nil,
+        acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         // Fails early if the identity cannot be used at all.

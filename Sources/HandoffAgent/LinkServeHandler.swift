@@ -21,7 +21,7 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
     struct Service: Sendable {
         /// Whether a peer's fingerprint is accepted now (asked before every frame).
         var accepts: @Sendable (String) -> Bool
-        var acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?)?
+        var acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?)?
         var answer: @Sendable (Frame, LinkPeer) async -> Frame?
     }
 

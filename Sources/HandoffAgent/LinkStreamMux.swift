@@ -8,7 +8,7 @@ public final class LinkStreamMux: Sendable {
     /// What a side does with a stream the other side opens: accept it (calling
     /// `LinkStream.accept` on the stream it is given, then using it) and return nil, or return
     /// why not.
-    public typealias Acceptor = @Sendable (_ activityID: UUID, _ stream: LinkStream) async -> FetchFailure?
+    public typealias Acceptor = @Sendable (_ activityID: UUID, _ stream: LinkStream) async -> ContinuationFailure?
 
     /// How many bytes each side lets the other send ahead of its reading.
     public static let defaultWindow: UInt32 = 1 << 20
@@ -29,10 +29,10 @@ public final class LinkStreamMux: Sendable {
 
     /// An open waiting for the other side's answer, and its deadline (cancelled by the answer).
     private struct Opening {
-        var waiter: CheckedContinuation<Result<LinkStream, FetchFailure>, Never>
+        var waiter: CheckedContinuation<Result<LinkStream, ContinuationFailure>, Never>
         var deadline: LoopTimer?
 
-        func resume(returning outcome: Result<LinkStream, FetchFailure>) {
+        func resume(returning outcome: Result<LinkStream, ContinuationFailure>) {
             deadline?.cancel()
             waiter.resume(returning: outcome)
         }
@@ -52,14 +52,14 @@ public final class LinkStreamMux: Sendable {
     /// Opens a stream to the app whose activity is `activityID` on the other device. Exactly one
     /// outcome: the stream, the other side's refusal, 4609 when the link has ended or ends
     /// first, 4610 when no answer comes within `deadline`.
-    public func open(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure> {
-        let opened: Result<LinkStream, FetchFailure> = await withCheckedContinuation { continuation in
-            let made = state.withLock { state -> Result<LinkStream, FetchFailure> in
+    public func open(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
+        let opened: Result<LinkStream, ContinuationFailure> = await withCheckedContinuation { continuation in
+            let made = state.withLock { state -> Result<LinkStream, ContinuationFailure> in
                 if let ended = state.ended {
-                    return .failure(FetchFailure(code: FetchFailure.connectionUnavailable, message: "the link had ended: \(ended)"))
+                    return .failure(ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the link had ended: \(ended)"))
                 }
                 guard state.streams.count < Self.maximumStreams else {
-                    return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "\(Self.maximumStreams) streams are open on this link already; close one first"))
+                    return .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "\(Self.maximumStreams) streams are open on this link already; close one first"))
                 }
                 let id = state.nextStream
                 state.nextStream += 1
@@ -76,7 +76,7 @@ public final class LinkStreamMux: Sendable {
                 let timer = LoopTimer(after: deadline) { [weak self] in
                     guard let self, let waiting = self.state.withLock({ $0.opening.removeValue(forKey: stream.id) }) else { return }
                     stream.reset("no answer within \(deadline)")
-                    waiting.waiter.resume(returning: .failure(FetchFailure(code: FetchFailure.remoteAppTimedOut, message: "the app on the other device did not take the streams within \(deadline)")))
+                    waiting.waiter.resume(returning: .failure(ContinuationFailure(code: ContinuationFailure.Code.remoteAppTimedOut, message: "the app on the other device did not take the streams within \(deadline)")))
                 }
                 // Answered already (the frame went out above): the timer has nothing to do.
                 let waiting = state.withLock { state -> Bool in
@@ -107,12 +107,12 @@ public final class LinkStreamMux: Sendable {
                 return stream
             }
             guard let stream else {
-                send(.streamRefused(stream: id, code: UInt16(FetchFailure.handoffFailed), message: "the stream number is in use, or too many streams are open on this link"))
+                send(.streamRefused(stream: id, code: UInt16(ContinuationFailure.Code.handoffFailed), message: "the stream number is in use, or too many streams are open on this link"))
                 return
             }
             guard let acceptor else {
                 stream.fail("refused")
-                send(.streamRefused(stream: id, code: UInt16(FetchFailure.handoffFailed), message: "this device does not take streams on links it opened"))
+                send(.streamRefused(stream: id, code: UInt16(ContinuationFailure.Code.handoffFailed), message: "this device does not take streams on links it opened"))
                 return
             }
             Task {
@@ -127,14 +127,14 @@ public final class LinkStreamMux: Sendable {
             // Whatever came first (a reset, a second acceptance), the open ends with one outcome.
             guard let stream, stream.accepted(window: peerWindow) else {
                 stream?.reset("accepted twice")
-                waiting.resume(returning: .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the other device ended the stream as it accepted it")))
+                waiting.resume(returning: .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the other device ended the stream as it accepted it")))
                 return
             }
             waiting.resume(returning: .success(stream))
         case .streamRefused(let id, let code, let message):
             let (stream, waiting) = state.withLock { state in (state.streams[id], state.opening.removeValue(forKey: id)) }
             stream?.fail("refused: \(message)")
-            waiting?.resume(returning: .failure(FetchFailure(code: Int(code), message: message)))
+            waiting?.resume(returning: .failure(ContinuationFailure(code: Int(code), message: message)))
         case .streamData(let id, _), .streamCredit(let id, _), .streamEnd(let id), .streamStop(let id), .streamReset(let id, _):
             // Frames for a stream that is gone (closed here, or never opened) are dropped.
             state.withLock { $0.streams[id] }?.received(message)
@@ -151,7 +151,7 @@ public final class LinkStreamMux: Sendable {
             return (Array(state.streams.values), Array(state.opening.values))
         }
         for waiting in opening {
-            waiting.resume(returning: .failure(FetchFailure(code: FetchFailure.connectionUnavailable, message: "the link dropped before the streams opened: \(reason)")))
+            waiting.resume(returning: .failure(ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the link dropped before the streams opened: \(reason)")))
         }
         for stream in streams { stream.fail("the link to the other device dropped: \(reason)") }
     }

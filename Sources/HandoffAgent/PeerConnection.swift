@@ -78,11 +78,11 @@ public final class PeerConnection: Sendable {
     public static func open(
         host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5), idle: Duration? = nil,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
-    ) async throws(FetchFailure) -> PeerConnection {
-        let unavailable: @Sendable (String) -> FetchFailure = { why in FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
+    ) async throws(ContinuationFailure) -> PeerConnection {
+        let unavailable: @Sendable (String) -> ContinuationFailure = { why in ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
         // The peer's hello (or why there is none; nil once the deadline passed), and the
         // connection once made: frames are handed to it from the event loop as they are read.
-        let hello = FirstOutcome<Result<UUID, FetchFailure>?>()
+        let hello = FirstOutcome<Result<UUID, ContinuationFailure>?>()
         let driver = LinkDriver(host: host, port: port, idle: idle)
         let connection = LockedValue<PeerConnection?>(nil)
         let receiver = LinkReceiver(
@@ -160,7 +160,7 @@ public final class PeerConnection: Sendable {
 
     /// Fetches activity `activityID`. Exactly one outcome: the record, the origin's own
     /// failure (its code passed through), or 4608 when the link ends or the deadline passes.
-    public func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure> {
+    public func fetch(_ activityID: UUID, deadline: Duration) async -> Result<FetchedActivity, ContinuationFailure> {
         await withCheckedContinuation { continuation in
             fetch(activityID, deadline: deadline) { continuation.resume(returning: $0) }
         }
@@ -168,7 +168,7 @@ public final class PeerConnection: Sendable {
 
     /// Fetches activity `activityID`, the request already on its way to the event loop when
     /// this returns; `done` gets the one outcome, as `fetch(_:deadline:)` returns it.
-    public func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<WireActivityRecord, FetchFailure>) -> Void) {
+    public func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
         let (host, port) = (self.host, self.port)
         driver.request(deadline: deadline, streamsOpen: streams.openStreams, { .fetch(request: $0, activityID: activityID) }) { answer in
             done(LinkDriver.Machine.result(of: answer, for: activityID, host: host, port: port, deadline: deadline))
@@ -221,7 +221,7 @@ public final class PeerConnection: Sendable {
     }
 
     /// Opens a continuation stream to the app whose activity is `activityID` on the peer.
-    public func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure> {
+    public func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
         driver.busyChanged(streamsOpen: streams.openStreams, starting: true)
         let opened = await streams.open(activityID: activityID, deadline: deadline)
         driver.busyChanged(streamsOpen: streams.openStreams)

@@ -1,6 +1,5 @@
 import Foundation
-import Handoff
-import HandoffApp
+import HandoffCore
 import HandoffDesktop
 import HandoffLocalAPI
 import HandoffWire
@@ -14,7 +13,7 @@ import X509
 struct ReceivingContinuation: Sendable {
     let id: UUID
     let waiter: CheckedContinuation<ContinuationAnswer, Never>
-    let offer: BeaconActivity
+    let offer: ActivityAnnouncement
     let device: NearbyDevice
     let app: String
     let started: ContinuousClock.Instant

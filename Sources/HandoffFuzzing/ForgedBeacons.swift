@@ -23,7 +23,7 @@ public enum ForgedBeacons {
         let valid: [UInt8]
         do {
             valid = try Beacon.seal(
-                BeaconContent(sender: UUID(), sequence: 1, timestamp: Date(), linkPort: 1, activity: BeaconActivity(id: UUID(), activityType: "t.x")),
+                BeaconContent(sender: UUID(), sequence: 1, timestamp: Date(), linkPort: 1, activity: ActivityAnnouncement(id: UUID(), activityType: "t.x")),
                 with: key)
         } catch {
             preconditionFailure("a beacon of fixed short fields seals: \(error)")

@@ -32,7 +32,7 @@ public enum FuzzSeeds {
         let presence = BeaconContent(sender: sender, sequence: 1, timestamp: moment, linkPort: 40001, activity: nil, accountRevision: 3)
         var activity = presence
         activity.sequence = 2
-        activity.activity = BeaconActivity(
+        activity.activity = ActivityAnnouncement(
             id: activityID, activityType: "com.example.notes.editing", title: "Groceries ✓", teamIdentifier: "EXAMPLETEAM",
             hasWebpageURL: true, supportsContinuationStreams: true)
         activity.refreshSeconds = 30
@@ -66,13 +66,15 @@ public enum FuzzSeeds {
     }
 
     static func linkFrames() -> [(name: String, bytes: [UInt8])] {
-        let record = WireActivityRecord(
-            id: activityID, activityType: "com.example.notes.editing", title: "Groceries ✓", bundleIdentifier: "com.example.notes",
-            teamIdentifier: "EXAMPLETEAM", supportsContinuationStreams: true, expirationDate: moment,
-            webpageURL: "https://notes.example.com/n/1", referrerURL: "https://example.com", keywords: ["milk"],
-            requiredUserInfoKeys: ["note"], persistentIdentifier: "p-1", targetContentIdentifier: "note-1",
-            isEligibleForSearch: true, isEligibleForPublicIndexing: false, isEligibleForPrediction: true,
-            userInfo: userInfos().first?.bytes,
+        let record = FetchedActivity(
+            ActivityRecord(
+                activity: ActivityAnnouncement(
+                    id: activityID, activityType: "com.example.notes.editing", title: "Groceries ✓", bundleIdentifier: "com.example.notes",
+                    teamIdentifier: "EXAMPLETEAM", hasWebpageURL: true, supportsContinuationStreams: true, expirationDate: moment),
+                webpageURL: "https://notes.example.com/n/1", referrerURL: "https://example.com", keywords: ["milk"],
+                requiredUserInfoKeys: ["note"], persistentIdentifier: "p-1", targetContentIdentifier: "note-1",
+                isEligibleForSearch: true, isEligibleForPublicIndexing: false, isEligibleForPrediction: true,
+                userInfo: userInfos().first.map { Data($0.bytes) }),
             fileReferences: [WireFileReference(url: "file:///home/a/Notes/b.txt", container: "notes", path: "b.txt")])
         let messages: [(String, LinkMessage)] = [
             ("hello", .hello(version: LinkMessage.version, device: sender)),
@@ -112,8 +114,8 @@ public enum FuzzSeeds {
     }
 
     static func localMessages() -> [(name: String, bytes: [UInt8])] {
-        let record = LocalRecord(
-            activity: LocalActivity(id: activityID, activityType: "com.example.notes.editing", title: "Groceries", hasWebpageURL: true),
+        let record = ActivityRecord(
+            activity: ActivityAnnouncement(id: activityID, activityType: "com.example.notes.editing", title: "Groceries", hasWebpageURL: true),
             webpageURL: "https://notes.example.com/n/1", keywords: ["milk"], requiredUserInfoKeys: ["note"], userInfo: Data([1, 2, 3]))
         let messages: [(String, LocalMessage)] = [
             ("hello", .call(request: 1, .hello(version: LocalMessage.version, role: .app, bundleIdentifier: "com.example.notes"))),

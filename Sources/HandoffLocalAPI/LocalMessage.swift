@@ -140,11 +140,11 @@ public enum LocalMessage: Sendable, Hashable {
     // From clients.
     case call(request: UInt64, LocalCall)
     /// The app's current activity, new or changed.
-    case becameCurrent(LocalActivity)
+    case becameCurrent(ActivityAnnouncement)
     case resigned(activity: UUID)
     case invalidated(activity: UUID)
     /// The app's answer to `save`.
-    case saved(request: UInt64, LocalRecord)
+    case saved(request: UInt64, ActivityRecord)
     case saveFailed(request: UInt64, LocalError)
     /// The app does not take the streams the agent asked it to (`streamRequest`).
     case streamRefused(stream: UUID, error: LocalError)
@@ -161,7 +161,7 @@ public enum LocalMessage: Sendable, Hashable {
     /// A continuation is coming for this app: the app hears `willContinueUserActivityWithType`.
     case willContinue(continuation: UUID, activityType: String)
     /// The continued activity, for the app's `continue` call.
-    case deliver(continuation: UUID, record: LocalRecord, origin: LocalOrigin)
+    case deliver(continuation: UUID, record: ActivityRecord, origin: LocalOrigin)
     /// The continuation failed: the app hears `didFailToContinueUserActivityWithType`.
     case fail(continuation: UUID, activityType: String, error: LocalError)
     /// The app's activity was continued on another device.
@@ -323,10 +323,10 @@ extension LocalMessage: Codable {
             self = .streamRefused(stream: try c.decode(UUID.self, forKey: .stream), error: try c.decode(LocalError.self, forKey: .error))
         case "streamRequest":
             self = .streamRequest(stream: try c.decode(UUID.self, forKey: .stream), activity: try c.decode(UUID.self, forKey: .activity))
-        case "becameCurrent": self = .becameCurrent(try c.decode(LocalActivity.self, forKey: .activity))
+        case "becameCurrent": self = .becameCurrent(try c.decode(ActivityAnnouncement.self, forKey: .activity))
         case "resigned": self = .resigned(activity: try c.decode(UUID.self, forKey: .activity))
         case "invalidated": self = .invalidated(activity: try c.decode(UUID.self, forKey: .activity))
-        case "saved": self = .saved(request: try request(), try c.decode(LocalRecord.self, forKey: .record))
+        case "saved": self = .saved(request: try request(), try c.decode(ActivityRecord.self, forKey: .record))
         case "saveFailed": self = .saveFailed(request: try request(), try c.decode(LocalError.self, forKey: .error))
         case "reply": self = .reply(request: try request(), try LocalReply(from: decoder))
         case "save": self = .save(request: try request(), activity: try c.decode(UUID.self, forKey: .activity))
@@ -334,7 +334,7 @@ extension LocalMessage: Codable {
             self = .willContinue(continuation: try c.decode(UUID.self, forKey: .continuation), activityType: try c.decode(String.self, forKey: .activityType))
         case "deliver":
             self = .deliver(
-                continuation: try c.decode(UUID.self, forKey: .continuation), record: try c.decode(LocalRecord.self, forKey: .record),
+                continuation: try c.decode(UUID.self, forKey: .continuation), record: try c.decode(ActivityRecord.self, forKey: .record),
                 origin: try c.decode(LocalOrigin.self, forKey: .origin))
         case "fail":
             self = .fail(

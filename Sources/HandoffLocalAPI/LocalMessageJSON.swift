@@ -127,7 +127,7 @@ package enum LocalMessageJSON {
 
         init() { bytes.reserveCapacity(256) }
 
-        mutating func reserve(_ record: LocalRecord) {
+        mutating func reserve(_ record: ActivityRecord) {
             bytes.reserveCapacity(512 + (record.userInfo?.count ?? 0) * 4 / 3)
         }
 
@@ -268,7 +268,7 @@ package enum LocalMessageJSON {
             }
         }
 
-        mutating func activity(_ a: LocalActivity) {
+        mutating func activity(_ a: ActivityAnnouncement) {
             open()
             key("activityType"); string(a.activityType)
             if let value = a.bundleIdentifier { key("bundleIdentifier"); string(value) }
@@ -281,7 +281,7 @@ package enum LocalMessageJSON {
             close()
         }
 
-        mutating func record(_ r: LocalRecord) {
+        mutating func record(_ r: ActivityRecord) {
             open()
             key("activity"); activity(r.activity)
             key("isEligibleForPrediction"); bool(r.isEligibleForPrediction)
@@ -509,7 +509,7 @@ package enum LocalMessageJSON {
 
         // MARK: The types
 
-        mutating func activity() throws(Unusual) -> LocalActivity {
+        mutating func activity() throws(Unusual) -> ActivityAnnouncement {
             var id: UUID?, activityType: String?, title: String?, bundleIdentifier: String?, teamIdentifier: String?
             var hasWebpageURL = false, supportsContinuationStreams = false
             var expirationDate: Date?
@@ -527,13 +527,13 @@ package enum LocalMessageJSON {
                 }
             }
             guard let id, let activityType else { throw Unusual() }
-            return LocalActivity(
+            return ActivityAnnouncement(
                 id: id, activityType: activityType, title: title, bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier,
                 hasWebpageURL: hasWebpageURL, supportsContinuationStreams: supportsContinuationStreams, expirationDate: expirationDate)
         }
 
-        mutating func record() throws(Unusual) -> LocalRecord {
-            var activity: LocalActivity?
+        mutating func record() throws(Unusual) -> ActivityRecord {
+            var activity: ActivityAnnouncement?
             var webpageURL: String?, referrerURL: String?, persistentIdentifier: String?, targetContentIdentifier: String?
             var keywords: [String] = [], requiredUserInfoKeys: [String]?, untranslatedFileURLs: [String]?
             var isEligibleForSearch = false, isEligibleForPublicIndexing = false, isEligibleForPrediction = false
@@ -556,7 +556,7 @@ package enum LocalMessageJSON {
                 }
             }
             guard let activity else { throw Unusual() }
-            return LocalRecord(
+            return ActivityRecord(
                 activity: activity, webpageURL: webpageURL, referrerURL: referrerURL, keywords: keywords,
                 requiredUserInfoKeys: requiredUserInfoKeys, persistentIdentifier: persistentIdentifier,
                 targetContentIdentifier: targetContentIdentifier, isEligibleForSearch: isEligibleForSearch,
@@ -579,7 +579,7 @@ package enum LocalMessageJSON {
         }
 
         mutating func continued() throws(Unusual) -> LocalContinued {
-            var continuation: UUID?, device: String?, activity: LocalActivity?, app: String?, webpageURL: String?, seconds: Double?
+            var continuation: UUID?, device: String?, activity: ActivityAnnouncement?, app: String?, webpageURL: String?, seconds: Double?
             try object { (key, r) throws(Unusual) in
                 switch key {
                 case "continuation": continuation = try r.uuid()

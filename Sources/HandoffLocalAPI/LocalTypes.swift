@@ -1,121 +1,5 @@
 import Foundation
 
-/// An activity's identity as an app announces it: who it is, never its state.
-public struct LocalActivity: Codable, Sendable, Hashable {
-    public var id: UUID
-    public var activityType: String
-    public var title: String?
-    /// Filled in by the agent from the app's verified manifest; what a client sends is ignored
-    /// unless the client is a script (see `docs/local-api.md`).
-    public var bundleIdentifier: String?
-    public var teamIdentifier: String?
-    public var hasWebpageURL: Bool
-    public var supportsContinuationStreams: Bool
-    /// Seconds since 1970. Always a finite date or nil: an app's date that is not a number, or
-    /// infinitely far ahead, means no expiration; one infinitely far back, already expired
-    /// (JSON has no such numbers, and Foundation's encoder refuses them in dates).
-    public var expirationDate: Date? {
-        didSet { expirationDate = Self.finite(expirationDate) }
-    }
-
-    /// `date` as a finite date, or nil (see `expirationDate`).
-    public static func finite(_ date: Date?) -> Date? {
-        guard let date, !date.timeIntervalSinceReferenceDate.isFinite else { return date }
-        return date.timeIntervalSinceReferenceDate == -.infinity ? Date.distantPast : nil
-    }
-
-    public init(
-        id: UUID, activityType: String, title: String? = nil, bundleIdentifier: String? = nil, teamIdentifier: String? = nil,
-        hasWebpageURL: Bool = false, supportsContinuationStreams: Bool = false, expirationDate: Date? = nil
-    ) {
-        self.id = id
-        self.activityType = activityType
-        self.title = title
-        self.bundleIdentifier = bundleIdentifier
-        self.teamIdentifier = teamIdentifier
-        self.hasWebpageURL = hasWebpageURL
-        self.supportsContinuationStreams = supportsContinuationStreams
-        self.expirationDate = Self.finite(expirationDate)
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case id, activityType, title, bundleIdentifier, teamIdentifier, hasWebpageURL, supportsContinuationStreams, expirationDate
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        id = try c.decode(UUID.self, forKey: .id)
-        activityType = try c.decode(String.self, forKey: .activityType)
-        title = try c.decodeIfPresent(String.self, forKey: .title)
-        bundleIdentifier = try c.decodeIfPresent(String.self, forKey: .bundleIdentifier)
-        teamIdentifier = try c.decodeIfPresent(String.self, forKey: .teamIdentifier)
-        hasWebpageURL = try c.decodeIfPresent(Bool.self, forKey: .hasWebpageURL) ?? false
-        supportsContinuationStreams = try c.decodeIfPresent(Bool.self, forKey: .supportsContinuationStreams) ?? false
-        expirationDate = Self.finite(try c.decodeIfPresent(Date.self, forKey: .expirationDate))
-    }
-}
-
-/// A saved activity: every property the continuing app reads, with `userInfo` in Handoff's
-/// binary encoding (`docs/userinfo-encoding.md`), base64 in JSON.
-public struct LocalRecord: Codable, Sendable, Hashable {
-    public var activity: LocalActivity
-    public var webpageURL: String?
-    public var referrerURL: String?
-    public var keywords: [String]
-    public var requiredUserInfoKeys: [String]?
-    public var persistentIdentifier: String?
-    public var targetContentIdentifier: String?
-    public var isEligibleForSearch: Bool
-    public var isEligibleForPublicIndexing: Bool
-    public var isEligibleForPrediction: Bool
-    public var userInfo: Data?
-    /// In a delivered record: the file URLs in `userInfo` that were not translated to this
-    /// device's paths (outside every synced container on the origin, or in one this device
-    /// does not have), as they came.
-    public var untranslatedFileURLs: [String]?
-
-    public init(
-        activity: LocalActivity, webpageURL: String? = nil, referrerURL: String? = nil, keywords: [String] = [],
-        requiredUserInfoKeys: [String]? = nil, persistentIdentifier: String? = nil, targetContentIdentifier: String? = nil,
-        isEligibleForSearch: Bool = false, isEligibleForPublicIndexing: Bool = false, isEligibleForPrediction: Bool = false,
-        userInfo: Data? = nil, untranslatedFileURLs: [String]? = nil
-    ) {
-        self.untranslatedFileURLs = untranslatedFileURLs
-        self.activity = activity
-        self.webpageURL = webpageURL
-        self.referrerURL = referrerURL
-        self.keywords = keywords
-        self.requiredUserInfoKeys = requiredUserInfoKeys
-        self.persistentIdentifier = persistentIdentifier
-        self.targetContentIdentifier = targetContentIdentifier
-        self.isEligibleForSearch = isEligibleForSearch
-        self.isEligibleForPublicIndexing = isEligibleForPublicIndexing
-        self.isEligibleForPrediction = isEligibleForPrediction
-        self.userInfo = userInfo
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case activity, webpageURL, referrerURL, keywords, requiredUserInfoKeys, persistentIdentifier, targetContentIdentifier
-        case isEligibleForSearch, isEligibleForPublicIndexing, isEligibleForPrediction, userInfo, untranslatedFileURLs
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        activity = try c.decode(LocalActivity.self, forKey: .activity)
-        webpageURL = try c.decodeIfPresent(String.self, forKey: .webpageURL)
-        referrerURL = try c.decodeIfPresent(String.self, forKey: .referrerURL)
-        keywords = try c.decodeIfPresent([String].self, forKey: .keywords) ?? []
-        requiredUserInfoKeys = try c.decodeIfPresent([String].self, forKey: .requiredUserInfoKeys)
-        persistentIdentifier = try c.decodeIfPresent(String.self, forKey: .persistentIdentifier)
-        targetContentIdentifier = try c.decodeIfPresent(String.self, forKey: .targetContentIdentifier)
-        isEligibleForSearch = try c.decodeIfPresent(Bool.self, forKey: .isEligibleForSearch) ?? false
-        isEligibleForPublicIndexing = try c.decodeIfPresent(Bool.self, forKey: .isEligibleForPublicIndexing) ?? false
-        isEligibleForPrediction = try c.decodeIfPresent(Bool.self, forKey: .isEligibleForPrediction) ?? false
-        userInfo = try c.decodeIfPresent(Data.self, forKey: .userInfo)
-        untranslatedFileURLs = try c.decodeIfPresent([String].self, forKey: .untranslatedFileURLs)
-    }
-}
-
 /// A synced container of this device, as the agent is configured (`--container ID=PATH`).
 public struct LocalContainer: Codable, Sendable, Hashable {
     public var identifier: String
@@ -208,7 +92,7 @@ public struct LocalDevice: Codable, Sendable, Hashable {
 public struct LocalNearbyActivity: Codable, Sendable, Hashable {
     public var device: UUID
     public var deviceName: String
-    public var activity: LocalActivity
+    public var activity: ActivityAnnouncement
     /// Seconds since the activity was last announced.
     public var age: Double
     /// Which app here would continue it (its bundle identifier), or `browser`, or nil.
@@ -216,7 +100,7 @@ public struct LocalNearbyActivity: Codable, Sendable, Hashable {
     /// Why that handler, or why none.
     public var reason: String
 
-    public init(device: UUID, deviceName: String, activity: LocalActivity, age: Double, handler: String?, reason: String) {
+    public init(device: UUID, deviceName: String, activity: ActivityAnnouncement, age: Double, handler: String?, reason: String) {
         self.device = device
         self.deviceName = deviceName
         self.activity = activity
@@ -275,7 +159,7 @@ public struct LocalStatus: Codable, Sendable, Hashable {
     public var interfaces: [String]
     public var staticPeers: [String]
     public var apps: Int
-    public var currentActivity: LocalActivity?
+    public var currentActivity: ActivityAnnouncement?
     /// What discovery has received since the agent started.
     public var discovery: LocalDiscoveryCounters?
     /// With no account: the one this device was last removed from, if it was.
@@ -283,7 +167,7 @@ public struct LocalStatus: Codable, Sendable, Hashable {
 
     public init(
         version: String, device: LocalDevice, account: String?, members: Int, nearby: Int, linkPort: Int,
-        interfaces: [String], staticPeers: [String], apps: Int, currentActivity: LocalActivity?, discovery: LocalDiscoveryCounters? = nil,
+        interfaces: [String], staticPeers: [String], apps: Int, currentActivity: ActivityAnnouncement?, discovery: LocalDiscoveryCounters? = nil,
         removed: LocalRemoval? = nil
     ) {
         self.removed = removed
@@ -343,14 +227,14 @@ public struct LocalProbe: Codable, Sendable, Hashable {
 public struct LocalContinued: Codable, Sendable, Hashable {
     public var continuation: UUID
     public var device: String
-    public var activity: LocalActivity
+    public var activity: ActivityAnnouncement
     /// The app that received it (its bundle identifier), or nil when a web page was opened.
     public var app: String?
     public var webpageURL: String?
     /// Seconds from the request to the app holding the activity.
     public var seconds: Double
 
-    public init(continuation: UUID, device: String, activity: LocalActivity, app: String?, webpageURL: String?, seconds: Double) {
+    public init(continuation: UUID, device: String, activity: ActivityAnnouncement, app: String?, webpageURL: String?, seconds: Double) {
         self.continuation = continuation
         self.device = device
         self.activity = activity

@@ -71,7 +71,7 @@ public final class InMemoryNetwork: AgentNetwork {
     /// streams directly.
     public func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
-        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> FetchFailure?,
+        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
         let chosen = port != 0 ? port : nextPort.withLock { next in
@@ -87,9 +87,9 @@ public final class InMemoryNetwork: AgentNetwork {
     }
 
     /// In memory a link costs nothing while idle: `idle` is not applied.
-    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(FetchFailure) -> any PeerLinking {
+    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking {
         let key = "\(host):\(port)"
-        let unavailable = { (why: String) in FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(key) \(why)") }
+        let unavailable = { (why: String) in ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(key) \(why)") }
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
             throw unavailable("cannot be reached")
         }
@@ -203,21 +203,21 @@ final class InMemoryLink: PeerLinking {
 
     var isOpen: Bool { driver.isOpen && network.listener(key, host: host, for: me) != nil }
 
-    func fetch(_ activityID: UUID, deadline: Duration) async -> Result<WireActivityRecord, FetchFailure> {
+    func fetch(_ activityID: UUID, deadline: Duration) async -> Result<FetchedActivity, ContinuationFailure> {
         await withCheckedContinuation { continuation in
             fetch(activityID, deadline: deadline) { continuation.resume(returning: $0) }
         }
     }
 
-    func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<WireActivityRecord, FetchFailure>) -> Void) {
+    func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
         let (host, port) = (self.host, self.port)
         driver.request(deadline: deadline, streamsOpen: 0, { .fetch(request: $0, activityID: activityID) }) { answer in
             done(LinkDriver.Machine.result(of: answer, for: activityID, host: host, port: port, deadline: deadline))
         }
     }
 
-    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, FetchFailure> {
-        .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "an in-memory network carries no continuation streams; devices in one process connect them directly"))
+    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
+        .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "an in-memory network carries no continuation streams; devices in one process connect them directly"))
     }
 
     func send(_ message: LinkMessage) {

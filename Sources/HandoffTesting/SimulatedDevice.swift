@@ -310,7 +310,7 @@ public actor SimulatedDevice {
     /// The activities the account's other devices offer now, as this device's agent lists them.
     public var nearbyActivities: [NearbyActivity] {
         heard.values
-            .map { NearbyActivity(device: $0.deviceName, announcement: ActivityAnnouncement($0.activity)) }
+            .map { NearbyActivity(device: $0.deviceName, announcement: $0.activity) }
             .sorted { $0.device < $1.device }
     }
 
@@ -379,7 +379,7 @@ public actor SimulatedDevice {
         if let error = reply.error {
             switch error.kind {
             case .continuation:
-                let code = CocoaError.Code(rawValue: error.code ?? CocoaError.Code.userActivityHandoffFailed.rawValue)
+                let code = CocoaError.Code(rawValue: error.code ?? ContinuationFailure.Code.handoffFailed)
                 return .failed(ContinuationFailure(code: code, message: error.message))
             case .notFound:
                 return .notContinued(reason: error.message)

@@ -43,8 +43,11 @@ public struct BeaconContent: Sendable, Hashable {
     public var timestamp: Date
     /// The TCP port of the sender's link listener.
     public var linkPort: UInt16
-    /// The sender's current activity, or nil when it has none.
-    public var activity: BeaconActivity?
+    /// The sender's current activity, or nil when it has none. A beacon carries its id, type,
+    /// team, title (shortened at a character boundary, with "…", if it does not fit) and two
+    /// flags (a web page, streams); the bundle identifier and expiration date stay at home
+    /// (nil in a beacon read).
+    public var activity: ActivityAnnouncement?
     /// The revision of the account as the sender knows it: a member that is behind is sent
     /// the changes it missed.
     public var accountRevision: UInt64
@@ -60,7 +63,7 @@ public struct BeaconContent: Sendable, Hashable {
     public var wantsIPv6: Bool
 
     public init(
-        sender: UUID, sequence: UInt64, timestamp: Date, linkPort: UInt16, activity: BeaconActivity?, accountRevision: UInt64 = 0,
+        sender: UUID, sequence: UInt64, timestamp: Date, linkPort: UInt16, activity: ActivityAnnouncement?, accountRevision: UInt64 = 0,
         refreshSeconds: UInt16? = nil, asksForAnswers: Bool = false, wantsIPv6: Bool = false
     ) {
         self.sender = sender
@@ -73,29 +76,6 @@ public struct BeaconContent: Sendable, Hashable {
         self.refreshSeconds = refreshSeconds
         self.asksForAnswers = asksForAnswers
         self.wantsIPv6 = wantsIPv6
-    }
-}
-
-/// The identity of an activity as a beacon carries it.
-public struct BeaconActivity: Sendable, Hashable {
-    public var id: UUID
-    public var activityType: String
-    /// Shortened (at a character boundary, with "…") if it does not fit the beacon.
-    public var title: String?
-    public var teamIdentifier: String?
-    public var hasWebpageURL: Bool
-    public var supportsContinuationStreams: Bool
-
-    public init(
-        id: UUID, activityType: String, title: String? = nil, teamIdentifier: String? = nil,
-        hasWebpageURL: Bool = false, supportsContinuationStreams: Bool = false
-    ) {
-        self.id = id
-        self.activityType = activityType
-        self.title = title
-        self.teamIdentifier = teamIdentifier
-        self.hasWebpageURL = hasWebpageURL
-        self.supportsContinuationStreams = supportsContinuationStreams
     }
 }
 
@@ -223,14 +203,14 @@ public enum Beacon {
             asksForAnswers = options & 1 != 0
             wantsIPv6 = options & 2 != 0
         }
-        var activity: BeaconActivity?
+        var activity: ActivityAnnouncement?
         if kind == .activity {
             guard let flags = reader.byte(), flags & ~0x0F == 0, let id = reader.uuid(),
                 let type = reader.string(), !type.isEmpty, let team = reader.string(), let title = reader.string(),
                 // What no sender writes is refused: fields over the limits the sealing side keeps.
                 type.utf8.count <= maximumActivityTypeBytes, team.utf8.count <= maximumTeamBytes
             else { return nil }
-            activity = BeaconActivity(
+            activity = ActivityAnnouncement(
                 id: id, activityType: type, title: flags & 8 != 0 ? title : nil,
                 teamIdentifier: flags & 4 != 0 ? team : nil, hasWebpageURL: flags & 1 != 0,
                 supportsContinuationStreams: flags & 2 != 0)

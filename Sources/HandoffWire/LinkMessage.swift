@@ -17,55 +17,16 @@ public struct WireFileReference: Sendable, Hashable {
     }
 }
 
-/// An activity as it travels over a link when it is fetched: every property the continuing
-/// app reads, with `userInfo` already in Handoff's own encoding (opaque here).
-public struct WireActivityRecord: Sendable, Hashable {
-    public var id: UUID
-    public var activityType: String
-    public var title: String?
-    public var bundleIdentifier: String?
-    public var teamIdentifier: String?
-    public var supportsContinuationStreams: Bool
-    public var expirationDate: Date?
-    public var webpageURL: String?
-    public var referrerURL: String?
-    public var keywords: [String]
-    public var requiredUserInfoKeys: [String]?
-    public var persistentIdentifier: String?
-    public var targetContentIdentifier: String?
-    public var isEligibleForSearch: Bool
-    public var isEligibleForPublicIndexing: Bool
-    public var isEligibleForPrediction: Bool
-    public var userInfo: [UInt8]?
-    /// The file URLs in `userInfo` that lie in the origin's synced containers.
+/// A fetched activity as it travels over a link: the activity's record (encoded by this
+/// module; `userInfo` opaque here) and the file URLs in its `userInfo` that lie in the origin's
+/// synced containers.
+public struct FetchedActivity: Sendable, Hashable {
+    public var record: ActivityRecord
     public var fileReferences: [WireFileReference]
 
-    public init(
-        id: UUID, activityType: String, title: String? = nil, bundleIdentifier: String? = nil, teamIdentifier: String? = nil,
-        supportsContinuationStreams: Bool = false, expirationDate: Date? = nil, webpageURL: String? = nil,
-        referrerURL: String? = nil, keywords: [String] = [], requiredUserInfoKeys: [String]? = nil,
-        persistentIdentifier: String? = nil, targetContentIdentifier: String? = nil, isEligibleForSearch: Bool = false,
-        isEligibleForPublicIndexing: Bool = false, isEligibleForPrediction: Bool = false, userInfo: [UInt8]? = nil,
-        fileReferences: [WireFileReference] = []
-    ) {
+    public init(_ record: ActivityRecord, fileReferences: [WireFileReference] = []) {
+        self.record = record
         self.fileReferences = fileReferences
-        self.id = id
-        self.activityType = activityType
-        self.title = title
-        self.bundleIdentifier = bundleIdentifier
-        self.teamIdentifier = teamIdentifier
-        self.supportsContinuationStreams = supportsContinuationStreams
-        self.expirationDate = expirationDate
-        self.webpageURL = webpageURL
-        self.referrerURL = referrerURL
-        self.keywords = keywords
-        self.requiredUserInfoKeys = requiredUserInfoKeys
-        self.persistentIdentifier = persistentIdentifier
-        self.targetContentIdentifier = targetContentIdentifier
-        self.isEligibleForSearch = isEligibleForSearch
-        self.isEligibleForPublicIndexing = isEligibleForPublicIndexing
-        self.isEligibleForPrediction = isEligibleForPrediction
-        self.userInfo = userInfo
     }
 }
 
@@ -95,7 +56,7 @@ public enum LinkMessage: Sendable, Hashable {
     /// Asks the peer for its activity `activityID`, saved now.
     case fetch(request: UInt64, activityID: UUID)
     /// The saved activity.
-    case fetched(request: UInt64, WireActivityRecord)
+    case fetched(request: UInt64, FetchedActivity)
     /// The fetch failed; `code` is Foundation's error code (4608 to 4611, 3072).
     case fetchFailed(request: UInt64, code: UInt16, message: String)
     /// The activity was continued on the sender; the origin tells its app.
@@ -198,7 +159,7 @@ public enum LinkMessage: Sendable, Hashable {
             return Frame(kind: Kind.fetch.rawValue, payload: writer.bytes)
         case .fetched(let request, let record):
             writer.varint(request)
-            writer.record(record)
+            writer.fetched(record)
             return Frame(kind: Kind.fetched.rawValue, payload: writer.bytes)
         case .fetchFailed(let request, let code, let message):
             writer.varint(request)
@@ -282,7 +243,7 @@ public enum LinkMessage: Sendable, Hashable {
         case .fetch:
             self = .fetch(request: try reader.varint(), activityID: try reader.uuid())
         case .fetched:
-            self = .fetched(request: try reader.varint(), try reader.record())
+            self = .fetched(request: try reader.varint(), try reader.fetched())
         case .fetchFailed:
             let request = try reader.varint()
             let code = try reader.varint()
@@ -401,23 +362,25 @@ struct FieldWriter {
         for value in values { string(value) }
     }
 
-    mutating func record(_ record: WireActivityRecord) {
-        uuid(record.id)
-        string(record.activityType)
-        optionalString(record.title)
-        optionalString(record.bundleIdentifier)
-        optionalString(record.teamIdentifier)
+    mutating func fetched(_ fetched: FetchedActivity) {
+        let record = fetched.record
+        let activity = record.activity
+        uuid(activity.id)
+        string(activity.activityType)
+        optionalString(activity.title)
+        optionalString(activity.bundleIdentifier)
+        optionalString(activity.teamIdentifier)
         var flags: UInt8 = 0
-        if record.supportsContinuationStreams { flags |= 1 }
+        if activity.supportsContinuationStreams { flags |= 1 }
         if record.isEligibleForSearch { flags |= 2 }
         if record.isEligibleForPublicIndexing { flags |= 4 }
         if record.isEligibleForPrediction { flags |= 8 }
-        if record.expirationDate != nil { flags |= 16 }
+        if activity.expirationDate != nil { flags |= 16 }
         if record.requiredUserInfoKeys != nil { flags |= 32 }
         if record.userInfo != nil { flags |= 64 }
-        if !record.fileReferences.isEmpty { flags |= 128 }
+        if !fetched.fileReferences.isEmpty { flags |= 128 }
         byte(flags)
-        if let expiration = record.expirationDate {
+        if let expiration = activity.expirationDate {
             withUnsafeBytes(of: expiration.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
         }
         optionalString(record.webpageURL)
@@ -430,9 +393,9 @@ struct FieldWriter {
             varint(UInt64(userInfo.count))
             bytes.append(contentsOf: userInfo)
         }
-        if !record.fileReferences.isEmpty {
-            varint(UInt64(record.fileReferences.count))
-            for reference in record.fileReferences {
+        if !fetched.fileReferences.isEmpty {
+            varint(UInt64(fetched.fileReferences.count))
+            for reference in fetched.fileReferences {
                 string(reference.url)
                 string(reference.container)
                 string(reference.path)
@@ -531,7 +494,7 @@ struct FieldReader {
         return values
     }
 
-    mutating func record() throws(LinkMessageError) -> WireActivityRecord {
+    mutating func fetched() throws(LinkMessageError) -> FetchedActivity {
         let id = try uuid()
         let type = try string()
         guard !type.isEmpty else { throw .malformed("empty activity type") }
@@ -554,8 +517,8 @@ struct FieldReader {
         let required = flags & 32 != 0 ? try strings() : nil
         let persistent = try optionalString()
         let target = try optionalString()
-        var userInfo: [UInt8]?
-        if flags & 64 != 0 { userInfo = Array(try take(try length())) }
+        var userInfo: Data?
+        if flags & 64 != 0 { userInfo = Data(try take(try length())) }
         var references: [WireFileReference] = []
         if flags & 128 != 0 {
             // Each reference takes at least 3 bytes: a count beyond what remains is a lie.
@@ -565,11 +528,13 @@ struct FieldReader {
                 references.append(WireFileReference(url: try string(), container: try string(), path: try string()))
             }
         }
-        return WireActivityRecord(
-            id: id, activityType: type, title: title, bundleIdentifier: bundle, teamIdentifier: team,
-            supportsContinuationStreams: flags & 1 != 0, expirationDate: expiration, webpageURL: webpage,
-            referrerURL: referrer, keywords: keywords, requiredUserInfoKeys: required, persistentIdentifier: persistent,
-            targetContentIdentifier: target, isEligibleForSearch: flags & 2 != 0, isEligibleForPublicIndexing: flags & 4 != 0,
-            isEligibleForPrediction: flags & 8 != 0, userInfo: userInfo, fileReferences: references)
+        let activity = ActivityAnnouncement(
+            id: id, activityType: type, title: title, bundleIdentifier: bundle, teamIdentifier: team, hasWebpageURL: webpage != nil,
+            supportsContinuationStreams: flags & 1 != 0, expirationDate: expiration)
+        let record = ActivityRecord(
+            activity: activity, webpageURL: webpage, referrerURL: referrer, keywords: keywords, requiredUserInfoKeys: required,
+            persistentIdentifier: persistent, targetContentIdentifier: target, isEligibleForSearch: flags & 2 != 0,
+            isEligibleForPublicIndexing: flags & 4 != 0, isEligibleForPrediction: flags & 8 != 0, userInfo: userInfo)
+        return FetchedActivity(record, fileReferences: references)
     }
 }

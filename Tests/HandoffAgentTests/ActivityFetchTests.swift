@@ -12,14 +12,14 @@ import Testing
 struct ActivityFetchTests {
     let origin: DeviceIdentity
     let continuing: DeviceIdentity
-    let record: WireActivityRecord
+    let record: FetchedActivity
 
     init() throws {
         origin = try DeviceIdentity.generate(name: "origin")
         continuing = try DeviceIdentity.generate(name: "continuing")
         // As their agents would: both hold the account's key.
         shareAccountKey(origin, continuing)
-        record = WireActivityRecord(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", userInfo: [0x48, 1, 0x0C, 0])
+        record = FetchedActivity(ActivityRecord(activity: ActivityAnnouncement(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries"), userInfo: Data([0x48, 1, 0x0C, 0])))
     }
 
     var pins: LinkPins { { [origin, continuing] in [origin.fingerprint, continuing.fingerprint] } }
@@ -28,15 +28,15 @@ struct ActivityFetchTests {
     /// the suite on 2 cores (every test at once, a debug build) has taken over 5 s for a handshake.
     static let handshake: Duration = .seconds(30)
 
-    func service(_ save: @escaping @Sendable (UUID) async -> Result<WireActivityRecord, FetchFailure>) async throws -> FetchService {
+    func service(_ save: @escaping @Sendable (UUID) async -> Result<FetchedActivity, ContinuationFailure>) async throws -> FetchService {
         try await FetchService(device: origin.id, identity: origin, pins: pins, save: save)
     }
 
     @Test("The continuing device receives the record the origin saved")
     func fetched() async throws {
         let record = self.record
-        let service = try await service { id in id == record.id ? .success(record) : .failure(FetchFailure(code: 4608, message: "no such activity")) }
-        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
+        let service = try await service { id in id == record.record.activity.id ? .success(record) : .failure(ContinuationFailure(code: 4608, message: "no such activity")) }
+        let result = await ActivityFetcher.fetch(record.record.activity.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
         #expect(try result.get() == record)
         await service.close()
     }
@@ -59,7 +59,7 @@ struct ActivityFetchTests {
         defer { link.close() }
         let answered = Shared(0)
         for _ in 0..<200 {
-            link.fetch(record.id, deadline: .seconds(60)) { result in
+            link.fetch(record.record.activity.id, deadline: .seconds(60)) { result in
                 if case .success = result { answered.update { $0 += 1 } }
             }
         }
@@ -90,7 +90,7 @@ struct ActivityFetchTests {
         // Open, nothing asked yet: off.
         #expect(try await keepalive() == false)
         // A fetch waits on the link: on.
-        let fetch = Task { await link.fetch(record.id, deadline: .seconds(10)) }
+        let fetch = Task { await link.fetch(record.record.activity.id, deadline: .seconds(10)) }
         #expect(await waitUntil { saving.value })
         #expect(try await keepalive() == true)
         // Answered: off again, a moment later, and before TCP's first probe (5 s of silence).
@@ -114,7 +114,7 @@ struct ActivityFetchTests {
             return nil  // answers nothing, hello included
         }
         defer { Task { await listener.close() } }
-        let opened: Result<PeerConnection, FetchFailure>
+        let opened: Result<PeerConnection, ContinuationFailure>
         do {
             // Without the greeting the open can only end at its deadline: a short one then.
             opened = .success(try await PeerConnection.open(host: "127.0.0.1", port: listener.port, identity: continuing, pins: pins, deadline: greets ? Self.handshake : .seconds(2)))
@@ -129,7 +129,7 @@ struct ActivityFetchTests {
             #expect(heard.withLock { $0 }.isEmpty, "the listener was asked to answer \(heard.withLock { $0 })")
         } else {
             // Without the greeting, a listener that does not answer hello leaves the link unopened.
-            #expect(throws: FetchFailure.self) { try opened.get() }
+            #expect(throws: ContinuationFailure.self) { try opened.get() }
             #expect(heard.withLock { $0 } == [LinkMessage.hello(version: LinkMessage.version, device: continuing.id).frame.kind])
         }
     }
@@ -141,7 +141,7 @@ struct ActivityFetchTests {
         defer { Task { await service.close() } }
         let link = try await PeerConnection.open(host: host, port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
         defer { link.close() }
-        #expect(try await link.fetch(record.id, deadline: .seconds(10)).get() == record)
+        #expect(try await link.fetch(record.record.activity.id, deadline: .seconds(10)).get() == record)
     }
 
     @Test("Item 4: fetches in quick succession switch keepalive on once, not on and off around each (two setsockopt calls a fetch, before)")
@@ -152,7 +152,7 @@ struct ActivityFetchTests {
         let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake, idle: .seconds(60))
         defer { link.close() }
         let before = link.keepaliveChanges
-        for _ in 0..<20 { #expect(try await link.fetch(record.id, deadline: .seconds(10)).get() == record) }
+        for _ in 0..<20 { #expect(try await link.fetch(record.record.activity.id, deadline: .seconds(10)).get() == record) }
         // On for the first; off only if a gap of 2 s came between two (a loaded machine).
         #expect(link.keepaliveChanges - before <= 3, "keepalive switched \(link.keepaliveChanges - before) times for 20 fetches")
         #expect(await waitUntil { (try? await link.socket.getOption(.socketOption(.so_keepalive)).get()) == 0 })
@@ -160,9 +160,9 @@ struct ActivityFetchTests {
 
     @Test("The origin's failure reaches the continuing device with its code")
     func originFailure() async throws {
-        let service = try await service { _ in .failure(FetchFailure(code: 4610, message: "the app did not save within 5 seconds")) }
-        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
-        #expect(result == .failure(FetchFailure(code: 4610, message: "the app did not save within 5 seconds")))
+        let service = try await service { _ in .failure(ContinuationFailure(code: 4610, message: "the app did not save within 5 seconds")) }
+        let result = await ActivityFetcher.fetch(record.record.activity.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
+        #expect(result == .failure(ContinuationFailure(code: 4610, message: "the app did not save within 5 seconds")))
         await service.close()
     }
 
@@ -172,10 +172,10 @@ struct ActivityFetchTests {
         let service = try await service { _ in .success(record) }
         let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
         defer { link.close() }
-        #expect(try await link.fetch(record.id, deadline: .seconds(30)).get() == record)
+        #expect(try await link.fetch(record.record.activity.id, deadline: .seconds(30)).get() == record)
         await service.close()
         #expect(await waitUntil { !link.isOpen }, "the link stayed open after its listener closed")
-        guard case .failure(let failure) = await link.fetch(record.id, deadline: .seconds(5)) else {
+        guard case .failure(let failure) = await link.fetch(record.record.activity.id, deadline: .seconds(5)) else {
             Issue.record("fetched through a closed listener")
             return
         }
@@ -184,10 +184,10 @@ struct ActivityFetchTests {
 
     @Test("A device that cannot be reached fails the fetch with 4609")
     func unreachable() async throws {
-        let service = try await service { _ in .failure(FetchFailure(code: 4608, message: "unused")) }
+        let service = try await service { _ in .failure(ContinuationFailure(code: 4608, message: "unused")) }
         let port = service.port
         await service.close()
-        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: port, identity: continuing, pins: pins)
+        let result = await ActivityFetcher.fetch(record.record.activity.id, from: "127.0.0.1", port: port, identity: continuing, pins: pins)
         guard case .failure(let failure) = result else { Issue.record("fetched from a closed port"); return }
         #expect(failure.code == 4609)
     }
@@ -202,7 +202,7 @@ struct ActivityFetchTests {
         }
         let stranger = try DeviceIdentity.generate(name: "stranger")
         let origin = self.origin
-        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: stranger, pins: { [origin.fingerprint] })
+        let result = await ActivityFetcher.fetch(record.record.activity.id, from: "127.0.0.1", port: service.port, identity: stranger, pins: { [origin.fingerprint] })
         guard case .failure(let failure) = result else { Issue.record("a stranger fetched the activity"); return }
         #expect(failure.code == 4609)
         #expect(asked.value == 0)
@@ -215,11 +215,11 @@ struct ActivityFetchTests {
         defer { silence.open() }
         let service = try await service { _ in
             await silence.wait()
-            return .failure(FetchFailure(code: 4608, message: "late"))
+            return .failure(ContinuationFailure(code: 4608, message: "late"))
         }
         // The deadline bounds the handshake too, which a busy 2-core machine running the whole
         // suite in a debug build has taken over 5 s to finish; the origin never answers.
-        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: .seconds(20))
+        let result = await ActivityFetcher.fetch(record.record.activity.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: .seconds(20))
         guard case .failure(let failure) = result else { Issue.record("fetched from a silent origin"); return }
         #expect(failure.code == 4608)
         #expect(failure.message.contains("did not answer"))
@@ -231,10 +231,10 @@ struct ActivityFetchTests {
         let holder = Shared<FetchService?>(nil)
         let service = try await service { _ in
             await holder.value?.close()
-            return .failure(FetchFailure(code: 4608, message: "unreachable"))
+            return .failure(ContinuationFailure(code: 4608, message: "unreachable"))
         }
         holder.update { $0 = service }
-        let result = await ActivityFetcher.fetch(record.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
+        let result = await ActivityFetcher.fetch(record.record.activity.id, from: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
         guard case .failure(let failure) = result else { Issue.record("fetched from a vanished origin"); return }
         #expect(failure.code == 4608)
     }

@@ -18,8 +18,8 @@ struct AgentContinuationStateMachineTests {
 
     func machine() -> Machine { Machine(launchDeadline: .seconds(10), saveDeadline: .seconds(5)) }
 
-    func record(_ title: String = "a map") -> WireActivityRecord {
-        WireActivityRecord(id: activity, activityType: "com.example.maps.viewing", title: title)
+    func record(_ title: String = "a map") -> FetchedActivity {
+        FetchedActivity(ActivityRecord(activity: ActivityAnnouncement(id: activity, activityType: "com.example.maps.viewing", title: title)))
     }
 
     /// Each action as a short line, so that a whole step is compared at once.
@@ -30,7 +30,7 @@ struct AgentContinuationStateMachineTests {
             case .schedule(let deadline, let after): "schedule \(name(deadline)) in \(after)"
             case .cancel(let deadline): "cancel \(name(deadline))"
             case .willContinue(let context, let session): "willContinue \(context) to \(session == self.session ? "app" : "other session")"
-            case .deliver(let context, _, let record): "deliver \(context) \(record.title ?? "")"
+            case .deliver(let context, _, let record): "deliver \(context) \(record.record.activity.title ?? "")"
             case .failInApp(let context, _, let failure): "failInApp \(context) \(name(failure))"
             case .fail(let context, let failure): "fail \(context) \(name(failure))"
             case .askToSave(let request, _, _): "askToSave #\(request)"
@@ -88,7 +88,7 @@ struct AgentContinuationStateMachineTests {
         var machine = machine()
         let id = UUID()
         _ = machine.begin(id, ticket: machine.ask(), app: app, context: 1, running: session)
-        #expect(lines(machine.fetched(id, .failure(FetchFailure(code: 4610, message: "late")))) == ["failInApp 1 fetch 4610"])
+        #expect(lines(machine.fetched(id, .failure(ContinuationFailure(code: 4610, message: "late")))) == ["failInApp 1 fetch 4610"])
     }
 
     @Test("An app that does not run is started; the fetch that arrives meanwhile waits; on connecting the app hears willContinue and the activity at once")
@@ -218,7 +218,7 @@ struct AgentContinuationStateMachineTests {
     func save() {
         var machine = machine()
         #expect(lines(machine.save(activity, session: session, waiter: "fetch")) == ["askToSave #1", "schedule save #1 in 5.0 seconds"])
-        let saved = LocalRecord(activity: LocalActivity(id: activity, activityType: "t"))
+        let saved = ActivityRecord(activity: ActivityAnnouncement(id: activity, activityType: "t"))
         #expect(lines(machine.saved(1, session: session, .success(saved))) == ["cancel save #1", "answerSave fetch saved"])
         #expect(machine.savesAwaited == 0)
     }
@@ -322,7 +322,7 @@ struct AgentContinuationStateMachineTests {
                     }
                 case 3:
                     if let id = started.randomElement(using: &generator) {
-                        apply(machine.fetched(id, Bool.random(using: &generator) ? .success(record()) : .failure(FetchFailure(code: 4609, message: "gone"))))
+                        apply(machine.fetched(id, Bool.random(using: &generator) ? .success(record()) : .failure(ContinuationFailure(code: 4609, message: "gone"))))
                     }
                 case 4:
                     if let deadline = scheduled.randomElement(using: &generator) {

@@ -83,7 +83,7 @@ struct TestDevice: Sendable {
 extension TestDevice {
     /// A raw app on this device offers `activity`, answering saves as `behaviour` says;
     /// returns once `viewer` lists it.
-    func offer(_ activity: LocalActivity, answering behaviour: RawApp.SaveBehaviour, seenBy viewer: TestDevice) async throws -> RawApp {
+    func offer(_ activity: ActivityAnnouncement, answering behaviour: RawApp.SaveBehaviour, seenBy viewer: TestDevice) async throws -> RawApp {
         let app = try await RawApp(socket: socket, behaviour: behaviour)
         try app.client.send(.becameCurrent(activity))
         let listed = await waitUntil { (try? await viewer.nearby().first?.activity.id) == activity.id }
@@ -241,7 +241,7 @@ struct MapViewerProcess: Sendable {
 /// activity and answers saves as the test says.
 final class RawApp: Sendable {
     enum SaveBehaviour: Sendable {
-        case answer(LocalRecord)
+        case answer(ActivityRecord)
         case neverAnswer
         case quit
     }

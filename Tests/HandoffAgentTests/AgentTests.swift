@@ -27,8 +27,8 @@ func withHarness(inMemory: Bool = false, _ body: (AgentHarness) async throws -> 
 let mapViewing = "com.example.handoff.MapViewer.map-viewing"
 
 /// An activity a raw app offers as if it were MapViewer's.
-func mapActivity(title: String = "Viewing the store map") -> LocalActivity {
-    LocalActivity(id: UUID(), activityType: mapViewing, title: title, bundleIdentifier: "com.example.handoff.MapViewer", teamIdentifier: "EXAMPLETEAM")
+func mapActivity(title: String = "Viewing the store map") -> ActivityAnnouncement {
+    ActivityAnnouncement(id: UUID(), activityType: mapViewing, title: title, bundleIdentifier: "com.example.handoff.MapViewer", teamIdentifier: "EXAMPLETEAM")
 }
 
 /// The two networks an agent runs over: real sockets (TLS, UDP on loopback), and the
@@ -201,7 +201,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
             defer { origin.client.close() }
             func openOnAlpha() async -> Int {
                 guard let listener = await a.agent?.listener as? LinkListener else { return -1 }
@@ -255,7 +255,7 @@ struct AgentTests {
             try await harness.installMapViewer(on: b)
 
             let big = mapActivity()
-            let large = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: big, userInfo: Data(repeating: 1, count: 200))))
+            let large = try await RawApp(socket: a.socket, behaviour: .answer(ActivityRecord(activity: big, userInfo: Data(repeating: 1, count: 200))))
             try large.client.send(.becameCurrent(big))
             try #require(await waitUntil { (try? await b.nearby().first?.activity.id) == big.id })
             #expect(try await b.attempt(.continue(activity: big.id)).error?.code == 4611)
@@ -277,7 +277,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            let app = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            let app = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
             try await b.call(.continue(activity: activity.id))
             #expect(await waitUntil { app.messages.contains(.wasContinued(activity: activity.id)) })
         }
@@ -291,7 +291,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            _ = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            _ = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
             await a.agent?.stop()
             #expect(try await b.attempt(.continue(activity: activity.id)).error?.code == 4609)
         }
@@ -323,7 +323,7 @@ struct AgentTests {
 
             // alpha's activity: beta sees it, gamma does not, and gamma cannot fetch it.
             let activity = mapActivity()
-            _ = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            _ = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
             #expect(try await c.nearby().isEmpty)
 
             let identity = try #require(try DeviceIdentity.load(from: StateStore(directory: c.state)))
@@ -470,7 +470,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            _ = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity, userInfo: Data([0x48, 0x07, 0x0C, 0x00]))), seenBy: b)
+            _ = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity, userInfo: Data([0x48, 0x07, 0x0C, 0x00]))), seenBy: b)
             let reply = try await b.attempt(.continue(activity: activity.id))
             #expect(reply.error?.code == 4608)
             #expect(reply.error?.message.contains("cannot be read") == true, "\(String(describing: reply.error))")
@@ -636,7 +636,7 @@ struct AgentTests {
             #expect(await waitUntil { (try? await back.call(.status).status?.members) == 2 }, "gamma never learned that beta was removed")
             // gamma now hears alpha under the new key.
             let activity = mapActivity()
-            let app = try await RawApp(socket: a.socket, behaviour: .answer(LocalRecord(activity: activity)))
+            let app = try await RawApp(socket: a.socket, behaviour: .answer(ActivityRecord(activity: activity)))
             try app.client.send(.becameCurrent(activity))
             #expect(await waitUntil { (try? await back.nearby().first?.activity.id) == activity.id }, "gamma does not hear alpha's new beacons")
         }
@@ -658,7 +658,7 @@ struct AgentTests {
             #expect(await waitUntil { (try? await back.call(.status).status?.members) == 3 }, "beta never learned that gamma joined")
             try await harness.installMapViewer(on: back)
             let activity = mapActivity()
-            _ = try await c.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: back)
+            _ = try await c.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: back)
             #expect(try await back.call(.continue(activity: activity.id)).continued?.app == "com.example.handoff.MapViewer")
         }
     }
@@ -670,8 +670,8 @@ struct AgentTests {
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
             try await harness.pair([a, b])
-            let activity = LocalActivity(id: UUID(), activityType: "com.example.news.reading", title: "An article", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
-            let app = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity, webpageURL: "https://news.example.com/articles/42")), seenBy: b)
+            let activity = ActivityAnnouncement(id: UUID(), activityType: "com.example.news.reading", title: "An article", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
+            let app = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity, webpageURL: "https://news.example.com/articles/42")), seenBy: b)
             #expect(try await b.nearby().first?.handler == "browser")
             let continued = try #require(try await b.call(.continue(activity: activity.id)).continued)
             #expect(continued.webpageURL == "https://news.example.com/articles/42")
@@ -688,8 +688,8 @@ struct AgentTests {
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
             try await harness.pair([a, b])
-            let activity = LocalActivity(id: UUID(), activityType: "com.example.news.reading", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
-            _ = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity, webpageURL: "file:///etc/passwd")), seenBy: b)
+            let activity = ActivityAnnouncement(id: UUID(), activityType: "com.example.news.reading", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
+            _ = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity, webpageURL: "file:///etc/passwd")), seenBy: b)
             let reply = try await b.attempt(.continue(activity: activity.id))
             #expect(reply.error?.message.contains("'file:///etc/passwd' is not an http or https page") == true, "\(String(describing: reply.error))")
             #expect(!FileManager.default.fileExists(atPath: opened.path))
@@ -770,7 +770,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
             defer { origin.client.close() }
             let handoff = try #require(builtExecutable("handoff"))
             let (_, text) = try await runCommand(handoff, ["list", "--socket", b.socket])
@@ -790,7 +790,7 @@ struct AgentTests {
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
             let activity = mapActivity()
-            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
             let handoff = try #require(builtExecutable("handoff"))
             let watch = try RunningCommand(handoff, ["watch", "--socket", b.socket])
             try #require(await waitUntil { watch.output.contains("offered") }, "watch printed: \(watch.output)")
@@ -931,7 +931,7 @@ struct AgentTests {
             let b = try await harness.start("beta") { $0.launchDeadline = .seconds(2) }
             try await harness.pair([a, b])
             let activity = mapActivity()
-            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
             defer { origin.client.close() }
             // An executable that ends at once.
             try await harness.installExample("MapViewer", on: b, executable: URL(fileURLWithPath: "/bin/true"))
@@ -960,7 +960,7 @@ struct AgentTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()
-            let origin = try await a.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: b)
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
             defer { origin.client.close() }
             let executable = b.state.appendingPathComponent("apps/com.example.handoff.MapViewer/MapViewer")
             // Held for good: the start fails after a while, saying why in words.
@@ -1016,7 +1016,7 @@ struct AgentTests {
             let origin = await agentA.connectInProcess { message in
                 heardByOrigin.append(message)
                 if case .save(let request, _) = message {
-                    originBox.client?.send(.saved(request: request, LocalRecord(activity: activity, userInfo: Data([0x48, 1, 0x0C, 0]))))
+                    originBox.client?.send(.saved(request: request, ActivityRecord(activity: activity, userInfo: Data([0x48, 1, 0x0C, 0]))))
                 }
             }
             originBox.client = origin

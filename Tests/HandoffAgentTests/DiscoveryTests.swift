@@ -22,7 +22,7 @@ struct DiscoveryTests {
         return discovery
     }
 
-    let notes = BeaconActivity(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1")
+    let notes = ActivityAnnouncement(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1")
 
     /// The next event matching `matches`, or nil after a bounded wait.
     func next(_ events: AsyncStream<DiscoveryEvent>, within limit: Duration = .seconds(10), _ matches: @escaping @Sendable (DiscoveryEvent) -> Bool) async -> DiscoveryEvent? {

@@ -58,9 +58,9 @@ extension ExampleTests {
 
             // An app of a newer version on alpha writes activity-version 2.
             shapes.process.terminate()
-            let newer = LocalActivity(id: UUID(), activityType: "com.example.handoff.Shapes.create-shape", title: "Creating a shape", teamIdentifier: "EXAMPLETEAM")
+            let newer = ActivityAnnouncement(id: UUID(), activityType: "com.example.handoff.Shapes.create-shape", title: "Creating a shape", teamIdentifier: "EXAMPLETEAM")
             let state = try UserInfoCoding.encode(["shape-type": "hexagon", "activity-version": 2] as [AnyHashable: Any])
-            _ = try await a.offer(newer, answering: .answer(LocalRecord(activity: newer, userInfo: state)), seenBy: b)
+            _ = try await a.offer(newer, answering: .answer(ActivityRecord(activity: newer, userInfo: state)), seenBy: b)
             try await b.call(.continue(activity: newer.id))
             #expect(await waitUntil(15) { logLines(events).contains("made by a newer version (activity-version 2); update Shapes to continue it") }, "beta's app: \(logLines(events))")
         }

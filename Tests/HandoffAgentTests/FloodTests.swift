@@ -128,7 +128,7 @@ struct FloodTests {
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: a)
             let activity = mapActivity()
-            let record = LocalRecord(activity: activity, userInfo: try UserInfoCoding.encode(["latitude": 37.79] as [AnyHashable: Any]))
+            let record = ActivityRecord(activity: activity, userInfo: try UserInfoCoding.encode(["latitude": 37.79] as [AnyHashable: Any]))
             let origin = try await b.offer(activity, answering: .answer(record), seenBy: a)
             defer { origin.client.close() }
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Scripts/spoof-flood.py").standardizedFileURL.path

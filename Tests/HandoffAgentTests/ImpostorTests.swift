@@ -44,7 +44,7 @@ struct ImpostorTests {
 
             // A continuation for that app, with a secret in its state.
             let activity = mapActivity()
-            var record = LocalRecord(activity: activity)
+            var record = ActivityRecord(activity: activity)
             record.userInfo = try UserInfoCoding.encode(["secret": "the person's notes"] as [AnyHashable: Any])
             let origin = try await a.offer(activity, answering: .answer(record), seenBy: b)
             defer { origin.client.close() }

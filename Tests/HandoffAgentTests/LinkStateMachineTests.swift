@@ -23,7 +23,7 @@ struct LinkStateMachineTests {
     func fetch(_ number: UInt64) -> LinkMessage { .fetch(request: number, activityID: activity) }
 
     func fetched(_ number: UInt64) -> LinkMessage {
-        .fetched(request: number, WireActivityRecord(id: activity, activityType: "com.example.viewing"))
+        .fetched(request: number, FetchedActivity(ActivityRecord(activity: ActivityAnnouncement(id: activity, activityType: "com.example.viewing"))))
     }
 
     func lines(_ actions: [Machine.Action]) -> [String] {
@@ -63,11 +63,11 @@ struct LinkStateMachineTests {
         var opened = Machine(host: "h", port: 1, idle: nil, now: start)
         #expect(opened.greeted(LinkMessage.hello(version: LinkMessage.version, device: device).frame, now: start) == .success(device))
         #expect(opened.state == .open(device: device))
-        #expect(opened.greeted(LinkMessage.hello(version: LinkMessage.version, device: device).frame, now: start).failureValue?.code == FetchFailure.connectionUnavailable)
+        #expect(opened.greeted(LinkMessage.hello(version: LinkMessage.version, device: device).frame, now: start).failureValue?.code == ContinuationFailure.Code.connectionUnavailable)
 
         var old = Machine(host: "h", port: 1, idle: nil, now: start)
         let version = old.greeted(LinkMessage.hello(version: LinkMessage.version + 1, device: device).frame, now: start)
-        #expect(version.failureValue?.code == FetchFailure.handoffFailed)
+        #expect(version.failureValue?.code == ContinuationFailure.Code.handoffFailed)
         #expect(version.failureValue?.message.contains("update Handoff on both devices") == true)
         #expect(!old.isOpen)
 

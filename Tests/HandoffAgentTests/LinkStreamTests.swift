@@ -127,7 +127,7 @@ struct LinkStreamTests {
 
     @Test("A refusal, a link that drops, and no answer in time each end the open with one outcome")
     func openOutcomes() async throws {
-        let refusing = MuxPair { _, _ in FetchFailure(code: 4608, message: "no delegate") }
+        let refusing = MuxPair { _, _ in ContinuationFailure(code: 4608, message: "no delegate") }
         #expect(await refusing.opener.open(activityID: UUID(), deadline: .seconds(5)).failureCode == 4608)
 
         // Acceptors that hold the open until the test lets them go, and say when they have it.
@@ -154,7 +154,7 @@ struct LinkStreamTests {
     }
 }
 
-extension Result where Failure == FetchFailure {
+extension Result where Failure == ContinuationFailure {
     var failureCode: Int? {
         if case .failure(let failure) = self { return failure.code }
         return nil

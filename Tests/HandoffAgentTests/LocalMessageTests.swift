@@ -6,8 +6,8 @@ import Testing
 struct LocalMessageTests {
     @Test("Every message survives its frame")
     func roundTrip() throws {
-        let activity = LocalActivity(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1", hasWebpageURL: true, expirationDate: Date(timeIntervalSince1970: 2_000_000_000))
-        let record = LocalRecord(activity: activity, webpageURL: "https://example.com/notes/1", keywords: ["a"], requiredUserInfoKeys: ["k"], userInfo: Data([0x48, 1, 2, 3]))
+        let activity = ActivityAnnouncement(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1", hasWebpageURL: true, expirationDate: Date(timeIntervalSince1970: 2_000_000_000))
+        let record = ActivityRecord(activity: activity, webpageURL: "https://example.com/notes/1", keywords: ["a"], requiredUserInfoKeys: ["k"], userInfo: Data([0x48, 1, 2, 3]))
         let origin = LocalOrigin(device: UUID(), deviceName: "desk", activity: activity.id)
         let messages: [LocalMessage] = [
             .call(request: 1, .hello(version: 1, role: .app, bundleIdentifier: "com.example.notes")),

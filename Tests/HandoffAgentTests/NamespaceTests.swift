@@ -16,6 +16,7 @@ let canMakeNamespaces: Bool = {
     }
     let name = "hoprobe\(getpid() % 100_000)"
     defer { _ = try? shell(["ip", "netns", "del", name]) }
+    _ = try? shell(["ip", "netns", "del", name])
     return (try? shell(["ip", "netns", "add", name])) != nil
 }()
 
@@ -58,6 +59,9 @@ final class Segment: Sendable {
         harness = try AgentHarness()
         prefix = "ho\(getpid() % 10_000)\(Int.random(in: 10...99))"
         let bridge = "\(prefix)br"
+        // A run killed before it cleaned up leaves its namespaces; one of the same name is
+        // stale (this process's pid and a random number name them), so it goes first.
+        for name in [bridge] + hosts.map({ "\(prefix)\($0)" }) { _ = try? shell(["ip", "netns", "del", name]) }
         try shell(["ip", "netns", "add", bridge])
         try shell(["ip", "-n", bridge, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
         try shell(["ip", "-n", bridge, "link", "set", "br0", "up"])
@@ -275,9 +279,9 @@ extension NamespaceTests {
     }
 
     /// A raw app on `device` offers a MapViewer-like activity; returns once `viewer` lists it.
-    func offer(on device: TestDevice, seenBy viewer: TestDevice, title: String) async throws -> (RawApp, LocalActivity) {
-        let activity = LocalActivity(id: UUID(), activityType: mapViewing, title: title, teamIdentifier: "EXAMPLETEAM")
-        let app = try await device.offer(activity, answering: .answer(LocalRecord(activity: activity)), seenBy: viewer)
+    func offer(on device: TestDevice, seenBy viewer: TestDevice, title: String) async throws -> (RawApp, ActivityAnnouncement) {
+        let activity = ActivityAnnouncement(id: UUID(), activityType: mapViewing, title: title, teamIdentifier: "EXAMPLETEAM")
+        let app = try await device.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: viewer)
         return (app, activity)
     }
 

@@ -89,8 +89,8 @@ struct NotificationTests {
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
             try await harness.pair([a, b])
-            let page = LocalActivity(id: UUID(), activityType: "com.example.news.reading", title: "An article", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
-            _ = try await a.offer(page, answering: .answer(LocalRecord(activity: page, webpageURL: "https://news.example.com/1")), seenBy: b)
+            let page = ActivityAnnouncement(id: UUID(), activityType: "com.example.news.reading", title: "An article", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
+            _ = try await a.offer(page, answering: .answer(ActivityRecord(activity: page, webpageURL: "https://news.example.com/1")), seenBy: b)
 
             let handoff = try #require(builtExecutable("handoff"))
             var environment = ProcessInfo.processInfo.environment
@@ -107,7 +107,7 @@ struct NotificationTests {
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
-            let page = LocalActivity(id: UUID(), activityType: "com.example.news.reading", title: "Quiet", teamIdentifier: "NEWSTEAM")
+            let page = ActivityAnnouncement(id: UUID(), activityType: "com.example.news.reading", title: "Quiet", teamIdentifier: "NEWSTEAM")
             _ = try await a.offer(page, answering: .neverAnswer, seenBy: b)
             let handoff = try #require(builtExecutable("handoff"))
             var environment = ProcessInfo.processInfo.environment
@@ -135,8 +135,8 @@ extension NotificationTests {
                 $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"]
             }
             try await harness.pair([a, b])
-            let page = LocalActivity(id: UUID(), activityType: "com.example.news.reading", title: "Shown by the agent", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
-            _ = try await a.offer(page, answering: .answer(LocalRecord(activity: page, webpageURL: "https://news.example.com/2")), seenBy: b)
+            let page = ActivityAnnouncement(id: UUID(), activityType: "com.example.news.reading", title: "Shown by the agent", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
+            _ = try await a.offer(page, answering: .answer(ActivityRecord(activity: page, webpageURL: "https://news.example.com/2")), seenBy: b)
             #expect(await waitUntil { server.shown.contains("alpha: Shown by the agent") }, "notifications: \(server.shown)")
             #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == "https://news.example.com/2" })
         }

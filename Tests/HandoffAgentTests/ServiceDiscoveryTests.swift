@@ -149,7 +149,7 @@ struct ServiceDiscoveryTests {
                 port: beaconPort, interfaces: ["lo"], ipv6: false, refreshInterval: .milliseconds(150), idleRefreshInterval: .milliseconds(150),
                 serviceDiscoveryPort: port, nameRotation: .seconds(1)))
         try await discovery.start()
-        try await discovery.announce(BeaconActivity(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1"))
+        try await discovery.announce(ActivityAnnouncement(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1"))
         var names: Set<String> = []
         for _ in 0..<30 {
             try await Task.sleep(for: .milliseconds(100))

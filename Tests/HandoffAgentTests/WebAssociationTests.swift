@@ -480,9 +480,9 @@ extension WebAssociationTests {
 
             // A browser on alpha: its page's activity, with the browser's own state in userInfo.
             let page = "https://localhost:\(server.port)/articles/42"
-            let browsing = LocalActivity(id: UUID(), activityType: NSUserActivityTypeBrowsingWeb, teamIdentifier: "BROWSERTEAM", hasWebpageURL: true)
+            let browsing = ActivityAnnouncement(id: UUID(), activityType: NSUserActivityTypeBrowsingWeb, teamIdentifier: "BROWSERTEAM", hasWebpageURL: true)
             let state = try UserInfoCoding.encode(["scroll": 120] as [AnyHashable: Any])
-            _ = try await a.offer(browsing, answering: .answer(LocalRecord(activity: browsing, webpageURL: page, userInfo: state)), seenBy: b)
+            _ = try await a.offer(browsing, answering: .answer(ActivityRecord(activity: browsing, webpageURL: page, userInfo: state)), seenBy: b)
 
             // The site lists another app only: the page opens in the browser.
             server.set("/.well-known/apple-app-site-association", .json(#"{"activitycontinuation":{"apps":["OTHER.com.example.other"]}}"#))
@@ -539,9 +539,9 @@ extension WebAssociationTests {
             _ = app
 
             // A news app on alpha whose team has no app on beta, with a page and its own state.
-            let reading = LocalActivity(id: UUID(), activityType: "com.example.news.reading", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
+            let reading = ActivityAnnouncement(id: UUID(), activityType: "com.example.news.reading", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
             let state = try UserInfoCoding.encode(["article": 42] as [AnyHashable: Any])
-            _ = try await a.offer(reading, answering: .answer(LocalRecord(activity: reading, webpageURL: "https://news.example.com/42", userInfo: state)), seenBy: b)
+            _ = try await a.offer(reading, answering: .answer(ActivityRecord(activity: reading, webpageURL: "https://news.example.com/42", userInfo: state)), seenBy: b)
             let continued = try #require(try await b.call(.continue(activity: reading.id)).continued)
             #expect(continued.app == "org.example.browser")
             #expect(await waitUntil { await MainActor.run { !receiver.continued.isEmpty } })

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import HandoffApp
+@testable import HandoffCore
 
 /// Encodes a property list the way Xcode or `plutil` would write it.
 private func plist(_ object: Any, format: PropertyListSerialization.PropertyListFormat = .xml) throws -> Data {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import HandoffApp
+@testable import HandoffCore
 
 private let team = "ABCDE12345"
 private let otherTeam = "ZZZZZ99999"

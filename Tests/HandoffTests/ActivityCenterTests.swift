@@ -73,10 +73,10 @@ struct ActivityCenterSaveTests {
 
         let record = try await app.center.save(activityID: activity.id).get()
 
-        #expect(record.announcement == app.announcement(of: activity))
-        #expect(record.announcement.bundleIdentifier == "com.example.app")
-        #expect(record.announcement.teamIdentifier == "TEAM")
-        #expect(record.webpageURL == URL(string: "https://example.com/chapter/1"))
+        #expect(record.activity == app.announcement(of: activity))
+        #expect(record.activity.bundleIdentifier == "com.example.app")
+        #expect(record.activity.teamIdentifier == "TEAM")
+        #expect(record.webpageURL == "https://example.com/chapter/1")
         #expect(record.keywords == ["book"])
         #expect(record.targetContentIdentifier == "window-1")
         #expect(record.userInfo == nil)

@@ -66,7 +66,7 @@ struct CallOnceTests {
     @Test("Hello, proof, then the call's reply, with an event before it passed over")
     func reply() throws {
         let continued = LocalContinued(
-            continuation: UUID(), device: "there", activity: LocalActivity(id: UUID(), activityType: "com.example.edit"), app: "Editor", webpageURL: nil, seconds: 0.002)
+            continuation: UUID(), device: "there", activity: ActivityAnnouncement(id: UUID(), activityType: "com.example.edit"), app: "Editor", webpageURL: nil, seconds: 0.002)
         let agent = try ScriptedAgent([
             [.prove(nonce: Self.nonce)], [Self.hello],
             [.event(LocalEvent(change: .gone, device: UUID(), deviceName: "d", activity: nil)), .reply(request: 2, LocalReply(continued: continued))],

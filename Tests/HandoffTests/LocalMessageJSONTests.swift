@@ -43,8 +43,8 @@ struct LocalMessageJSONTests {
         }
     }
 
-    static func activity(_ rng: inout Seeded, finite: Bool) -> LocalActivity {
-        LocalActivity(
+    static func activity(_ rng: inout Seeded, finite: Bool) -> ActivityAnnouncement {
+        ActivityAnnouncement(
             id: UUID(), activityType: text(&rng), title: maybe(&rng, text), bundleIdentifier: maybe(&rng, text),
             teamIdentifier: maybe(&rng, text), hasWebpageURL: .random(using: &rng), supportsContinuationStreams: .random(using: &rng),
             expirationDate: maybe(&rng) { Date(timeIntervalSince1970: double(&$0, finite: true)) })
@@ -54,8 +54,8 @@ struct LocalMessageJSONTests {
         (0..<Int.random(in: 0...3, using: &rng)).map { _ in text(&rng) }
     }
 
-    static func record(_ rng: inout Seeded, finite: Bool) -> LocalRecord {
-        LocalRecord(
+    static func record(_ rng: inout Seeded, finite: Bool) -> ActivityRecord {
+        ActivityRecord(
             activity: activity(&rng, finite: finite), webpageURL: maybe(&rng, text), referrerURL: maybe(&rng, text), keywords: strings(&rng),
             requiredUserInfoKeys: maybe(&rng, strings), persistentIdentifier: maybe(&rng, text), targetContentIdentifier: maybe(&rng, text),
             isEligibleForSearch: .random(using: &rng), isEligibleForPublicIndexing: .random(using: &rng),
@@ -249,7 +249,7 @@ struct LocalMessageJSONTests {
         let checked = "{\"type\":\"becameCurrent\",\"activity\":{\"id\":\"\(id)\",\"activityType\":\"a\",\(keys)}}"
         #expect(LocalMessageJSON.decode(Array(checked.utf8)) == nil)
         let small = "{\"type\":\"becameCurrent\",\"activity\":{\"id\":\"\(id)\",\"activityType\":\"a\",\"k\":0}}"
-        #expect(LocalMessageJSON.decode(Array(small.utf8)) == .becameCurrent(LocalActivity(id: UUID(uuidString: id)!, activityType: "a")))
+        #expect(LocalMessageJSON.decode(Array(small.utf8)) == .becameCurrent(ActivityAnnouncement(id: UUID(uuidString: id)!, activityType: "a")))
     }
 
     @Test(
@@ -290,7 +290,7 @@ struct NonFiniteExpirationTests {
         arguments: [Double.nan, .infinity, -.infinity, 1_000])
     func nonFinite(seconds: Double) throws {
         let expected: Date? = seconds.isNaN || seconds == .infinity ? nil : seconds == -.infinity ? Date.distantPast : Date(timeIntervalSince1970: seconds)
-        var activity = LocalActivity(id: UUID(), activityType: "com.example.edit", expirationDate: Date(timeIntervalSince1970: seconds))
+        var activity = ActivityAnnouncement(id: UUID(), activityType: "com.example.edit", expirationDate: Date(timeIntervalSince1970: seconds))
         #expect(activity.expirationDate == expected)
         activity.expirationDate = Date(timeIntervalSince1970: seconds)
         #expect(activity.expirationDate == expected)

@@ -35,7 +35,7 @@ struct NoAgentTests {
 
         // Saving still works: the app's state is there for when an agent comes.
         let record = try await center.save(activityID: activity.id).get()
-        #expect(record.announcement.activityType == "com.example.app.editing")
+        #expect(record.activity.activityType == "com.example.app.editing")
         withExtendedLifetime(center) {}
     }
 }

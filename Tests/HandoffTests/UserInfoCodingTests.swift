@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Handoff
+@testable import HandoffCore
 
 /// A seeded generator, so that a failing random case can be found again from its seed.
 struct SplitMix64: RandomNumberGenerator {

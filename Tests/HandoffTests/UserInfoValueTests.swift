@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Handoff
+@testable import HandoffCore
 
 /// A type of the app's own, which `userInfo` cannot carry; hashable, so it can be a key.
 private struct Shape: Hashable {

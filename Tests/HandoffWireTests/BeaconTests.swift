@@ -9,19 +9,19 @@ struct BeaconTests {
     let sender = UUID()
     let now = Date(timeIntervalSince1970: 1_795_000_000.123)
 
-    func content(sequence: UInt64 = 1, activity: BeaconActivity? = nil) -> BeaconContent {
+    func content(sequence: UInt64 = 1, activity: ActivityAnnouncement? = nil) -> BeaconContent {
         BeaconContent(sender: sender, sequence: sequence, timestamp: now, linkPort: 48_123, activity: activity)
     }
 
-    var editing: BeaconActivity {
-        BeaconActivity(
+    var editing: ActivityAnnouncement {
+        ActivityAnnouncement(
             id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1",
             hasWebpageURL: true, supportsContinuationStreams: true)
     }
 
     @Test("A sealed beacon opens with the account's key to what was sealed")
     func roundTrip() throws {
-        for activity in [nil, editing, BeaconActivity(id: UUID(), activityType: "t")] {
+        for activity in [nil, editing, ActivityAnnouncement(id: UUID(), activityType: "t")] {
             let sealed = try Beacon.seal(content(activity: activity), with: key)
             #expect(Beacon.open(sealed, with: [key]) == content(activity: activity))
         }
@@ -31,7 +31,7 @@ struct BeaconTests {
     func oneSize() throws {
         var long = editing
         long.title = String(repeating: "a long title ", count: 100)
-        let sizes = try [nil, editing, long, BeaconActivity(id: UUID(), activityType: "t")].map {
+        let sizes = try [nil, editing, long, ActivityAnnouncement(id: UUID(), activityType: "t")].map {
             try Beacon.seal(content(activity: $0), with: key).count
         }
         #expect(Set(sizes) == [Beacon.size])

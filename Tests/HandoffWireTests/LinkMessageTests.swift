@@ -5,21 +5,27 @@ import Testing
 
 @Suite("Link messages")
 struct LinkMessageTests {
-    let full = WireActivityRecord(
-        id: UUID(), activityType: "com.example.notes.editing", title: "Groceries ✓", bundleIdentifier: "com.example.notes",
-        teamIdentifier: "TEAM1", supportsContinuationStreams: true, expirationDate: Date(timeIntervalSinceReferenceDate: 800_000_000.25),
+    let full = FetchedActivity(ActivityRecord(
+        activity: ActivityAnnouncement(
+            id: UUID(), activityType: "com.example.notes.editing", title: "Groceries ✓", bundleIdentifier: "com.example.notes",
+            teamIdentifier: "TEAM1", hasWebpageURL: true, supportsContinuationStreams: true,
+            expirationDate: Date(timeIntervalSinceReferenceDate: 800_000_000.25)),
         webpageURL: "https://notes.example.com/n/1", referrerURL: "https://example.com", keywords: ["milk", "eggs"],
         requiredUserInfoKeys: ["note"], persistentIdentifier: "p-1", targetContentIdentifier: "note-1",
-        isEligibleForSearch: true, isEligibleForPublicIndexing: false, isEligibleForPrediction: true, userInfo: [0x48, 1, 0x0C, 0])
+        isEligibleForSearch: true, isEligibleForPublicIndexing: false, isEligibleForPrediction: true, userInfo: Data([0x48, 1, 0x0C, 0])))
+
+    static func activity(_ type: String, expirationDate: Date? = nil, userInfo: Data? = nil) -> ActivityRecord {
+        ActivityRecord(activity: ActivityAnnouncement(id: UUID(), activityType: type, expirationDate: expirationDate), userInfo: userInfo)
+    }
 
     var messages: [LinkMessage] {
         [
             .hello(version: LinkMessage.version, device: UUID()),
             .fetch(request: 42, activityID: UUID()),
             .fetched(request: 42, full),
-            .fetched(request: UInt64.max, WireActivityRecord(id: UUID(), activityType: "t")),
-            .fetched(request: 3, WireActivityRecord(
-                id: UUID(), activityType: "t", userInfo: [0x48, 1, 0x0C, 0],
+            .fetched(request: UInt64.max, FetchedActivity(Self.activity("t"))),
+            .fetched(request: 3, FetchedActivity(
+                Self.activity("t", userInfo: Data([0x48, 1, 0x0C, 0])),
                 fileReferences: [WireFileReference(url: "file:///a/b.txt", container: "notes", path: "b.txt")])),
             .fetchFailed(request: 7, code: 4610, message: "the app did not save in time"),
             .continued(activityID: UUID()),
@@ -41,11 +47,17 @@ struct LinkMessageTests {
 
     @Test("An expiration date that is not a finite number is refused")
     func nonFiniteDate() throws {
-        var record = WireActivityRecord(id: UUID(), activityType: "t", expirationDate: Date(timeIntervalSinceReferenceDate: 1))
-        record.expirationDate = Date(timeIntervalSinceReferenceDate: .nan)
-        #expect(throws: LinkMessageError.self) { try LinkMessage(frame: LinkMessage.fetched(request: 1, record).frame) }
-        record.expirationDate = Date(timeIntervalSinceReferenceDate: .infinity)
-        #expect(throws: LinkMessageError.self) { try LinkMessage(frame: LinkMessage.fetched(request: 1, record).frame) }
+        // The record cannot hold such a date, so the bytes of a finite one are overwritten.
+        let finite = 1.5
+        let frame = LinkMessage.fetched(request: 1, FetchedActivity(Self.activity("t", expirationDate: Date(timeIntervalSinceReferenceDate: finite)))).frame
+        let pattern = withUnsafeBytes(of: finite.bitPattern.littleEndian) { Array($0) }
+        let at = try #require((0...(frame.payload.count - 8)).first { Array(frame.payload[$0..<$0 + 8]) == pattern })
+        #expect(throws: Never.self) { try LinkMessage(frame: frame) }
+        for bad in [Double.nan, .infinity, -.infinity] {
+            var changed = frame
+            changed.payload.replaceSubrange(at..<at + 8, with: withUnsafeBytes(of: bad.bitPattern.littleEndian) { Array($0) })
+            #expect(throws: LinkMessageError.self) { try LinkMessage(frame: changed) }
+        }
     }
 
     @Test("An account update that claims more changes than its bytes could hold is refused before reading them")

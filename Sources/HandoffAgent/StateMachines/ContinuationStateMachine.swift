@@ -55,14 +55,14 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
         /// The app started but did not connect within the launch deadline.
         case didNotConnect(Duration)
         /// The fetch from the other device failed.
-        case fetch(FetchFailure)
+        case fetch(ContinuationFailure)
         /// The agent stopped.
         case agentStopped
     }
 
     /// How a save ended.
     enum SaveOutcome: Sendable, Hashable {
-        case saved(LocalRecord)
+        case saved(ActivityRecord)
         /// The app answered with an error.
         case failed(LocalError)
         case timedOut(Duration)
@@ -79,7 +79,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
         /// Tell the app of `session` that this continuation is coming.
         case willContinue(Context, session: UUID)
         /// Give the activity to the app, which was told `willContinue`.
-        case deliver(Context, session: UUID, WireActivityRecord)
+        case deliver(Context, session: UUID, FetchedActivity)
         /// Tell the app, which was told `willContinue`, that the continuation failed; then
         /// answer whoever asked.
         case failInApp(Context, session: UUID, Failure)
@@ -99,7 +99,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
         /// The app's session, once it was told `willContinue`.
         var session: UUID?
         /// The fetch's result, when it came before the app was told.
-        var fetched: Result<WireActivityRecord, FetchFailure>?
+        var fetched: Result<FetchedActivity, ContinuationFailure>?
     }
 
     private struct Save: Sendable {
@@ -137,7 +137,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
     /// session is `running` if it runs. `fetched` is the activity when it is known already;
     /// otherwise the driver fetches it now and reports `fetched`.
     mutating func begin(
-        _ id: UUID, ticket: UInt64, app: String, context: Context, running: UUID?, fetched: Result<WireActivityRecord, FetchFailure>? = nil
+        _ id: UUID, ticket: UInt64, app: String, context: Context, running: UUID?, fetched: Result<FetchedActivity, ContinuationFailure>? = nil
     ) -> [Action] {
         let continuation = Receiving(id: id, ticket: ticket, app: app, context: context, fetched: fetched)
         if let running { return tell(continuation, session: running) }
@@ -180,7 +180,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
     }
 
     /// The fetch of continuation `id` ended.
-    mutating func fetched(_ id: UUID, _ result: Result<WireActivityRecord, FetchFailure>) -> [Action] {
+    mutating func fetched(_ id: UUID, _ result: Result<FetchedActivity, ContinuationFailure>) -> [Action] {
         guard let index = receiving.firstIndex(where: { $0.id == id }) else { return [] }
         guard let session = receiving[index].session else {
             receiving[index].fetched = result
@@ -201,7 +201,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
 
     /// The app of `session` answered save request `request`. An answer from another session,
     /// or to a request that ended, is ignored.
-    mutating func saved(_ request: UInt64, session: UUID, _ result: Result<LocalRecord, LocalError>) -> [Action] {
+    mutating func saved(_ request: UInt64, session: UUID, _ result: Result<ActivityRecord, LocalError>) -> [Action] {
         guard saves[request]?.session == session, let save = saves.removeValue(forKey: request) else { return [] }
         let outcome: SaveOutcome
         switch result {
@@ -295,7 +295,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
         return actions
     }
 
-    private static func outcome(_ context: Context, session: UUID, _ result: Result<WireActivityRecord, FetchFailure>) -> Action {
+    private static func outcome(_ context: Context, session: UUID, _ result: Result<FetchedActivity, ContinuationFailure>) -> Action {
         switch result {
         case .success(let record): .deliver(context, session: session, record)
         case .failure(let failure): .failInApp(context, session: session, .fetch(failure))

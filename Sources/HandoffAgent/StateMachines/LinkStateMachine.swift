@@ -86,14 +86,14 @@ package struct LinkStateMachine<Waiter: Sendable>: Sendable {
 
     var requestsWaiting: Int { pending.count }
 
-    private func unavailable(_ why: String) -> FetchFailure {
-        FetchFailure(code: FetchFailure.connectionUnavailable, message: "the device at \(host):\(port) \(why)")
+    private func unavailable(_ why: String) -> ContinuationFailure {
+        ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(host):\(port) \(why)")
     }
 
     // MARK: Greeting
 
     /// The peer's first frame: its hello, or the reason the link is refused (then closed).
-    mutating func greeted(_ frame: Frame, now: ContinuousClock.Instant) -> Result<UUID, FetchFailure> {
+    mutating func greeted(_ frame: Frame, now: ContinuousClock.Instant) -> Result<UUID, ContinuationFailure> {
         guard case .greeting = state else { return .failure(unavailable("said hello twice")) }
         guard case .hello(let version, let device)? = try? LinkMessage(frame: frame) else {
             state = .closed(reason: "no hello")
@@ -101,8 +101,8 @@ package struct LinkStateMachine<Waiter: Sendable>: Sendable {
         }
         guard version == LinkMessage.version else {
             state = .closed(reason: "link protocol version \(version)")
-            return .failure(FetchFailure(
-                code: FetchFailure.handoffFailed,
+            return .failure(ContinuationFailure(
+                code: ContinuationFailure.Code.handoffFailed,
                 message: "the device at \(host):\(port) speaks link protocol version \(version), this one \(LinkMessage.version); update Handoff on both devices"))
         }
         state = .open(device: device)
@@ -197,21 +197,21 @@ package struct LinkStateMachine<Waiter: Sendable>: Sendable {
     // MARK: Answers
 
     /// What a fetch's answer means for the app, whatever link carried it.
-    package static func result(of answer: LinkAnswer, for activityID: UUID, host: String, port: Int, deadline: Duration) -> Result<WireActivityRecord, FetchFailure> {
+    package static func result(of answer: LinkAnswer, for activityID: UUID, host: String, port: Int, deadline: Duration) -> Result<FetchedActivity, ContinuationFailure> {
         switch answer {
         case .answered(.fetched(_, let record)):
-            guard record.id == activityID else {
-                return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) answered with another activity"))
+            guard record.record.activity.id == activityID else {
+                return .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the device at \(host):\(port) answered with another activity"))
             }
             return .success(record)
         case .answered(.fetchFailed(_, let code, let message)):
-            return .failure(FetchFailure(code: Int(code), message: message))
+            return .failure(ContinuationFailure(code: Int(code), message: message))
         case .answered:
-            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) sent an answer that is not a fetch result"))
+            return .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the device at \(host):\(port) sent an answer that is not a fetch result"))
         case .ended:
-            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) went away during the fetch"))
+            return .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the device at \(host):\(port) went away during the fetch"))
         case .timedOut:
-            return .failure(FetchFailure(code: FetchFailure.handoffFailed, message: "the device at \(host):\(port) did not answer within \(deadline)"))
+            return .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the device at \(host):\(port) did not answer within \(deadline)"))
         }
     }
 }

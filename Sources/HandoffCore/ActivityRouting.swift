@@ -1,5 +1,4 @@
 import Foundation
-import Handoff
 
 /// The service an associated domain needs for Handoff from a web browser to an app.
 private let activityContinuationService = "activitycontinuation"
@@ -217,5 +216,15 @@ public enum ActivityRouter {
     private static func describeMissingPage(_ url: URL?) -> String {
         guard let url else { return "the activity has no web page" }
         return "its webpageURL '\(url.absoluteString)' is not an http or https page"
+    }
+}
+
+extension URL {
+    /// Whether this is a page a browser can open: an absolute http or https URL with a host,
+    /// the scheme compared without regard to case.
+    package var isWebPage: Bool {
+        let scheme = scheme?.lowercased()
+        guard scheme == "http" || scheme == "https", let host, !host.isEmpty else { return false }
+        return true
     }
 }
