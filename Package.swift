@@ -139,7 +139,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),

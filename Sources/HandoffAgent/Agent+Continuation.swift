@@ -78,7 +78,7 @@ extension Agent {
             logger.info("continuing in '\(manifest.bundleIdentifier)': \(reason)")
             // A web page continued in an app the site approves carries its URL and nothing of the
             // browser's state; the default browser gets the whole activity.
-            if offer.activityType == NSUserActivityTypeBrowsingWeb, manifest.bundleIdentifier != defaultBrowser {
+            if offer.activityType == NSUserActivityTypeBrowsingWeb, manifest.bundleIdentifier != installed.defaultBrowser {
                 prefetched?.record.userInfo = nil
             }
             return await continueInApp(
@@ -248,7 +248,7 @@ extension Agent {
         if let host = webpageURL?.host?.lowercased() {
             // Only a site an installed app claims is asked: a page never makes the agent
             // contact a host no app here names.
-            let candidates = Set(apps.compactMap { app -> String? in
+            let candidates = Set(installed.all.compactMap { app -> String? in
                 guard let team = app.manifest.teamIdentifier,
                     app.manifest.associatedDomains.contains(where: { $0.service == "activitycontinuation" && $0.matches(host: host) })
                 else { return nil }
@@ -263,7 +263,7 @@ extension Agent {
             IncomingActivity(
                 teamIdentifier: offer.teamIdentifier, activityType: offer.activityType, webpageURL: webpageURL,
                 originBundleIdentifier: originBundleIdentifier),
-            installed: apps.map(\.manifest), defaultBrowser: defaultBrowser,
+            installed: installed.manifests, defaultBrowser: installed.defaultBrowser,
             siteApproves: { host, app in host.lowercased() == approvedHost && approved.contains(app) })
     }
 
@@ -271,7 +271,7 @@ extension Agent {
     func route(_ offer: ActivityAnnouncement, webpageURL: URL?) -> ActivityRoute {
         ActivityRouter.route(
             IncomingActivity(teamIdentifier: offer.teamIdentifier, activityType: offer.activityType, webpageURL: webpageURL),
-            installed: apps.map(\.manifest), defaultBrowser: defaultBrowser)
+            installed: installed.manifests, defaultBrowser: installed.defaultBrowser)
     }
 
     func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<FetchedActivity, ContinuationFailure> {
@@ -319,7 +319,7 @@ extension Agent {
     /// Starts `bundleIdentifier` for a continuation; tells the machine how the start went,
     /// and when the process ends before it connects.
     func launch(_ bundleIdentifier: String, continuation: UUID, attempt: UInt64) async {
-        guard let app = apps.first(where: { $0.manifest.bundleIdentifier == bundleIdentifier }) else {
+        guard let app = installed.app(bundleIdentifier) else {
             return run(continuations.launchFailed(bundleIdentifier, attempt: attempt, reason: "the app '\(bundleIdentifier)' is not installed"))
         }
         let data = configuration.stateDirectory.appendingPathComponent("data/\(bundleIdentifier)", isDirectory: true)
@@ -357,21 +357,15 @@ extension Agent {
         let events: [LocalEvent]
         switch change {
         case .heard(let device):
-            let before = knownNearby[device.sender]
-            knownNearby[device.sender] = device.activity
-            switch (before, device.activity) {
-            case (nil, let now?):
-                events = [LocalEvent(change: .appeared, device: device.sender, deviceName: memberName(device.sender), activity: nearbyActivity(device, now))]
-            case (let was?, let now?) where was != now:
-                events = [LocalEvent(change: was.id == now.id ? .changed : .appeared, device: device.sender, deviceName: memberName(device.sender), activity: nearbyActivity(device, now))]
-            case (_?, nil):
-                events = [LocalEvent(change: .gone, device: device.sender, deviceName: memberName(device.sender), activity: nil)]
-            default:
-                events = []
+            let name = memberName(device.sender)
+            switch nearbyWatch.heard(device.sender, activity: device.activity) {
+            case .appeared(let now): events = [LocalEvent(change: .appeared, device: device.sender, deviceName: name, activity: nearbyActivity(device, now))]
+            case .changed(let now): events = [LocalEvent(change: .changed, device: device.sender, deviceName: name, activity: nearbyActivity(device, now))]
+            case .gone: events = [LocalEvent(change: .gone, device: device.sender, deviceName: name, activity: nil)]
+            case nil: events = []
             }
         case .gone(let sender):
-            let before = knownNearby.removeValue(forKey: sender)
-            events = before == nil ? [] : [LocalEvent(change: .gone, device: sender, deviceName: memberName(sender), activity: nil)]
+            events = nearbyWatch.gone(sender) == nil ? [] : [LocalEvent(change: .gone, device: sender, deviceName: memberName(sender), activity: nil)]
         case .stale(let device):
             Task { await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
             return
@@ -380,7 +374,7 @@ extension Agent {
             Task { await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
         }
         for event in events {
-            for watcher in watchers.values { watcher.send(.event(event)) }
+            for watcher in nearbyWatch.watchers.values { watcher.send(.event(event)) }
             await notify(event)
         }
     }
@@ -408,15 +402,21 @@ extension Agent {
     /// The session bus's notifications, connected on first use; nil without a desktop session
     /// (said once in the log) or when notifications are off.
     func desktopNotifier() async -> NearbyNotifications? {
-        if let desktop { return desktop }
-        guard let address = configuration.desktopBus, !desktopUnavailable else { return nil }
-        do {
-            desktop = NearbyNotifications(notifier: try await DesktopNotifier.connect(environment: ["DBUS_SESSION_BUS_ADDRESS": address]))
-        } catch {
-            desktopUnavailable = true
-            logger.info("no desktop notifications: \(error)")
+        switch desktop {
+        case .connected(let notifications): return notifications
+        case .unavailable: return nil
+        case .notTried: break
         }
-        return desktop
+        guard let address = configuration.desktopBus else { return nil }
+        do {
+            let notifications = NearbyNotifications(notifier: try await DesktopNotifier.connect(environment: ["DBUS_SESSION_BUS_ADDRESS": address]))
+            desktop = .connected(notifications)
+            return notifications
+        } catch {
+            desktop = .unavailable
+            logger.info("no desktop notifications: \(error)")
+            return nil
+        }
     }
 
     func nearbyActivity(_ device: NearbyDevice, _ activity: ActivityAnnouncement) -> LocalNearbyActivity {
@@ -487,7 +487,7 @@ extension Agent {
         return LocalStatus(
             version: handoffVersion, device: thisDevice, account: account?.name, members: account?.members.count ?? 0, nearby: nearby.count,
             linkPort: linkPort, interfaces: await discovery?.interfaces.filter { $0.ipv4 != nil || $0.ipv6 }.map(\.name) ?? configuration.interfaces ?? Self.multicastInterfaces(),
-            staticPeers: configuration.staticPeers.map(\.description), apps: apps.count, currentActivity: offered,
+            staticPeers: configuration.staticPeers.map(\.description), apps: installed.all.count, currentActivity: activities.offered,
             discovery: counters.map {
                 LocalDiscoveryCounters(datagrams: $0.datagrams, unopened: $0.unopened, replayed: $0.replayed, outsideWindow: $0.outsideWindow, accepted: $0.accepted)
             },
@@ -501,4 +501,12 @@ extension Agent {
             running: sessions.values.filter { $0.app?.manifest.bundleIdentifier == app.manifest.bundleIdentifier }.count,
             signedBy: app.signedBy)
     }
+}
+
+/// The agent's way to the person's desktop notifications: tried on first use, and not again
+/// once it failed (said once in the log).
+enum DesktopConnection: Sendable {
+    case notTried
+    case connected(NearbyNotifications)
+    case unavailable
 }

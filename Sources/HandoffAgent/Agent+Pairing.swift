@@ -269,7 +269,7 @@ extension Agent {
         let pinned = pins.value
         Task {
             await self.push([pending.signed], to: pending.previous, pins: pinned)
-            try? await self.discovery?.announce(self.offered)
+            try? await self.discovery?.announce(self.activities.offered)
         }
         return LinkMessage.joinAccepted(pending.signed).frame
     }
@@ -592,7 +592,6 @@ extension Agent {
                 logger.warning("could not keep the record of this device's removal: \(error)")
             }
         }
-        discoveryTask?.cancel()
         await discovery?.stop()
         discovery = nil
         account = nil

@@ -63,10 +63,15 @@ extension Agent {
             stream.close()
             return
         }
-        relaysUnderWay.update { $0 += 1 }
+        await relaying(+1)
         await Self.relay(stream, &inbound, outbound, close: client.close)
-        relaysUnderWay.update { $0 -= 1 }
-        await busy()
+        await relaying(-1)
+    }
+
+    /// Counts a relay starting (+1) or ending (-1): an agent relaying a stream is not idle.
+    func relaying(_ change: Int) {
+        idle.relays += change
+        busy()
     }
 
     /// Carries bytes and ends both ways between an app's stream connection and a link stream.
@@ -171,8 +176,8 @@ extension Agent {
     /// is asked to take them (`streamRequest`), within the fetch deadline. Nil when it did.
     func acceptStream(_ activityID: UUID, _ stream: LinkStream, from peer: LinkPeer) async -> ContinuationFailure? {
         busy()
-        guard let owner = activities.first(where: { $0.value[activityID] != nil }), let session = sessions[owner.key],
-            let activity = owner.value[activityID]
+        guard let owner = activities.owner(of: activityID), let session = sessions[owner],
+            let activity = activities.announcement(activityID, in: owner)
         else {
             return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the activity is no longer offered on '\(deviceName)': its app closed it or quit")
         }

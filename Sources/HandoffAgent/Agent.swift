@@ -41,11 +41,8 @@ public actor Agent {
     var identity: DeviceIdentity!
     var account: AccountState?
     let pins = LockedValue<Set<String>>([])
-    var apps: [InstalledApp] = []
-    /// Apps installed for this run only, running in the agent's process.
-    var inProcessApps: [InstalledApp] = []
-    /// The browser app that receives web activities itself, if any.
-    var defaultBrowser: String?
+    /// The apps it starts and accepts, and the browser app that takes web pages itself.
+    var installed = InstalledApps()
     /// When the agent last did something, and whether memory was given back since (`--idle-release`).
     var idle = IdleSpell()
     /// Continuations asked for here and saves asked of this device's apps
@@ -58,23 +55,18 @@ public actor Agent {
     /// arrive there); discovery reads them while there is an account. None in memory.
     var unicastSockets: [any Channel] = []
     var discovery: Discovery?
-    var discoveryTask: Task<Void, Never>?
     var localServer: LocalAPIServer?
     var sessions: [UUID: Session] = [:]
-    /// The apps' current activities, least recent first; the last one is offered.
-    var currentOrder: [(session: UUID, activity: UUID)] = []
-    var offered: ActivityAnnouncement?
+    /// The links this agent opened to the account's devices, one per device, reused.
     var links: [UUID: any PeerLinking] = [:]
-    var watchers: [UUID: LocalPeer] = [:]
-    var knownNearby: [UUID: ActivityAnnouncement] = [:]
+    /// Who watches what is nearby, and what they were told of it.
+    var nearbyWatch = NearbyWatch()
     /// Delivered continuations that may open streams, and streams waiting for an app here.
     var streams = ContinuationStreams()
     /// Desktop notifications of activities nearby (`--notifications`), once connected.
-    var desktop: NearbyNotifications?
-    var desktopUnavailable = false
-    /// Stream relays running now: an agent relaying a stream is not idle.
-    let relaysUnderWay = LockedValue(0)
-    var started = false
+    var desktop = DesktopConnection.notTried
+    /// Not started, running (holding the state folder's lock), or stopped.
+    var lifecycle = Lifecycle.notStarted
     /// The account's recent signed changes, oldest first, for members that missed them.
     var changes: [RecordedChange] = []
     var lastCatchUp: [UUID: ContinuousClock.Instant] = [:]
@@ -83,8 +75,6 @@ public actor Agent {
     /// Invitations, guesses, answered joins, this device's own join and the account change
     /// under way (`PairingStateMachine`), with who waits on them.
     var pairing = Pairing()
-    /// Held (flock) while the agent runs, so that a second agent on the same state refuses to start.
-    var lockFile: Int32 = -1
     /// This device's join under way (its state is `pairing`'s), to cancel when the agent stops.
     var joinTask: Task<Void, Never>?
 
@@ -128,6 +118,8 @@ public actor Agent {
         var armed = false
         /// How many times memory was given back.
         var releases = 0
+        /// Stream relays running now: an agent relaying a stream is not idle.
+        var relays = 0
     }
 
     enum Deadline: Hashable, Sendable {
@@ -155,9 +147,9 @@ public actor Agent {
         }
     }
 
-    /// What each session has said about its activities (kept apart from `Session` so that the
-    /// actor alone changes it).
-    var activities: [UUID: [UUID: ActivityAnnouncement]] = [:]
+    /// What each session has said about its activities, and the one this device offers (kept
+    /// apart from `Session` so that the actor alone changes it).
+    var activities = LocalActivities()
 
     /// - Parameters:
     ///   - network: how it reaches other devices: sockets (TLS, UDP), or an `InMemoryNetwork`
@@ -186,7 +178,7 @@ public actor Agent {
                 throw AgentError("cannot set up TLS for web sites' association files: \(error)")
             }
         }
-        defaultBrowser = configuration.defaultBrowser
+        installed.defaultBrowser = configuration.defaultBrowser
         do {
             store = try StateStore(directory: configuration.stateDirectory)
         } catch {
@@ -203,15 +195,15 @@ public actor Agent {
     /// Loads (or makes) the device's identity and account, then opens the link listener,
     /// discovery and the local socket. Every failure names the file, flag or port.
     public func start() async throws(AgentError) {
-        guard !started else { return }
-        started = true
+        guard case .notStarted = lifecycle else { return }
         // One agent per state folder: two would overwrite each other's account.
-        lockFile = open(store.url("agent.lock").path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+        let lockFile = open(store.url("agent.lock").path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
         guard lockFile >= 0, flock(lockFile, LOCK_EX | LOCK_NB) == 0 else {
             if lockFile >= 0 { close(lockFile) }
-            lockFile = -1
+            lifecycle = .stopped
             throw AgentError("another handoffd already uses the state folder \(configuration.stateDirectory.path); stop it first, or give this one another --state-dir")
         }
+        lifecycle = .running(lockFile: lockFile)
         store.sweep()
         if configuration.allowsUnsignedApps {
             logger.warning("development mode: apps that are not signed are installed too (each with a warning); turn it off for everyday use")
@@ -273,7 +265,6 @@ public actor Agent {
     public func stop() async {
         // Apps and clients, on the socket or in this process, are disconnected.
         for session in sessions.values { session.peer.close() }
-        discoveryTask?.cancel()
         await discovery?.stop()
         discovery = nil
         await localServer?.close()
@@ -288,10 +279,8 @@ public actor Agent {
         joinTask?.cancel()
         for link in links.values { link.close() }
         links = [:]
-        if lockFile >= 0 {
-            close(lockFile)
-            lockFile = -1
-        }
+        if case .running(let lockFile) = lifecycle { close(lockFile) }
+        if case .running = lifecycle { lifecycle = .stopped }
         run(continuations.stopped())
         for timer in deadlines.values { timer.cancel() }
         deadlines = [:]
@@ -369,9 +358,7 @@ public actor Agent {
 
     func reloadApps() {
         let (loaded, problems) = registry.load()
-        let inProcess = Set(inProcessApps.map(\.manifest.bundleIdentifier))
-        apps = (loaded.filter { !inProcess.contains($0.manifest.bundleIdentifier) } + inProcessApps)
-            .sorted { $0.manifest.bundleIdentifier < $1.manifest.bundleIdentifier }
+        installed.loaded(loaded)
         for problem in problems { logger.warning("an installed app cannot be used: \(problem)") }
     }
 
@@ -380,15 +367,14 @@ public actor Agent {
     /// when a continuation needs it. Installing a bundle again replaces its manifest.
     package func installInProcess(_ manifest: AppManifest) {
         let folder = configuration.stateDirectory.appendingPathComponent("in-process/\(manifest.bundleIdentifier)", isDirectory: true)
-        inProcessApps.removeAll { $0.manifest.bundleIdentifier == manifest.bundleIdentifier }
-        inProcessApps.append(InstalledApp(manifest: manifest, directory: folder, executable: folder.appendingPathComponent("(in process)"), runsInProcess: true))
+        installed.addInProcess(InstalledApp(manifest: manifest, directory: folder, executable: folder.appendingPathComponent("(in process)"), runsInProcess: true))
         reloadApps()
     }
 
     /// Chooses the browser app that receives web activities itself (nil: pages open with the
     /// browser command).
     package func setDefaultBrowser(_ bundleIdentifier: String?) {
-        defaultBrowser = bundleIdentifier
+        installed.defaultBrowser = bundleIdentifier
     }
 
     func startDiscovery() async throws(AgentError) {
@@ -423,13 +409,8 @@ public actor Agent {
             throw AgentError("discovery could not start: \(error)")
         }
         discovery = made
-        let changes = await made.changes()
-        discoveryTask = Task { [weak self] in
-            for await change in changes {
-                await self?.discovered(change)
-            }
-        }
-        try? await made.announce(offered)
+        await made.forward { [weak self] change in await self?.discovered(change) }
+        try? await made.announce(activities.offered)
     }
 
     /// Where links listen: the configured host, except that `::` means `0.0.0.0` on a host
@@ -487,7 +468,7 @@ public actor Agent {
         }
         let session = Session(peer: peer, role: role, app: app)
         sessions[session.id] = session
-        activities[session.id] = [:]
+        activities.opened(session.id)
         var logger = self.logger
         logger[metadataKey: "pid"] = "\(peer.pid)"
         logger[metadataKey: "client"] = "\(app?.manifest.bundleIdentifier ?? role.rawValue)"
@@ -544,7 +525,7 @@ public actor Agent {
     func verify(_ peer: LocalPeer, claimed: String?) -> Result<InstalledApp?, LocalError> {
         if peer.isInProcess {
             guard let claimed, !claimed.isEmpty else { return .success(nil) }
-            guard let app = apps.first(where: { $0.manifest.bundleIdentifier == claimed }) else {
+            guard let app = installed.app(claimed) else {
                 return .failure(LocalError(.notFound, "no app '\(claimed)' is installed on this device"))
             }
             return .success(app)
@@ -553,10 +534,10 @@ public actor Agent {
             return .failure(LocalError(.notAllowed, "\(why) ('\(claimed)')"))
         }
         let running = peer.executable.map { $0.resolvingSymlinksInPath().standardizedFileURL.path }
-        let match = apps.first { app in !app.runsInProcess && app.executable.resolvingSymlinksInPath().standardizedFileURL.path == running }
+        let match = installed.all.first { app in !app.runsInProcess && app.executable.resolvingSymlinksInPath().standardizedFileURL.path == running }
         if let claimed, !claimed.isEmpty, match?.manifest.bundleIdentifier != claimed {
-            if let installed = apps.first(where: { $0.manifest.bundleIdentifier == claimed }) {
-                return .failure(LocalError(.notAllowed, "process \(peer.pid) (\(running ?? "unknown executable")) claims to be '\(claimed)', but that app's executable is \(installed.executable.path); start the installed app, or install this build with 'handoff apps install'"))
+            if let copy = installed.app(claimed) {
+                return .failure(LocalError(.notAllowed, "process \(peer.pid) (\(running ?? "unknown executable")) claims to be '\(claimed)', but that app's executable is \(copy.executable.path); start the installed app, or install this build with 'handoff apps install'"))
             }
             if let match {
                 return .failure(LocalError(.notAllowed, "process \(peer.pid) runs the executable of '\(match.manifest.bundleIdentifier)' but claims to be '\(claimed)'"))
@@ -582,25 +563,13 @@ public actor Agent {
                 logger.warning("an activity was not offered: its type must have 1 to \(Beacon.maximumActivityTypeBytes) bytes and its team at most \(Beacon.maximumTeamBytes)")
                 return
             }
-            // A client keeps at most 64 live activities; the oldest it still has go first.
-            if (activities[session.id]?.count ?? 0) >= 64, activities[session.id]?[activity.id] == nil {
-                let current = Set(currentOrder.filter { $0.session == session.id }.map(\.activity))
-                if let drop = activities[session.id]?.keys.first(where: { !current.contains($0) }) {
-                    activities[session.id]?[drop] = nil
-                }
-            }
-            activities[session.id, default: [:]][activity.id] = activity
-            currentOrder.removeAll { $0.session == session.id }
-            if !activity.activityType.isEmpty {
-                currentOrder.append((session.id, activity.id))
-            }
+            activities.becameCurrent(activity, in: session.id)
             await offerChanged()
         case .resigned(let id):
-            currentOrder.removeAll { $0.session == session.id && $0.activity == id }
+            activities.resigned(id, in: session.id)
             await offerChanged()
         case .invalidated(let id):
-            activities[session.id]?[id] = nil
-            currentOrder.removeAll { $0.session == session.id && $0.activity == id }
+            activities.invalidated(id, in: session.id)
             await offerChanged()
         case .saved(let request, let record):
             finishSave(request, session: session, .success(record))
@@ -617,10 +586,9 @@ public actor Agent {
     func ended(_ session: Session) {
         sessions[session.id] = nil
         run(continuations.sessionEnded(session.id))
-        activities[session.id] = nil
-        watchers[session.id] = nil
+        activities.ended(session.id)
+        nearbyWatch.unwatch(session.id)
         endStreams(of: session.id)
-        currentOrder.removeAll { $0.session == session.id }
         Task { await offerChanged() }
     }
 
@@ -636,7 +604,7 @@ public actor Agent {
         case .nearby:
             reply = LocalReply(activities: await nearbyActivities())
         case .apps:
-            reply = LocalReply(apps: apps.map(localApp))
+            reply = LocalReply(apps: installed.all.map(localApp))
         case .installApp(let directory):
             do {
                 // Copying, hashing and flushing an app to disk take a while: on a thread of their
@@ -651,15 +619,15 @@ public actor Agent {
                         }
                     }
                 }
-                let (installed, warning) = try outcome.get()
+                let (added, warning) = try outcome.get()
                 reloadApps()
                 if let warning {
-                    logger.warning("installed app '\(installed.manifest.bundleIdentifier)' unsigned: \(warning)", metadata: ["from": "\(directory)"])
+                    logger.warning("added app '\(added.manifest.bundleIdentifier)' unsigned: \(warning)", metadata: ["from": "\(directory)"])
                 } else {
                     logger.notice(
-                        "installed app '\(installed.manifest.bundleIdentifier)', signed by team \(installed.signedBy ?? "?")", metadata: ["from": "\(directory)"])
+                        "added app '\(added.manifest.bundleIdentifier)', signed by team \(added.signedBy ?? "?")", metadata: ["from": "\(directory)"])
                 }
-                var installedReply = LocalReply(app: localApp(installed))
+                var installedReply = LocalReply(app: localApp(added))
                 installedReply.warnings = warning.map { [$0] }
                 reply = installedReply
             } catch {
@@ -702,7 +670,7 @@ public actor Agent {
         case .openStream, .acceptStream:
             reply = .failure(LocalError(.badRequest, "'openStream' and 'acceptStream' open a connection of their own: send one as the first message of a new connection"))
         case .watch:
-            watchers[session.id] = session.peer
+            nearbyWatch.watch(session.id, through: session.peer)
             reply = LocalReply(activities: await nearbyActivities())
         case .continue(let activity):
             // A continuation takes as long as the other device does: the session goes on meanwhile.
@@ -761,7 +729,6 @@ public actor Agent {
         updatePins()
         await discovery?.setAccountRevision(state.revision)
         guard keysChanged || discovery == nil else { return }
-        discoveryTask?.cancel()
         await discovery?.stop()
         discovery = nil
         try await startDiscovery()
@@ -802,7 +769,7 @@ public actor Agent {
     func busy() {
         idle.lastBusy = ContinuousClock.now
         idle.released = false
-        guard !idle.armed, let delay = configuration.idleRelease, started else { return }
+        guard !idle.armed, let delay = configuration.idleRelease, lifecycle.hasStarted else { return }
         idle.armed = true
         schedule(.idleRelease, after: delay)
     }
@@ -811,9 +778,9 @@ public actor Agent {
     /// deadline was set (or relaying a stream), it looks again when the spell could be long enough.
     func idleDeadlinePassed() {
         idle.armed = false
-        guard let delay = configuration.idleRelease, started, !idle.released else { return }
+        guard let delay = configuration.idleRelease, lifecycle.hasStarted, !idle.released else { return }
         let quiet = ContinuousClock.now - idle.lastBusy
-        guard quiet >= delay, relaysUnderWay.value == 0 else {
+        guard quiet >= delay, idle.relays == 0 else {
             idle.armed = true
             schedule(.idleRelease, after: quiet >= delay ? delay : delay - quiet)
             return
@@ -827,15 +794,8 @@ public actor Agent {
     // MARK: Offering this device's activity
 
     func offerChanged() async {
-        var now: ActivityAnnouncement?
-        for entry in currentOrder.reversed() {
-            if let activity = activities[entry.session]?[entry.activity], !(activity.expirationDate.map { $0 <= Date() } ?? false) {
-                now = activity
-                break
-            }
-        }
-        guard now != offered else { return }
-        offered = now
+        guard activities.updateOffer(at: Date()) else { return }
+        let now = activities.offered
         // An activity stops being offered when it expires, not only at the next change: one
         // timer, for the activity offered now.
         if let expiration = now?.expirationDate {
@@ -868,7 +828,7 @@ public actor Agent {
         case .hello, .fetch:
             return await FetchService.answer(message, device: identity.id) { await self.save($0) }
         case .continued(let activityID):
-            for (sessionID, known) in activities where known[activityID] != nil {
+            for sessionID in activities.sessions(holding: activityID) {
                 sessions[sessionID]?.peer.send(.wasContinued(activity: activityID))
             }
             return nil
@@ -882,7 +842,7 @@ public actor Agent {
 
     /// Asks the app that owns `activityID` to save it, within the deadline, and checks the size.
     func save(_ activityID: UUID) async -> Result<FetchedActivity, ContinuationFailure> {
-        guard let owner = activities.first(where: { $0.value[activityID] != nil }), let session = sessions[owner.key] else {
+        guard let owner = activities.owner(of: activityID), let session = sessions[owner] else {
             return .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the activity is no longer available on '\(deviceName)': its app closed it or quit"))
         }
         let appName = session.app?.manifest.bundleIdentifier ?? "the local client (process \(session.peer.pid))"
@@ -915,7 +875,7 @@ public actor Agent {
                 }
             }
             // What other devices see of the app is what its verified manifest says.
-            if let known = activities[session.id]?[activityID] {
+            if let known = activities.announcement(activityID, in: session.id) {
                 record.activity.bundleIdentifier = known.bundleIdentifier
                 record.activity.teamIdentifier = known.teamIdentifier
             }
@@ -937,3 +897,16 @@ extension Result {
     }
 }
 
+/// Where an agent is in its life. Holding the state folder's lock (flock) while running makes
+/// a second agent on the same state refuse to start.
+enum Lifecycle: Sendable {
+    case notStarted
+    case running(lockFile: Int32)
+    case stopped
+
+    /// Whether `start` has been called (an agent is started once).
+    var hasStarted: Bool {
+        if case .notStarted = self { return false }
+        return true
+    }
+}

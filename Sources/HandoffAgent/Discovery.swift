@@ -433,6 +433,15 @@ public actor Discovery {
 
     private func unsubscribe(_ id: UUID) { subscribers[id] = nil }
 
+    /// Hands every change to `handler`, in order, until discovery stops (which ends the task
+    /// doing it with the others it owns).
+    public func forward(to handler: @escaping @Sendable (DiscoveryEvent) async -> Void) {
+        let stream = changes()
+        tasks.append(Task {
+            for await change in stream { await handler(change) }
+        })
+    }
+
     private func publish(_ event: DiscoveryEvent) {
         for subscriber in subscribers.values { subscriber.yield(event) }
     }

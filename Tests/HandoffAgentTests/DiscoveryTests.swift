@@ -43,11 +43,7 @@ struct DiscoveryTests {
 
     /// Waits (boundedly) until `condition` holds for `discovery`'s statistics.
     func statistics(of discovery: Discovery, _ condition: (DiscoveryStatistics) -> Bool) async -> DiscoveryStatistics {
-        for _ in 0..<2_000 {
-            let now = await discovery.statistics
-            if condition(now) { return now }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        _ = await waitUntil { condition(await discovery.statistics) }
         return await discovery.statistics
     }
 

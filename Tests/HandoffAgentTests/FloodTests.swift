@@ -62,8 +62,7 @@ struct FloodTests {
         #expect(watch.isFlooding)
         // The end is noticed once 300 ms pass without a refusal (waited for boundedly: a loaded
         // machine may be slow to wake the watch).
-        for _ in 0..<200 where watch.isFlooding { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(!watch.isFlooding)
+        #expect(await waitUntil { !watch.isFlooding })
         #expect(log.count("the flood of beacons stopped", at: .notice) == 1)
         for _ in 0..<200 { watch.refused(from: "10.0.0.7", reason: "replayed") }
         #expect(log.count("a flood of beacons", at: .warning) == 2)
@@ -213,19 +212,9 @@ struct FloodTests {
         }
         let answer = try await LinkClient.exchange(Frame(kind: 1, payload: [7]), host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
         #expect(answer.payload == [7])
-        var pending = 0
-        for _ in 0..<100 {
-            pending = listener.connections.pending.withLock { $0["127.0.0.2"] ?? 0 }
-            if pending == 16 { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(pending == 16, "\(pending) silent connections from one address are waiting for their first frame")
-        var logged = false
-        for _ in 0..<100 where !logged {
-            logged = log.count("a flood of link connections", at: .warning) == 1
-            if !logged { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        #expect(logged)
+        let pending = { listener.connections.pending.withLock { $0["127.0.0.2"] ?? 0 } }
+        #expect(await waitUntil(2) { pending() == 16 }, "\(pending()) silent connections from one address are waiting for their first frame")
+        #expect(await waitUntil(2) { log.count("a flood of link connections", at: .warning) == 1 })
         #expect(listener.floodWatch.floods == 1)
         await listener.close()
     }
