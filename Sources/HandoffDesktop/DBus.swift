@@ -1,4 +1,5 @@
 import Foundation
+import HandoffModel
 import Synchronization
 
 #if canImport(Glibc)
@@ -227,7 +228,8 @@ public struct DBusMessage: Sendable {
 /// user (SASL EXTERNAL), with `Hello` done. Blocking; one reader thread.
 public final class DBusConnection: Sendable {
     private let fd: Int32
-    private let state = Mutex((serial: UInt32(1), pending: [UInt32: CheckedContinuation<DBusMessage, any Error>](), closed: false))
+    /// Method calls waiting for their reply, by serial (every message sent takes one).
+    private let pending = Mutex(PendingRequests<CheckedContinuation<DBusMessage, any Error>>())
     private let writing = Mutex(())
     private let signals: @Sendable (DBusMessage) -> Void
     private let calls: @Sendable (DBusMessage) -> Void
@@ -266,22 +268,16 @@ public final class DBusConnection: Sendable {
     /// Calls a method and returns its reply; a D-Bus error is thrown.
     public func call(_ message: DBusMessage) async throws -> DBusMessage {
         try await withCheckedThrowingContinuation { continuation in
-            let serial = state.withLock { state -> UInt32? in
-                guard !state.closed else { return nil }
-                defer { state.serial += 1 }
-                state.pending[state.serial] = continuation
-                return state.serial
-            }
-            guard let serial else {
+            guard let serial = pending.withLock({ $0.issue(continuation) }) else {
                 continuation.resume(throwing: DBusError("the bus connection is closed"))
                 return
             }
             var message = message
-            message.serial = serial
+            message.serial = UInt32(truncatingIfNeeded: serial)
             do {
                 try write(message)
             } catch {
-                if let waiting = state.withLock({ $0.pending.removeValue(forKey: serial) }) { waiting.resume(throwing: error) }
+                if let waiting = pending.withLock({ $0.settle(serial) }) { waiting.resume(throwing: error) }
             }
         }
     }
@@ -289,10 +285,7 @@ public final class DBusConnection: Sendable {
     /// Sends a message that expects no reply (a signal, a method return).
     public func send(_ message: DBusMessage) throws(DBusError) {
         var message = message
-        message.serial = state.withLock { state in
-            defer { state.serial += 1 }
-            return state.serial
-        }
+        message.serial = UInt32(truncatingIfNeeded: pending.withLock { $0.takeNumber() })
         try write(message)
     }
 
@@ -307,12 +300,7 @@ public final class DBusConnection: Sendable {
 
     private func readLoop() {
         defer {
-            let pending = state.withLock { state in
-                state.closed = true
-                defer { state.pending = [:] }
-                return Array(state.pending.values)
-            }
-            for waiting in pending { waiting.resume(throwing: DBusError("the bus connection ended")) }
+            for waiting in pending.withLock({ $0.close() }) { waiting.resume(throwing: DBusError("the bus connection ended")) }
             Glibc.close(fd)
         }
         while true {
@@ -325,7 +313,7 @@ public final class DBusConnection: Sendable {
             guard let message = try? DBusMessage.decode(header + tail) else { continue }
             switch message.kind {
             case .methodReturn, .error:
-                guard let serial = message.replySerial, let waiting = state.withLock({ $0.pending.removeValue(forKey: serial) }) else { continue }
+                guard let serial = message.replySerial, let waiting = pending.withLock({ $0.settle(UInt64(serial)) }) else { continue }
                 if message.kind == .error {
                     waiting.resume(throwing: DBusError("\(message.errorName ?? "error"): \(message.body.first?.string ?? "")"))
                 } else {

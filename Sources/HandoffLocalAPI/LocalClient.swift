@@ -57,8 +57,8 @@ public final class LocalClient: Sendable {
     private let onClose: @Sendable (String) -> Void
 
     private struct ClientState: ~Copyable {
-        var nextRequest: UInt64 = 2
-        var pending: [UInt64: CheckedContinuation<Result<LocalReply, LocalError>, Never>] = [:]
+        /// Calls waiting for their reply (request 1 is the hello).
+        var pending = PendingRequests<CheckedContinuation<Result<LocalReply, LocalError>, Never>>(first: 2)
         var closed: String?
     }
 
@@ -201,12 +201,7 @@ public final class LocalClient: Sendable {
     /// Throws only when the connection fails.
     public func call(_ call: LocalCall) async throws(LocalError) -> LocalReply {
         let result: Result<LocalReply, LocalError> = await withCheckedContinuation { continuation in
-            let request: UInt64? = state.withLock { state in
-                guard state.closed == nil else { return nil }
-                defer { state.nextRequest += 1 }
-                state.pending[state.nextRequest] = continuation
-                return state.nextRequest
-            }
+            let request: UInt64? = state.withLock { $0.pending.issue(continuation) }
             guard let request else {
                 continuation.resume(returning: .failure(LocalError(.failed, "the connection to the agent at \(path) has ended")))
                 return
@@ -233,8 +228,7 @@ public final class LocalClient: Sendable {
         let pending: [CheckedContinuation<Result<LocalReply, LocalError>, Never>]? = state.withLock { state in
             guard state.closed == nil else { return nil }
             state.closed = reason
-            defer { state.pending = [:] }
-            return Array(state.pending.values)
+            return state.pending.close()
         }
         guard let pending else { return }
         for continuation in pending {
@@ -271,7 +265,7 @@ public final class LocalClient: Sendable {
                 continue
             }
             if case .reply(let request, let reply) = message {
-                let waiting = state.withLock { $0.pending.removeValue(forKey: request) }
+                let waiting = state.withLock { $0.pending.settle(request) }
                 waiting?.resume(returning: .success(reply))
             } else {
                 onMessage(message)

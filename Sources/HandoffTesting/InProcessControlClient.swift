@@ -13,9 +13,8 @@ package final class InProcessControlClient: Sendable {
     package let events: AsyncStream<LocalEvent>
 
     private struct State {
-        var nextRequest: UInt64 = 2
-        var pending: [UInt64: CheckedContinuation<LocalReply, Never>] = [:]
-        var closed = false
+        /// Calls waiting for their reply.
+        var pending = PendingRequests<CheckedContinuation<LocalReply, Never>>()
     }
 
     private init(client: InProcessClient, events: AsyncStream<LocalEvent>, sink: AsyncStream<LocalEvent>.Continuation) {
@@ -33,27 +32,15 @@ package final class InProcessControlClient: Sendable {
             onClose: { box.withLock { $0 }?.close() })
         let control = InProcessControlClient(client: client, events: events, sink: sink)
         box.withLock { $0 = control }
-        _ = await control.call(.hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil), request: 1)
+        // The first call, so request 1, as on the socket.
+        _ = await control.call(.hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil))
         return control
     }
 
     /// Calls the agent and returns its reply; a closed client gets a failure.
     package func call(_ call: LocalCall) async -> LocalReply {
-        let request = state.withLock { state in
-            defer { state.nextRequest += 1 }
-            return state.nextRequest
-        }
-        return await self.call(call, request: request)
-    }
-
-    private func call(_ call: LocalCall, request: UInt64) async -> LocalReply {
         await withCheckedContinuation { (waiter: CheckedContinuation<LocalReply, Never>) in
-            let open = state.withLock { state -> Bool in
-                guard !state.closed else { return false }
-                state.pending[request] = waiter
-                return true
-            }
-            guard open else {
+            guard let request = state.withLock({ $0.pending.issue(waiter) }) else {
                 waiter.resume(returning: .failure(LocalError(.failed, "the connection to the agent is closed")))
                 return
             }
@@ -64,7 +51,7 @@ package final class InProcessControlClient: Sendable {
     private func received(_ message: LocalMessage) {
         switch message {
         case .reply(let request, let reply):
-            state.withLock { $0.pending.removeValue(forKey: request) }?.resume(returning: reply)
+            state.withLock { $0.pending.settle(request) }?.resume(returning: reply)
         case .event(let event):
             eventSink.yield(event)
         default:
@@ -74,11 +61,7 @@ package final class InProcessControlClient: Sendable {
 
     /// Ends the session; calls waiting for a reply get a failure.
     package func close() {
-        let pending = state.withLock { state in
-            state.closed = true
-            defer { state.pending = [:] }
-            return Array(state.pending.values)
-        }
+        let pending = state.withLock { $0.pending.close() }
         client.close()
         eventSink.finish()
         for waiter in pending { waiter.resume(returning: .failure(LocalError(.failed, "the connection to the agent closed"))) }

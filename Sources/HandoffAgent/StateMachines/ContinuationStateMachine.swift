@@ -117,8 +117,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
     /// Apps being started, with the attempt that starts them.
     private var launches: [String: UInt64] = [:]
     private var attempts: UInt64 = 0
-    private var saves: [UInt64: Save] = [:]
-    private var lastSave: UInt64 = 0
+    private var saves = PendingRequests<Save>()
 
     init(launchDeadline: Duration, saveDeadline: Duration) {
         self.launchDeadline = launchDeadline
@@ -194,15 +193,14 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
 
     /// Another device's fetch asks for `activity`, which the app of `session` offers.
     mutating func save(_ activity: UUID, session: UUID, waiter: SaveWaiter) -> [Action] {
-        lastSave += 1
-        saves[lastSave] = Save(session: session, waiter: waiter)
-        return [.askToSave(request: lastSave, session: session, activity: activity), .schedule(.save(request: lastSave), after: saveDeadline)]
+        guard let request = saves.issue(Save(session: session, waiter: waiter)) else { return [.answerSave(waiter, .agentStopped)] }
+        return [.askToSave(request: request, session: session, activity: activity), .schedule(.save(request: request), after: saveDeadline)]
     }
 
     /// The app of `session` answered save request `request`. An answer from another session,
     /// or to a request that ended, is ignored.
     mutating func saved(_ request: UInt64, session: UUID, _ result: Result<ActivityRecord, LocalError>) -> [Action] {
-        guard saves[request]?.session == session, let save = saves.removeValue(forKey: request) else { return [] }
+        guard saves.waiter(of: request)?.session == session, let save = saves.settle(request) else { return [] }
         let outcome: SaveOutcome
         switch result {
         case .success(let record): outcome = .saved(record)
@@ -222,7 +220,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
         case .launch(let app, let attempt):
             return endLaunch(app, attempt: attempt, .didNotConnect(launchDeadline), cancelDeadline: false)
         case .save(let request):
-            guard let save = saves.removeValue(forKey: request) else { return [] }
+            guard let save = saves.settle(request) else { return [] }
             return [.answerSave(save.waiter, .timedOut(saveDeadline))]
         }
     }
@@ -233,8 +231,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
         if let index = receiving.firstIndex(where: { $0.session == session }) {
             actions.append(.fail(receiving.remove(at: index).context, .appQuit))
         }
-        for (request, save) in saves.sorted(by: { $0.key < $1.key }) where save.session == session {
-            saves[request] = nil
+        for (request, save) in saves.settleAll(where: { $0.session == session }) {
             actions += [.cancel(.save(request: request)), .answerSave(save.waiter, .appQuit)]
         }
         return actions
@@ -251,10 +248,9 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
             actions.append(.fail(continuation.context, .agentStopped))
         }
         receiving = []
-        for (request, save) in saves.sorted(by: { $0.key < $1.key }) {
+        for (request, save) in saves.settleAll() {
             actions += [.cancel(.save(request: request)), .answerSave(save.waiter, .agentStopped)]
         }
-        saves = [:]
         return actions
     }
 

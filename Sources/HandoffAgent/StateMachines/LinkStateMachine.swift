@@ -62,8 +62,7 @@ package struct LinkStateMachine<Waiter: Sendable>: Sendable {
     let idle: Duration?
 
     private(set) var state: State = .greeting
-    private var lastRequest: UInt64 = 0
-    private var pending: [UInt64: Waiter] = [:]
+    private var pending = PendingRequests<Waiter>()
     /// When anything last went over the link (a request, an answer, a message, a stream frame).
     private(set) var lastUse: ContinuousClock.Instant
     /// Whether keepalive is on (it is when the connection is made).
@@ -117,11 +116,10 @@ package struct LinkStateMachine<Waiter: Sendable>: Sendable {
         _ waiter: Waiter, deadline: Duration, now: ContinuousClock.Instant, streamsOpen: Int, _ make: (UInt64) -> LinkMessage
     ) -> [Action] {
         guard case .open = state else { return [.answer(waiter, .ended("the link had ended"))] }
-        lastRequest += 1
-        pending[lastRequest] = waiter
+        guard let number = pending.issue(waiter) else { return [.answer(waiter, .ended("the link had ended"))] }
         lastUse = now
         // The request first: what follows only matters once its answer is due.
-        return [.write(make(lastRequest)), .schedule(.request(lastRequest), after: deadline)] + busyChanged(now: now, streamsOpen: streamsOpen)
+        return [.write(make(number)), .schedule(.request(number), after: deadline)] + busyChanged(now: now, streamsOpen: streamsOpen)
     }
 
     /// A message from the peer. Answers resolve their request; the rest is not the machine's.
@@ -129,7 +127,7 @@ package struct LinkStateMachine<Waiter: Sendable>: Sendable {
         lastUse = now
         switch message {
         case .fetched(let request, _), .fetchFailed(let request, _, _):
-            guard let waiter = pending.removeValue(forKey: request) else { return [] }
+            guard let waiter = pending.settle(request) else { return [] }
             return [.cancel(.request(request)), .answer(waiter, .answered(message))] + busyChanged(now: now, streamsOpen: streamsOpen)
         default:
             return []
@@ -144,7 +142,7 @@ package struct LinkStateMachine<Waiter: Sendable>: Sendable {
     mutating func deadlinePassed(_ deadline: LinkDeadline, now: ContinuousClock.Instant, streamsOpen: Int) -> [Action] {
         switch deadline {
         case .request(let request):
-            guard let waiter = pending.removeValue(forKey: request) else { return [] }
+            guard let waiter = pending.settle(request) else { return [] }
             return [.answer(waiter, .timedOut)] + busyChanged(now: now, streamsOpen: streamsOpen)
         case .quiet:
             guard isOpen else { return [] }
@@ -158,11 +156,10 @@ package struct LinkStateMachine<Waiter: Sendable>: Sendable {
     /// The link ended (the first reason stays); every request waiting ends with it.
     mutating func ended(_ reason: String) -> [Action] {
         if case .closed = state {} else { state = .closed(reason: reason) }
-        let waiting = pending.sorted { $0.key < $1.key }
-        pending = [:]
+        let waiting = pending.settleAll()
         let quiet: [Action] = quietCheckArmed ? [.cancel(.quiet)] : []
         quietCheckArmed = false
-        return waiting.flatMap { [Action.cancel(.request($0.key)), .answer($0.value, .ended(reason))] } + quiet
+        return waiting.flatMap { [Action.cancel(.request($0.request)), .answer($0.waiter, .ended(reason))] } + quiet
     }
 
     // MARK: Idle
