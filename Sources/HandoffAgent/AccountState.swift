@@ -3,15 +3,15 @@ import HandoffWire
 
 /// What a device knows of its account: who is in it and the keys they share. Kept in the
 /// state directory as `account.json`, written atomically.
-public struct AccountState: Codable, Sendable, Hashable {
-    public struct Member: Codable, Sendable, Hashable {
-        public var id: UUID
-        public var name: String
+package struct AccountState: Codable, Sendable, Hashable {
+    package struct Member: Codable, Sendable, Hashable {
+        package var id: UUID
+        package var name: String
         /// The member's device certificate (DER, base64 in the file), pinned for links.
-        public var certificate: Data?
-        public var joined: Date
+        package var certificate: Data?
+        package var joined: Date
 
-        public init(id: UUID, name: String, certificate: Data? = nil, joined: Date = Date()) {
+        package init(id: UUID, name: String, certificate: Data? = nil, joined: Date = Date()) {
             self.id = id
             self.name = name
             self.certificate = certificate
@@ -19,18 +19,18 @@ public struct AccountState: Codable, Sendable, Hashable {
         }
     }
 
-    public var id: UUID
-    public var name: String
-    public var members: [Member]
+    package var id: UUID
+    package var name: String
+    package var members: [Member]
     /// The beacon keys, current first; the previous one is kept while a new key spreads.
-    public var beaconKeys: [Data]
+    package var beaconKeys: [Data]
     /// Grows with every change to the membership, so that an older change never wins.
-    public var revision: UInt64
+    package var revision: UInt64
     /// Beacon keys the account used before (the newest first, a few at most): beacons under
     /// them are never listed, only used to find members that missed a change.
-    public var retiredBeaconKeys: [Data]?
+    package var retiredBeaconKeys: [Data]?
 
-    public init(id: UUID = UUID(), name: String, members: [Member], beaconKeys: [Data], revision: UInt64 = 1) {
+    package init(id: UUID = UUID(), name: String, members: [Member], beaconKeys: [Data], revision: UInt64 = 1) {
         self.id = id
         self.name = name
         self.members = members
@@ -38,18 +38,18 @@ public struct AccountState: Codable, Sendable, Hashable {
         self.revision = revision
     }
 
-    public static let fileName = "account.json"
+    package static let fileName = "account.json"
 
     /// The account's recent changes, signed, for members that missed them.
-    public static let changesFileName = "account-changes.json"
+    package static let changesFileName = "account-changes.json"
 
     /// The retired keys, skipping any that are damaged.
-    public var retiredKeys: [BeaconKey] {
+    package var retiredKeys: [BeaconKey] {
         (retiredBeaconKeys ?? []).compactMap { try? BeaconKey(rawRepresentation: Array($0)) }
     }
 
     /// The beacon keys, checked: a state file with a damaged key is refused by name.
-    public func keys(in store: StateStore) throws(StateError) -> [BeaconKey] {
+    package func keys(in store: StateStore) throws(StateError) -> [BeaconKey] {
         guard !beaconKeys.isEmpty else {
             throw .corrupt(path: store.url(Self.fileName).path, reason: "no beacon key")
         }

@@ -5,10 +5,10 @@ import NIOPosix
 import NIOSSL
 
 /// The continuing side of a fetch.
-public enum ActivityFetcher {
+package enum ActivityFetcher {
     /// Fetches activity `activityID` from the device at `host:port`. Every failure comes back
     /// as exactly one `ContinuationFailure` with the code the continuing app is to receive.
-    public static func fetch(
+    package static func fetch(
         _ activityID: UUID, from host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
         deadline: Duration = .seconds(10)
     ) async -> Result<FetchedActivity, ContinuationFailure> {

@@ -157,7 +157,13 @@ public actor Agent {
     ///   - launcher: how it starts an installed app that is not running, and opens a web
     ///     page: a process, or (in a test process) however the test runs its apps.
     ///   - siteAssociations: which apps web sites approve for web-to-app continuation.
-    public init(
+    /// An agent for `configuration` on this machine's network, starting real apps: what
+    /// `handoffd` runs.
+    public init(configuration: AgentConfiguration, logger: Logger? = nil) throws(AgentError) {
+        try self.init(configuration: configuration, logger: logger, eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
+    }
+
+    package init(
         configuration: AgentConfiguration, logger: Logger? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         network: (any AgentNetwork)? = nil, launcher: any AppLauncher = ProcessLauncher(),
         siteAssociations: (any SiteAssociations)? = nil
@@ -336,15 +342,15 @@ public actor Agent {
     }
 
     /// The port links listen on (and static peers send beacons to).
-    public var linkPort: Int { listener?.port ?? configuration.listen.port }
+    package var linkPort: Int { listener?.port ?? configuration.listen.port }
 
     /// This device's name.
-    public var deviceName: String { configuration.name ?? identity?.name ?? ProcessInfo.processInfo.hostName }
+    package var deviceName: String { configuration.name ?? identity?.name ?? ProcessInfo.processInfo.hostName }
 
-    public var deviceID: UUID { identity.id }
+    package var deviceID: UUID { identity.id }
 
     /// This device as the account's members list it (its id, name and certificate).
-    public var member: AccountState.Member {
+    package var member: AccountState.Member {
         AccountState.Member(id: identity.id, name: deviceName, certificate: Data(identity.certificateDER))
     }
 
@@ -497,7 +503,7 @@ public actor Agent {
     /// message the agent sends it goes to `onMessage`, in order; `onClose` is called when the
     /// session ends (the client closed, or the agent hung up or stopped). Its first message
     /// must be `hello`, as on the socket.
-    public func connectInProcess(
+    package func connectInProcess(
         onMessage: @escaping @Sendable (LocalMessage) -> Void, onClose: (@Sendable () -> Void)? = nil
     ) -> InProcessClient {
         // What the client sends waits for the agent however much it is, as calls into the same
@@ -716,7 +722,7 @@ public actor Agent {
     }
 
     /// Installs an account made elsewhere (by pairing, or by a test that sets up devices).
-    public func adopt(_ state: AccountState) async throws(AgentError) {
+    package func adopt(_ state: AccountState) async throws(AgentError) {
         do {
             try store.save(state, to: AccountState.fileName)
         } catch {

@@ -5,69 +5,69 @@ import NIOSSL
 /// How an agent runs: every setting of `handoffd`, from its flags or its configuration file.
 public struct AgentConfiguration: Sendable {
     /// Where the device's identity, account and apps are kept.
-    public var stateDirectory: URL
+    package var stateDirectory: URL
     /// The local socket's path.
-    public var socketPath: String
+    package var socketPath: String
     /// This device's name, as the account's other devices show it; nil keeps the saved one
     /// (the host name on first start).
-    public var name: String?
+    package var name: String?
     /// Where links (TCP) and beacons from static peers (UDP) are taken, on one port number.
     /// `::` (the default) takes IPv6 and IPv4; on a host without IPv6 it means `0.0.0.0`.
-    public var listen: HostPort
+    package var listen: HostPort
     /// The interfaces beacons are multicast on; nil chooses every interface that is up and
     /// multicast-capable, loopback excepted; empty sends no multicast.
-    public var interfaces: [String]?
+    package var interfaces: [String]?
     /// Devices that get this device's beacons by unicast, at their `listen` addresses.
-    public var staticPeers: [HostPort]
+    package var staticPeers: [HostPort]
     /// The multicast group's port.
-    public var discoveryPort: Int
+    package var discoveryPort: Int
     /// The port DNS-SD's multicast DNS runs on (5353, shared with avahi); nil for no DNS-SD.
-    public var serviceDiscoveryPort: Int?
+    package var serviceDiscoveryPort: Int?
     /// The longest time one set of DNS-SD names is used before new random ones replace it.
-    public var nameRotation: Duration
+    package var nameRotation: Duration
     /// How long a link this device opened stays open with nothing on it (no request, no
     /// stream): then it is closed, and costs nothing on the wire until the next continuation
     /// opens another (one handshake and proof).
-    public var linkIdle: Duration = .seconds(60)
+    package var linkIdle: Duration = .seconds(60)
     /// How often the beacon is repeated while an activity is offered, and without one.
-    public var refreshInterval: Duration
-    public var idleRefreshInterval: Duration
+    package var refreshInterval: Duration
+    package var idleRefreshInterval: Duration
     /// How long a device stays listed without a beacon (longer for one that refreshes less often).
-    public var expiry: Duration
+    package var expiry: Duration
     /// How long an app has to save its activity for a continuation (then 4610).
-    public var saveDeadline: Duration
+    package var saveDeadline: Duration
     /// How long a continuation waits for the other device (then 4608).
-    public var fetchDeadline: Duration
+    package var fetchDeadline: Duration
     /// How long a launched app has to connect to the agent.
-    public var launchDeadline: Duration
+    package var launchDeadline: Duration
     /// The largest `userInfo`, encoded, that may travel (then 4611).
-    public var maximumPayload: Int
+    package var maximumPayload: Int
     /// The command that opens a web page (the URL is its last argument).
-    public var browserCommand: [String]
+    package var browserCommand: [String]
     /// The installed browser app that receives web activities itself, rather than the page
     /// opening with `browserCommand` (it must list `NSUserActivityTypeBrowsingWeb`).
-    public var defaultBrowser: String?
+    package var defaultBrowser: String?
     /// Whether apps and the CLI reach this agent on `socketPath`; an agent whose clients all
     /// run in its own process (`Agent.connectInProcess`) needs no socket.
-    public var servesLocalSocket: Bool
+    package var servesLocalSocket: Bool
     /// After this long with nothing to do, the agent gives back free heap and its mappings of
     /// code it is not running (`handoffd` does after 15 s); nil never. For an agent that is
     /// the whole process: one sharing a process with other code leaves this nil.
-    public var idleRelease: Duration?
+    package var idleRelease: Duration?
     /// Synced folders on this device: a file URL inside one travels as the container and a
     /// path, and arrives as the receiver's own path.
-    public var containers: [ContainerFolder] = []
+    package var containers: [ContainerFolder] = []
     /// Certificate authorities trusted for web sites' association files besides the system's.
-    public var associationTrust: [NIOSSLCertificate] = []
+    package var associationTrust: [NIOSSLCertificate] = []
     /// How long what a web site's association file says is kept before it is fetched again.
-    public var associationRefresh: Duration = .seconds(3600)
+    package var associationRefresh: Duration = .seconds(3600)
     /// The session bus desktop notifications go to (`DBUS_SESSION_BUS_ADDRESS`); nil for none.
-    public var desktopBus: String?
+    package var desktopBus: String?
     /// Development mode: apps that are not signed are installed too, with a warning. Off by
     /// default; an app whose signature does not hold is refused either way.
-    public var allowsUnsignedApps = false
+    package var allowsUnsignedApps = false
 
-    public init(
+    package init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "::", port: 47_170),
         interfaces: [String]? = nil, staticPeers: [HostPort] = [], discoveryPort: Int = 47_168, refreshInterval: Duration = .seconds(18),
         expiry: Duration = .seconds(45), saveDeadline: Duration = .seconds(5), fetchDeadline: Duration = .seconds(10),
@@ -117,17 +117,17 @@ public struct AgentConfiguration: Sendable {
 }
 
 /// A host (name or address; IPv6 in brackets) and a port.
-public struct HostPort: Sendable, Hashable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
+package struct HostPort: Sendable, Hashable, CustomStringConvertible {
+    package var host: String
+    package var port: Int
 
-    public init(host: String, port: Int) {
+    package init(host: String, port: Int) {
         self.host = host
         self.port = port
     }
 
     /// Reads `HOST:PORT` or `[IPV6]:PORT`; the message says what is wrong.
-    public init(parsing text: String) throws(ConfigurationError) {
+    package init(parsing text: String) throws(ConfigurationError) {
         let host: Substring
         let portText: Substring
         if text.hasPrefix("[") {
@@ -151,7 +151,7 @@ public struct HostPort: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
 /// A bad flag or configuration line; the message names it.
@@ -166,14 +166,14 @@ public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvert
 /// repeatable keys given once per line.
 public struct ConfigurationFile: Sendable, Hashable {
     /// The settings in file order, each with its line number.
-    public var entries: [(key: String, value: String, line: Int)]
+    package var entries: [(key: String, value: String, line: Int)]
 
-    public static let keys: Set<String> = [
+    package static let keys: Set<String> = [
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
         "maximum-payload", "browser", "default-browser", "idle-release", "dns-sd", "name-rotation", "link-idle", "container",
         "association-ca", "association-refresh", "notifications", "development-mode",
     ]
-    public static let repeatable: Set<String> = ["interface", "peer", "container"]
+    package static let repeatable: Set<String> = ["interface", "peer", "container"]
 
     public init(contentsOf url: URL) throws(ConfigurationError) {
         let data: Data
@@ -224,14 +224,14 @@ public struct ConfigurationFile: Sendable, Hashable {
         for entry in entries { hasher.combine("\(entry.key)=\(entry.value)@\(entry.line)") }
     }
 
-    public func values(_ key: String) -> [(value: String, line: Int)] {
+    package func values(_ key: String) -> [(value: String, line: Int)] {
         entries.filter { $0.key == key }.map { ($0.value, $0.line) }
     }
 }
 
 extension Duration {
     /// Reads `250ms`, `5s`, `2m`, `1h` or a plain number of seconds.
-    public init(parsing text: String) throws(ConfigurationError) {
+    package init(parsing text: String) throws(ConfigurationError) {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
             if let number = Double(text.dropLast(suffix.count)), number >= 0, number.isFinite {

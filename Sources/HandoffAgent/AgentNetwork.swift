@@ -8,7 +8,7 @@ import Synchronization
 
 /// A link to another device, as the agent uses it: `PeerConnection` over TLS, or a link of an
 /// `InMemoryNetwork`.
-public protocol PeerLinking: AnyObject, Sendable {
+package protocol PeerLinking: AnyObject, Sendable {
     /// The device that answered `hello`.
     var device: UUID { get }
     var host: String { get }
@@ -25,13 +25,13 @@ public protocol PeerLinking: AnyObject, Sendable {
 }
 
 /// A listener for other devices' links.
-public protocol LinkListening: Sendable {
+package protocol LinkListening: Sendable {
     var port: Int { get }
     func close() async
 }
 
 extension PeerLinking {
-    public func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
+    package func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
         Task { done(await fetch(activityID, deadline: deadline)) }
     }
 }
@@ -41,7 +41,7 @@ extension LinkListener: LinkListening {}
 
 /// How an agent reaches the account's other devices: the links between them and the bus its
 /// beacons travel on. The agent's logic is the same over any of them.
-public protocol AgentNetwork: Sendable {
+package protocol AgentNetwork: Sendable {
     /// Listens for links, accepting the peers `trust` approves (asked again before each
     /// frame), answering each frame with `answer` and giving the continuation streams peers
     /// open to `acceptStream`.
@@ -76,17 +76,17 @@ extension AgentNetwork {
 }
 
 /// The real network: TLS 1.3 over TCP, beacons over UDP.
-public struct SocketNetwork: AgentNetwork {
-    public let eventLoopGroup: any EventLoopGroup
+package struct SocketNetwork: AgentNetwork {
+    package let eventLoopGroup: any EventLoopGroup
     /// Where listeners log (a flood of connections, once).
-    public let logger: Logger
+    package let logger: Logger
 
-    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger = Logger(label: "handoff.link")) {
+    package init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger = Logger(label: "handoff.link")) {
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
     }
 
-    public func listen(
+    package func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
@@ -102,16 +102,16 @@ public struct SocketNetwork: AgentNetwork {
             acceptStream: acceptStream, answer: answer)
     }
 
-    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking {
+    package func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking {
         try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, eventLoopGroup: eventLoopGroup)
     }
 
-    public func converse(
+    package func converse(
         _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
         next: @escaping @Sendable (Frame) -> Frame?
     ) async throws -> [Frame] {
         try await LinkClient.converse(first, host: host, port: port, identity: identity, trust: .shown(accepts), eventLoopGroup: eventLoopGroup, next: next)
     }
 
-    public var beaconBus: BeaconBus? { nil }
+    package var beaconBus: BeaconBus? { nil }
 }

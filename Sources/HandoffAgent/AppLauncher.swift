@@ -3,20 +3,20 @@ import HandoffProcess
 import Synchronization
 
 /// What the agent tells an app it starts.
-public struct AppLaunch: Sendable {
-    public var app: InstalledApp
+package struct AppLaunch: Sendable {
+    package var app: InstalledApp
     /// The continuation the app is started for; it arrives as `willContinue` once the app connects.
-    public var continuation: UUID
+    package var continuation: UUID
     /// The agent's socket.
-    public var socketPath: String
+    package var socketPath: String
     /// The app's own folder for its data, as an app container is on Apple platforms.
-    public var dataDirectory: URL
+    package var dataDirectory: URL
     /// Where what it prints goes.
-    public var logFile: URL
+    package var logFile: URL
 }
 
 /// A started app, as far as the agent follows it: until it connects, or ends first.
-public protocol LaunchedApp: Sendable {
+package protocol LaunchedApp: Sendable {
     /// Nil while it runs; why it ended otherwise.
     var ended: String? { get }
 
@@ -26,13 +26,13 @@ public protocol LaunchedApp: Sendable {
 }
 
 extension LaunchedApp {
-    public func whenEnded(_ handler: @escaping @Sendable () -> Void) {}
+    package func whenEnded(_ handler: @escaping @Sendable () -> Void) {}
 }
 
 /// Starts an installed app when a continuation arrives for it and it is not running, and
 /// opens web pages no app takes. The agent starts processes; a test process running apps in
 /// process starts them its own way.
-public protocol AppLauncher: Sendable {
+package protocol AppLauncher: Sendable {
     func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp
 
     /// Opens an http or https page in the person's browser.
@@ -42,7 +42,7 @@ public protocol AppLauncher: Sendable {
 extension AppLauncher {
     /// Runs the browser command (through `env`, so a name on `PATH` works) with the page as
     /// its last argument.
-    public func openWebPage(_ url: URL, browserCommand: [String]) async throws(AgentError) {
+    package func openWebPage(_ url: URL, browserCommand: [String]) async throws(AgentError) {
         guard let command = browserCommand.first else { throw AgentError("no browser command is configured") }
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -57,8 +57,8 @@ extension AppLauncher {
 
 /// Starts the app's executable as a process, with `HANDOFF_SOCKET`, `HANDOFF_BUNDLE_IDENTIFIER`,
 /// `HANDOFF_CONTINUATION` and `HANDOFF_APP_DATA` set and its output in its log file.
-public struct ProcessLauncher: AppLauncher {
-    public init() {}
+package struct ProcessLauncher: AppLauncher {
+    package init() {}
 
     final class Launched: LaunchedApp {
         let process: ChildProcess
@@ -96,7 +96,7 @@ public struct ProcessLauncher: AppLauncher {
     /// How long a start is tried again while the executable is busy (ETXTBSY).
     static let busyPatience: Duration = .seconds(2)
 
-    public func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp {
+    package func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp {
         // Another thread's fork can inherit a descriptor a copy in progress holds open for
         // writing (an install, here or in a process that shares files with this one), and
         // keeps it until that child execs: meanwhile the kernel refuses to run the file. It

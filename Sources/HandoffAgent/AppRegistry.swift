@@ -9,24 +9,24 @@ import Glibc
 #endif
 
 /// An app installed on this device: its manifest and the directory the agent keeps it in.
-public struct InstalledApp: Sendable, Hashable {
-    public var manifest: AppManifest
-    public var directory: URL
+package struct InstalledApp: Sendable, Hashable {
+    package var manifest: AppManifest
+    package var directory: URL
     /// The executable the agent starts, and the only one it delivers this app's
     /// continuations to.
-    public var executable: URL
+    package var executable: URL
     /// An app that runs in the agent's own process (`Agent.installInProcess`): only an
     /// in-process client may be it, never a process on the socket.
-    public var runsInProcess = false
+    package var runsInProcess = false
     /// The team whose key signed it; nil for an unsigned app (development mode only).
-    public var signedBy: String? = nil
+    package var signedBy: String? = nil
 }
 
 /// Why an app could not be installed or found.
-public struct AppRegistryError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct AppRegistryError: Error, Sendable, Hashable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }
 
 /// The apps installed on this device, kept under the state directory in `apps/`, one
@@ -38,18 +38,18 @@ public struct AppRegistryError: Error, Sendable, Hashable, CustomStringConvertib
 /// Apps must be signed by their team's key (`AppSignature`), and the team their entitlements
 /// name must be that key's. In development mode (`allowsUnsignedApps`) unsigned apps are
 /// taken too, with a warning; an app whose signature does not hold never is.
-public struct AppRegistry: Sendable {
-    public let directory: URL
-    public let allowsUnsignedApps: Bool
+package struct AppRegistry: Sendable {
+    package let directory: URL
+    package let allowsUnsignedApps: Bool
 
-    public init(stateDirectory: URL, allowsUnsignedApps: Bool = false) {
+    package init(stateDirectory: URL, allowsUnsignedApps: Bool = false) {
         directory = stateDirectory.appendingPathComponent("apps", isDirectory: true)
         self.allowsUnsignedApps = allowsUnsignedApps
     }
 
     /// Every installed app, sorted by bundle identifier. A damaged app directory is skipped
     /// and reported in `problems`.
-    public func load() -> (apps: [InstalledApp], problems: [String]) {
+    package func load() -> (apps: [InstalledApp], problems: [String]) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         var apps: [InstalledApp] = []
         var problems: [String] = []
@@ -69,7 +69,7 @@ public struct AppRegistry: Sendable {
     /// failure leaves the previous install as it was. The warning says when an unsigned app
     /// was taken because of development mode.
     @discardableResult
-    public func install(from source: URL) throws(AppRegistryError) -> (app: InstalledApp, warning: String?) {
+    package func install(from source: URL) throws(AppRegistryError) -> (app: InstalledApp, warning: String?) {
         try Self.onlyFilesAndFolders(source, shown: source.path)
         let checked = try Self.read(source)
         let fileManager = FileManager.default
@@ -194,7 +194,7 @@ public struct AppRegistry: Sendable {
     }
 
     /// Removes an installed app. Throws when it is not installed.
-    public func remove(_ bundleIdentifier: String) throws(AppRegistryError) {
+    package func remove(_ bundleIdentifier: String) throws(AppRegistryError) {
         let target = directory.appendingPathComponent(bundleIdentifier, isDirectory: true)
         guard !bundleIdentifier.contains("/"), !bundleIdentifier.hasPrefix("."), FileManager.default.fileExists(atPath: target.path) else {
             throw AppRegistryError("no app '\(bundleIdentifier)' is installed; 'handoff apps' lists them")

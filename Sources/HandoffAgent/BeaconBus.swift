@@ -3,10 +3,10 @@ import Synchronization
 
 /// Carries sealed beacons between the devices of an in-memory network, as multicast would:
 /// every beacon posted reaches every other device on the bus, with the sender's address.
-public final class BeaconBus: Sendable {
+package final class BeaconBus: Sendable {
     private let listeners = Mutex<[UUID: @Sendable ([UInt8], String) -> Void]>([:])
 
-    public init() {}
+    package init() {}
 
     func subscribe(_ id: UUID, _ receive: @escaping @Sendable ([UInt8], String) -> Void) {
         listeners.withLock { $0[id] = receive }

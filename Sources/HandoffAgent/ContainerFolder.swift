@@ -4,18 +4,18 @@ import HandoffWire
 
 /// A folder kept the same on several devices by a sync tool (Syncthing, Nextcloud, …), named
 /// by an identifier that is the same on every device while the folder's path may differ.
-public struct ContainerFolder: Sendable, Hashable, CustomStringConvertible {
-    public var identifier: String
-    public var folder: URL
+package struct ContainerFolder: Sendable, Hashable, CustomStringConvertible {
+    package var identifier: String
+    package var folder: URL
 
-    public init(identifier: String, folder: URL) {
+    package init(identifier: String, folder: URL) {
         self.identifier = identifier
         self.folder = folder.standardizedFileURL
     }
 
     /// Reads `ID=PATH`: an identifier of letters, digits, '.', '-' and '_' (at most 64), and an
     /// absolute path to a folder that exists.
-    public init(parsing text: String) throws(ConfigurationError) {
+    package init(parsing text: String) throws(ConfigurationError) {
         guard let equals = text.firstIndex(of: "=") else {
             throw ConfigurationError("'\(text)' is not ID=PATH, e.g. documents=/home/me/Sync/Documents")
         }
@@ -36,7 +36,7 @@ public struct ContainerFolder: Sendable, Hashable, CustomStringConvertible {
 
     /// The path of `url` inside this container, relative and without `.` or `..`; nil when
     /// the file is not inside it.
-    public func relativePath(of url: URL) -> String? {
+    package func relativePath(of url: URL) -> String? {
         guard url.isFileURL else { return nil }
         let base = folder.path.hasSuffix("/") ? folder.path : folder.path + "/"
         // The folder's path is resolved; so is the file's, for a path through a link to it.
@@ -47,7 +47,7 @@ public struct ContainerFolder: Sendable, Hashable, CustomStringConvertible {
 
     /// The file at `relativePath` in this container on this device; nil when the path would
     /// lead out of the container (`..`, an absolute path), which a peer's bytes must never do.
-    public func file(at relativePath: String) -> URL? {
+    package func file(at relativePath: String) -> URL? {
         let components = relativePath.split(separator: "/", omittingEmptySubsequences: false)
         guard !relativePath.isEmpty, !relativePath.hasPrefix("/"), !relativePath.contains("\0"),
             !components.contains(where: { $0 == ".." || $0 == "." || $0.isEmpty })
@@ -59,5 +59,5 @@ public struct ContainerFolder: Sendable, Hashable, CustomStringConvertible {
         return file
     }
 
-    public var description: String { "\(identifier)=\(folder.path)" }
+    package var description: String { "\(identifier)=\(folder.path)" }
 }

@@ -2,18 +2,18 @@ import Foundation
 import HandoffWire
 
 /// A `_handoff._tcp` service another host publishes, resolved: where its link listens.
-public struct DNSSDService: Sendable, Hashable {
+package struct DNSSDService: Sendable, Hashable {
     /// The instance's label (`k3j9x0q2m7ab` in `k3j9x0q2m7ab._handoff._tcp.local.`).
-    public var instance: String
+    package var instance: String
     /// The interface it was found on.
-    public var interface: String
+    package var interface: String
     /// The host name its SRV record points to.
-    public var host: String
-    public var port: UInt16
+    package var host: String
+    package var port: UInt16
     /// Its host's addresses on that link; an IPv6 link-local one with its scope (`fe80::1%eth0`).
-    public var addresses: [String]
+    package var addresses: [String]
     /// Its TXT record's `key=value` strings, as they came.
-    public var txt: [String]
+    package var txt: [String]
 }
 
 /// The records heard for `_handoff._tcp` on one link, each kept for its TTL (RFC 6762, 10),

@@ -7,21 +7,21 @@ import X509
 /// A device's own identity in its account: a P-256 key made on the device, and a certificate
 /// for it that the other members pin. The private key never leaves `device.json`, which only
 /// the owner can read.
-public struct DeviceIdentity: Sendable {
-    public let id: UUID
-    public let name: String
-    public let privateKey: P256.Signing.PrivateKey
-    public let certificate: Certificate
+package struct DeviceIdentity: Sendable {
+    package let id: UUID
+    package let name: String
+    package let privateKey: P256.Signing.PrivateKey
+    package let certificate: Certificate
     /// What this device shows in handshakes instead of `certificate`, and the account keys its
     /// links prove membership with (`LinkCertificates`). Copies of an identity share it.
-    public let links: LinkCertificates
+    package let links: LinkCertificates
     /// SHA-256 of the certificate, in hex: what a member pins and a person can compare. Made
     /// once: every local client's `hello` is answered with it.
-    public let fingerprint: String
+    package let fingerprint: String
 
-    public static let fileName = "device.json"
+    package static let fileName = "device.json"
 
-    public init(id: UUID, name: String, privateKey: P256.Signing.PrivateKey, certificate: Certificate, links: LinkCertificates? = nil) {
+    package init(id: UUID, name: String, privateKey: P256.Signing.PrivateKey, certificate: Certificate, links: LinkCertificates? = nil) {
         self.id = id
         self.name = name
         self.privateKey = privateKey
@@ -33,7 +33,7 @@ public struct DeviceIdentity: Sendable {
     /// The same identity showing a certificate of its own in handshakes, the same for as long
     /// as it is used (the pairing listener's, pinned by the codes it hands out), and holding no
     /// account keys.
-    public func showingOwnCertificates() -> DeviceIdentity {
+    package func showingOwnCertificates() -> DeviceIdentity {
         DeviceIdentity(id: id, name: name, privateKey: privateKey, certificate: certificate, links: LinkCertificates(lifetime: .seconds(86_400 * 365)))
     }
 
@@ -42,18 +42,18 @@ public struct DeviceIdentity: Sendable {
     /// pins. TLS 1.3 sends a client's certificate only once the server's is accepted, so no one
     /// else is shown it; and the inviting device sees that the certificate in the request is
     /// the one whose key made the handshake.
-    public func showingLongTermCertificate() -> DeviceIdentity {
+    package func showingLongTermCertificate() -> DeviceIdentity {
         DeviceIdentity(id: id, name: name, privateKey: privateKey, certificate: certificate, links: LinkCertificates(showing: certificateDER, key: privateKey))
     }
 
     /// The same identity, its links sealing membership proofs with the account's retired keys
     /// too (`LinkCertificates.sealingWithRetiredKeys`).
-    public func sealingWithRetiredKeys() -> DeviceIdentity {
+    package func sealingWithRetiredKeys() -> DeviceIdentity {
         DeviceIdentity(id: id, name: name, privateKey: privateKey, certificate: certificate, links: links.sealingWithRetiredKeys())
     }
 
     /// Makes a new identity: a fresh key and a self-signed certificate naming the device.
-    public static func generate(id: UUID = UUID(), name: String, now: Date = Date(), validFor: TimeInterval = 10 * 365 * 86_400) throws -> DeviceIdentity {
+    package static func generate(id: UUID = UUID(), name: String, now: Date = Date(), validFor: TimeInterval = 10 * 365 * 86_400) throws -> DeviceIdentity {
         let key = P256.Signing.PrivateKey()
         let subject = try DistinguishedName {
             CommonName(name)
@@ -78,7 +78,7 @@ public struct DeviceIdentity: Sendable {
     }
 
     /// The certificate in DER, as members store and pin it.
-    public var certificateDER: [UInt8] { Self.der(certificate) }
+    package var certificateDER: [UInt8] { Self.der(certificate) }
 
     private static func der(_ certificate: Certificate) -> [UInt8] {
         var serializer = DER.Serializer()
@@ -90,7 +90,7 @@ public struct DeviceIdentity: Sendable {
         return serializer.serializedBytes
     }
 
-    public static func fingerprint(ofCertificate der: [UInt8]) -> String {
+    package static func fingerprint(ofCertificate der: [UInt8]) -> String {
         Hex.lowercase(SHA256.hash(data: der))
     }
 
@@ -104,7 +104,7 @@ public struct DeviceIdentity: Sendable {
     }
 
     /// Saves the identity, owner-only, atomically.
-    public func save(to store: StateStore) throws(StateError) {
+    package func save(to store: StateStore) throws(StateError) {
         let pem: String
         do {
             pem = try certificate.serializeAsPEM().pemString
@@ -115,7 +115,7 @@ public struct DeviceIdentity: Sendable {
     }
 
     /// Loads the identity, or nil if this device has none yet. A damaged file is named.
-    public static func load(from store: StateStore) throws(StateError) -> DeviceIdentity? {
+    package static func load(from store: StateStore) throws(StateError) -> DeviceIdentity? {
         guard let stored = try store.load(Stored.self, from: fileName) else { return nil }
         let path = store.url(fileName).path
         let key: P256.Signing.PrivateKey

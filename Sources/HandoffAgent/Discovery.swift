@@ -7,55 +7,55 @@ import NIOPosix
 import Synchronization
 
 /// Where and how often a device announces itself.
-public struct DiscoveryConfiguration: Sendable {
+package struct DiscoveryConfiguration: Sendable {
     /// The IPv4 multicast group (administratively scoped, so it stays on the local network).
-    public var group: String
+    package var group: String
     /// The IPv6 multicast group (link-local scope: it never leaves the link).
-    public var groupV6: String
-    public var port: Int
+    package var groupV6: String
+    package var port: Int
     /// The interfaces to announce and listen on, by name. There is no default: the agent
     /// chooses them, and tests name `lo`, so nothing ever floods a network by accident.
-    public var interfaces: [String]
+    package var interfaces: [String]
     /// Instead of `interfaces`: every interface that is up and multicast-capable, loopback
     /// excepted, as they come and go.
-    public var allMulticastInterfaces: Bool
+    package var allMulticastInterfaces: Bool
     /// How often interfaces are looked at again: one that comes up, changes its address or
     /// goes away is followed within this time, without a restart.
-    public var interfaceScan: Duration
+    package var interfaceScan: Duration
     /// Whether beacons go out over IPv4 and over IPv6: over the families the link listener
     /// takes, since other devices open links to the address a beacon came from.
-    public var ipv4: Bool
-    public var ipv6: Bool
+    package var ipv4: Bool
+    package var ipv6: Bool
     /// How often an unchanged announcement is repeated. A change is announced at once.
-    public var refreshInterval: Duration
+    package var refreshInterval: Duration
     /// How often a device with no current activity repeats its beacon: rarely, since there is
     /// nothing to offer, only presence.
-    public var idleRefreshInterval: Duration
+    package var idleRefreshInterval: Duration
     /// How long a device stays listed without a beacon from it.
-    public var expiry: Duration
+    package var expiry: Duration
     /// How far a beacon's time may be from this device's clock.
-    public var replayWindow: TimeInterval
+    package var replayWindow: TimeInterval
     /// Where this device takes beacons by unicast (from static peers), as `host` and `port`;
     /// nil for none.
-    public var unicastListen: (host: String, port: Int)?
+    package var unicastListen: (host: String, port: Int)?
     /// Sockets the caller already holds on `unicastListen` (`UnicastSockets.bind`), which
     /// discovery reads from and leaves open when it stops; empty: discovery opens its own.
-    public var unicastSockets: [any Channel] = []
+    package var unicastSockets: [any Channel] = []
     /// Devices that get this device's beacons by unicast, for networks without multicast and
     /// for VPNs: their `unicastListen` addresses.
-    public var staticPeers: [(host: String, port: Int)]
+    package var staticPeers: [(host: String, port: Int)]
     /// The mDNS port DNS-SD runs on (5353); nil for no DNS-SD.
-    public var serviceDiscoveryPort: Int?
+    package var serviceDiscoveryPort: Int?
     /// The longest time one set of DNS-SD names is used before new random ones replace it.
-    public var nameRotation: Duration
+    package var nameRotation: Duration
     /// Called each time the DNS-SD names are renewed: what else identifies the device to
     /// strangers (the certificate its handshakes show) is renewed with them.
-    public var namesRenewed: (@Sendable () -> Void)?
+    package var namesRenewed: (@Sendable () -> Void)?
     /// How many datagrams a second from one address are opened; the rest are dropped unread.
     /// A device sends about one a second, more when it answers newcomers.
-    public var beaconsPerSecondPerAddress = 200
+    package var beaconsPerSecondPerAddress = 200
 
-    public init(
+    package init(
         group: String = "239.255.71.68", groupV6: String = "ff02::4846", port: Int = 47_168, interfaces: [String],
         allMulticastInterfaces: Bool = false, interfaceScan: Duration = .seconds(2), ipv4: Bool = true, ipv6: Bool = true,
         refreshInterval: Duration = .seconds(18), idleRefreshInterval: Duration = .seconds(120), expiry: Duration = .seconds(45),
@@ -83,30 +83,30 @@ public struct DiscoveryConfiguration: Sendable {
 }
 
 /// A device of the account heard nearby.
-public struct NearbyDevice: Sendable, Hashable {
-    public var sender: UUID
+package struct NearbyDevice: Sendable, Hashable {
+    package var sender: UUID
     /// The address its beacon came from, where its link listens on `linkPort`.
-    public var address: String
-    public var linkPort: UInt16
-    public var activity: ActivityAnnouncement?
-    public var lastHeard: Date
+    package var address: String
+    package var linkPort: UInt16
+    package var activity: ActivityAnnouncement?
+    package var lastHeard: Date
     /// The account's revision as that device knows it.
-    public var accountRevision: UInt64 = 0
+    package var accountRevision: UInt64 = 0
     /// How often it says it repeats its beacon (nil: it did not say).
-    public var refreshSeconds: UInt16?
+    package var refreshSeconds: UInt16?
 }
 
 /// A device heard with a beacon key the account has retired: a member that missed a change
 /// while it was away (or a removed device, which the agent ignores).
-public struct StaleDevice: Sendable, Hashable {
-    public var sender: UUID
-    public var address: String
-    public var linkPort: UInt16
-    public var accountRevision: UInt64
+package struct StaleDevice: Sendable, Hashable {
+    package var sender: UUID
+    package var address: String
+    package var linkPort: UInt16
+    package var accountRevision: UInt64
 }
 
 /// What changed in the list of nearby devices.
-public enum DiscoveryEvent: Sendable, Hashable {
+package enum DiscoveryEvent: Sendable, Hashable {
     case heard(NearbyDevice)
     case gone(UUID)
     /// At most once every 10 seconds for each sender.
@@ -114,35 +114,35 @@ public enum DiscoveryEvent: Sendable, Hashable {
 }
 
 /// What discovery has received, for diagnosis (and for tests of the security promises).
-public struct DiscoveryStatistics: Sendable, Hashable {
-    public var datagrams = 0
+package struct DiscoveryStatistics: Sendable, Hashable {
+    package var datagrams = 0
     /// The same datagram again within two seconds: a beacon heard over IPv4 and IPv6, or on
     /// two interfaces of one network.
-    public var duplicates = 0
+    package var duplicates = 0
     /// Datagrams that did not open with the account's keys: another account, noise, forgeries.
-    public var unopened = 0
-    public var replayed = 0
-    public var outsideWindow = 0
-    public var accepted = 0
+    package var unopened = 0
+    package var replayed = 0
+    package var outsideWindow = 0
+    package var accepted = 0
 }
 
 /// An interface as discovery uses it now.
-public struct DiscoveryInterface: Sendable, Hashable {
-    public var name: String
+package struct DiscoveryInterface: Sendable, Hashable {
+    package var name: String
     /// Whether it exists and is up.
-    public var isUp: Bool
+    package var isUp: Bool
     /// The IPv4 address beacons go out from, if it has one.
-    public var ipv4: String?
+    package var ipv4: String?
     /// Whether beacons go out over IPv6 (to the link-local group) on it.
-    public var ipv6: Bool
+    package var ipv6: Bool
 }
 
 /// Why discovery could not start.
-public enum DiscoveryError: Error, Sendable, CustomStringConvertible {
+package enum DiscoveryError: Error, Sendable, CustomStringConvertible {
     case noSuchInterface(String)
     case notMulticast(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .noSuchInterface(let name):
             return "interface '\(name)' does not exist or has no IPv4 address; list them with 'ip -brief address'"
@@ -154,8 +154,8 @@ public enum DiscoveryError: Error, Sendable, CustomStringConvertible {
 
 /// Sealed activity beacons over UDP multicast: it announces this device's current activity
 /// on the chosen interfaces and keeps the list of the account's devices heard nearby.
-public actor Discovery {
-    public nonisolated let device: UUID
+package actor Discovery {
+    package nonisolated let device: UUID
     private let keys: [BeaconKey]
     private let retiredKeys: [BeaconKey]
     private var accountRevision: UInt64
@@ -166,7 +166,7 @@ public actor Discovery {
     private let logger: Logger
     /// Beacons refused (over an address's budget, not opening, replayed, out of the time
     /// window), to log a flood once.
-    public nonisolated let floodWatch: FloodWatch
+    package nonisolated let floodWatch: FloodWatch
     /// At most `beaconsPerSecondPerAddress` datagrams a second from one address are looked at;
     /// the rest are dropped before their seal costs anything.
     nonisolated let budget: SourceBudget
@@ -190,10 +190,10 @@ public actor Discovery {
     private var groupAddress: SocketAddress?
     private var groupAddressV6: SocketAddress?
     /// The interfaces in use, as last looked at.
-    public private(set) var interfaces: [DiscoveryInterface] = []
+    package private(set) var interfaces: [DiscoveryInterface] = []
     /// This device's own beacons heard back (multicast loops back to the sender's host), by
     /// the interface they came back on: proof that beacons leave and arrive there.
-    public private(set) var ownBeaconsHeard: [String: Int] = [:]
+    package private(set) var ownBeaconsHeard: [String: Int] = [:]
     /// Those waiting for this device's own beacons to come back (`awaitOwnBeacons`).
     private var ownBeaconWaiters: [CheckedContinuation<Void, Never>] = []
 
@@ -216,13 +216,13 @@ public actor Discovery {
     }
     /// Addresses whose beacons did not open with the account's keys, with how many and when
     /// last (at most 32 addresses): devices of another account, or noise.
-    public var unopenedFrom: [String: (count: Int, last: Date)] { strangers.from }
+    package var unopenedFrom: [String: (count: Int, last: Date)] { strangers.from }
     /// Where beacons that open with no key are counted (on the event loop, or here for the
     /// in-memory bus).
     private nonisolated let strangers = StrangerBeacons()
     /// How far each device's clock is from this one's (positive: it is behind), from its
     /// last beacon, opened whether or not its time was within the window.
-    public private(set) var clockOffsets: [UUID: TimeInterval] = [:]
+    package private(set) var clockOffsets: [UUID: TimeInterval] = [:]
     /// The beacons this device sent last, to know its own when they come back.
     private var sentBeacons: [[UInt8]] = []
     /// The last datagrams received, to tell a copy (another family or interface) from a replay.
@@ -260,7 +260,7 @@ public actor Discovery {
     /// When a device last said it wants IPv6, by the interface its beacon came on.
     private var wantsIPv6Heard: [UUID: [String: Date]] = [:]
     /// What beacons did, the ones dropped on arrival included.
-    public var statistics: DiscoveryStatistics {
+    package var statistics: DiscoveryStatistics {
         var counted = opened
         let unopened = strangers.count
         counted.unopened = unopened
@@ -276,7 +276,7 @@ public actor Discovery {
     ///   - retiredKeys: keys the account no longer uses: beacons they open are never listed,
     ///     only reported as `stale`, so that a member that missed a change can be told of it.
     ///   - accountRevision: the account's revision, carried in every beacon.
-    public init(
+    package init(
         device: UUID, keys: [BeaconKey], retiredKeys: [BeaconKey] = [], accountRevision: UInt64 = 0, linkPort: UInt16,
         configuration: DiscoveryConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger = Logger(label: "handoff.discovery"),
@@ -308,7 +308,7 @@ public actor Discovery {
 
     /// Joins the groups on the chosen interfaces and starts listening and refreshing.
     /// Interfaces that are not there (yet) are used once they appear.
-    public func start() async throws {
+    package func start() async throws {
         let group = try SocketAddress(ipAddress: configuration.group, port: configuration.port)
         groupAddress = group
         groupAddressV6 = configuration.ipv6 ? try? SocketAddress(ipAddress: configuration.groupV6, port: configuration.port) : nil
@@ -379,7 +379,7 @@ public actor Discovery {
     }
 
     /// Stops announcing and listening.
-    public func stop() async {
+    package func stop() async {
         stopped = true
         bus?.bus.unsubscribe(device)
         for task in tasks { task.cancel() }
@@ -400,28 +400,28 @@ public actor Discovery {
     }
 
     /// Sends a beacon now, with what is current (for `doctor`'s loop test).
-    public func announceNow() async {
+    package func announceNow() async {
         try? await send()
     }
 
     /// Announces a new current activity (or none) at once.
-    public func announce(_ activity: ActivityAnnouncement?) async throws {
+    package func announce(_ activity: ActivityAnnouncement?) async throws {
         current = activity
         try await send()
     }
 
     /// A new revision of the account, carried from the next beacon on.
-    public func setAccountRevision(_ revision: UInt64) {
+    package func setAccountRevision(_ revision: UInt64) {
         accountRevision = revision
     }
 
     /// The account's devices heard recently.
-    public var nearby: [NearbyDevice] {
+    package var nearby: [NearbyDevice] {
         devices.values.sorted { $0.sender.uuidString < $1.sender.uuidString }
     }
 
     /// Changes from now on, until discovery stops.
-    public func changes() -> AsyncStream<DiscoveryEvent> {
+    package func changes() -> AsyncStream<DiscoveryEvent> {
         let (stream, continuation) = AsyncStream<DiscoveryEvent>.makeStream()
         let id = UUID.random()
         subscribers[id] = continuation
@@ -435,7 +435,7 @@ public actor Discovery {
 
     /// Hands every change to `handler`, in order, until discovery stops (which ends the task
     /// doing it with the others it owns).
-    public func forward(to handler: @escaping @Sendable (DiscoveryEvent) async -> Void) {
+    package func forward(to handler: @escaping @Sendable (DiscoveryEvent) async -> Void) {
         let stream = changes()
         tasks.append(Task {
             for await change in stream { await handler(change) }
@@ -537,7 +537,7 @@ public actor Discovery {
     }
 
     /// The DNS-SD services found, the names in use, and what DNS-SD saw (nil: it does not run).
-    public var serviceDiscoveryState: (services: [DNSSDService], instance: String, announced: Bool, statistics: ServiceDiscoveryStatistics)? {
+    package var serviceDiscoveryState: (services: [DNSSDService], instance: String, announced: Bool, statistics: ServiceDiscoveryStatistics)? {
         get async {
             guard let serviceDiscovery else { return nil }
             return (await serviceDiscovery.services, await serviceDiscovery.currentNames.instance, await serviceDiscovery.isAnnounced, await serviceDiscovery.statistics)
@@ -879,12 +879,12 @@ public actor Discovery {
 
 /// The UDP sockets on a link listener's address and port, where static peers' (and VPNs')
 /// beacons arrive and this device's unicast beacons leave from.
-public enum UnicastSockets {
+package enum UnicastSockets {
     static let receiverName = "beacons"
 
     /// Binds them without a reader: for `0.0.0.0` or `::`, one for each family (IPv6 only
     /// where the host has it). No address reuse: a port another program holds is refused.
-    public static func bind(host: String, port: Int, eventLoopGroup: any EventLoopGroup) async throws -> [any Channel] {
+    package static func bind(host: String, port: Int, eventLoopGroup: any EventLoopGroup) async throws -> [any Channel] {
         func open(_ host: String, v6Only: Bool) async throws -> any Channel {
             var bootstrap = DatagramBootstrap(group: eventLoopGroup)
             if v6Only {

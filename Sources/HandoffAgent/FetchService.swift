@@ -6,12 +6,12 @@ import NIOSSL
 
 /// The origin's side of a fetch: it answers other devices' `fetch` messages on its link
 /// listener with what `save` returns.
-public final class FetchService: Sendable {
-    public let listener: LinkListener
+package final class FetchService: Sendable {
+    package let listener: LinkListener
 
     /// `save` asks the owning app to save the activity (within its deadline) and returns the
     /// record, or a failure with its code.
-    public init(
+    package init(
         device: UUID, identity: DeviceIdentity, pins: @escaping LinkPins, host: String = "127.0.0.1", port: Int = 0,
         save: @escaping @Sendable (UUID) async -> Result<FetchedActivity, ContinuationFailure>
     ) async throws {
@@ -41,7 +41,7 @@ public final class FetchService: Sendable {
         }
     }
 
-    public var port: Int { listener.port }
+    package var port: Int { listener.port }
 
-    public func close() async { await listener.close() }
+    package func close() async { await listener.close() }
 }

@@ -6,10 +6,10 @@ import Synchronization
 /// over a limit) and logs it once: a warning when refusals pass `threshold` in one second,
 /// nothing more while it lasts, and one line with the total once `quiet` passes without one.
 /// A flood must not cost a log line per packet.
-public final class FloodWatch: Sendable {
-    public let what: String
-    public let threshold: Int
-    public let quiet: Duration
+package final class FloodWatch: Sendable {
+    package let what: String
+    package let threshold: Int
+    package let quiet: Duration
     private let logger: Logger
 
     private struct State {
@@ -26,7 +26,7 @@ public final class FloodWatch: Sendable {
     private let state = Mutex(State())
 
     /// `what` names what is refused, in a sentence: "beacons", "link connections".
-    public init(what: String, threshold: Int = 100, quiet: Duration = .seconds(10), logger: Logger) {
+    package init(what: String, threshold: Int = 100, quiet: Duration = .seconds(10), logger: Logger) {
         self.what = what
         self.threshold = threshold
         self.quiet = quiet
@@ -34,13 +34,13 @@ public final class FloodWatch: Sendable {
     }
 
     /// How many floods began since the agent started.
-    public var floods: Int { state.withLock { $0.floods } }
+    package var floods: Int { state.withLock { $0.floods } }
 
     /// Whether a flood is under way now.
-    public var isFlooding: Bool { state.withLock { $0.flooding } }
+    package var isFlooding: Bool { state.withLock { $0.flooding } }
 
     /// One refusal, from `source` (an address), for `reason` ("did not open").
-    public func refused(from source: String, reason: String) {
+    package func refused(from source: String, reason: String) {
         let now = ContinuousClock.now
         let began: (count: Int, sources: [String])? = state.withLock { state in
             state.last = now
@@ -108,11 +108,11 @@ public final class FloodWatch: Sendable {
 /// quiet, nor put in the shared budget. So spoofed addresses, however many, cannot starve a
 /// member that beacons only every 18 seconds. At most `trustedCapacity` sources are trusted at
 /// once (the longest quiet is let go for a new one).
-public final class SourceBudget: Sendable {
-    public let perSecond: Int
-    public let capacity: Int
-    public let trustedCapacity: Int
-    public let trustPeriod: Duration
+package final class SourceBudget: Sendable {
+    package let perSecond: Int
+    package let capacity: Int
+    package let trustedCapacity: Int
+    package let trustPeriod: Duration
     private struct Spent {
         var sources: [String: (second: ContinuousClock.Instant, count: Int)] = [:]
         var pruned: ContinuousClock.Instant
@@ -124,7 +124,7 @@ public final class SourceBudget: Sendable {
     private let spent = Mutex(Spent(pruned: .now))
     private static let overflow = "*"
 
-    public init(perSecond: Int, capacity: Int = 1024, trustedCapacity: Int = 64, trustPeriod: Duration = .seconds(300)) {
+    package init(perSecond: Int, capacity: Int = 1024, trustedCapacity: Int = 64, trustPeriod: Duration = .seconds(300)) {
         precondition(perSecond > 0 && capacity > 0 && trustedCapacity > 0)
         self.perSecond = perSecond
         self.capacity = capacity
@@ -133,7 +133,7 @@ public final class SourceBudget: Sendable {
     }
 
     /// True when `source` may spend one more now.
-    public func spend(_ source: String, now: ContinuousClock.Instant = .now) -> Bool {
+    package func spend(_ source: String, now: ContinuousClock.Instant = .now) -> Bool {
         spent.withLock { spent in
             let allowed = Self.spend(source, now: now, &spent, perSecond: perSecond, capacity: capacity)
             if !allowed, !spent.watched.isEmpty, let count = spent.watched[source] { spent.watched[source] = count + 1 }
@@ -178,7 +178,7 @@ public final class SourceBudget: Sendable {
 
     /// `source` proved itself now (what it sent was authentic and fresh): it keeps a budget of
     /// its own for `trustPeriod` from now.
-    public func trust(_ source: String, now: ContinuousClock.Instant = .now) {
+    package func trust(_ source: String, now: ContinuousClock.Instant = .now) {
         spent.withLock { spent in
             if spent.trusted[source] == nil && spent.trusted.count >= trustedCapacity {
                 spent.trusted = spent.trusted.filter { $0.value.until > now }

@@ -14,16 +14,16 @@ import Glibc
 /// and zeroing were about a tenth of each agent's CPU). While it works the agent keeps up to
 /// 16 MiB of freed memory for reuse and serves allocations under 4 MiB from the heap; after
 /// `--idle-release` with nothing to do, `IdleMemory.release()` gives it all back.
-public enum AllocatorPolicy {
+package enum AllocatorPolicy {
     /// The largest allocation served from the heap, and how much free memory the heap's top
     /// may hold before it is given back.
-    public static let heapLimit = 4 << 20
-    public static let keptFree = 16 << 20
+    package static let heapLimit = 4 << 20
+    package static let keptFree = 16 << 20
 
     /// Sets glibc's thresholds for this process (`mallopt`, looked up at run time: Swift's
     /// Glibc module does not show it). Returns whether both were set.
     @discardableResult
-    public static func keepWorkingMemory() -> Bool {
+    package static func keepWorkingMemory() -> Bool {
         #if os(Linux)
         guard let symbol = dlsym(nil, "mallopt") else { return false }
         typealias Set = @convention(c) (Int32, Int32) -> Int32

@@ -7,8 +7,8 @@ import X509
 /// to the new one. It says where the inviting device waits (address and port of its pairing
 /// listener), how to recognise its certificate and a one-time secret. See
 /// `docs/wire-protocol.md`, Pairing.
-public struct Invitation: Sendable, Hashable {
-    public enum Kind: UInt8, Sendable {
+package struct Invitation: Sendable, Hashable {
+    package enum Kind: UInt8, Sendable {
         /// Typed by a person; the join waits for confirmation on the inviting device, and both
         /// screens show a verification number to compare.
         case interactive = 1
@@ -28,16 +28,16 @@ public struct Invitation: Sendable, Hashable {
 
     /// The pairing listener's port when the link port is the default (47170 plus one): a code
     /// for it leaves the port out.
-    public static let defaultPort = 47_171
+    package static let defaultPort = 47_171
 
-    public var kind: Kind
+    package var kind: Kind
     var layout: Layout
-    public var host: String
-    public var port: Int
+    package var host: String
+    package var port: Int
     /// What the code holds to recognise the inviting device's certificate: the first bytes of
     /// its fingerprint (SHA-256), or, in an interactive code, a tag of it keyed by the secret.
-    public var fingerprint: [UInt8]
-    public var secret: [UInt8]
+    package var fingerprint: [UInt8]
+    package var secret: [UInt8]
 
     /// Bytes of the pin and the secret in each layout.
     static func sizes(_ layout: Layout, _ kind: Kind) -> (fingerprint: Int, secret: Int) {
@@ -53,7 +53,7 @@ public struct Invitation: Sendable, Hashable {
     static let keyedTag: UInt8 = 0x30
 
     /// Makes an invitation with a fresh secret; an interactive one is of the short, keyed layout.
-    public static func make(_ kind: Kind, host: String, port: Int, fingerprint hex: String) -> Invitation {
+    package static func make(_ kind: Kind, host: String, port: Int, fingerprint hex: String) -> Invitation {
         let layout: Layout = kind == .interactive ? .keyed : .prefix
         let sizes = sizes(layout, kind)
         let secret = SystemRandom.bytes(sizes.secret)
@@ -68,7 +68,7 @@ public struct Invitation: Sendable, Hashable {
     }
 
     /// The code: Crockford base32 of the fields and a checksum, in groups of four.
-    public var code: String {
+    package var code: String {
         var bytes: [UInt8]
         let address: [UInt8]
         let form: UInt8
@@ -111,7 +111,7 @@ public struct Invitation: Sendable, Hashable {
     }
 
     /// Reads a code, forgiving case, spaces and dashes; a typo is told apart from a wrong code.
-    public init(parsing code: String) throws(PairingError) {
+    package init(parsing code: String) throws(PairingError) {
         guard let decoded = Base32.decode(code.filter { $0 != "-" && !$0.isWhitespace }), decoded.count > 4 else {
             throw PairingError("'\(code)' is not an invitation code; copy it again from 'handoff device invite'")
         }
@@ -174,7 +174,7 @@ public struct Invitation: Sendable, Hashable {
     }
 
     /// Whether a certificate fingerprint (hex) is the inviting device's.
-    public func matches(fingerprint hex: String) -> Bool {
+    package func matches(fingerprint hex: String) -> Bool {
         let full = Self.bytes(fromHex: hex)
         let expected = layout == .keyed ? Self.tag(of: full, secret: secret) : Array(full.prefix(fingerprint.count))
         guard full.count == 32, expected.count == fingerprint.count else { return false }
@@ -184,17 +184,17 @@ public struct Invitation: Sendable, Hashable {
 
     /// What the joining device sends to show it holds the secret, bound to its certificate and
     /// name, so that neither can be swapped on the way.
-    public func proof(certificate: [UInt8], name: String) -> [UInt8] {
+    package func proof(certificate: [UInt8], name: String) -> [UInt8] {
         Array(HMAC<SHA256>.authenticationCode(for: Self.context("join", certificate: certificate, name: name), using: SymmetricKey(data: secret)))
     }
 
     /// Checks a proof in constant time.
-    public func isValid(proof: [UInt8], certificate: [UInt8], name: String) -> Bool {
+    package func isValid(proof: [UInt8], certificate: [UInt8], name: String) -> Bool {
         HMAC<SHA256>.isValidAuthenticationCode(proof, authenticating: Self.context("join", certificate: certificate, name: name), using: SymmetricKey(data: secret))
     }
 
     /// The six digits both screens show for an interactive join, as "123 456".
-    public func verificationNumber(certificate: [UInt8]) -> String {
+    package func verificationNumber(certificate: [UInt8]) -> String {
         let code = HMAC<SHA256>.authenticationCode(for: Self.context("verify", certificate: certificate, name: ""), using: SymmetricKey(data: secret))
         let value = Array(code).prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 1_000_000
         let digits = String(format: "%06u", value)
@@ -225,7 +225,7 @@ public struct Invitation: Sendable, Hashable {
 }
 
 /// A change to the account, signed by the member that made it (`SignedChange` as it travels).
-public typealias SignedAccount = SignedChange
+package typealias SignedAccount = SignedChange
 
 extension SignedChange {
     static let encoder: JSONEncoder = {
@@ -242,7 +242,7 @@ extension SignedChange {
     }()
 
     /// Signs `account` as `identity`.
-    public init(_ account: AccountState, by identity: DeviceIdentity) throws(PairingError) {
+    package init(_ account: AccountState, by identity: DeviceIdentity) throws(PairingError) {
         let state: [UInt8]
         let signature: [UInt8]
         do {
@@ -255,13 +255,13 @@ extension SignedChange {
     }
 
     /// The account this change makes, unchecked.
-    public func account() throws(PairingError) -> AccountState {
+    package func account() throws(PairingError) -> AccountState {
         try Self.decode(state)
     }
 
     /// The account, if the signature is by a member of `current` and the change is newer and
     /// for the same account.
-    public func verified(against current: AccountState) throws(PairingError) -> AccountState {
+    package func verified(against current: AccountState) throws(PairingError) -> AccountState {
         guard let member = current.members.first(where: { $0.id == signer }), let der = member.certificate else {
             throw PairingError("the change is signed by a device that is not a member of '\(current.name)'")
         }

@@ -21,11 +21,11 @@ import X509
 /// holds a member's long-term key (`LinkProof`), sealed with the account's keys, which this
 /// object also holds; the side that connected proves first, so a stranger never sees the
 /// answering device's proof.
-public final class LinkCertificates: Sendable {
+package final class LinkCertificates: Sendable {
     /// What a handshake shows: the certificate (DER) and its key.
-    public struct Shown: Sendable {
-        public let certificateDER: [UInt8]
-        public let privateKey: P256.Signing.PrivateKey
+    package struct Shown: Sendable {
+        package let certificateDER: [UInt8]
+        package let privateKey: P256.Signing.PrivateKey
         let made: ContinuousClock.Instant
         /// The certificate and key as TLS takes them, parsed once for every handshake of the
         /// period (each link makes a TLS context of its own from them).
@@ -62,7 +62,7 @@ public final class LinkCertificates: Sendable {
     private let keys = Mutex<(current: [SymmetricKey], retired: [SymmetricKey])>(([], []))
 
     /// How long one shown certificate is used at most.
-    public var lifetime: Duration {
+    package var lifetime: Duration {
         get { lifetimeStorage.withLock { $0 } }
         set { lifetimeStorage.withLock { $0 = newValue } }
     }
@@ -79,7 +79,7 @@ public final class LinkCertificates: Sendable {
     }
 
     /// The certificate to show now, made anew when the last one is older than `lifetime`.
-    public func current(now: ContinuousClock.Instant = .now) -> Shown {
+    package func current(now: ContinuousClock.Instant = .now) -> Shown {
         if let fixed { return fixed }
         let lifetime = self.lifetime
         return shown.withLock { shown in
@@ -91,26 +91,26 @@ public final class LinkCertificates: Sendable {
     }
 
     /// Shows a new certificate from the next handshake on (the DNS-SD names were renewed).
-    public func renew() {
+    package func renew() {
         shown.withLock { $0 = nil }
     }
 
     /// The account keys membership proofs are sealed with: the account's current beacon keys.
     /// No keys, no account: every link that proves membership is refused.
-    public var accountKeys: [SymmetricKey] {
+    package var accountKeys: [SymmetricKey] {
         get { keys.withLock { $0.current } }
         set { keys.withLock { $0.current = newValue } }
     }
 
     /// Keys that only open proofs: the account's retired beacon keys, all that a member that
     /// was away (or a device removed while away) still seals with.
-    public var retiredKeys: [SymmetricKey] {
+    package var retiredKeys: [SymmetricKey] {
         get { keys.withLock { $0.retired } }
         set { keys.withLock { $0.retired = newValue } }
     }
 
     /// Uses the raw keys (32 bytes each; others are skipped) as the account's.
-    public func useAccountKeys(_ current: [[UInt8]], retired: [[UInt8]] = []) {
+    package func useAccountKeys(_ current: [[UInt8]], retired: [[UInt8]] = []) {
         let keys = { (raw: [[UInt8]]) in raw.filter { $0.count == 32 }.map { SymmetricKey(data: $0) } }
         self.keys.withLock { $0 = (keys(current), keys(retired)) }
     }

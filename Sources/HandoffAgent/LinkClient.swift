@@ -10,11 +10,11 @@ import Synchronization
 /// One exchange with another device: connect, TLS handshake, the membership proof (between
 /// members), one request frame, its answer, close. (Keeping one link per peer open for reuse comes with
 /// the continuation protocol.)
-public enum LinkClient {
+package enum LinkClient {
     /// Sends `frame` to the device at `host:port` and returns its answer. Throws if the TLS
     /// handshake or the membership proof fails (the peer is not a pinned member, or it does not
     /// pin this device), if the link closes first, or if the connection cannot be made.
-    public static func exchange(
+    package static func exchange(
         _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Frame {
@@ -22,7 +22,7 @@ public enum LinkClient {
     }
 
     /// As `exchange(_:host:port:identity:pins:)`, accepting the peer `trust` approves.
-    public static func exchange(
+    package static func exchange(
         _ frame: Frame, host: String, port: Int, identity: DeviceIdentity, trust: LinkTrust,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> Frame {
@@ -32,7 +32,7 @@ public enum LinkClient {
     }
 
     /// Sends `frames` in order on one link and returns the peer's answers, one per frame.
-    public static func converse(
+    package static func converse(
         _ frames: [Frame], host: String, port: Int, identity: DeviceIdentity, trust: LinkTrust,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> [Frame] {
@@ -49,7 +49,7 @@ public enum LinkClient {
 
     /// Sends `first` on one link, then whatever `next` makes of each answer, waiting for each
     /// answer before the next frame, until `next` makes nothing; returns the answers.
-    public static func converse(
+    package static func converse(
         _ first: Frame, host: String, port: Int, identity: DeviceIdentity, trust: LinkTrust,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         next: @escaping @Sendable (Frame) -> Frame?

@@ -8,7 +8,7 @@ import X509
 import Synchronization
 
 /// Listens for links from the account's other devices and answers each request frame.
-public final class LinkListener: Sendable {
+package final class LinkListener: Sendable {
     /// The connections accepted and still open, each served by its `LinkServeHandler` from its
     /// event loop: kept from the moment a connection is set up, so that closing the listener
     /// closes every one, even one accepted as it closed.
@@ -40,16 +40,16 @@ public final class LinkListener: Sendable {
     private let serving: Task<Void, Never>
     private let open: Open
     /// Connections refused (over the limits, or silent past the deadline), to log a flood once.
-    public let floodWatch: FloodWatch
+    package let floodWatch: FloodWatch
     /// The connections open, and those before their first frame by address.
     let connections: ConnectionGuard.Count
 
     /// The port it listens on (useful when it was asked for port 0).
-    public let port: Int
+    package let port: Int
 
     /// Starts listening for members of the account `pins` names. `answer` is called for every
     /// frame a peer sends; what it returns is sent back.
-    public convenience init(
+    package convenience init(
         identity: DeviceIdentity, pins: @escaping LinkPins, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         handshakeDeadline: TimeAmount = .seconds(10),
@@ -74,7 +74,7 @@ public final class LinkListener: Sendable {
     ///
     /// `handshakeDeadline` is how long a connection may take to complete TLS, prove membership
     /// and send its first frame (10 s; tests on a loaded machine give more).
-    public init(
+    package init(
         identity: DeviceIdentity, trust: LinkTrust, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "handoff.link"), greeting: Frame? = nil, handshakeDeadline: TimeAmount = .seconds(10),
@@ -123,7 +123,7 @@ public final class LinkListener: Sendable {
     }
 
     /// Stops listening and closes every link.
-    public func close() async {
+    package func close() async {
         serving.cancel()
         try? await server.channel.close()
         open.closeAll()

@@ -9,18 +9,18 @@ import Synchronization
 
 /// The device at the other end of a link, as its membership proof (or, on a pairing link, its
 /// shown certificate) says.
-public struct LinkPeer: Sendable, Hashable {
+package struct LinkPeer: Sendable, Hashable {
     /// SHA-256 of its long-term certificate, as `DeviceIdentity.fingerprint` (on a pairing
     /// link, of the certificate it showed).
-    public var fingerprint: String
+    package var fingerprint: String
     /// Its long-term certificate, DER (on a pairing link, the one it showed).
-    public var certificate: [UInt8]
+    package var certificate: [UInt8]
     /// The certificate it showed in the handshake, DER.
-    public var presented: [UInt8]
+    package var presented: [UInt8]
     /// The address it connected from, where known.
-    public var address: String?
+    package var address: String?
 
-    public init(fingerprint: String, certificate: [UInt8], presented: [UInt8]? = nil, address: String? = nil) {
+    package init(fingerprint: String, certificate: [UInt8], presented: [UInt8]? = nil, address: String? = nil) {
         self.fingerprint = fingerprint
         self.certificate = certificate
         self.presented = presented ?? certificate

@@ -10,4 +10,4 @@ import Synchronization
 /// The fingerprints (`DeviceIdentity.fingerprint`) of the account's current members' long-term
 /// certificates: the only members a link accepts. Read at every membership proof and before
 /// every frame, so a removed member is refused at once.
-public typealias LinkPins = @Sendable () -> Set<String>
+package typealias LinkPins = @Sendable () -> Set<String>

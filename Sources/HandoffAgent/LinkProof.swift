@@ -7,7 +7,7 @@ import NIOTLS
 import X509
 
 /// How a link decides who is at the other end.
-public enum LinkTrust: Sendable {
+package enum LinkTrust: Sendable {
     /// The account's members, by the fingerprints of their long-term certificates that
     /// `accepts` approves (asked again before each frame). The certificates shown in the TLS
     /// handshake name no one; each side proves inside the link that it holds a member's

@@ -8,11 +8,11 @@ import Synchronization
 /// `LinkStreamStateMachine` makes every decision; this class runs what it returns: frames to
 /// the link, events to the reader, a waiting writer woken. See `docs/wire-protocol.md`,
 /// Continuation streams.
-public final class LinkStream: Sendable {
-    public let id: UInt64
+package final class LinkStream: Sendable {
+    package let id: UInt64
     /// What the other side sends. Buffers at most one window of data: the other side may not
     /// send more than it was granted.
-    public let events: AsyncStream<LinkStreamEvent>
+    package let events: AsyncStream<LinkStreamEvent>
     private let sink: AsyncStream<LinkStreamEvent>.Continuation
     private let send: @Sendable (LinkMessage) -> Void
     private let state: Mutex<Driven>
@@ -33,10 +33,10 @@ public final class LinkStream: Sendable {
     }
 
     /// Why the stream failed, if it did.
-    public var failure: String? { state.withLock { $0.machine.failure } }
+    package var failure: String? { state.withLock { $0.machine.failure } }
 
     /// Whether the stream is over both ways (or failed).
-    public var isFinished: Bool { state.withLock { $0.machine.isFinished } }
+    package var isFinished: Bool { state.withLock { $0.machine.isFinished } }
 
     /// Whether a writer waits for credit now.
     var hasWaitingWriter: Bool { state.withLock { $0.writer != nil } }
@@ -64,7 +64,7 @@ public final class LinkStream: Sendable {
 
     /// Sends `bytes`, waiting for credit as the other side consumes. Throws once the stream
     /// failed, the other side stopped reading, or this side ended it.
-    public func write(_ bytes: [UInt8]) async throws(LinkStreamFailure) {
+    package func write(_ bytes: [UInt8]) async throws(LinkStreamFailure) {
         var offset = 0
         while offset < bytes.count {
             let allowed = await takeCredit(upTo: min(bytes.count - offset, LinkMessage.maximumStreamChunk))
@@ -97,12 +97,12 @@ public final class LinkStream: Sendable {
     }
 
     /// This side writes no more: the other side's input ends once it has read what came before.
-    public func finish() {
+    package func finish() {
         run { $0.finish() }
     }
 
     /// This side reads no more: the other side's writes fail from now on.
-    public func stopReading() {
+    package func stopReading() {
         run { $0.stopReading() }
     }
 
@@ -110,20 +110,20 @@ public final class LinkStream: Sendable {
 
     /// `count` bytes of data events were consumed: the other side may send that many more.
     /// Credit goes back in steps of a quarter window, not after every chunk.
-    public func consumed(_ count: Int) {
+    package func consumed(_ count: Int) {
         run { $0.consumed(count) }
     }
 
     // MARK: Ending
 
     /// Ends the stream both ways with `reason`, telling the other side.
-    public func reset(_ reason: String) {
+    package func reset(_ reason: String) {
         run { $0.reset(reason) }
     }
 
     /// This side is done with the stream. A stream not finished both ways is reset, so the
     /// other side never waits for bytes or credit that will not come.
-    public func close() {
+    package func close() {
         run { $0.close() }
     }
 

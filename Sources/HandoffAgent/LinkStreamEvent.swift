@@ -3,7 +3,7 @@ import HandoffWire
 import Synchronization
 
 /// What reaches one end of a continuation stream from the other device, in order.
-public enum LinkStreamEvent: Sendable, Hashable {
+package enum LinkStreamEvent: Sendable, Hashable {
     /// Bytes the other side wrote. Tell the stream when they are consumed (`consumed`), which
     /// lets the other side send more.
     case data([UInt8])

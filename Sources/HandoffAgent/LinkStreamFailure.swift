@@ -3,7 +3,7 @@ import HandoffWire
 import Synchronization
 
 /// Why writing to a continuation stream failed.
-public struct LinkStreamFailure: Error, Sendable, Hashable, CustomStringConvertible {
-    public var message: String
-    public var description: String { message }
+package struct LinkStreamFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    package var message: String
+    package var description: String { message }
 }

@@ -4,16 +4,16 @@ import Synchronization
 
 /// The continuation streams of one link: it numbers the streams this side opens, routes the
 /// other side's stream frames to their streams, and fails every stream when the link drops.
-public final class LinkStreamMux: Sendable {
+package final class LinkStreamMux: Sendable {
     /// What a side does with a stream the other side opens: accept it (calling
     /// `LinkStream.accept` on the stream it is given, then using it) and return nil, or return
     /// why not.
-    public typealias Acceptor = @Sendable (_ activityID: UUID, _ stream: LinkStream) async -> ContinuationFailure?
+    package typealias Acceptor = @Sendable (_ activityID: UUID, _ stream: LinkStream) async -> ContinuationFailure?
 
     /// How many bytes each side lets the other send ahead of its reading.
-    public static let defaultWindow: UInt32 = 1 << 20
+    package static let defaultWindow: UInt32 = 1 << 20
     /// How many streams may be open on one link at once.
-    public static let maximumStreams = 64
+    package static let maximumStreams = 64
 
     private let send: @Sendable (LinkMessage) -> Void
     private let window: UInt32
@@ -40,19 +40,19 @@ public final class LinkStreamMux: Sendable {
 
     /// - Parameter acceptor: how streams the other side opens are taken; nil refuses them all
     ///   (the side that opened the link opens streams, the other accepts).
-    public init(window: UInt32 = LinkStreamMux.defaultWindow, acceptor: Acceptor? = nil, send: @escaping @Sendable (LinkMessage) -> Void) {
+    package init(window: UInt32 = LinkStreamMux.defaultWindow, acceptor: Acceptor? = nil, send: @escaping @Sendable (LinkMessage) -> Void) {
         self.window = window
         self.acceptor = acceptor
         self.send = send
     }
 
     /// How many streams are open now.
-    public var openStreams: Int { state.withLock { $0.streams.count } }
+    package var openStreams: Int { state.withLock { $0.streams.count } }
 
     /// Opens a stream to the app whose activity is `activityID` on the other device. Exactly one
     /// outcome: the stream, the other side's refusal, 4609 when the link has ended or ends
     /// first, 4610 when no answer comes within `deadline`.
-    public func open(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
+    package func open(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
         let opened: Result<LinkStream, ContinuationFailure> = await withCheckedContinuation { continuation in
             let made = state.withLock { state -> Result<LinkStream, ContinuationFailure> in
                 if let ended = state.ended {
@@ -97,7 +97,7 @@ public final class LinkStreamMux: Sendable {
     }
 
     /// A stream frame from the other side, handled in the order frames arrive.
-    public func received(_ message: LinkMessage) {
+    package func received(_ message: LinkMessage) {
         switch message {
         case .streamOpen(let id, let activityID, let peerWindow):
             let stream = state.withLock { state -> LinkStream? in
@@ -144,7 +144,7 @@ public final class LinkStreamMux: Sendable {
     }
 
     /// The link ended: every stream fails, and every open waiting for an answer gets 4609.
-    public func linkEnded(_ reason: String) {
+    package func linkEnded(_ reason: String) {
         let (streams, opening) = state.withLock { state in
             if state.ended == nil { state.ended = reason }
             defer { state.opening = [:] }
@@ -159,7 +159,7 @@ public final class LinkStreamMux: Sendable {
 
 extension LinkStream {
     /// Accepts a stream the other side opened: call before using it.
-    public func accept() {
+    package func accept() {
         sendAccepted()
     }
 }

@@ -12,14 +12,14 @@ import Glibc
 /// One client of the local socket, as the agent sees it: the process behind it (from the
 /// socket's peer credentials, which the kernel fills in and the client cannot forge) and a
 /// way to send it messages.
-public final class LocalPeer: Sendable {
-    public let pid: Int32
-    public let uid: UInt32
+package final class LocalPeer: Sendable {
+    package let pid: Int32
+    package let uid: UInt32
     /// The executable the process ran when it proved it holds the connection (`LocalHandshake`);
     /// nil when unreadable, or for a connection that did not say hello.
-    public let executable: URL?
+    package let executable: URL?
     /// Why the process is not taken for the app its executable is, if it is not.
-    public let notAnApp: String?
+    package let notAnApp: String?
     private let writer: FrameWriter?
     /// For a client in the agent's process: messages are handed to it at once, in order.
     private let deliver: (@Sendable (LocalMessage) -> Void)?
@@ -28,7 +28,7 @@ public final class LocalPeer: Sendable {
 
     /// A client in the agent's own process (no socket): it is taken to be the installed app
     /// it names in `hello`, as there is no other executable to check.
-    public let isInProcess: Bool
+    package let isInProcess: Bool
 
     init(
         pid: Int32, uid: UInt32, executable: URL?, notAnApp: String? = nil, writer: FrameWriter, inProcess: Bool = false
@@ -58,7 +58,7 @@ public final class LocalPeer: Sendable {
 
     /// Sends a message to the client, in order. A client that leaves `LocalAPIServer.unreadLimit`
     /// bytes unread is disconnected (`FrameWriter`) rather than let the agent's memory grow.
-    public func send(_ message: LocalMessage) {
+    package func send(_ message: LocalMessage) {
         if let deliver {
             deliver(message)
             return
@@ -67,7 +67,7 @@ public final class LocalPeer: Sendable {
     }
 
     /// Ends the connection once what was sent has been written.
-    public func close() {
+    package func close() {
         writer?.finish()
         if deliver != nil { hangUp() }
     }
@@ -83,14 +83,14 @@ struct PeerCredentials: Sendable {
 }
 
 /// Why the local socket could not be opened.
-public struct LocalAPIServerError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public var description: String { message }
+package struct LocalAPIServerError: Error, Sendable, CustomStringConvertible {
+    package var message: String
+    package var description: String { message }
 }
 
 /// The agent's end of the local socket: a Unix stream socket, owner-only, carrying frames of
 /// JSON messages (`docs/local-api.md`).
-public final class LocalAPIServer: Sendable {
+package final class LocalAPIServer: Sendable {
     /// How many bytes sent to a client may wait for it to read them before it is cut off: a
     /// few times the largest message, and tens of thousands of small answers.
     static let unreadLimit = 4 << 20
@@ -100,20 +100,20 @@ public final class LocalAPIServer: Sendable {
     /// How long a frame a client has begun may take to arrive in full.
     static let partialFrameDeadline: TimeAmount = .seconds(10)
 
-    public let path: String
+    package let path: String
     private let acceptor: LocalAcceptor
     private let serving: Task<Void, Never>
 
     /// Serves a connection that carries continuation streams: its first message (`request`,
     /// `call`), the frames that follow, and where to write. It answers the first message itself.
-    public typealias StreamServe = @Sendable (
+    package typealias StreamServe = @Sendable (
         _ client: LocalStreamClient, _ inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator, _ outbound: NIOAsyncChannelOutboundWriter<Frame>
     ) async -> Void
 
     /// Opens the socket at `path` (making its directory, owner-only) and calls `serve` for each
     /// client with its messages; the connection closes when `serve` returns. Refuses to start
     /// when another agent answers on the path; a stale socket file is replaced.
-    public init(
+    package init(
         path: String, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
         serveStream: StreamServe? = nil,
         serve: @escaping @Sendable (LocalPeer, LocalMessages) async -> Void
@@ -254,7 +254,7 @@ public final class LocalAPIServer: Sendable {
     }
 
     /// Stops listening, closes every client and removes the socket file.
-    public func close() async {
+    package func close() async {
         await acceptor.close()
         serving.cancel()
     }
@@ -262,12 +262,12 @@ public final class LocalAPIServer: Sendable {
 
 /// A client of an agent in the same process, with no socket between them: the same
 /// `LocalMessage`s, handed over directly. For running apps and agents in one test process.
-public final class InProcessClient: Sendable {
+package final class InProcessClient: Sendable {
     private let inbox: AsyncStream<Result<LocalMessage, LocalError>>.Continuation
     private let closed: LockedValue<Bool>
 
     /// Whether the session has ended.
-    public var isClosed: Bool { closed.value }
+    package var isClosed: Bool { closed.value }
 
     init(inbox: AsyncStream<Result<LocalMessage, LocalError>>.Continuation, closed: LockedValue<Bool>) {
         self.inbox = inbox
@@ -275,12 +275,12 @@ public final class InProcessClient: Sendable {
     }
 
     /// Sends a message to the agent, in order.
-    public func send(_ message: LocalMessage) {
+    package func send(_ message: LocalMessage) {
         inbox.yield(.success(message))
     }
 
     /// Ends the session, as closing a socket would.
-    public func close() {
+    package func close() {
         closed.value = true
         inbox.finish()
     }
@@ -288,19 +288,19 @@ public final class InProcessClient: Sendable {
 
 /// A connection of the local socket that carries continuation streams, as the agent sees it
 /// before answering: who connected (the socket's peer credentials) and what it asks.
-public struct LocalStreamClient: Sendable {
-    public let pid: Int32
+package struct LocalStreamClient: Sendable {
+    package let pid: Int32
     /// The number of the first message, which the reply carries.
-    public let request: UInt64
+    package let request: UInt64
     /// `openStream` or `acceptStream`.
-    public let call: LocalCall
+    package let call: LocalCall
     /// Closes the connection.
-    public let close: @Sendable () -> Void
+    package let close: @Sendable () -> Void
 }
 
 extension LocalCall {
     /// Whether this is the first message of a stream connection.
-    public var opensStream: Bool {
+    package var opensStream: Bool {
         switch self {
         case .openStream, .acceptStream: return true
         default: return false

@@ -38,8 +38,8 @@ final class LocalMessageDecoder: ChannelInboundHandler {
 /// One local client's messages as the agent serves them, in order: from its connection (the
 /// first, read during the handshake, then what the connection's async channel reads), or from
 /// a client in the agent's own process. A connection that fails ends them.
-public struct LocalMessages: AsyncSequence, Sendable {
-    public typealias Element = Result<LocalMessage, LocalError>
+package struct LocalMessages: AsyncSequence, Sendable {
+    package typealias Element = Result<LocalMessage, LocalError>
 
     private enum Source: Sendable {
         case stream(AsyncStream<Element>)
@@ -61,19 +61,19 @@ public struct LocalMessages: AsyncSequence, Sendable {
         source = .connection(inbound)
     }
 
-    public func makeAsyncIterator() -> AsyncIterator {
+    package func makeAsyncIterator() -> AsyncIterator {
         switch source {
         case .stream(let stream): AsyncIterator(first: first, stream: stream.makeAsyncIterator(), inbound: nil)
         case .connection(let inbound): AsyncIterator(first: first, stream: nil, inbound: inbound.makeAsyncIterator())
         }
     }
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    package struct AsyncIterator: AsyncIteratorProtocol {
         fileprivate var first: Element?
         fileprivate var stream: AsyncStream<Element>.AsyncIterator?
         fileprivate var inbound: NIOAsyncChannelInboundStream<Element>.AsyncIterator?
 
-        public mutating func next() async -> Element? {
+        package mutating func next() async -> Element? {
             if let message = first {
                 first = nil
                 return message

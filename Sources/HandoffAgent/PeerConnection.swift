@@ -9,11 +9,11 @@ import Synchronization
 /// A link to another device of the account, kept open and shared by every request to that
 /// device: TLS 1.3, the membership proof each way (`LinkProof`), then `hello` each way, then any number of
 /// requests at once, matched to their answers by number.
-public final class PeerConnection: Sendable {
-    public let host: String
-    public let port: Int
+package final class PeerConnection: Sendable {
+    package let host: String
+    package let port: Int
     /// The device that answered `hello`.
-    public let device: UUID
+    package let device: UUID
     /// The link's decisions (`LinkStateMachine`), and the timers they set.
     private let driver: LinkDriver
     /// Frames go straight to the channel from whichever thread sends them, in order.
@@ -65,7 +65,7 @@ public final class PeerConnection: Sendable {
     }
 
     /// Whether the link is still up.
-    public var isOpen: Bool { driver.isOpen }
+    package var isOpen: Bool { driver.isOpen }
 
     /// Opens a link and exchanges `hello`. Every failure is 4609: the peer cannot be reached,
     /// refused the handshake or the membership proof (it does not pin this device, or this
@@ -75,7 +75,7 @@ public final class PeerConnection: Sendable {
     /// With `idle`, the link closes once nothing went over it for that long and nothing waits
     /// on it: an idle link then sends nothing at all (not even TCP keepalives), and the next
     /// request opens another.
-    public static func open(
+    package static func open(
         host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5), idle: Duration? = nil,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws(ContinuationFailure) -> PeerConnection {
@@ -160,7 +160,7 @@ public final class PeerConnection: Sendable {
 
     /// Fetches activity `activityID`. Exactly one outcome: the record, the origin's own
     /// failure (its code passed through), or 4608 when the link ends or the deadline passes.
-    public func fetch(_ activityID: UUID, deadline: Duration) async -> Result<FetchedActivity, ContinuationFailure> {
+    package func fetch(_ activityID: UUID, deadline: Duration) async -> Result<FetchedActivity, ContinuationFailure> {
         await withCheckedContinuation { continuation in
             fetch(activityID, deadline: deadline) { continuation.resume(returning: $0) }
         }
@@ -168,7 +168,7 @@ public final class PeerConnection: Sendable {
 
     /// Fetches activity `activityID`, the request already on its way to the event loop when
     /// this returns; `done` gets the one outcome, as `fetch(_:deadline:)` returns it.
-    public func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
+    package func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
         let (host, port) = (self.host, self.port)
         driver.request(deadline: deadline, streamsOpen: streams.openStreams, { .fetch(request: $0, activityID: activityID) }) { answer in
             done(LinkDriver.Machine.result(of: answer, for: activityID, host: host, port: port, deadline: deadline))
@@ -176,7 +176,7 @@ public final class PeerConnection: Sendable {
     }
 
     /// Sends a message that has no answer (`continued`).
-    public func send(_ message: LinkMessage) {
+    package func send(_ message: LinkMessage) {
         driver.used()
         writer.write(message.frame)
     }
@@ -199,7 +199,7 @@ public final class PeerConnection: Sendable {
 
     /// Closes the link: what was queued is written, then the connection closes; pending
     /// requests end.
-    public func close() {
+    package func close() {
         end("closed by this device")
         // What was sent before (a last `continued`) is written, then the connection closes.
         writer.finish()
@@ -221,7 +221,7 @@ public final class PeerConnection: Sendable {
     }
 
     /// Opens a continuation stream to the app whose activity is `activityID` on the peer.
-    public func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
+    package func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
         driver.busyChanged(streamsOpen: streams.openStreams, starting: true)
         let opened = await streams.open(activityID: activityID, deadline: deadline)
         driver.busyChanged(streamsOpen: streams.openStreams)

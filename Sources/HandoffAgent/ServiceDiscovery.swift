@@ -6,18 +6,18 @@ import NIOCore
 import NIOPosix
 
 /// What DNS-SD has seen and done, for diagnosis.
-public struct ServiceDiscoveryStatistics: Sendable, Hashable {
-    public var messages = 0
+package struct ServiceDiscoveryStatistics: Sendable, Hashable {
+    package var messages = 0
     /// Datagrams that are not DNS messages we read.
-    public var malformed = 0
+    package var malformed = 0
     /// Our own messages heard back (multicast loops back to this host).
-    public var own = 0
-    public var answered = 0
+    package var own = 0
+    package var answered = 0
     /// Messages not looked at because the budget for the second was spent (a flood).
-    public var overBudget = 0
-    public var conflicts = 0
+    package var overBudget = 0
+    package var conflicts = 0
     /// Times the names changed: on schedule, on interface changes, after conflicts.
-    public var rotations = 0
+    package var rotations = 0
 }
 
 /// DNS-SD over multicast DNS, our own on NIO: publishes this device's `_handoff._tcp`
@@ -96,7 +96,7 @@ actor ServiceDiscovery {
     /// 1, 2, 4... seconds, at most every 5 minutes, so that a service that never resolves
     /// costs almost nothing.
     private var asked: [DNSQuestion: (count: Int, next: ContinuousClock.Instant)] = [:]
-    public private(set) var statistics = ServiceDiscoveryStatistics()
+    package private(set) var statistics = ServiceDiscoveryStatistics()
 
     static let groupV4 = "224.0.0.251"
     static let groupV6 = "ff02::fb"

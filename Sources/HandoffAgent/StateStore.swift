@@ -9,14 +9,14 @@ import Darwin
 #endif
 
 /// Why the agent's state could not be read or written; every message names the file.
-public enum StateError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum StateError: Error, Sendable, Hashable, CustomStringConvertible {
     case unreadable(path: String, reason: String)
     case corrupt(path: String, reason: String)
     case unwritable(path: String, reason: String)
     /// The state folder is not safe to keep keys in: someone else owns it or may write in it.
     case unsafe(path: String, reason: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unsafe(let path, let reason):
             return "refusing to use the state folder \(path): \(reason)"
@@ -34,11 +34,11 @@ public enum StateError: Error, Sendable, Hashable, CustomStringConvertible {
 /// in the same directory, are flushed to disk, and replace the old file by rename, and the
 /// directory is flushed too. A crash at any point leaves the old file or the new one, never a
 /// mix. Files are readable by their owner only: they hold keys.
-public struct StateStore: Sendable {
-    public let directory: URL
+package struct StateStore: Sendable {
+    package let directory: URL
 
     /// Opens (and creates, owner-only) the state directory.
-    public init(directory: URL) throws(StateError) {
+    package init(directory: URL) throws(StateError) {
         self.directory = directory.standardizedFileURL
         do {
             try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -69,10 +69,10 @@ public struct StateStore: Sendable {
         }
     }
 
-    public func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
+    package func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
 
     /// The file's bytes, or nil if it does not exist.
-    public func read(_ name: String) throws(StateError) -> Data? {
+    package func read(_ name: String) throws(StateError) -> Data? {
         let path = url(name).path
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         do {
@@ -83,7 +83,7 @@ public struct StateStore: Sendable {
     }
 
     /// Replaces the file atomically with `data`.
-    public func write(_ name: String, _ data: Data) throws(StateError) {
+    package func write(_ name: String, _ data: Data) throws(StateError) {
         let target = url(name).path
         let temporary = directory.appendingPathComponent(".\(name).\(UUID().uuidString).tmp").path
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -117,7 +117,7 @@ public struct StateStore: Sendable {
     }
 
     /// Removes temporary files a crash left behind.
-    public func sweep() {
+    package func sweep() {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
             unlink(url(name).path)
@@ -125,7 +125,7 @@ public struct StateStore: Sendable {
     }
 
     /// Reads a JSON file into `T`; a file that is not valid is reported as damaged, by name.
-    public func load<T: Decodable>(_ type: T.Type, from name: String) throws(StateError) -> T? {
+    package func load<T: Decodable>(_ type: T.Type, from name: String) throws(StateError) -> T? {
         guard let data = try read(name) else { return nil }
         do {
             return try JSONDecoder().decode(T.self, from: data)
@@ -137,7 +137,7 @@ public struct StateStore: Sendable {
     }
 
     /// Writes `value` as JSON, atomically.
-    public func save<T: Encodable>(_ value: T, to name: String) throws(StateError) {
+    package func save<T: Encodable>(_ value: T, to name: String) throws(StateError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data: Data

@@ -105,13 +105,13 @@ enum HTTPSFetcher {
 /// `/.well-known/apple-app-site-association`, else `/apple-app-site-association`; redirects
 /// are not followed; at most 128 KB. What a site says is kept for `refresh`, a failure for a
 /// minute, and both are what `handoff doctor` shows. See `docs/web.md`.
-public actor WebSiteAssociations: SiteAssociations {
+package actor WebSiteAssociations: SiteAssociations {
     /// What was last learned of one site.
-    public struct Outcome: Sendable {
-        public var site: String
-        public var fetched: Date
+    package struct Outcome: Sendable {
+        package var site: String
+        package var fetched: Date
         /// The apps the site approves, or why its file approves none.
-        public var result: Result<Set<String>, SiteAssociationError>
+        package var result: Result<Set<String>, SiteAssociationError>
     }
 
     private let context: NIOSSLContext
@@ -133,7 +133,7 @@ public actor WebSiteAssociations: SiteAssociations {
 
     /// - Parameter additionalTrust: certificate authorities trusted besides the system's (for a
     ///   private network, or tests).
-    public init(
+    package init(
         additionalTrust: [NIOSSLCertificate] = [], refresh: Duration = .seconds(3600),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger
     ) throws {
@@ -150,7 +150,7 @@ public actor WebSiteAssociations: SiteAssociations {
         self.logger = logger
     }
 
-    public func approved(_ candidates: Set<String>, forHost host: String, port: Int?) async -> Set<String> {
+    package func approved(_ candidates: Set<String>, forHost host: String, port: Int?) async -> Set<String> {
         let outcome = await outcome(host: host, port: port ?? 443)
         switch outcome.result {
         case .success(let apps): return apps.intersection(candidates)
@@ -159,12 +159,12 @@ public actor WebSiteAssociations: SiteAssociations {
     }
 
     /// Forgets what sites said: the next question fetches their files again.
-    public func forget() {
+    package func forget() {
         known = [:]
     }
 
     /// What is known of each site asked about so far, most recent first.
-    public var outcomes: [Outcome] {
+    package var outcomes: [Outcome] {
         known.values.map(\.outcome).sorted { $0.fetched > $1.fetched }
     }
 

@@ -7,8 +7,8 @@ import Synchronization
 /// with the same pinning as TLS (each side accepts only the certificates it pins, asked again
 /// before every frame), and beacons go over a `BeaconBus`, sealed as on the wire. For running
 /// several agents' own logic in one test process.
-public final class InMemoryNetwork: AgentNetwork {
-    public let beaconBus: BeaconBus? = BeaconBus()
+package final class InMemoryNetwork: AgentNetwork {
+    package let beaconBus: BeaconBus? = BeaconBus()
     private let listeners = Mutex<[String: Listener]>([:])
     private let nextPort = Mutex(40_000)
     /// Addresses that refuse every link, as a firewall or a dead device would.
@@ -16,7 +16,7 @@ public final class InMemoryNetwork: AgentNetwork {
     /// The links open to each address, ended when it becomes unreachable.
     private let openLinks = Mutex<[ObjectIdentifier: (host: String, end: @Sendable () -> Void)]>([:])
 
-    public init() {}
+    package init() {}
 
     struct Listener: Sendable {
         let identity: DeviceIdentity
@@ -44,7 +44,7 @@ public final class InMemoryNetwork: AgentNetwork {
 
     /// Makes `host` unreachable (true) or reachable again. Links open to it end at once, as
     /// when a device vanishes in the middle of an answer.
-    public func setUnreachable(_ host: String, _ cut: Bool) {
+    package func setUnreachable(_ host: String, _ cut: Bool) {
         unreachable.withLock { set in
             if cut { set.insert(host) } else { set.remove(host) }
         }
@@ -69,7 +69,7 @@ public final class InMemoryNetwork: AgentNetwork {
 
     /// Streams are not carried: in-memory devices (`HandoffTesting`) connect their apps'
     /// streams directly.
-    public func listen(
+    package func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
@@ -87,7 +87,7 @@ public final class InMemoryNetwork: AgentNetwork {
     }
 
     /// In memory a link costs nothing while idle: `idle` is not applied.
-    public func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking {
+    package func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking {
         let key = "\(host):\(port)"
         let unavailable = { (why: String) in ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(key) \(why)") }
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
@@ -106,7 +106,7 @@ public final class InMemoryNetwork: AgentNetwork {
         return link
     }
 
-    public func converse(
+    package func converse(
         _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
         next: @escaping @Sendable (Frame) -> Frame?
     ) async throws -> [Frame] {

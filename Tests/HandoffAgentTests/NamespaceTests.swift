@@ -52,15 +52,23 @@ final class Segment: Sendable {
     /// Whether the hosts have IPv4 addresses; without, the segment is IPv6 only (link-local).
     let ipv4: Bool
     private let agents = Mutex<[String: ChildProcess]>([:])
+    /// The next segment's number in this process (10 to 99, then again).
+    private static let numbers = Mutex(0)
 
     init(ipv4: Bool = true, hosts: [String] = ["a", "b", "c"]) throws {
         self.ipv4 = ipv4
         self.hosts = hosts
         harness = try AgentHarness()
-        prefix = "ho\(getpid() % 10_000)\(Int.random(in: 10...99))"
+        // Unique among this process's segments (a counter, not a random number: two live
+        // segments of one name would share, and the one below delete, each other's hosts).
+        let number = Segment.numbers.withLock { number in
+            defer { number = (number + 1) % 90 }
+            return number + 10
+        }
+        prefix = "ho\(getpid() % 10_000)\(number)"
         let bridge = "\(prefix)br"
         // A run killed before it cleaned up leaves its namespaces; one of the same name is
-        // stale (this process's pid and a random number name them), so it goes first.
+        // stale (this process's pid and its own count name them), so it goes first.
         for name in [bridge] + hosts.map({ "\(prefix)\($0)" }) { _ = try? shell(["ip", "netns", "del", name]) }
         try shell(["ip", "netns", "add", bridge])
         try shell(["ip", "-n", bridge, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])

@@ -41,6 +41,30 @@ struct LayeringTests {
         }
     }
 
+    /// What `handoffd` (or another program embedding an agent) needs; the rest of the agent is
+    /// `package`, for the package's own programs, tests and HandoffTesting.
+    @Test("The agent's public surface is the agent, its configuration and its executor: nothing else")
+    func agentPublicSurface() throws {
+        let allowed: Set<String> = [
+            "Agent", "AgentError", "AgentConfiguration", "AgentSettings", "ConfigurationError", "ConfigurationFile", "EventLoopExecutor", "handoffVersion",
+        ]
+        let folder = Self.sources("HandoffAgent")
+        let files = try #require(FileManager.default.enumerator(atPath: folder.path)).compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") }
+        var found: Set<String> = []
+        for file in files {
+            let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
+            for line in text.split(separator: "\n") where line.hasPrefix("public ") {
+                let words = line.split(separator: " ").map(String.init)
+                let kinds: Set<String> = ["struct", "enum", "actor", "class", "protocol", "let", "var", "func", "typealias", "extension"]
+                guard let kind = words.firstIndex(where: kinds.contains), kind + 1 < words.count else { continue }
+                let name = String(words[kind + 1].prefix { $0.isLetter || $0.isNumber })
+                found.insert(name)
+                #expect(allowed.contains(name), "\(file): \(line) is public; make it package")
+            }
+        }
+        #expect(found == allowed, "public top-level declarations: \(found.sorted())")
+    }
+
     func checkPure(_ module: String, allowedImports: Set<String>) throws {
         let folder = Self.sources(module)
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".swift") }
