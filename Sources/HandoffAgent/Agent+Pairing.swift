@@ -474,11 +474,9 @@ extension Agent {
 
     /// Keeps a change for members that were away: the last `keptChanges`, on disk.
     func record(_ change: SignedChange, revision: UInt64) {
-        changes.removeAll { $0.revision >= revision }
-        changes.append(RecordedChange(revision: revision, signer: change.signer, state: Data(change.state), signature: Data(change.signature)))
-        if changes.count > Self.keptChanges { changes.removeFirst(changes.count - Self.keptChanges) }
+        history.record(RecordedChange(revision: revision, signer: change.signer, state: Data(change.state), signature: Data(change.signature)), keeping: Self.keptChanges)
         do {
-            try store.save(changes, to: AccountState.changesFileName)
+            try store.save(history.changes, to: AccountState.changesFileName)
         } catch {
             logger.warning("could not keep the account's changes for members that are away: \(error)")
         }
@@ -493,23 +491,23 @@ extension Agent {
     func catchUp(_ member: UUID, address: String, linkPort: UInt16, revision: UInt64) async {
         guard let account, revision < account.revision, member != identity.id else { return }
         let now = ContinuousClock.now
-        if let last = lastCatchUp[member], now - last < .seconds(5) { return }
+        guard history.mayCatchUp(member, now: now) else { return }
         guard account.members.contains(where: { $0.id == member }) else {
             // A device removed while it was away: told with a notice that holds no keys (never
             // the changes, which carry the new beacon key), over a link pinned to its old
             // certificate.
-            let states = changes.compactMap { try? $0.change.account() }
+            let states = history.changes.compactMap { try? $0.change.account() }
             guard let certificate = states.reversed().lazy.compactMap({ $0.members.first { $0.id == member }?.certificate }).first,
                 let notice = removalNotice()
             else { return }
-            lastCatchUp[member] = now
+            history.caughtUp(member, at: now)
             logger.notice("a device removed from the account while it was away is back; telling it it was removed", metadata: ["device": "\(member)"])
             let device = NearbyDevice(sender: member, address: address, linkPort: linkPort, activity: nil, lastHeard: Date(), accountRevision: revision)
             await send(.removed(notice), to: device, pins: [DeviceIdentity.fingerprint(ofCertificate: Array(certificate))])
             return
         }
-        let missed = changes.filter { $0.revision > revision }
-        lastCatchUp[member] = now
+        let missed = history.missed(after: revision)
+        history.caughtUp(member, at: now)
         guard let first = missed.first, first.revision == revision + 1 else {
             logger.warning("'\(memberName(member))' is too many changes behind to catch up; remove it and pair it again", metadata: ["its revision": "\(revision)"])
             return
@@ -600,7 +598,7 @@ extension Agent {
         links = [:]
         try? FileManager.default.removeItem(at: store.url(AccountState.fileName))
         try? FileManager.default.removeItem(at: store.url(AccountState.changesFileName))
-        changes = []
+        history.forgetChanges()
     }
 }
 

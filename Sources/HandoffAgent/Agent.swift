@@ -67,9 +67,9 @@ public actor Agent {
     var desktop = DesktopConnection.notTried
     /// Not started, running (holding the state folder's lock), or stopped.
     var lifecycle = Lifecycle.notStarted
-    /// The account's recent signed changes, oldest first, for members that missed them.
-    var changes: [RecordedChange] = []
-    var lastCatchUp: [UUID: ContinuousClock.Instant] = [:]
+    /// The account's recent signed changes for members that missed them, and when each was
+    /// last caught up.
+    var history = AccountHistory()
     /// The listener joining devices connect to, while invitations are open.
     var pairingListener = PairingListener()
     /// Invitations, guesses, answered joins, this device's own join and the account change
@@ -225,7 +225,7 @@ public actor Agent {
             }
             account = try store.load(AccountState.self, from: AccountState.fileName)
             if let account { _ = try account.keys(in: store) }
-            changes = try store.load([RecordedChange].self, from: AccountState.changesFileName) ?? []
+            history = AccountHistory(changes: try store.load([RecordedChange].self, from: AccountState.changesFileName) ?? [])
         } catch let error as StateError {
             throw AgentError("\(error)")
         } catch {
