@@ -170,7 +170,7 @@ extension NamespaceTests {
         #expect(try await ownInstance(a) == instanceA)
 
         // A stops: its goodbye takes it out of avahi's list at once, not after its TTL.
-        segment.stop("a")
+        await segment.stop("a")
         let gone = await waitUntil(10) { !((try? await avahi.browse()) ?? []).contains { $0.contains(";\(instanceA);") } }
         #expect(gone, "avahi still lists A after its goodbye")
     }

@@ -164,7 +164,7 @@ extension NamespaceTests {
             // waiting, so that the time measured is the failure's alone.
             #expect(await waitUntil { b.mapViewerEvents.contains("will continue \(mapViewing)") }, "events: \(b.mapViewerEvents)")
             let killed = ContinuousClock.now
-            segment.crash("a")
+            await segment.crash("a")
             let reply = try await continuing.value
             let took = ContinuousClock.now - killed
             #expect(reply.error?.code == 4608 || reply.error?.code == 4609, "\(String(describing: reply.error))")

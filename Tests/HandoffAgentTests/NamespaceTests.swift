@@ -116,19 +116,20 @@ final class Segment: Sendable {
         return device
     }
 
-    /// Kills host `host`'s agent at once, as a crash would.
-    func crash(_ host: String) {
+    /// Kills host `host`'s agent at once, as a crash would. Awaits its end without holding
+    /// one of the few threads Swift's tasks share.
+    func crash(_ host: String) async {
         guard let process = agents.withLock({ $0[host] }) else { return }
         // `ip netns exec` runs the agent in its own process (exec), so the pid is the agent's.
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        _ = await process.exited()
     }
 
     /// Stops host `host`'s agent as a person would (SIGTERM): it says goodbye and closes.
-    func stop(_ host: String) {
+    func stop(_ host: String) async {
         guard let process = agents.withLock({ $0[host] }), process.isRunning else { return }
         process.terminate()
-        process.waitUntilExit()
+        _ = await process.exited()
     }
 
     /// Runs a command inside host `host`'s namespace.
@@ -152,7 +153,7 @@ final class Segment: Sendable {
     func tearDown() async {
         for process in agents.withLock({ Array($0.values) }) where process.isRunning {
             process.terminate()
-            process.waitUntilExit()
+            _ = await process.exited()
         }
         await harness.stop()
         // Whatever else a test started in a namespace (avahi, D-Bus) ends with it.
@@ -270,7 +271,7 @@ struct NamespaceTests {
         #expect(try await a.call(.status).status?.members == 2)
         let client = try await a.control()
         try client.send(.call(request: 1_000, .removeDevice(name: "beta")))
-        segment.crash("a")
+        await segment.crash("a")
         client.close()
         let restarted = try await segment.start("a", name: "alpha")
         let status = try #require(try await restarted.call(.status).status)
@@ -379,7 +380,7 @@ extension NamespaceTests {
 
         // No firewall, but A's agent is down: the port refuses.
         try segment.run(in: "a", ["nft", "flush", "ruleset"])
-        segment.crash("a")
+        await segment.crash("a")
         let down = try #require(try await b.call(.doctor).checks?.first { $0.area == "peer" })
         #expect(down.status == .problem && down.finding.contains("refuses the connection"), "\(down)")
     }
