@@ -134,7 +134,7 @@ let package = Package(
             path: "Benchmarks/AgentBenchmark",
             swiftSettings: strict
         ),
-        .testTarget(name: "HandoffTests", dependencies: ["Handoff", "HandoffCore", "HandoffLocalAPI", "HandoffModel"], swiftSettings: strict),
+        .testTarget(name: "HandoffTests", dependencies: ["Handoff", "HandoffCore", "HandoffLocalAPI", "HandoffModel", "HandoffTesting"], swiftSettings: strict),
         .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire", "HandoffModel", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .testTarget(
             name: "HandoffAgentTests",

@@ -107,10 +107,10 @@ extension Agent {
             // is written.
             if let link = openLinkNow(to: device) {
                 link.fetch(offer.id, deadline: configuration.fetchDeadline) { [weak self] result in
-                    Task { await self?.fetched(id, result) }
+                    self?.tasks.start("fetched") { await self?.fetched(id, result) }
                 }
             } else {
-                Task {
+                tasks.start("fetch") {
                     let result = await self.fetch(offer.id, from: device)
                     self.fetched(id, result)
                 }
@@ -132,7 +132,7 @@ extension Agent {
         for action in actions {
             switch action {
             case .launch(let app, let continuation, let attempt):
-                Task { await self.launch(app, continuation: continuation, attempt: attempt) }
+                tasks.start("launch") { await self.launch(app, continuation: continuation, attempt: attempt) }
             case .schedule(let deadline, let after):
                 schedule(.continuation(deadline), after: after)
             case .cancel(let deadline):
@@ -339,7 +339,7 @@ extension Agent {
         logger.info("started '\(bundleIdentifier)' for a continuation")
         run(continuations.launched(bundleIdentifier, attempt: attempt))
         launched.whenEnded { [weak self] in
-            Task { await self?.appEnded(bundleIdentifier, attempt: attempt, how: launched.ended ?? "it ended") }
+            self?.tasks.start("app ended") { await self?.appEnded(bundleIdentifier, attempt: attempt, how: launched.ended ?? "it ended") }
         }
     }
 
@@ -367,11 +367,11 @@ extension Agent {
         case .gone(let sender):
             events = nearbyWatch.gone(sender) == nil ? [] : [LocalEvent(change: .gone, device: sender, deviceName: memberName(sender), activity: nil)]
         case .stale(let device):
-            Task { await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
+            tasks.start("catch up") { await self.catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
             return
         }
         if case .heard(let device) = change, device.accountRevision < (account?.revision ?? 0) {
-            Task { await catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
+            tasks.start("catch up") { await self.catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
         }
         for event in events {
             for watcher in nearbyWatch.watchers.values { watcher.send(.event(event)) }
@@ -388,7 +388,7 @@ extension Agent {
             try? await desktop.show(
                 device: event.device, deviceName: offer.deviceName, title: offer.activity.title ?? offer.activity.activityType, handler: offer.handler
             ) { [weak self] in
-                Task {
+                self?.tasks.start("continue from a notification") {
                     var notice: (@Sendable () -> Void)?
                     _ = await self?.continueActivity(activity, logger: self?.logger ?? Logger(label: "handoffd"), notice: &notice)
                     notice?()

@@ -24,18 +24,18 @@ extension Agent {
         guard let address = host ?? invitationAddress() else {
             return .failure(LocalError(.badRequest, "this device has no address to put in the invitation; give one with --address"))
         }
-        if pairingListener.listener == nil {
+        if endpoints.pairing.listener == nil {
             // One opening at a time: an invitation asked for meanwhile waits for the same one.
-            let opening = pairingListener.opening ?? Task { await self.openPairingListener() }
-            pairingListener.opening = opening
+            let opening = endpoints.pairing.opening ?? Task { await self.openPairingListener() }
+            endpoints.pairing.opening = opening
             let opened = await opening.value
-            pairingListener.opening = nil
+            endpoints.pairing.opening = nil
             if case .failure(let error) = opened { return .failure(error) }
         }
-        guard let listener = pairingListener.listener else {
+        guard let listener = endpoints.pairing.listener else {
             return .failure(LocalError(.failed, "the listener for joining devices closed as it opened; ask again"))
         }
-        let pinned = DeviceIdentity.fingerprint(ofCertificate: (pairingListener.identity ?? identity).links.current().certificateDER)
+        let pinned = DeviceIdentity.fingerprint(ofCertificate: (endpoints.pairing.identity ?? identity).links.current().certificateDER)
         let invitation = Invitation.make(kind, host: address, port: listener.port, fingerprint: pinned)
         let id = UUID.random()
         let expires = Date().addingTimeInterval(lifetime)
@@ -91,10 +91,10 @@ extension Agent {
                 default: preconditionFailure("the pairing machine resumed \(waiter) with \(resumption)")
                 }
             case .closeListener:
-                guard let listener = pairingListener.listener else { continue }
-                pairingListener.listener = nil
-                pairingListener.identity = nil
-                Task { await listener.close() }
+                guard let listener = endpoints.pairing.listener else { continue }
+                endpoints.pairing.listener = nil
+                endpoints.pairing.identity = nil
+                tasks.start("close the pairing listener") { await listener.close() }
             }
         }
     }
@@ -267,7 +267,7 @@ extension Agent {
         // The answer goes first; the other members hear of the new device meanwhile, and the
         // new device hears this one at once, not at the next refresh.
         let pinned = pins.value
-        Task {
+        tasks.start("push the new member") {
             await self.push([pending.signed], to: pending.previous, pins: pinned)
             try? await self.discovery?.announce(self.activities.offered)
         }
@@ -303,7 +303,7 @@ extension Agent {
         let name = deviceName
         let request = LinkMessage.joinRequest(version: LinkMessage.version, name: name, certificate: certificate, proof: invitation.proof(certificate: certificate, name: name))
         let deadline: Duration = invitation.kind == .interactive ? .seconds(600) : .seconds(30)
-        joinTask = Task { [identity, network] in
+        tasks.start("join") { [identity, network] in
             let answers: [Frame]
             // The first answer accepted is confirmed, once; the second is the commit.
             let confirmed = Mutex(false)
@@ -340,7 +340,6 @@ extension Agent {
     }
 
     func joinEnded(_ reply: LocalReply) {
-        joinTask = nil
         run(pairing.joinEnded(reply))
     }
 
@@ -605,16 +604,16 @@ extension Agent {
 extension Agent {
     /// Opens the listener joining devices connect to, unless one is open.
     fileprivate func openPairingListener() async -> Result<Void, LocalError> {
-        guard pairingListener.listener == nil else { return .success(()) }
+        guard endpoints.pairing.listener == nil else { return .success(()) }
         // On the link port plus one, so a firewall needs one more port; with a random link
         // port (tests), a random one.
         let port = configuration.listen.port == 0 ? 0 : configuration.listen.port + 1
         // Certificates of its own, pinned by the codes made while it listens: a stranger
         // who connects learns nothing of this device, and the next listener shows another.
         let shown = identity.showingOwnCertificates()
-        pairingListener.identity = shown
+        endpoints.pairing.identity = shown
         do {
-            pairingListener.listener = try await network.listen(
+            endpoints.pairing.listener = try await network.listen(
                 identity: shown, trust: .shown({ _ in true }), host: listenHost, port: port,
                 acceptStream: { _, _, _ in ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the pairing listener carries no streams") }
             ) { [weak self] frame, peer in

@@ -189,8 +189,8 @@ extension Agent {
         return await withCheckedContinuation { answer in
             streams.pending[token] = PendingStream(stream: stream, session: session.id, activityID: activityID, answer: answer)
             session.peer.send(.streamRequest(stream: token, activity: activityID))
-            _ = LoopTimer(after: deadline) {
-                Task { [weak self] in
+            _ = LoopTimer(after: deadline) { [weak self] in
+                self?.tasks.start("stream wait") { [weak self] in
                     await self?.settleStream(token, ContinuationFailure(code: ContinuationFailure.Code.remoteAppTimedOut, message: "the app on '\(self?.deviceName ?? "the other device")' did not take the streams within \(deadline)"))
                 }
             }

@@ -50,12 +50,9 @@ public actor Agent {
     var continuations: ContinuationStateMachine<ReceivingContinuation, AwaitedSave>
     /// The timers of the deadlines the machines set, until they fire or are cancelled.
     var deadlines: [Deadline: LoopTimer] = [:]
-    var listener: (any LinkListening)?
-    /// The UDP sockets on the link port, held for the agent's life (static peers' beacons
-    /// arrive there); discovery reads them while there is an account. None in memory.
-    var unicastSockets: [any Channel] = []
+    /// What it listens on: links, beacons by unicast, the local socket, joining devices.
+    var endpoints = Endpoints()
     var discovery: Discovery?
-    var localServer: LocalAPIServer?
     var sessions: [UUID: Session] = [:]
     /// The links this agent opened to the account's devices, one per device, reused.
     var links: [UUID: any PeerLinking] = [:]
@@ -70,13 +67,12 @@ public actor Agent {
     /// The account's recent signed changes for members that missed them, and when each was
     /// last caught up.
     var history = AccountHistory()
-    /// The listener joining devices connect to, while invitations are open.
-    var pairingListener = PairingListener()
     /// Invitations, guesses, answered joins, this device's own join and the account change
     /// under way (`PairingStateMachine`), with who waits on them.
     var pairing = Pairing()
-    /// This device's join under way (its state is `pairing`'s), to cancel when the agent stops.
-    var joinTask: Task<Void, Never>?
+    /// The work the agent started that is not the answer to one call (hops from callbacks,
+    /// app starts, catch-ups, this device's join): cancelled and awaited when it stops.
+    nonisolated let tasks: OwnedTasks
 
     /// A signed change with the revision it makes, as kept in `account-changes.json`.
     struct RecordedChange: Codable, Sendable {
@@ -99,6 +95,19 @@ public actor Agent {
         case decision(CheckedContinuation<Bool, Never>)
         case joinResult(CheckedContinuation<LocalReply, Never>)
         case accountTurn(CheckedContinuation<Void, Never>)
+    }
+
+    /// What the agent listens on, each closed when it stops.
+    struct Endpoints {
+        /// The link listener: the account's devices connect to it.
+        var links: (any LinkListening)?
+        /// The UDP sockets on the link port, held for the agent's life (static peers' beacons
+        /// arrive there); discovery reads them while there is an account. None in memory.
+        var unicast: [any Channel] = []
+        /// The local socket apps and the CLI connect to.
+        var local: LocalAPIServer?
+        /// The listener joining devices connect to, while invitations are open.
+        var pairing = PairingListener()
     }
 
     /// The listener joining devices connect to: open while invitations are, showing
@@ -194,6 +203,7 @@ public actor Agent {
         var logger = logger ?? Logger(label: "handoffd")
         logger[metadataKey: "state"] = "\(configuration.stateDirectory.path)"
         self.logger = logger
+        tasks = OwnedTasks(logger: logger)
     }
 
     // MARK: Starting and stopping
@@ -241,7 +251,7 @@ public actor Agent {
             try await startDiscovery()
             if configuration.servesLocalSocket {
                 do {
-                    localServer = try await LocalAPIServer(
+                    endpoints.local = try await LocalAPIServer(
                         path: configuration.socketPath, eventLoopGroup: eventLoopGroup, logger: logger,
                         serveStream: { [weak self] client, inbound, outbound in
                             guard let self else { return }
@@ -273,16 +283,15 @@ public actor Agent {
         for session in sessions.values { session.peer.close() }
         await discovery?.stop()
         discovery = nil
-        await localServer?.close()
-        localServer = nil
-        await listener?.close()
-        listener = nil
-        for channel in unicastSockets { try? await channel.close() }
-        unicastSockets = []
-        await pairingListener.listener?.close()
-        pairingListener = PairingListener()
+        await endpoints.local?.close()
+        endpoints.local = nil
+        await endpoints.links?.close()
+        endpoints.links = nil
+        for channel in endpoints.unicast { try? await channel.close() }
+        endpoints.unicast = []
+        await endpoints.pairing.listener?.close()
+        endpoints.pairing = PairingListener()
         run(pairing.expireAll())
-        joinTask?.cancel()
         for link in links.values { link.close() }
         links = [:]
         if case .running(let lockFile) = lifecycle { close(lockFile) }
@@ -290,6 +299,7 @@ public actor Agent {
         run(continuations.stopped())
         for timer in deadlines.values { timer.cancel() }
         deadlines = [:]
+        await tasks.end()
     }
 
     /// Opens the link listener and, on real networks, the UDP sockets on its port. A port the
@@ -320,12 +330,12 @@ public actor Agent {
                 return .failure(AgentError("cannot listen for links on \(configuration.listen): \(error); choose another --listen"))
             }
             guard network.beaconBus == nil else {
-                listener = made
+                endpoints.links = made
                 return .success(())
             }
             do {
-                unicastSockets = try await UnicastSockets.bind(host: listenHost, port: made.port, eventLoopGroup: eventLoopGroup)
-                listener = made
+                endpoints.unicast = try await UnicastSockets.bind(host: listenHost, port: made.port, eventLoopGroup: eventLoopGroup)
+                endpoints.links = made
                 return .success(())
             } catch {
                 let held = (error as? IOError)?.errnoCode == EADDRINUSE
@@ -342,7 +352,7 @@ public actor Agent {
     }
 
     /// The port links listen on (and static peers send beacons to).
-    package var linkPort: Int { listener?.port ?? configuration.listen.port }
+    package var linkPort: Int { endpoints.links?.port ?? configuration.listen.port }
 
     /// This device's name.
     package var deviceName: String { configuration.name ?? identity?.name ?? ProcessInfo.processInfo.hostName }
@@ -400,7 +410,7 @@ public actor Agent {
             expiry: configuration.expiry, unicastListen: (listenHost, linkPort),
             staticPeers: configuration.staticPeers.map { ($0.host, $0.port) },
             serviceDiscoveryPort: configuration.serviceDiscoveryPort, nameRotation: configuration.nameRotation)
-        discoveryConfiguration.unicastSockets = unicastSockets
+        discoveryConfiguration.unicastSockets = endpoints.unicast
         // The certificate handshakes show changes with the DNS-SD names, and at least as often.
         identity.links.lifetime = configuration.nameRotation
         discoveryConfiguration.namesRenewed = { [links = identity.links] in links.renew() }
@@ -518,9 +528,15 @@ public actor Agent {
             closed.value = true
             inbox.finish()
         })
-        Task { [weak self] in
+        let serving = tasks.start("in-process client") { [weak self] in
             await self?.serve(peer, LocalMessages(incoming))
             closed.value = true
+            onClose?()
+        }
+        if !serving {
+            // A stopped agent serves no one: the client is told at once.
+            closed.value = true
+            inbox.finish()
             onClose?()
         }
         return InProcessClient(inbox: inbox, closed: closed)
@@ -595,7 +611,7 @@ public actor Agent {
         activities.ended(session.id)
         nearbyWatch.unwatch(session.id)
         endStreams(of: session.id)
-        Task { await offerChanged() }
+        tasks.start("offer after a session ended") { await self.offerChanged() }
     }
 
     func handle(_ call: LocalCall, request: UInt64, from session: Session, logger: Logger) async {
@@ -652,7 +668,7 @@ public actor Agent {
         case .invite(let token, let host, let lifetime):
             reply = await invite(kind: token ? .token : .interactive, host: host, lifetime: lifetime)
         case .awaitJoin(let id):
-            Task {
+            tasks.start("awaitJoin") {
                 let reply = await self.awaitJoin(id)
                 session.peer.send(.reply(request: request, reply))
             }
@@ -662,7 +678,7 @@ public actor Agent {
         case .join(let code):
             reply = join(code)
         case .awaitJoinResult:
-            Task {
+            tasks.start("awaitJoinResult") {
                 let reply = await self.awaitJoinResult()
                 session.peer.send(.reply(request: request, reply))
             }
@@ -680,9 +696,9 @@ public actor Agent {
             reply = LocalReply(activities: await nearbyActivities())
         case .continue(let activity):
             // A continuation takes as long as the other device does: the session goes on meanwhile.
-            Task {
+            tasks.start("continue") {
                 var notice: (@Sendable () -> Void)?
-                let reply = await self.continueActivity(activity, logger: logger, notice: &notice)
+                let reply = await self.continueActivity(activity, logger: self.logger, notice: &notice)
                 session.peer.send(.reply(request: request, reply))
                 notice?()
             }
@@ -753,7 +769,7 @@ public actor Agent {
     func schedule(_ deadline: Deadline, after: Duration) {
         deadlines[deadline]?.cancel()
         deadlines[deadline] = LoopTimer(after: after) { [weak self] in
-            Task { await self?.deadlinePassed(deadline) }
+            self?.tasks.start("deadline") { await self?.deadlinePassed(deadline) }
         }
     }
 
@@ -762,7 +778,7 @@ public actor Agent {
         switch deadline {
         case .continuation(let deadline): run(continuations.deadlinePassed(deadline))
         case .pairing(let deadline): pairingDeadlinePassed(deadline)
-        case .offerExpiry: Task { await self.offerChanged() }
+        case .offerExpiry: tasks.start("offer expiry") { await self.offerChanged() }
         case .idleRelease: idleDeadlinePassed()
         }
     }

@@ -30,11 +30,6 @@ package protocol LinkListening: Sendable {
     func close() async
 }
 
-extension PeerLinking {
-    package func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
-        Task { done(await fetch(activityID, deadline: deadline)) }
-    }
-}
 
 extension PeerConnection: PeerLinking {}
 extension LinkListener: LinkListening {}

@@ -114,6 +114,7 @@ package struct ProcessLauncher: AppLauncher {
             } catch {
                 let code = Self.posixCode(error)
                 if code == ETXTBSY, ContinuousClock.now + wait < deadline {
+                    // Backoff: the executable is still open for writing (ETXTBSY); try again a little later.
                     try? await Task.sleep(for: wait)
                     wait = min(wait * 2, .milliseconds(100))
                     continue

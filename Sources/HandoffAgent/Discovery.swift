@@ -201,7 +201,7 @@ package actor Discovery {
     /// `before` was read, or `limit` passed; returns what was heard by then.
     func awaitOwnBeacons(on interfaces: [String], since before: [String: Int], limit: Duration) async -> [String: Int] {
         let deadline = ContinuousClock.now + limit
-        let timer = LoopTimer(after: limit) { [weak self] in Task { await self?.wakeOwnBeaconWaiters() } }
+        let timer = LoopTimer(after: limit) { [weak self] in self?.tasks.start("own beacons' limit") { await self?.wakeOwnBeaconWaiters() } }
         defer { timer.cancel() }
         while ContinuousClock.now < deadline, !interfaces.allSatisfy({ (ownBeaconsHeard[$0] ?? 0) > (before[$0] ?? 0) }) {
             await withCheckedContinuation { ownBeaconWaiters.append($0) }
@@ -232,7 +232,8 @@ package actor Discovery {
     private var replayGuard: BeaconReplayGuard
     private var devices: [UUID: NearbyDevice] = [:]
     private var subscribers: [UUID: AsyncStream<DiscoveryEvent>.Continuation] = [:]
-    private var tasks: [Task<Void, Never>] = []
+    /// Its own work (reading, scans, expiry, hops from callbacks): ended when it stops.
+    private let tasks: OwnedTasks
     /// When this device last answered a newcomer's beacon with one of its own.
     private var lastGreeting = ContinuousClock.now - .seconds(60)
     private var greetingScheduled = false
@@ -292,6 +293,7 @@ package actor Discovery {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
+        tasks = OwnedTasks(logger: logger)
         self.floodWatch = FloodWatch(what: "beacons", logger: logger)
         self.budget = SourceBudget(perSecond: configuration.beaconsPerSecondPerAddress)
         self.replayGuard = BeaconReplayGuard(window: configuration.replayWindow)
@@ -335,9 +337,9 @@ package actor Discovery {
             await made.start()
             serviceDiscovery = made
             let found = await made.changes()
-            tasks.append(Task { [weak self] in
+            tasks.start("DNS-SD services") { [weak self] in
                 for await services in found { await self?.serviceDiscoveryFound(services) }
-            })
+            }
             await made.follow(ServiceDiscovery.links(named: interfaces.filter(\.isUp).map(\.name), ipv4: configuration.ipv4, ipv6: configuration.ipv6))
         }
         await resolveStaticPeers()
@@ -350,31 +352,33 @@ package actor Discovery {
             await releaseUnicast()
             return
         }
-        tasks.append(Task { [weak self] in
+        tasks.start("beacons") { [weak self] in
             for await datagram in datagrams {
                 await self?.receive(datagram.bytes, from: datagram.from, via: datagram.via, interface: datagram.interface)
             }
-        })
+        }
         if bus == nil {
             // The kernel tells of changes at once; the look every few seconds is what is left
             // where it cannot (and a safety net where it can).
             interfaceWatcher = InterfaceWatcher.start { [weak self] in
-                Task { await self?.interfacesChanged() }
+                self?.tasks.start("interfaces changed") { await self?.interfacesChanged() }
             }
             let scan = interfaceWatcher == nil ? configuration.interfaceScan : configuration.interfaceScan * 5
-            tasks.append(Task { [weak self] in
+            tasks.start("interface scan") { [weak self] in
                 while !Task.isCancelled {
+                    // Period: the interface scan (a safety net beside the kernel's news).
                     try? await Task.sleep(for: scan)
                     await self?.followInterfaces(announce: true)
                 }
-            })
+            }
         }
-        tasks.append(Task { [weak self, expiry = configuration.expiry] in
+        tasks.start("expiry") { [weak self, expiry = configuration.expiry] in
             while !Task.isCancelled {
+                // Period: devices not heard for the expiry go, checked four times an expiry.
                 try? await Task.sleep(for: expiry / 4)
                 await self?.expire()
             }
-        })
+        }
         try await send()
     }
 
@@ -382,8 +386,7 @@ package actor Discovery {
     package func stop() async {
         stopped = true
         bus?.bus.unsubscribe(device)
-        for task in tasks { task.cancel() }
-        tasks = []
+        tasks.cancel()
         refreshTask?.cancel()
         refreshTask = nil
         greetingTask?.cancel()
@@ -397,6 +400,7 @@ package actor Discovery {
         await releaseUnicast()
         for subscriber in subscribers.values { subscriber.finish() }
         subscribers = [:]
+        await tasks.end()
     }
 
     /// Sends a beacon now, with what is current (for `doctor`'s loop test).
@@ -426,7 +430,7 @@ package actor Discovery {
         let id = UUID.random()
         subscribers[id] = continuation
         continuation.onTermination = { [weak self] _ in
-            Task { await self?.unsubscribe(id) }
+            self?.tasks.start("unsubscribe") { await self?.unsubscribe(id) }
         }
         return stream
     }
@@ -437,9 +441,9 @@ package actor Discovery {
     /// doing it with the others it owns).
     package func forward(to handler: @escaping @Sendable (DiscoveryEvent) async -> Void) {
         let stream = changes()
-        tasks.append(Task {
+        tasks.start("forward changes") {
             for await change in stream { await handler(change) }
-        })
+        }
     }
 
     private func publish(_ event: DiscoveryEvent) {
@@ -496,6 +500,7 @@ package actor Discovery {
         refreshTask?.cancel()
         let jittered = interval * Double.random(in: 0.95...1.05)
         refreshTask = Task { [weak self] in
+            // Period: the refresh, jittered.
             try? await Task.sleep(for: jittered)
             guard !Task.isCancelled else { return }
             await self?.refresh()
@@ -505,7 +510,7 @@ package actor Discovery {
     /// A refresh goes out at once with the static peers' addresses as they are; their names
     /// are resolved again beside it, so that a slow name server never delays a beacon.
     private func refresh() async {
-        Task { [weak self] in await self?.resolveStaticPeers() }
+        tasks.start("resolve static peers") { [weak self] in await self?.resolveStaticPeers() }
         try? await send(refresh: true)
     }
 
@@ -688,11 +693,11 @@ package actor Discovery {
         let next = lastGreeting + .seconds(1)
         if now >= next {
             lastGreeting = now
-            // Not kept: it ends at once, and a stopped discovery sends nothing.
-            Task { [weak self] in try? await self?.send() }
+            tasks.start("greeting") { [weak self] in try? await self?.send() }
         } else if !greetingScheduled {
             greetingScheduled = true
             greetingTask = Task { [weak self] in
+                // Rate: at most one greeting a second.
                 try? await Task.sleep(until: next)
                 guard !Task.isCancelled else { return }
                 await self?.greetScheduled()
@@ -728,6 +733,7 @@ package actor Discovery {
     private func interfacesChanged() async {
         guard !rescanScheduled else { return }
         rescanScheduled = true
+        // Debounce: the rest of the burst of news arrives meanwhile.
         try? await Task.sleep(for: .milliseconds(50))
         rescanScheduled = false
         await followInterfaces(announce: true)

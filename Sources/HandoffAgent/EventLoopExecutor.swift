@@ -63,8 +63,10 @@ struct LoopTimer: Sendable {
         if EventLoopExecutor.isActive {
             kind = .loop(MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(duration), expire))
         } else {
+            // Held in `kind`: `cancel()` ends it.
             kind = .task(
                 Task {
+                    // The timer asked for, off the event loop: `duration` is the caller's.
                     guard (try? await Task.sleep(for: duration)) != nil else { return }
                     expire()
                 })

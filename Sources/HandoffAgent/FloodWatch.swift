@@ -66,8 +66,10 @@ package final class FloodWatch: Sendable {
         guard let began else { return }
         logger.warning(
             "a flood of \(what): more than \(began.count - 1) refused in a second (\(reason), from \(began.sources.joined(separator: ", ")) among others); refusing them without logging each until it stops")
+        // Not owned: it ends the second after the flood does, or with the watch.
         Task { [weak self] in
             while let wait = self?.untilQuiet() {
+                // Period: until a second with nothing refused has passed.
                 try? await Task.sleep(for: wait)
                 guard let self, !self.endIfQuiet() else { return }
             }

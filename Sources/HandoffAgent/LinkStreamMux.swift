@@ -40,6 +40,9 @@ package final class LinkStreamMux: Sendable {
 
     /// - Parameter acceptor: how streams the other side opens are taken; nil refuses them all
     ///   (the side that opened the link opens streams, the other accepts).
+    /// The streams being handed to an app here, one task each; cancelled when the link ends.
+    private let tasks = OwnedTasks()
+
     package init(window: UInt32 = LinkStreamMux.defaultWindow, acceptor: Acceptor? = nil, send: @escaping @Sendable (LinkMessage) -> Void) {
         self.window = window
         self.acceptor = acceptor
@@ -115,10 +118,10 @@ package final class LinkStreamMux: Sendable {
                 send(.streamRefused(stream: id, code: UInt16(ContinuationFailure.Code.handoffFailed), message: "this device does not take streams on links it opened"))
                 return
             }
-            Task {
+            tasks.start("accept a stream") {
                 if let refusal = await acceptor(activityID, stream) {
                     stream.fail("refused: \(refusal.message)")
-                    send(.streamRefused(stream: id, code: UInt16(clamping: refusal.code), message: refusal.message))
+                    self.send(.streamRefused(stream: id, code: UInt16(clamping: refusal.code), message: refusal.message))
                 }
             }
         case .streamAccepted(let id, let peerWindow):
@@ -145,6 +148,7 @@ package final class LinkStreamMux: Sendable {
 
     /// The link ended: every stream fails, and every open waiting for an answer gets 4609.
     package func linkEnded(_ reason: String) {
+        tasks.cancel()
         let (streams, opening) = state.withLock { state in
             if state.ended == nil { state.ended = reason }
             defer { state.opening = [:] }

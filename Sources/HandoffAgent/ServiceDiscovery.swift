@@ -73,7 +73,8 @@ actor ServiceDiscovery {
     private var sent: [[UInt8]] = []
     private var budget: [MulticastPath: (second: ContinuousClock.Instant, count: Int)] = [:]
     private var sink: AsyncStream<(bytes: [UInt8], from: SocketAddress, path: MulticastPath)>.Continuation?
-    private var tasks: [Task<Void, Never>] = []
+    /// Its own work (reading, the cache's clock, delayed answers): ended when it stops.
+    private let tasks: OwnedTasks
     private var publishing: Task<Void, Never>?
     private var rotationTask: Task<Void, Never>?
     private var browsing: Task<Void, Never>?
@@ -105,6 +106,7 @@ actor ServiceDiscovery {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
+        tasks = OwnedTasks(logger: logger)
         responder = DNSSDResponder(port: linkPort)
     }
 
@@ -121,7 +123,7 @@ actor ServiceDiscovery {
         let (stream, continuation) = AsyncStream<[DNSSDService]>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let id = UUID.random()
         subscribers[id] = continuation
-        continuation.onTermination = { [weak self] _ in Task { await self?.unsubscribe(id) } }
+        continuation.onTermination = { [weak self] _ in self?.tasks.start("unsubscribe") { await self?.unsubscribe(id) } }
         return stream
     }
 
@@ -134,15 +136,16 @@ actor ServiceDiscovery {
     func start() {
         let (datagrams, sink) = AsyncStream<(bytes: [UInt8], from: SocketAddress, path: MulticastPath)>.makeStream(bufferingPolicy: .bufferingNewest(256))
         self.sink = sink
-        tasks.append(Task { [weak self] in
+        tasks.start("mDNS") { [weak self] in
             for await datagram in datagrams { await self?.receive(datagram.bytes, from: datagram.from, path: datagram.path) }
-        })
-        tasks.append(Task { [weak self] in
+        }
+        tasks.start("cache clock") { [weak self] in
             while !Task.isCancelled {
+                // Period: the cache's records are aged once a second (RFC 6762, 5.2 and 10).
                 try? await Task.sleep(for: .seconds(1))
                 await self?.tick()
             }
-        })
+        }
         scheduleRotation()
     }
 
@@ -155,13 +158,14 @@ actor ServiceDiscovery {
         stopped = true
         responder.stop()
         for (message, channel, path) in goodbyes { await send(message, on: channel, path: path) }
-        for task in tasks + [publishing, rotationTask, browsing].compactMap({ $0 }) { task.cancel() }
-        tasks = []
+        tasks.cancel()
+        for task in [publishing, rotationTask, browsing].compactMap({ $0 }) { task.cancel() }
         for channel in sockets.values { try? await channel.close() }
         sockets = [:]
         sink?.finish()
         for subscriber in subscribers.values { subscriber.finish() }
         subscribers = [:]
+        await tasks.end()
     }
 
     /// Uses these interfaces from now on. Any change (one more or less, an address) closes
@@ -266,10 +270,12 @@ actor ServiceDiscovery {
     private func probeAndAnnounce() async {
         var attempts = 0
         while !Task.isCancelled, !stopped {
+            // RFC 6762, 8.1: a random wait before the first probe, then 250 ms between probes.
             try? await Task.sleep(for: .milliseconds(Int.random(in: 0...250)))
             for _ in 0..<3 {
                 guard !Task.isCancelled, !responder.conflicted else { break }
                 for (path, channel) in askingSockets { await send(responder.probe(on: path.interface), on: channel, path: path) }
+                // RFC 6762, 8.1: 250 ms between probes.
                 try? await Task.sleep(for: .milliseconds(250))
             }
             guard !Task.isCancelled else { return }
@@ -288,6 +294,7 @@ actor ServiceDiscovery {
         responder.probingSucceeded()
         let announcing = generation
         for round in 0..<2 {
+            // RFC 6762, 8.3: the second announcement a second after the first.
             if round == 1 { try? await Task.sleep(for: .seconds(1)) }
             // Made all at once: a rotation meanwhile must not see these names announced.
             guard !Task.isCancelled, generation == announcing, responder.phase == .announced else { return }
@@ -305,11 +312,13 @@ actor ServiceDiscovery {
     private func browse() {
         browsing?.cancel()
         browsing = Task { [weak self] in
+            // RFC 6762, 5.2: a first question 20-120 ms after starting, then at doubling intervals.
             try? await Task.sleep(for: .milliseconds(Int.random(in: 20...120)))
             var asked = 0
             while !Task.isCancelled {
                 await self?.query()
                 asked += 1
+                // RFC 6762, 5.2: intervals that at least double (1 s, 2 s, then hourly).
                 try? await Task.sleep(for: asked == 1 ? .seconds(1) : asked == 2 ? .seconds(2) : .seconds(3600))
             }
         }
@@ -469,7 +478,8 @@ actor ServiceDiscovery {
         case .multicast(let answer, let delay):
             if delay > .zero {
                 let made = generation
-                Task { [weak self] in
+                tasks.start("shared answer") { [weak self] in
+                    // RFC 6762, 6: a shared answer waits 20-120 ms (answers from others may make it unneeded).
                     try? await Task.sleep(for: delay)
                     await self?.sendIfOpen(answer, path: path, generation: made)
                 }

@@ -132,13 +132,10 @@ public actor SimulatedDevice {
 
     /// Waits until this device's agent lists the device `name` among the account's members.
     private func waitForMember(named name: String, limit: Duration) async throws {
-        let deadline = ContinuousClock.now + limit
-        while ContinuousClock.now < deadline {
-            let members = await control?.call(.devices).devices ?? []
-            if members.contains(where: { $0.name == name }) { return }
-            try? await Task.sleep(for: .milliseconds(2))
+        let joined = await eventually(within: limit) { (await control?.call(.devices).devices ?? []).contains { $0.name == name } }
+        guard joined else {
+            throw FabricSetupFailure(device: name, reason: "'\(self.name)' never learned that it joined the account '\(account)' within \(limit)")
         }
-        throw FabricSetupFailure(device: name, reason: "'\(self.name)' never learned that it joined the account '\(account)' within \(limit)")
     }
 
     private func checked(_ reply: LocalReply, _ what: String) throws {
@@ -219,11 +216,8 @@ public actor SimulatedDevice {
         slot.center = nil
         slot.connection = nil
         apps[bundleIdentifier] = slot
-        let deadline = ContinuousClock.now + configuration.waitLimit
-        while ContinuousClock.now < deadline {
-            let running = await control?.call(.apps).apps?.first { $0.bundleIdentifier == bundleIdentifier }?.running ?? 0
-            if running == 0 { return }
-            try? await Task.sleep(for: .milliseconds(2))
+        _ = await eventually(within: configuration.waitLimit) {
+            (await control?.call(.apps).apps?.first { $0.bundleIdentifier == bundleIdentifier }?.running ?? 0) == 0
         }
     }
 
@@ -334,6 +328,7 @@ public actor SimulatedDevice {
         try await ready()
         let deadline = ContinuousClock.now + configuration.waitLimit
         let timer = Task { [weak self] in
+            // The wait's limit: the waiter is woken to see that it has passed.
             try? await Task.sleep(until: deadline)
             await self?.changed()
         }

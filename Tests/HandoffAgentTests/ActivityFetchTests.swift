@@ -3,6 +3,7 @@ import HandoffWire
 import NIOCore
 import NIOPosix
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -63,13 +64,13 @@ struct ActivityFetchTests {
                 if case .success = result { answered.update { $0 += 1 } }
             }
         }
-        #expect(await waitUntil { waiting.value == 64 })
+        #expect(await eventually { waiting.value == 64 })
         // Well past the time the other 136 take to arrive: none is being answered.
         try await Task.sleep(for: .milliseconds(300))
         #expect(waiting.value == 64)
         #expect(most.value == 64)
         release.open()
-        #expect(await waitUntil(30) { answered.value == 200 }, "\(answered.value) of 200 answered")
+        #expect(await eventually(within: .seconds(30)) { answered.value == 200 }, "\(answered.value) of 200 answered")
         #expect(most.value == 64)
     }
 
@@ -91,12 +92,12 @@ struct ActivityFetchTests {
         #expect(try await keepalive() == false)
         // A fetch waits on the link: on.
         let fetch = Task { await link.fetch(record.record.activity.id, deadline: .seconds(10)) }
-        #expect(await waitUntil { saving.value })
+        #expect(await eventually { saving.value })
         #expect(try await keepalive() == true)
         // Answered: off again, a moment later, and before TCP's first probe (5 s of silence).
         release.open()
         #expect(try await fetch.value.get() == record)
-        #expect(await waitUntil { (try? await keepalive()) == false })
+        #expect(await eventually { (try? await keepalive()) == false })
         #expect(PeerConnection.keepaliveLinger < .seconds(5))
         // The accepting side probes only after 90 s of silence: later than the opener's idle close.
         #expect(LinkTLS.acceptedSilence > 60)
@@ -155,7 +156,7 @@ struct ActivityFetchTests {
         for _ in 0..<20 { #expect(try await link.fetch(record.record.activity.id, deadline: .seconds(10)).get() == record) }
         // On for the first; off only if a gap of 2 s came between two (a loaded machine).
         #expect(link.keepaliveChanges - before <= 3, "keepalive switched \(link.keepaliveChanges - before) times for 20 fetches")
-        #expect(await waitUntil { (try? await link.socket.getOption(.socketOption(.so_keepalive)).get()) == 0 })
+        #expect(await eventually { (try? await link.socket.getOption(.socketOption(.so_keepalive)).get()) == 0 })
     }
 
     @Test("The origin's failure reaches the continuing device with its code")
@@ -174,7 +175,7 @@ struct ActivityFetchTests {
         defer { link.close() }
         #expect(try await link.fetch(record.record.activity.id, deadline: .seconds(30)).get() == record)
         await service.close()
-        #expect(await waitUntil { !link.isOpen }, "the link stayed open after its listener closed")
+        #expect(await eventually { !link.isOpen }, "the link stayed open after its listener closed")
         guard case .failure(let failure) = await link.fetch(record.record.activity.id, deadline: .seconds(5)) else {
             Issue.record("fetched through a closed listener")
             return

@@ -29,16 +29,6 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
     }
 }
 
-/// Waits (polling, at most `seconds`) until `condition` holds; returns whether it did.
-func waitUntil(_ seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
-}
-
 /// One device of a test: an agent in this process with its own state, socket and ports.
 struct TestDevice: Sendable {
     let name: String
@@ -86,7 +76,7 @@ extension TestDevice {
     func offer(_ activity: ActivityAnnouncement, answering behaviour: RawApp.SaveBehaviour, seenBy viewer: TestDevice) async throws -> RawApp {
         let app = try await RawApp(socket: socket, behaviour: behaviour)
         try app.client.send(.becameCurrent(activity))
-        let listed = await waitUntil { (try? await viewer.nearby().first?.activity.id) == activity.id }
+        let listed = await eventually { (try? await viewer.nearby().first?.activity.id) == activity.id }
         try #require(listed, "\(viewer.name) never listed \(name)'s activity")
         return app
     }
@@ -160,7 +150,7 @@ final class AgentHarness: Sendable {
         // Everyone hears everyone: the joins announce at once.
         for device in devices {
             let others = devices.count - 1
-            let heard = try await waitUntil { (try await device.call(.devices).devices ?? []).filter { $0.isNearby && !$0.isThisDevice }.count == others }
+            let heard = try await eventually { (try await device.call(.devices).devices ?? []).filter { $0.isNearby && !$0.isThisDevice }.count == others }
             try #require(heard, "\(device.name) did not hear the account's other devices")
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import HandoffLocalAPI
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -53,10 +54,10 @@ final class NamespaceAvahi: Sendable {
         processes = Mutex([])
         // Both daemonize, and are stopped with the namespace's other processes (`Segment`).
         try await daemon(["dbus-daemon", "--fork", "--config-file=\(folder.path)/bus.conf"])
-        try #require(await waitUntil(5) { FileManager.default.fileExists(atPath: self.bus) }, "dbus-daemon did not start")
+        try #require(await eventually(within: .seconds(5)) { FileManager.default.fileExists(atPath: self.bus) }, "dbus-daemon did not start")
         // A /run of its own: avahi keeps its pid file and socket there.
         try await daemon(["unshare", "--mount", "sh", "-c", "mount -t tmpfs tmpfs /run && exec avahi-daemon -D -f \(folder.path)/avahi.conf --no-chroot --no-drop-root --no-rlimits"])
-        let up = await waitUntil(10) { (try? await self.run(["avahi-browse", "-tp", "_nothing._tcp"])) != nil }
+        let up = await eventually(within: .seconds(10)) { (try? await self.run(["avahi-browse", "-tp", "_nothing._tcp"])) != nil }
         try #require(up, "avahi-daemon did not start in \(namespace)")
     }
 
@@ -124,7 +125,7 @@ extension NamespaceTests {
         func ownInstance(_ device: TestDevice) async throws -> String? {
             try await device.call(.doctor).checks?.first { $0.area == "dns-sd" && $0.status == .ok }?.subject
         }
-        let names = await waitUntil(10) {
+        let names = await eventually(within: .seconds(10)) {
             let onA = try? await ownInstance(a), onC = try? await ownInstance(c)
             return onA != nil && onC != nil
         }
@@ -133,7 +134,7 @@ extension NamespaceTests {
 
         // avahi (in C's namespace) resolves both: A over the link, C on its own host.
         var lines: [String] = []
-        let resolved = await waitUntil(15) {
+        let resolved = await eventually(within: .seconds(15)) {
             lines = (try? await avahi.browse()) ?? []
             return lines.contains { $0.contains(";\(instanceA);") && $0.contains(segment.address("a")) }
                 && lines.contains { $0.contains(";\(instanceC);") }
@@ -150,8 +151,8 @@ extension NamespaceTests {
         func findsPublished(_ device: TestDevice) async throws -> Bool {
             try await device.call(.doctor).checks?.contains { $0.area == "dns-sd-service" && $0.subject == "Some printer" && $0.finding.contains("port 4242") } ?? false
         }
-        #expect(await waitUntil(15) { (try? await findsPublished(a)) ?? false }, "A finds avahi's service")
-        #expect(await waitUntil(15) { (try? await findsPublished(c)) ?? false }, "C finds avahi's service beside it")
+        #expect(await eventually(within: .seconds(15)) { (try? await findsPublished(a)) ?? false }, "A finds avahi's service")
+        #expect(await eventually(within: .seconds(15)) { (try? await findsPublished(c)) ?? false }, "C finds avahi's service beside it")
         // And A lists C's service as a device of the account.
         let seenC = try #require(try await a.call(.doctor).checks?.first { $0.area == "dns-sd-service" && $0.subject == instanceC })
         #expect(seenC.finding.contains("a device of this account"), "\(seenC)")
@@ -160,7 +161,7 @@ extension NamespaceTests {
         // keeps its own.
         try avahi.publish([instanceA, "_handoff._tcp", "5555"])
         var renamed: [String] = []
-        let defended = await waitUntil(15) {
+        let defended = await eventually(within: .seconds(15)) {
             renamed = (try? await avahi.browse()) ?? []
             // avahi-browse -p escapes the space and '#' in decimal: "NAME\032\0352".
             return renamed.contains { $0.contains(";\(instanceA)\\032\\0352;") && $0.contains(";5555;") }
@@ -171,7 +172,7 @@ extension NamespaceTests {
 
         // A stops: its goodbye takes it out of avahi's list at once, not after its TTL.
         await segment.stop("a")
-        let gone = await waitUntil(10) { !((try? await avahi.browse()) ?? []).contains { $0.contains(";\(instanceA);") } }
+        let gone = await eventually(within: .seconds(10)) { !((try? await avahi.browse()) ?? []).contains { $0.contains(";\(instanceA);") } }
         #expect(gone, "avahi still lists A after its goodbye")
     }
 }
@@ -201,7 +202,7 @@ extension NamespaceTests {
                 _ = try await offer(on: a, seenBy: b, title: "round \(round)")
                 let name = try await currentName()
                 if let name { names.append(name) }
-                _ = await waitUntil(8) { (try? await currentName()).flatMap { $0 } != name }
+                _ = await eventually(within: .seconds(8)) { (try? await currentName()).flatMap { $0 } != name }
             }
             _ = try await collector.value
             #expect(Set(names).count >= 2, "the name rotated: \(names)")

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Handoff
 import HandoffLocalAPI
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -103,16 +104,16 @@ struct BrowserTests {
             let page = "https://news.example.com/articles/7"
             let answer = try await host.ask(["type": "page", "tab": 4, "url": page, "title": "An article"])
             #expect(answer["ok"] as? Bool == true, "\(answer)")
-            let listed = await waitUntil { (try? await b.nearby().first?.activity.title) == "An article" }
+            let listed = await eventually { (try? await b.nearby().first?.activity.title) == "An article" }
             try #require(listed, "beta never listed the browser's page")
             let offer = try #require(try await b.nearby().first)
             #expect(offer.activity.activityType == NSUserActivityTypeBrowsingWeb && offer.handler == "browser")
             let continued = try #require(try await b.call(.continue(activity: offer.activity.id)).continued)
             #expect(continued.webpageURL == page)
-            #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == page })
+            #expect(await eventually { (try? String(contentsOf: opened, encoding: .utf8)) == page })
 
             #expect(try await host.ask(["type": "resign"])["ok"] as? Bool == true)
-            #expect(await waitUntil { (try? await b.nearby().isEmpty) == true }, "beta still lists the page after the browser resigned it")
+            #expect(await eventually { (try? await b.nearby().isEmpty) == true }, "beta still lists the page after the browser resigned it")
 
             let refused = try await host.ask(["type": "page", "tab": 4, "url": "file:///etc/passwd"])
             #expect(refused["ok"] as? Bool == false && (refused["error"] as? String)?.contains("http or https") == true)
@@ -125,7 +126,7 @@ struct BrowserTests {
 
             // The browser closes the port: the host ends.
             host.finish()
-            #expect(await waitUntil(5) { !host.process.isRunning })
+            #expect(await eventually(within: .seconds(5)) { !host.process.isRunning })
         }
     }
 }
@@ -186,13 +187,13 @@ extension BrowserTests {
             try process.run()
             defer { kill(process.processIdentifier, SIGKILL) }
 
-            let listed = await waitUntil(45) { (try? await b.nearby().first?.activity.title) == "A page from Chromium" }
+            let listed = await eventually(within: .seconds(45)) { (try? await b.nearby().first?.activity.title) == "A page from Chromium" }
             try #require(listed, "beta never listed the page Chromium shows")
             let offer = try #require(try await b.nearby().first)
             #expect(offer.activity.activityType == NSUserActivityTypeBrowsingWeb)
             let continued = try #require(try await b.call(.continue(activity: offer.activity.id)).continued)
             #expect(continued.webpageURL == page)
-            #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == page })
+            #expect(await eventually { (try? String(contentsOf: opened, encoding: .utf8)) == page })
         }
     }
 }

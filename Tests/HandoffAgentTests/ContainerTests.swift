@@ -142,9 +142,9 @@ struct ContainerTests {
                 connection: InProcessAgentConnection(agent: agentB, bundleIdentifier: StreamScene.bundle), bundleIdentifier: StreamScene.bundle,
                 teamIdentifier: "STREAMTEAM", deviceName: "beta")
             let app = await MainActor.run { Application(center: receivingCenter, manifest: manifest, syncedContainers: [], delegate: receiver) }
-            try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == streamingType })
+            try #require(await eventually { (try? await b.nearby().first?.activity.activityType) == streamingType })
             try await b.call(.continue(activity: nil))
-            try #require(await waitUntil { await MainActor.run { !receiver.continued.isEmpty } })
+            try #require(await eventually { await MainActor.run { !receiver.continued.isEmpty } })
             let continued = await MainActor.run { receiver.continued[0] }
             #expect(continued.userInfo?["document"] as? URL == folderB.resolvingSymlinksInPath().appendingPathComponent("trip/plan.txt"))
             #expect(continued.userInfo?["elsewhere"] as? URL == outside)
@@ -174,18 +174,18 @@ struct ContainerTests {
         let editor = try harness.runExample("Editor", bundle: "com.example.handoff.Editor", on: a)
         editor.send("open plan.txt")
         editor.send("append Buy milk")
-        let appended = await waitUntil { editor.log.contains { $0.hasPrefix("appended to plan.txt") } }
+        let appended = await eventually { editor.log.contains { $0.hasPrefix("appended to plan.txt") } }
         let aliceLog = editor.log
         #expect(appended, "editor on alpha: \(aliceLog)")
         // The sync tool's part: the file reaches beta's copy of the folder.
         try FileManager.default.copyItem(at: folderA.appendingPathComponent("plan.txt"), to: folderB.appendingPathComponent("plan.txt"))
 
-        let listed = await waitUntil { (try? await b.nearby().first?.activity.activityType) == "com.example.handoff.Editor.editing" }
+        let listed = await eventually { (try? await b.nearby().first?.activity.activityType) == "com.example.handoff.Editor.editing" }
         try #require(listed, "beta never listed the document")
         try await b.call(.continue(activity: nil))
         let events = b.state.appendingPathComponent("data/com.example.handoff.Editor/events.log")
         let expected = "continued \(folderB.resolvingSymlinksInPath().appendingPathComponent("plan.txt").path): Buy milk"
-        let continued = await waitUntil(15) { logLines(events).contains(expected) }
+        let continued = await eventually(within: .seconds(15)) { logLines(events).contains(expected) }
         let betaLog = logLines(events)
         #expect(continued, "editor on beta: \(betaLog)")
     }

@@ -3,6 +3,7 @@ import HandoffWire
 import Logging
 import NIOCore
 import NIOPosix
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -26,24 +27,15 @@ struct DiscoveryTests {
 
     /// The next event matching `matches`, or nil after a bounded wait.
     func next(_ events: AsyncStream<DiscoveryEvent>, within limit: Duration = .seconds(10), _ matches: @escaping @Sendable (DiscoveryEvent) -> Bool) async -> DiscoveryEvent? {
-        await withTaskGroup(of: DiscoveryEvent?.self) { group in
-            group.addTask {
-                for await event in events where matches(event) { return event }
-                return nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        await withTimeLimit(limit) {
+            for await event in events where matches(event) { return event }
+            return nil
         }
     }
 
     /// Waits (boundedly) until `condition` holds for `discovery`'s statistics.
     func statistics(of discovery: Discovery, _ condition: (DiscoveryStatistics) -> Bool) async -> DiscoveryStatistics {
-        _ = await waitUntil { condition(await discovery.statistics) }
+        _ = await eventually { condition(await discovery.statistics) }
         return await discovery.statistics
     }
 
@@ -98,7 +90,7 @@ struct DiscoveryTests {
         // A beacon A sent just before it stopped can still be on its way through B's event loop
         // to its actor on a loaded machine, and lists A again when it arrives (seen once in the
         // full suite); none comes after it.
-        #expect(await waitUntil(5) { await b.nearby.isEmpty })
+        #expect(await eventually(within: .seconds(5)) { await b.nearby.isEmpty })
         await b.stop()
     }
 
@@ -155,6 +147,7 @@ struct DiscoveryTests {
         let repeating = Task {
             for sequence in 1...20 where !Task.isCancelled {
                 try? await sendRaw(try Beacon.seal(BeaconContent(sender: sender, sequence: UInt64(sequence), timestamp: Date(), linkPort: 1, activity: notes), with: key))
+                // Period: a device repeats its beacon (here every half second).
                 try? await Task.sleep(for: .milliseconds(500))
             }
         }
@@ -199,7 +192,7 @@ struct DiscoveryTests {
         await a.stop()
         try await Task.sleep(for: .milliseconds(1_100))
         let again = try await agent(key, device: a.device)
-        let answered = await waitUntil(5) { await again.nearby.contains { $0.activity == notes } }
+        let answered = await eventually(within: .seconds(5)) { await again.nearby.contains { $0.activity == notes } }
         #expect(answered, "B did not answer A's request")
         await again.stop(); await b.stop()
     }
@@ -275,9 +268,9 @@ struct DiscoveryTests {
         if memberHeard {
             b = member(UInt16.random(in: 26_000..<28_000))
             try await b!.start()
-            #expect(await waitUntil(10) { await a.nearby.contains { $0.sender == b!.device } }, "A never heard B")
+            #expect(await eventually(within: .seconds(10)) { await a.nearby.contains { $0.sender == b!.device } }, "A never heard B")
         }
-        #expect(await waitUntil(10) { (await a.serviceDiscoveryState?.services ?? []).contains { $0.port == strangerPort } }, "A's DNS-SD never found the stranger")
+        #expect(await eventually(within: .seconds(10)) { (await a.serviceDiscoveryState?.services ?? []).contains { $0.port == strangerPort } }, "A's DNS-SD never found the stranger")
         // A few refreshes later (the behaviour under test is what is sent over that time).
         counter.count.update { $0 = 0 }
         try await Task.sleep(for: .seconds(2))

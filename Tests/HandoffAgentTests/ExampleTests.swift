@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Handoff
 import HandoffLocalAPI
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -25,15 +26,15 @@ struct ExampleTests {
             mail.send("compose Trip photos")
             mail.send("type See the attached photo.")
             mail.send("attach \(photo.path)")
-            #expect(await waitUntil { mail.log.contains { $0.hasPrefix("attached") } }, "\(mail.log)")
-            let listed = await waitUntil { (try? await b.nearby().first?.activity.title) == "Composing 'Trip photos'" }
+            #expect(await eventually { mail.log.contains { $0.hasPrefix("attached") } }, "\(mail.log)")
+            let listed = await eventually { (try? await b.nearby().first?.activity.title) == "Composing 'Trip photos'" }
             try #require(listed, "beta never listed the draft; alpha's app: \(mail.log)")
 
             try await b.call(.continue(activity: nil))
             let events = b.state.appendingPathComponent("data/com.example.handoff.MailCompose/events.log")
-            #expect(await waitUntil(20) { logLines(events).contains("received attachment photo.jpg (\(3 << 20) bytes, sha256 \(expected))") }, "beta's app: \(logLines(events))")
+            #expect(await eventually(within: .seconds(20)) { logLines(events).contains("received attachment photo.jpg (\(3 << 20) bytes, sha256 \(expected))") }, "beta's app: \(logLines(events))")
             #expect(logLines(events).contains("continued draft 'Trip photos': See the attached photo."))
-            #expect(await waitUntil { mail.log.contains("draft closed: continued on another device") }, "alpha's app: \(mail.log)")
+            #expect(await eventually { mail.log.contains("draft closed: continued on another device") }, "alpha's app: \(mail.log)")
             #expect(mail.log.contains("sent the attachment (\(3 << 20) bytes)"))
         }
     }
@@ -50,11 +51,11 @@ extension ExampleTests {
             try await harness.installExample("Shapes", on: b)
             let shapes = try harness.runExample("Shapes", bundle: "com.example.handoff.Shapes", on: a)
             shapes.send("shape triangle")
-            let listed = await waitUntil { (try? await b.nearby().first?.activity.activityType) == "com.example.handoff.Shapes.create-shape" }
+            let listed = await eventually { (try? await b.nearby().first?.activity.activityType) == "com.example.handoff.Shapes.create-shape" }
             try #require(listed, "beta never listed the shape; alpha's app: \(shapes.log)")
             try await b.call(.continue(activity: nil))
             let events = b.state.appendingPathComponent("data/com.example.handoff.Shapes/events.log")
-            #expect(await waitUntil(15) { logLines(events).contains("created a triangle from another device (activity-version 1)") }, "beta's app: \(logLines(events))")
+            #expect(await eventually(within: .seconds(15)) { logLines(events).contains("created a triangle from another device (activity-version 1)") }, "beta's app: \(logLines(events))")
 
             // An app of a newer version on alpha writes activity-version 2.
             shapes.process.terminate()
@@ -62,7 +63,7 @@ extension ExampleTests {
             let state = try UserInfoCoding.encode(["shape-type": "hexagon", "activity-version": 2] as [AnyHashable: Any])
             _ = try await a.offer(newer, answering: .answer(ActivityRecord(activity: newer, userInfo: state)), seenBy: b)
             try await b.call(.continue(activity: newer.id))
-            #expect(await waitUntil(15) { logLines(events).contains("made by a newer version (activity-version 2); update Shapes to continue it") }, "beta's app: \(logLines(events))")
+            #expect(await eventually(within: .seconds(15)) { logLines(events).contains("made by a newer version (activity-version 2); update Shapes to continue it") }, "beta's app: \(logLines(events))")
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HandoffLocalAPI
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -83,21 +84,21 @@ struct FaultTests {
             try await harness.installStreamApp(on: b)
             let origin = try harness.runStreamOrigin(on: a)
             defer { origin.process.terminate() }
-            try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == streamAppType }, "beta never listed the stream app's activity")
+            try #require(await eventually { (try? await b.nearby().first?.activity.activityType) == streamAppType }, "beta never listed the stream app's activity")
             let received = b.state.appendingPathComponent("data/\(streamAppBundle)/stream.log")
 
             try await b.call(.continue(activity: nil))
-            #expect(await waitUntil(20) { receiverRead(received) >= 2 << 20 }, "receiver log: \(logLines(received)); origin log: \(logLines(origin.log))")
+            #expect(await eventually(within: .seconds(20)) { receiverRead(received) >= 2 << 20 }, "receiver log: \(logLines(received)); origin log: \(logLines(origin.log))")
             let executable = b.state.appendingPathComponent("apps/\(streamAppBundle)/handoff-stream-app").path
             let running = processes(running: executable)
             try #require(running.count == 1, "\(running.count) receivers run")
             kill(running[0], SIGKILL)
-            #expect(await waitUntil(10) { logLines(origin.log).contains { $0.hasPrefix("origin-write error") } }, "origin log: \(logLines(origin.log))")
-            #expect(await waitUntil(5) { (try? await b.call(.apps).apps?.first { $0.bundleIdentifier == streamAppBundle }?.running) == 0 }, "beta still counts the killed app as running")
+            #expect(await eventually(within: .seconds(10)) { logLines(origin.log).contains { $0.hasPrefix("origin-write error") } }, "origin log: \(logLines(origin.log))")
+            #expect(await eventually(within: .seconds(5)) { (try? await b.call(.apps).apps?.first { $0.bundleIdentifier == streamAppBundle }?.running) == 0 }, "beta still counts the killed app as running")
 
             // The next continuation starts the app again, and its streams carry bytes.
             try await b.call(.continue(activity: nil))
-            #expect(await waitUntil(20) { receiverRead(received) >= 1 << 20 }, "receiver log after the restart: \(logLines(received))")
+            #expect(await eventually(within: .seconds(20)) { receiverRead(received) >= 1 << 20 }, "receiver log after the restart: \(logLines(received))")
             #expect(logLines(origin.log).filter { $0 == "origin-streams" }.count == 2)
         }
     }
@@ -112,7 +113,7 @@ struct FaultTests {
             let (status, printed) = try await runPythonClient(["streams", a.socket, b.socket, String(4 << 20)])
             #expect(status == 0, "the Python client failed:\n\(printed)")
             let received = b.state.appendingPathComponent("data/\(streamAppBundle)/stream.log")
-            #expect(await waitUntil { logLines(received).contains("receiver-end ok \(4 << 20)") }, "receiver log: \(logLines(received))")
+            #expect(await eventually { logLines(received).contains("receiver-end ok \(4 << 20)") }, "receiver log: \(logLines(received))")
         }
     }
 
@@ -126,11 +127,11 @@ struct FaultTests {
             let activity = mapActivity()
             let app = try await a.offer(activity, answering: .neverAnswer, seenBy: b)
             let first = Task { try await b.attempt(.continue(activity: activity.id)) }
-            #expect(await waitUntil { app.messages.contains { if case .save = $0 { true } else { false } } })
+            #expect(await eventually { app.messages.contains { if case .save = $0 { true } else { false } } })
             // The fetch starts while the app starts: the first continuation is fetching, as far
             // as the app knows, once the app has heard of it. (A newer one while the app is
             // still starting ends it before the app hears of it at all.)
-            #expect(await waitUntil { b.mapViewerEvents.contains("will continue \(mapViewing)") }, "events: \(b.mapViewerEvents)")
+            #expect(await eventually { b.mapViewerEvents.contains("will continue \(mapViewing)") }, "events: \(b.mapViewerEvents)")
 
             // The hung save holds up nothing else on its agent: it answers while the save still hangs.
             let status = try await a.call(.status).status
@@ -142,8 +143,8 @@ struct FaultTests {
             #expect(firstReply.error?.code == 3072, "\(String(describing: firstReply.error))")
             let secondReply = try await second.value
             #expect(secondReply.error?.code == 4610, "\(String(describing: secondReply.error))")
-            #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") && $0.contains("3072") } }, "events: \(b.mapViewerEvents)")
-            #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") && $0.contains("4610") } }, "events: \(b.mapViewerEvents)")
+            #expect(await eventually { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") && $0.contains("3072") } }, "events: \(b.mapViewerEvents)")
+            #expect(await eventually { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") && $0.contains("4610") } }, "events: \(b.mapViewerEvents)")
         }
     }
 }
@@ -159,17 +160,17 @@ extension NamespaceTests {
             let activity = mapActivity()
             let app = try await a.offer(activity, answering: .neverAnswer, seenBy: b)
             let continuing = Task { try await b.attempt(.continue(activity: activity.id)) }
-            #expect(await waitUntil { app.messages.contains { if case .save = $0 { true } else { false } } }, "alpha's app was never asked to save")
+            #expect(await eventually { app.messages.contains { if case .save = $0 { true } else { false } } }, "alpha's app was never asked to save")
             // The fetch starts while the app starts: the kill comes once the app is up and
             // waiting, so that the time measured is the failure's alone.
-            #expect(await waitUntil { b.mapViewerEvents.contains("will continue \(mapViewing)") }, "events: \(b.mapViewerEvents)")
+            #expect(await eventually { b.mapViewerEvents.contains("will continue \(mapViewing)") }, "events: \(b.mapViewerEvents)")
             let killed = ContinuousClock.now
             await segment.crash("a")
             let reply = try await continuing.value
             let took = ContinuousClock.now - killed
             #expect(reply.error?.code == 4608 || reply.error?.code == 4609, "\(String(describing: reply.error))")
             #expect(took <= .seconds(2), "the failure came \(took) after the kill")
-            #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") } })
+            #expect(await eventually { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") } })
             // A second more: no second failure comes (what is observed is that nothing does).
             try await Task.sleep(for: .seconds(1))
             #expect(b.mapViewerEvents.filter { $0.hasPrefix("failed ") }.count == 1, "events: \(b.mapViewerEvents)")
@@ -186,15 +187,15 @@ extension NamespaceTests {
             try await segment.harness.installStreamApp(on: b)
             let origin = try segment.harness.runStreamOrigin(on: a)
             defer { origin.process.terminate() }
-            try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == streamAppType }, "beta never listed the stream app's activity")
+            try #require(await eventually { (try? await b.nearby().first?.activity.activityType) == streamAppType }, "beta never listed the stream app's activity")
             let received = b.state.appendingPathComponent("data/\(streamAppBundle)/stream.log")
             try await b.call(.continue(activity: nil))
-            try #require(await waitUntil(20) { receiverRead(received) >= 1 << 20 }, "receiver log: \(logLines(received)); origin log: \(logLines(origin.log))")
+            try #require(await eventually(within: .seconds(20)) { receiverRead(received) >= 1 << 20 }, "receiver log: \(logLines(received)); origin log: \(logLines(origin.log))")
 
             // A's cable is pulled: its port on the bridge goes down, and nothing is closed or refused.
             try shell(["ip", "-n", "\(segment.prefix)br", "link", "set", "pa", "down"])
-            #expect(await waitUntil(45) { logLines(received).contains { $0.hasPrefix("receiver-end error") } }, "receiver log: \(logLines(received))")
-            #expect(await waitUntil(45) { logLines(origin.log).contains { $0.hasPrefix("origin-write error") } }, "origin log: \(logLines(origin.log))")
+            #expect(await eventually(within: .seconds(45)) { logLines(received).contains { $0.hasPrefix("receiver-end error") } }, "receiver log: \(logLines(received))")
+            #expect(await eventually(within: .seconds(45)) { logLines(origin.log).contains { $0.hasPrefix("origin-write error") } }, "origin log: \(logLines(origin.log))")
         }
     }
 }

@@ -5,6 +5,7 @@ import HandoffWire
 import Logging
 import NIOPosix
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -63,7 +64,7 @@ struct FloodTests {
         // The end is noticed once 300 ms pass without a refusal (waited for boundedly, and
         // generously: in one full run of the suite on two cores the watch's timer woke only
         // after more than 10 s).
-        #expect(await waitUntil(30) { !watch.isFlooding })
+        #expect(await eventually(within: .seconds(30)) { !watch.isFlooding })
         #expect(log.count("the flood of beacons stopped", at: .notice) == 1)
         for _ in 0..<200 { watch.refused(from: "10.0.0.7", reason: "replayed") }
         #expect(log.count("a flood of beacons", at: .warning) == 2)
@@ -147,6 +148,7 @@ struct FloodTests {
             var missing: [Int] = []
             var continued = 0
             while flood.isRunning, ContinuousClock.now - started < .seconds(seconds - 1) {
+                // Period: the flood is sampled once a second.
                 try await Task.sleep(for: .seconds(1))
                 let second = Int((ContinuousClock.now - started).components.seconds)
                 guard second >= 11 else { continue }
@@ -161,7 +163,7 @@ struct FloodTests {
             // may miss (seen once in CI, at second 13). The budget's count below is the proof.
             #expect(missing.count <= 1, "A lost B's activity at seconds \(missing) of the flood")
             #expect(continued == 1, "B's activity did not continue on A during the flood")
-            try #require(await waitUntil(30) { !flood.isRunning })
+            try #require(await eventually(within: .seconds(30)) { !flood.isRunning })
             // The listing alone outlasts a few unheard beacons (10 s), so the budget says
             // itself whether it refused B: never, with the trust A gives a member's address
             // (without it, A heard 1 of B's 4 beacons in each of 3 runs, and the listing held).
@@ -182,7 +184,7 @@ struct FloodTests {
             for _ in 0..<16 { held.append(silentConnection(from: "127.0.0.\(address)", to: listener.port)) }
         }
         // Every slot is taken (256 of the 640 got in).
-        try #require(await waitUntil { listener.connections.value.withLock { $0 } >= 256 }, "the silent connections did not fill the listener")
+        try #require(await eventually { listener.connections.value.withLock { $0 } >= 256 }, "the silent connections did not fill the listener")
         for attempt in 0..<3 {
             let answer = try await LinkClient.exchange(Frame(kind: 1, payload: [UInt8(attempt)]), host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
             #expect(answer.payload == [UInt8(attempt)])
@@ -214,8 +216,8 @@ struct FloodTests {
         let answer = try await LinkClient.exchange(Frame(kind: 1, payload: [7]), host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
         #expect(answer.payload == [7])
         let pending = { listener.connections.pending.withLock { $0["127.0.0.2"] ?? 0 } }
-        #expect(await waitUntil(2) { pending() == 16 }, "\(pending()) silent connections from one address are waiting for their first frame")
-        #expect(await waitUntil(2) { log.count("a flood of link connections", at: .warning) == 1 })
+        #expect(await eventually(within: .seconds(2)) { pending() == 16 }, "\(pending()) silent connections from one address are waiting for their first frame")
+        #expect(await eventually(within: .seconds(2)) { log.count("a flood of link connections", at: .warning) == 1 })
         #expect(listener.floodWatch.floods == 1)
         await listener.close()
     }
@@ -245,7 +247,7 @@ struct ListenerShutdownTests {
             // are reset when the listening socket closes.
             // Polled without blocking a thread of the test pool: the closing runs on it too.
             var open = held
-            let closed = await waitUntil {
+            let closed = await eventually {
                 open.removeAll { fd in
                     var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                     return poll(&poller, 1, 0) == 1

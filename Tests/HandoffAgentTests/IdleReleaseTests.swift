@@ -1,4 +1,5 @@
 import Foundation
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -20,7 +21,7 @@ struct IdleReleaseTests {
             }
             #expect(await agent.idle.releases == 0, "given back while busy")
             // Long enough for a test process whose pool of threads the rest of the suite keeps busy.
-            #expect(await waitUntil(30) { await agent.idle.released })
+            #expect(await eventually(within: .seconds(30)) { await agent.idle.released })
             #expect(await agent.idle.releases == 1)
             #expect(await agent.deadlines[.idleRelease] == nil, "nothing is set until the agent is busy again")
             await agent.busy()

@@ -1,6 +1,7 @@
 import Foundation
 import Handoff
 import HandoffLocalAPI
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -38,7 +39,7 @@ struct ImpostorTests {
             let impostor = try RunningCommand(
                 URL(fileURLWithPath: "/usr/bin/env"),
                 ["python3", script, b.socket, executable, "com.example.handoff.MapViewer", "\(LocalMessage.version)", trick.rawValue])
-            let answered = await waitUntil(15) { impostor.output.contains("\"type\": \"reply\"") || impostor.output.contains("CLOSED") }
+            let answered = await eventually(within: .seconds(15)) { impostor.output.contains("\"type\": \"reply\"") || impostor.output.contains("CLOSED") }
             try #require(answered, "the impostor's hello got no answer: \(impostor.output)")
             #expect(!impostor.output.contains("\"app\": {"), "the impostor was taken for the app: \(impostor.output)")
 
@@ -68,7 +69,7 @@ struct ImpostorTests {
                 let app = try RunningCommand(
                     URL(fileURLWithPath: "/usr/bin/env"),
                     environment + [executable, script, a.socket, executable, "com.example.handoff.MapViewer", "\(LocalMessage.version)", "self"])
-                let answered = await waitUntil(15) { app.output.contains("\"type\": \"reply\"") || app.output.contains("CLOSED") }
+                let answered = await eventually(within: .seconds(15)) { app.output.contains("\"type\": \"reply\"") || app.output.contains("CLOSED") }
                 try #require(answered, "the app's hello got no answer: \(app.output)")
                 return app.output
             }
@@ -105,7 +106,7 @@ struct ImpostorTests {
             let impostor = try RunningCommand(
                 URL(fileURLWithPath: "/usr/bin/unshare"),
                 ["--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "python3", script, a.socket, executable, "com.example.handoff.MapViewer", "\(LocalMessage.version)", "namespace"])
-            let answered = await waitUntil(15) { impostor.output.contains("\"type\": \"reply\"") || impostor.output.contains("CLOSED") }
+            let answered = await eventually(within: .seconds(15)) { impostor.output.contains("\"type\": \"reply\"") || impostor.output.contains("CLOSED") }
             try #require(answered, "the impostor's hello got no answer: \(impostor.output)")
             #expect(!impostor.output.contains("\"app\": {"), "the impostor was taken for the app: \(impostor.output)")
         }
@@ -130,7 +131,7 @@ struct ImpostorTests {
             #expect(refusals.allSatisfy { $0.contains("256 local clients already") }, "\(Set(refusals))")
             // Once one leaves, the next is served.
             clients.removeLast().close()
-            #expect(await waitUntil { (try? await LocalClient.connect(path: a.socket, role: .control)).map { $0.close(); return true } ?? false })
+            #expect(await eventually { (try? await LocalClient.connect(path: a.socket, role: .control)).map { $0.close(); return true } ?? false })
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import HandoffLocalAPI
 import HandoffWire
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -49,7 +50,7 @@ struct LinkStreamTests {
         let other = try #require(accepted.withLock { $0 })
         let writer = Task { try await stream.write([UInt8](repeating: 7, count: 256 * 1024)) }
         // Once the writer waits for credit, it has sent all it may.
-        #expect(await waitUntil { stream.hasWaitingWriter })
+        #expect(await eventually { stream.hasWaitingWriter })
         let inFlight = pair.fromOpener.reduce(0) { if case .streamData(_, let bytes) = $1 { $0 + bytes.count } else { $0 } }
         #expect(inFlight == 64 * 1024, "the opener sent \(inFlight) bytes against a 64 KiB window")
         var received = 0

@@ -1,6 +1,7 @@
 import Foundation
 import HandoffLocalAPI
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -111,7 +112,7 @@ final class Segment: Sendable {
         try process.run()
         agents.withLock { $0[host] = process }
         let device = TestDevice(name: name, agent: nil, socket: socket, state: state)
-        let up = await waitUntil { (try? await device.call(.status)) != nil }
+        let up = await eventually { (try? await device.call(.status)) != nil }
         try #require(up, "handoffd did not start in namespace \(prefix)\(host)")
         return device
     }
@@ -225,14 +226,14 @@ struct NamespaceTests {
         // A's MapViewer (it reaches its agent by the socket file, whatever namespace it is in).
         let origin = try segment.harness.runMapViewer(on: a)
         origin.send("show 37.7887 -122.4075 0.02")
-        try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == mapViewing }, "beta never listed alpha's activity")
+        try #require(await eventually { (try? await b.nearby().first?.activity.activityType) == mapViewing }, "beta never listed alpha's activity")
         let offer = try #require(try await b.nearby().first)
         let continued = try #require(try await b.call(.continue(activity: offer.activity.id)).continued)
         #expect(continued.app == "com.example.handoff.MapViewer")
-        #expect(await waitUntil { b.mapViewerEvents.contains { $0.hasPrefix("map shows center 37.7887, -122.4075") } }, "events on beta: \(b.mapViewerEvents)")
+        #expect(await eventually { b.mapViewerEvents.contains { $0.hasPrefix("map shows center 37.7887, -122.4075") } }, "events on beta: \(b.mapViewerEvents)")
 
         // C hears the beacons but opens none, lists nothing, and is refused a link.
-        #expect(await waitUntil { ((try? await c.call(.status).status?.discovery?.unopened) ?? 0) > 0 }, "gamma received no beacon at all: is the segment up?")
+        #expect(await eventually { ((try? await c.call(.status).status?.discovery?.unopened) ?? 0) > 0 }, "gamma received no beacon at all: is the segment up?")
         #expect(try await c.nearby().isEmpty)
         #expect(try await c.call(.status).status?.discovery?.accepted == 0)
         for host in ["a", "b"] {
@@ -248,17 +249,17 @@ struct NamespaceTests {
         // Each change makes A send a beacon at once; change until the capture has one.
         for step in 1...60 where !FileManager.default.fileExists(atPath: captured) {
             origin.send("show \(37.79 + Double(step) / 1000) -122.41 0.03")
-            _ = await waitUntil(0.3) { FileManager.default.fileExists(atPath: captured) }
+            _ = await eventually(within: .milliseconds(300)) { FileManager.default.fileExists(atPath: captured) }
         }
         _ = try await capture.value
         let before = try #require(try await b.call(.status).status?.discovery)
         try segment.run(in: "c", ["python3", "-c", beaconTool, "replay", captured, segment.address("c")])
-        #expect(await waitUntil { ((try? await b.call(.status).status?.discovery?.replayed) ?? 0) > before.replayed }, "beta did not count the replay")
+        #expect(await eventually { ((try? await b.call(.status).status?.discovery?.replayed) ?? 0) > before.replayed }, "beta did not count the replay")
         #expect(try await b.nearby().first?.activity.id == offer.activity.id, "the replay changed what beta lists")
 
         // B is removed: it learns it, its links are refused, and A's beacons are closed to it.
         try await a.call(.removeDevice(name: "beta"))
-        #expect(await waitUntil { (try? await b.call(.status).status?.account) == .some(nil) }, "beta still thinks it is in the account")
+        #expect(await eventually { (try? await b.call(.status).status?.account) == .some(nil) }, "beta still thinks it is in the account")
         let afterRemoval = try #require(try await b.call(.probe(host: segment.address("a"), port: 47_170)).probe)
         #expect(afterRemoval.reachable && !afterRemoval.member, "\(afterRemoval.message)")
         #expect(try await b.nearby().isEmpty)

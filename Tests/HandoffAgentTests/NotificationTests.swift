@@ -2,6 +2,7 @@ import Foundation
 import HandoffDesktop
 import HandoffLocalAPI
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -52,7 +53,7 @@ func privateSessionBus(in socket: URL) async throws -> (ChildProcess, String) {
     try daemon.run()
     // The socket's file appears when dbus-daemon binds it, a moment before it listens: a client
     // that connects in between is refused. Wait until a connection is taken.
-    let started = await waitUntil { acceptsConnections(socket.path) }
+    let started = await eventually { acceptsConnections(socket.path) }
     try #require(started, "dbus-daemon did not start")
     return (daemon, "unix:path=\(socket.path)")
 }
@@ -96,8 +97,8 @@ struct NotificationTests {
             var environment = ProcessInfo.processInfo.environment
             environment["DBUS_SESSION_BUS_ADDRESS"] = address
             let watch = try RunningCommand(handoff, ["watch", "--notify", "--socket", b.socket], environment: environment)
-            #expect(await waitUntil { server.shown.contains("alpha: An article") }, "notifications: \(server.shown); watch: \(watch.output)")
-            #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == "https://news.example.com/1" }, "watch: \(watch.output)")
+            #expect(await eventually { server.shown.contains("alpha: An article") }, "notifications: \(server.shown); watch: \(watch.output)")
+            #expect(await eventually { (try? String(contentsOf: opened, encoding: .utf8)) == "https://news.example.com/1" }, "watch: \(watch.output)")
         }
     }
 
@@ -113,7 +114,7 @@ struct NotificationTests {
             var environment = ProcessInfo.processInfo.environment
             environment["DBUS_SESSION_BUS_ADDRESS"] = nil
             let watch = try RunningCommand(handoff, ["watch", "--notify", "--socket", b.socket], environment: environment)
-            #expect(await waitUntil { watch.output.contains("offered  alpha: Quiet") }, "\(watch.output)")
+            #expect(await eventually { watch.output.contains("offered  alpha: Quiet") }, "\(watch.output)")
             #expect(watch.output.contains("no desktop notifications: no desktop session"))
             #expect(watch.isRunning)
         }
@@ -137,8 +138,8 @@ extension NotificationTests {
             try await harness.pair([a, b])
             let page = ActivityAnnouncement(id: UUID(), activityType: "com.example.news.reading", title: "Shown by the agent", teamIdentifier: "NEWSTEAM", hasWebpageURL: true)
             _ = try await a.offer(page, answering: .answer(ActivityRecord(activity: page, webpageURL: "https://news.example.com/2")), seenBy: b)
-            #expect(await waitUntil { server.shown.contains("alpha: Shown by the agent") }, "notifications: \(server.shown)")
-            #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == "https://news.example.com/2" })
+            #expect(await eventually { server.shown.contains("alpha: Shown by the agent") }, "notifications: \(server.shown)")
+            #expect(await eventually { (try? String(contentsOf: opened, encoding: .utf8)) == "https://news.example.com/2" })
         }
     }
 

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HandoffWire
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -79,7 +80,7 @@ struct PeerLinkTests {
         for mode in ["garbage", "hello", "replay"] {
             let attack = try RunningCommand(URL(fileURLWithPath: "/usr/bin/env"), ["python3", script, "stranger", "127.0.0.1", "\(listener.port)", mode])
             if mode == "replay" { attack.type(replayed.frame.encoded.map { String(format: "%02x", $0) }.joined()) }
-            try #require(await waitUntil(15) { attack.output.contains("RECEIVED") }, "the \(mode) attack did not finish: \(attack.output)")
+            try #require(await eventually(within: .seconds(15)) { attack.output.contains("RECEIVED") }, "the \(mode) attack did not finish: \(attack.output)")
             #expect(attack.output.contains("RECEIVED 0 bytes, closed=True"), "\(mode): \(attack.output)")
         }
         #expect(answered.value == 0)
@@ -163,11 +164,11 @@ struct PeerLinkTests {
         let client = try RunningCommand(
             URL(fileURLWithPath: "/usr/bin/env"),
             ["python3", script, "127.0.0.1", "\(listener.port)", folder.appendingPathComponent("cert.pem").path, folder.appendingPathComponent("key.pem").path, accountKey, frame])
-        try #require(await waitUntil(15) { client.output.contains("FIRST") }, "the client never finished its first exchange: \(client.output)")
+        try #require(await eventually(within: .seconds(15)) { client.output.contains("FIRST") }, "the client never finished its first exchange: \(client.output)")
         try #require(client.output.contains("FIRST answered=True"), "a member's first exchange failed: \(client.output)")
         members.update { $0.remove(b.fingerprint) }
         client.type("again")
-        try #require(await waitUntil(15) { client.output.contains("SECOND") }, "the client never finished its second exchange: \(client.output)")
+        try #require(await eventually(within: .seconds(15)) { client.output.contains("SECOND") }, "the client never finished its second exchange: \(client.output)")
         #expect(client.output.contains("SECOND answered=False"), "the removed member was answered: \(client.output)")
         #expect(client.output.contains("SECOND answered=False reused=False"), "the removed member resumed its session: \(client.output)")
         #expect(answered.value == 1)

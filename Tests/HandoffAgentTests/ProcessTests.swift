@@ -1,5 +1,6 @@
 import Foundation
 import HandoffLocalAPI
+import HandoffTesting
 import Testing
 import HandoffProcess
 
@@ -130,7 +131,7 @@ struct ProcessTests {
         process.executableURL = binary
         process.arguments = ["--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none", "--log-level", "error"]
         try process.run()
-        let up = await waitUntil { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 }
+        let up = await eventually { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 }
         #expect(up, "handoffd did not answer")
         let status = try await run("handoff", ["status", "--json", "--socket", socket])
         #expect(status.output.contains("\"version\""))
@@ -163,12 +164,12 @@ struct ProcessTests {
             process.terminate()
             process.waitUntilExit()
         }
-        #expect(await waitUntil { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 })
+        #expect(await eventually { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 })
         let created = try await run("handoff", ["account", "create", "--name", "home", "--socket", socket])
         #expect(created.status == 0, "account create: \(created.status), \(created.errors)")
         // The agent reports what it gave back once it has been idle for a second.
         var line: Substring?
-        _ = await waitUntil(15) {
+        _ = await eventually(within: .seconds(15)) {
             line = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").first { $0.contains("idle: gave back memory") }
             return line != nil
         }
@@ -229,7 +230,7 @@ struct ProcessTests {
             process.terminate()
             process.waitUntilExit()
         }
-        #expect(await waitUntil { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 })
+        #expect(await eventually { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 })
         // 0: done.
         try await expect(["status"], 0)
         // 7: no account yet; then one already.
@@ -301,7 +302,7 @@ struct ProcessTests {
             process.terminate()
             process.waitUntilExit()
         }
-        #expect(await waitUntil { (try? await LocalClient.connect(path: socket, role: .control))?.close() != nil })
+        #expect(await eventually { (try? await LocalClient.connect(path: socket, role: .control))?.close() != nil })
         let client = try await LocalClient.connect(path: socket, role: .control)
         defer { client.close() }
         for _ in 0..<20 { _ = try await client.call(.devices) }

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffLocalAPI
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -54,7 +55,7 @@ struct ScaleTests {
             try await segment.harness.pair(second, account: "office")
             for (index, device) in devices.enumerated() {
                 let members = Set((index < 4 ? first : second).map(\.name)).subtracting([device.name])
-                let listed = try await waitUntil(20) {
+                let listed = try await eventually(within: .seconds(20)) {
                     Set((try await device.call(.devices).devices ?? []).filter { $0.isNearby && !$0.isThisDevice }.map(\.name)) == members
                 }
                 #expect(listed, "\(device.name) does not list exactly \(members.sorted())")
@@ -70,11 +71,11 @@ struct ScaleTests {
             try publish.run()
             defer { if publish.isRunning { publish.terminate() } }
             for device in first.dropFirst() {
-                #expect(await waitUntil(15) { (try? await device.nearby().first?.activity.activityType) == "com.example.scale.editing" }, "\(device.name) did not list the activity")
+                #expect(await eventually(within: .seconds(15)) { (try? await device.nearby().first?.activity.activityType) == "com.example.scale.editing" }, "\(device.name) did not list the activity")
             }
             // The other account's devices hear its beacons and open none.
             for device in second {
-                #expect(await waitUntil(10) { ((try? await device.call(.status).status?.discovery?.unopened) ?? 0) > 0 }, "\(device.name) heard no beacon of the other account: is the link up?")
+                #expect(await eventually(within: .seconds(10)) { ((try? await device.call(.status).status?.discovery?.unopened) ?? 0) > 0 }, "\(device.name) heard no beacon of the other account: is the link up?")
                 #expect(try await device.nearby().isEmpty, "\(device.name) lists another account's activity")
             }
             // Several beacon refreshes pass: what is counted is what they send.

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -31,7 +32,7 @@ struct ServiceDiscoveryTests {
         let a = await serviceDiscovery(linkPort: 1111), b = await serviceDiscovery(linkPort: 2222)
         // Bounded generously: the full suite keeps 2 cores busy, and this asks whether they find
         // each other, not how fast (the discovery benchmark times it).
-        let found = await waitUntil(30) {
+        let found = await eventually(within: .seconds(30)) {
             let onB = await b.services, onA = await a.services
             return onB.contains { $0.port == 1111 } && onA.contains { $0.port == 2222 }
         }
@@ -44,7 +45,7 @@ struct ServiceDiscoveryTests {
         #expect(await a.isAnnounced)
         await a.stop()
         // A's goodbye removes it at once, not at the end of its TTL.
-        let gone = await waitUntil(5) { await !b.services.contains { $0.port == 1111 } }
+        let gone = await eventually(within: .seconds(5)) { await !b.services.contains { $0.port == 1111 } }
         #expect(gone)
         await b.stop()
     }
@@ -60,7 +61,7 @@ struct ServiceDiscoveryTests {
         await b.follow(ServiceDiscovery.links(named: ["lo"], ipv4: true, ipv6: false))
         // Before the flood, bounded as generously as in findEachOther: the full suite keeps 2
         // cores busy (seen to take over 10 s in CI under load); the claim is what follows.
-        try #require(await waitUntil(30) { await b.services.contains { $0.port == 1111 } }, "B never found A")
+        try #require(await eventually(within: .seconds(30)) { await b.services.contains { $0.port == 1111 } }, "B never found A")
 
         // A host on the link answers with 400 services nobody asked for, from the mDNS port
         // (sharing it, as responders do), to the group on lo only.
@@ -98,7 +99,7 @@ struct ServiceDiscoveryTests {
             try await Task.sleep(for: .milliseconds(15))
         }
         // The fakes took the cache; A's records were pushed out.
-        let listedAgain = await waitUntil(15) { await b.services.contains { $0.port == 1111 } }
+        let listedAgain = await eventually(within: .seconds(15)) { await b.services.contains { $0.port == 1111 } }
         #expect(listedAgain, "A was not listed again within 15 s of the flood")
         let lines = log.count("found a Handoff service")
         #expect(lines <= 12, "\(lines) lines logged for the fake services")
@@ -113,19 +114,19 @@ struct ServiceDiscoveryTests {
         // came before the announcement (A: 5 rotations in 30 s, never announced; B listed nothing).
         let a = await serviceDiscovery(linkPort: 3333, rotation: .seconds(8)), b = await serviceDiscovery(linkPort: 4444)
         // Missed once in the full suite under load: say what each side saw if it happens again.
-        let found = await waitUntil(30) { await b.services.contains { $0.port == 3333 } }
+        let found = await eventually(within: .seconds(30)) { await b.services.contains { $0.port == 3333 } }
         if !found {
             let seen = "A: \(await a.statistics), names \(await a.currentNames), announced \(await a.isAnnounced). B: \(await b.statistics), lists \(await b.services)"
             Issue.record("B did not list A within 30 s. \(seen)")
         }
         let first = await a.currentNames
-        let rotated = await waitUntil(30) { await a.currentNames.instance != first.instance }
+        let rotated = await eventually(within: .seconds(30)) { await a.currentNames.instance != first.instance }
         #expect(rotated)
         let second = await a.currentNames
         #expect(second.host != first.host)
         #expect(!sharesRun(Array(first.instance.utf8), Array(second.instance.utf8), length: 6))
         // B lists A once, under a name of A's since the first (A may have rotated again by then).
-        let followed = await waitUntil(30) {
+        let followed = await eventually(within: .seconds(30)) {
             let listed = await b.services.filter { $0.port == 3333 }.map(\.instance)
             return listed.count == 1 && listed[0] != first.instance
         }
@@ -152,6 +153,7 @@ struct ServiceDiscoveryTests {
         try await discovery.announce(ActivityAnnouncement(id: UUID(), activityType: "com.example.notes.editing", title: "Groceries", teamIdentifier: "TEAM1"))
         var names: Set<String> = []
         for _ in 0..<30 {
+            // Period: the name is sampled ten times a second, across several 1 s rotations.
             try await Task.sleep(for: .milliseconds(100))
             if let state = await discovery.serviceDiscoveryState { names.insert(state.instance) }
         }

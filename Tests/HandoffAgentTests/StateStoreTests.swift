@@ -1,4 +1,5 @@
 import Foundation
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -74,14 +75,10 @@ struct StateStoreTests {
             process.arguments = [store.directory.path]
             try process.run()
             // Let it write a while (until the revision moves), then kill it mid-stream.
-            var advanced = false
-            for _ in 0..<2_000 {
-                if let state = try? store.load(AccountState.self, from: AccountState.fileName), state.revision > lastRevision + 5 {
-                    advanced = true
-                    break
-                }
-                try await Task.sleep(for: .milliseconds(2))
+            let advanced = await eventually(within: .seconds(4)) {
+                ((try? store.load(AccountState.self, from: AccountState.fileName))?.revision ?? 0) > lastRevision + 5
             }
+            // Killed at a random moment of its writing: the moment is what the test varies.
             try await Task.sleep(for: .microseconds(Int.random(in: 0..<3_000)))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

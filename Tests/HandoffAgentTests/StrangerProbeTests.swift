@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HandoffLocalAPI
 import SwiftASN1
+import HandoffTesting
 import Testing
 import X509
 
@@ -111,7 +112,7 @@ struct StrangerProbeTests {
                 #expect(Self.identifying(certificate, of: identity).isEmpty, "a stranger was shown \(Self.identifying(certificate, of: identity))")
                 shown.append(certificate.certificate)
                 // The invitation expires, and the pairing listener closes soon after.
-                try #require(await waitUntil(20) { (try? await Self.probe(port: invitation.port)) == nil }, "the pairing listener stayed open")
+                try #require(await eventually(within: .seconds(20)) { (try? await Self.probe(port: invitation.port)) == nil }, "the pairing listener stayed open")
             }
             #expect(try Self.unlinkable(shown), "two invitations showed linkable certificates")
         }

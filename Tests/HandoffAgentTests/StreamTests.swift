@@ -232,7 +232,7 @@ struct StreamScene {
             connection: InProcessAgentConnection(agent: agentB, bundleIdentifier: bundle), bundleIdentifier: bundle,
             teamIdentifier: "STREAMTEAM", deviceName: "beta")
         let receivingApp = await MainActor.run { Application(center: receivingCenter, manifest: manifest, syncedContainers: [], delegate: receiver) }
-        try #require(await waitUntil { (try? await b.nearby().first?.activity.activityType) == streamingType }, "beta never listed alpha's activity")
+        try #require(await eventually { (try? await b.nearby().first?.activity.activityType) == streamingType }, "beta never listed alpha's activity")
         return StreamScene(
             harness: harness, a: a, b: b, origin: origin, originCenter: originCenter, activity: activity, receiver: receiver,
             receivingApp: receivingApp)
@@ -242,7 +242,7 @@ struct StreamScene {
     func continueOnB() async throws -> UserActivity {
         let offer = try #require(try await b.nearby().first)
         try await b.call(.continue(activity: offer.activity.id))
-        try #require(await waitUntil { await MainActor.run { !receiver.continued.isEmpty } }, "the receiving app never got the activity")
+        try #require(await eventually { await MainActor.run { !receiver.continued.isEmpty } }, "the receiving app never got the activity")
         return await MainActor.run { receiver.continued[0] }
     }
 }
@@ -255,7 +255,7 @@ struct StreamTests {
             let scene = try await StreamScene.make(harness, behaviour: .echo)
             let continued = try await scene.continueOnB()
             let (input, output) = try await continued.continuationStreams()
-            #expect(await waitUntil { scene.origin.received == 1 })
+            #expect(await eventually { scene.origin.received == 1 })
 
             var payload = [UInt8](repeating: 0, count: 8 << 20)
             for i in payload.indices { payload[i] = UInt8(truncatingIfNeeded: i &* 2_654_435_761 >> 13) }
@@ -273,7 +273,7 @@ struct StreamTests {
             #expect(read.bytes.count == payload.count)
             #expect(SHA256.hash(data: read.bytes) == SHA256.hash(data: payload))
             input.close()
-            #expect(await waitUntil { scene.origin.finished == 1 })
+            #expect(await eventually { scene.origin.finished == 1 })
         }
     }
 
@@ -355,7 +355,7 @@ struct StreamTests {
                 client.start(on: RunLoop.main)
                 return client
             }
-            #expect(await waitUntil { await MainActor.run { client.events.filter { $0 == .endEncountered }.count == 1 } })
+            #expect(await eventually { await MainActor.run { client.events.filter { $0 == .endEncountered }.count == 1 } })
             let (answer, events) = await MainActor.run { (client.request, client.events) }
             #expect(answer.count == request.count)
             #expect(answer == Array(request.reversed()), "the answer differs from the request reversed")
@@ -466,12 +466,12 @@ struct StreamTests {
             let continued = try await scene.continueOnB()
             let (input, output) = try await continued.continuationStreams()
             let box = StreamBox(input: input, output: output)
-            try #require(await waitUntil { scene.origin.written > 1 << 20 })
+            try #require(await eventually { scene.origin.written > 1 << 20 })
             async let read = onThread { readAll(box.input) }
             await scene.a.agent?.stop()
             let outcome = try await read
             #expect(outcome.error != nil, "the receiver read \(outcome.bytes.count) bytes and a clean end")
-            #expect(await waitUntil { scene.origin.finished == 1 }, "the origin's writer never stopped")
+            #expect(await eventually { scene.origin.finished == 1 }, "the origin's writer never stopped")
             #expect(scene.origin.written < 1 << 30)
         }
     }

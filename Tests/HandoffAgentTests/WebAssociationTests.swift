@@ -488,14 +488,14 @@ extension WebAssociationTests {
             server.set("/.well-known/apple-app-site-association", .json(#"{"activitycontinuation":{"apps":["OTHER.com.example.other"]}}"#))
             let first = try await b.call(.continue(activity: browsing.id)).continued
             #expect(first?.app == nil && first?.webpageURL == page)
-            #expect(await waitUntil { (try? String(contentsOf: opened, encoding: .utf8)) == page })
+            #expect(await eventually { (try? String(contentsOf: opened, encoding: .utf8)) == page })
 
             // The site lists the app (after its refresh): the app continues the page.
             await agentB.forgetSiteAssociations()
             server.set("/.well-known/apple-app-site-association", .json(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#))
             let second = try await b.call(.continue(activity: browsing.id)).continued
             #expect(second?.app == "com.example.news")
-            #expect(await waitUntil { await MainActor.run { !receiver.continued.isEmpty } })
+            #expect(await eventually { await MainActor.run { !receiver.continued.isEmpty } })
             let continued = await MainActor.run { receiver.continued.first }
             #expect(continued?.activityType == NSUserActivityTypeBrowsingWeb)
             #expect(continued?.webpageURL?.absoluteString == page)
@@ -544,7 +544,7 @@ extension WebAssociationTests {
             _ = try await a.offer(reading, answering: .answer(ActivityRecord(activity: reading, webpageURL: "https://news.example.com/42", userInfo: state)), seenBy: b)
             let continued = try #require(try await b.call(.continue(activity: reading.id)).continued)
             #expect(continued.app == "org.example.browser")
-            #expect(await waitUntil { await MainActor.run { !receiver.continued.isEmpty } })
+            #expect(await eventually { await MainActor.run { !receiver.continued.isEmpty } })
             let activity = await MainActor.run { receiver.continued.first }
             #expect(activity?.webpageURL?.absoluteString == "https://news.example.com/42")
             #expect(activity?.userInfo?["article"] as? Int == 42)

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffLocalAPI
+import HandoffTesting
 import Logging
 import Testing
 
@@ -21,10 +22,8 @@ struct NoAgentTests {
         #expect(!connection.isConnected)
 
         // The notice names the socket and what it means, once, however long no agent comes.
-        var told = false
-        for _ in 0..<300 where !told {
-            told = store.messages.withLock { $0.contains { $0.0 == .notice && $0.1.contains("no Handoff agent is running at \(path)") } }
-            try await Task.sleep(for: .milliseconds(10))
+        let told = await eventually(within: .seconds(3)) {
+            store.messages.withLock { $0.contains { $0.0 == .notice && $0.1.contains("no Handoff agent is running at \(path)") } }
         }
         #expect(told)
         // The behaviour under test: a second retry (once a second) passes without a second notice.

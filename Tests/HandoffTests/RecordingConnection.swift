@@ -1,5 +1,6 @@
 import Foundation
 import HandoffModel
+import HandoffTesting
 import Testing
 
 @testable import Handoff
@@ -25,26 +26,14 @@ final class RecordingConnection: AgentConnection {
     /// arrived within `limit` (the test then fails on the comparison instead of hanging).
     func next(_ count: Int, within limit: Duration = .seconds(10)) async -> [AppEvent] {
         let events = self.events
-        return await withTaskGroup(of: [AppEvent]?.self) { group in
-            group.addTask {
-                var received: [AppEvent] = []
-                for await event in events {
-                    received.append(event)
-                    if received.count == count { break }
-                }
-                return received
-            }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return nil
-            }
+        return await withTimeLimit(limit) {
             var received: [AppEvent] = []
-            for await outcome in group {
-                if let outcome { received = outcome }
-                group.cancelAll()
+            for await event in events {
+                received.append(event)
+                if received.count == count { break }
             }
             return received
-        }
+        } ?? []
     }
 }
 

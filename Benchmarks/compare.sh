@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs benchmarks of two commits in one sitting on this machine, so that a change can be shown
+# to be no slower than the commit before it: each commit is cloned into a folder of its own
+# (under /tmp, removed at the end) and built there by its own scripts; then each benchmark runs
+# for both, in alternating order (base first, then head first for the next), so that a machine
+# that warms or cools over the sitting does not favour one side.
+#
+#   Benchmarks/compare.sh [BASE [HEAD]]     (default: HEAD~1 and HEAD)
+#   BENCHMARKS="agent streams discovery"    (default; the scripts' names without .sh)
+#
+# The scripts' own knobs pass through (MEMORY_SECONDS, IDLE_SECONDS, STREAM_BYTES, ...). Each
+# script's tables are printed under the commit they are for, with its exit status; this
+# script exits 1 if any run failed to run at all (status other than 0 or 1: 1 is a missed
+# target, which is reported beside the figures, since both sides may miss the same one).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+base="${1:-HEAD~1}"
+head="${2:-HEAD}"
+benchmarks=(${BENCHMARKS:-agent streams discovery})
+work="$(mktemp -d /tmp/handoff-compare.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+
+declare -A commit
+for side in base head; do
+    rev="$base"; [ "$side" = head ] && rev="$head"
+    commit[$side]="$(git -C "$root" rev-parse --short "$rev")" || { echo "compare.sh: no commit '$rev'" >&2; exit 2; }
+    git clone -q --no-checkout "$root" "$work/$side"
+    git -C "$work/$side" checkout -q "${commit[$side]}"
+    # The same package mirrors and settings as the checkout this runs from.
+    [ -d "$root/.swiftpm" ] && cp -r "$root/.swiftpm" "$work/$side/"
+done
+
+failed=0
+order=(base head)
+for name in "${benchmarks[@]}"; do
+    for side in "${order[@]}"; do
+        script="$work/$side/Benchmarks/$name.sh"
+        echo
+        echo "## $name.sh at $side (${commit[$side]})"
+        echo
+        if [ ! -x "$script" ]; then
+            echo "(no $name.sh at ${commit[$side]})"
+            continue
+        fi
+        "$script"
+        status=$?
+        echo
+        echo "exit status: $status"
+        [ "$status" -gt 1 ] && failed=1
+    done
+    order=("${order[1]}" "${order[0]}")
+done
+exit "$failed"

@@ -1,0 +1,104 @@
+import Logging
+import Synchronization
+
+/// The tasks an owner (the agent, discovery) starts that are not part of answering one call: a
+/// hop from a socket's callback onto the actor, an app's start, a catch-up with a device, a
+/// deadline's work. Each runs until it returns or until its owner ends; none outlives the owner.
+///
+///     open ──start──▶ open (+1 running) ──a task returns──▶ open (−1)
+///       │
+///       └──end()──▶ ended: every running task cancelled and awaited; start refuses
+///
+/// `start` takes the body as `Task {}` does, isolated to the caller's actor, so that a body
+/// may read the actor's state as it did in a `Task {}`. A body that ignores cancellation and
+/// never returns holds `end()` back for at most `endLimit`; it is then logged by name.
+final class OwnedTasks: Sendable {
+    private struct State {
+        var next: UInt64 = 0
+        /// Each task by number, listed before it exists (its `task` set just after), so that
+        /// one that returns at once is forgotten rather than listed for good.
+        var running: [UInt64: (name: String, task: Task<Void, Never>?)] = [:]
+        var ended = false
+    }
+
+    private let state = Mutex(State())
+    private let logger: Logger?
+    /// How long `end()` waits for its tasks once cancelled.
+    let endLimit: Duration
+
+    /// - Parameter logger: where a task that `end()` gave up on is named (nowhere if nil).
+    init(logger: Logger? = nil, endLimit: Duration = .seconds(5)) {
+        self.logger = logger
+        self.endLimit = endLimit
+    }
+
+    /// Runs `body` as one of the owner's tasks; false (and `body` never runs) once `end()` was
+    /// called: work for a stopped owner is not done.
+    @discardableResult
+    func start(_ name: String, @_inheritActorContext _ body: sending @escaping @isolated(any) () async -> Void) -> Bool {
+        guard let id = state.withLock({ state -> UInt64? in
+            guard !state.ended else { return nil }
+            state.next += 1
+            state.running[state.next] = (name, nil)
+            return state.next
+        }) else { return false }
+        let task = Task { [weak self] in
+            await body()
+            self?.returned(id)
+        }
+        let ended = state.withLock { state -> Bool in
+            state.running[id]?.task = task
+            return state.ended
+        }
+        // `end()` ran between the two locks above: it did not see this task to cancel it.
+        if ended { task.cancel() }
+        return true
+    }
+
+    /// How many tasks run now.
+    var count: Int { state.withLock { $0.running.count } }
+
+    /// The names of the tasks that run now (for a stuck `end()`, and for tests).
+    var names: [String] { state.withLock { $0.running.values.map(\.name).sorted() } }
+
+    /// Whether `end()` was called.
+    var hasEnded: Bool { state.withLock { $0.ended } }
+
+    /// Refuses new tasks and cancels the running ones, without waiting for them (`end()` waits):
+    /// for an owner that must have its tasks stop before it closes what they use.
+    func cancel() {
+        let running = state.withLock { state in
+            state.ended = true
+            return Array(state.running.values)
+        }
+        for entry in running { entry.task?.cancel() }
+    }
+
+    /// Refuses new tasks, cancels the running ones and waits until they have returned (at most
+    /// `endLimit`; those still running then are named in the log).
+    func end() async {
+        cancel()
+        let tasks = state.withLock { $0.running.values.compactMap(\.task) }
+        guard !tasks.isEmpty else { return }
+        let outcome = FirstOutcome<Bool>()
+        // The limit of a stop: a task that ignores cancellation must not hang it.
+        let timer = Task { [endLimit] in
+            guard (try? await Task.sleep(for: endLimit)) != nil else { return }
+            outcome.settle(false)
+        }
+        // Not owned by anyone: it ends when the last of `tasks` does.
+        Task {
+            for task in tasks { await task.value }
+            timer.cancel()
+            outcome.settle(true)
+        }
+        let allReturned = await outcome.value()
+        if !allReturned {
+            logger?.warning("tasks still running \(endLimit) after the stop asked them to end: \(names.joined(separator: ", "))")
+        }
+    }
+
+    private func returned(_ id: UInt64) {
+        _ = state.withLock { $0.running.removeValue(forKey: id) }
+    }
+}
