@@ -24,7 +24,7 @@ func profileLinkOpen(count: Int) async throws {
     var samples: [Double] = []
     for index in 0..<(count + 20) {
         let start = now()
-        let connection = try await PeerConnection.open(host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
+        let connection = try await TLSLink.open(host: "127.0.0.1", port: listener.port, identity: b, pins: { pins })
         if index >= 20 { samples.append(milliseconds(now() - start)) }
         connection.close()
     }

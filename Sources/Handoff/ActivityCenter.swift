@@ -43,6 +43,9 @@ package final class ActivityCenter: @unchecked Sendable {
     private let connection: any AgentConnection
     private let outbox: AsyncStream<AppEvent>.Continuation
 
+    // NSLock rather than Mutex: what it guards holds values that are not Sendable (`Any` in a
+    // userInfo, delegates, activities), read out under the lock; Mutex hands out only what it
+    // can send.
     private let lock = NSLock()
     private var currentStorage: UserActivity?
     private var agentContainersStorage: [(identifier: String, folder: URL)] = []

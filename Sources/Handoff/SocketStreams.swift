@@ -217,8 +217,7 @@ package final class SocketStreams: Sendable {
 /// while the other side is behind, and fails once it closed its input or the stream failed.
 package final class SocketOutputStream: OutputStream {
     private let streams: SocketStreams?
-    private let status = NSLock()
-    nonisolated(unsafe) private var state: Stream.Status = .notOpen  // guarded by `status`
+    private let status = Mutex<Stream.Status>(.notOpen)
     private let events: StreamEvents
 
     init(_ streams: SocketStreams) {
@@ -256,9 +255,7 @@ package final class SocketOutputStream: OutputStream {
     }
 
     private func setState(_ new: Stream.Status) {
-        status.lock()
-        if state != .closed { state = new }
-        status.unlock()
+        status.withLock { if $0 != .closed { $0 = new } }
     }
 
     override package func open() {
@@ -269,15 +266,11 @@ package final class SocketOutputStream: OutputStream {
     override package func close() {
         events.closed()
         streams?.closeOutput()
-        status.lock()
-        state = .closed
-        status.unlock()
+        status.withLock { $0 = .closed }
     }
 
     override package var streamStatus: Stream.Status {
-        status.lock()
-        defer { status.unlock() }
-        return state
+        status.withLock { $0 }
     }
 
     override package var streamError: (any Error)? { streams?.writeFailure }

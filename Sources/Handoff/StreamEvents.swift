@@ -9,6 +9,8 @@ import Foundation
 /// under `RunLoop.main.run()`; for another run loop, through a timer added to it.
 final class StreamEvents: @unchecked Sendable {
     // @unchecked: every field is read and written under `lock`.
+    // NSLock rather than Mutex: what it guards holds values that are not Sendable (run loops,
+    // the stream, its delegate), read out under the lock; Mutex hands out only what it can send.
     private let lock = NSLock()
     private weak var delegateStorage: (any StreamDelegate)?
     private var places: [(runLoop: RunLoop, mode: RunLoop.Mode)] = []

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A one-way byte pipe with a bounded buffer: a writer blocks while it is full, a reader while
 /// it is empty, so a slow reader slows the writer and memory stays bounded. Closing either end
@@ -180,11 +181,10 @@ package final class StreamPipe: @unchecked Sendable {
 /// arrive or the writer closes, like a stream read off the main thread on Apple platforms.
 package final class PipeInputStream: InputStream {
     private let pipe: StreamPipe
-    private let status = NSLock()
-    nonisolated(unsafe) private var state: Stream.Status = .notOpen  // guarded by `status`
+    /// The stream's status, and whether it was closed (by `close` or by being let go of).
+    private let status = Mutex<(state: Stream.Status, closed: Bool)>((.notOpen, false))
     /// Called once, when the stream is closed.
     private let onClose: (@Sendable () -> Void)?
-    nonisolated(unsafe) private var closed = false  // guarded by `status`
     private let events: StreamEvents
 
     init(_ pipe: StreamPipe, onClose: (@Sendable () -> Void)? = nil) {
@@ -198,10 +198,10 @@ package final class PipeInputStream: InputStream {
 
     /// A stream let go of without `close` is closed, as Foundation's are.
     deinit {
-        status.lock()
-        let first = !closed
-        closed = true
-        status.unlock()
+        let first = status.withLock { status in
+            defer { status.closed = true }
+            return !status.closed
+        }
         if first {
             pipe.closeReader()
             onClose?()
@@ -222,9 +222,7 @@ package final class PipeInputStream: InputStream {
     }
 
     private func setState(_ new: Stream.Status) {
-        status.lock()
-        state = new
-        status.unlock()
+        status.withLock { $0.state = new }
     }
 
     override package func open() {
@@ -235,18 +233,15 @@ package final class PipeInputStream: InputStream {
     override package func close() {
         events.closed()
         pipe.closeReader()
-        status.lock()
-        state = .closed
-        let first = !closed
-        closed = true
-        status.unlock()
+        let first = status.withLock { status in
+            defer { status = (.closed, true) }
+            return !status.closed
+        }
         if first { onClose?() }
     }
 
     override package var streamStatus: Stream.Status {
-        status.lock()
-        defer { status.unlock() }
-        return state
+        status.withLock { $0.state }
     }
 
     override package var streamError: (any Error)? { pipe.error }
@@ -271,8 +266,7 @@ package final class PipeInputStream: InputStream {
 /// reader is behind, which is the flow control.
 package final class PipeOutputStream: OutputStream {
     private let pipe: StreamPipe
-    private let status = NSLock()
-    nonisolated(unsafe) private var state: Stream.Status = .notOpen  // guarded by `status`
+    private let status = Mutex<Stream.Status>(.notOpen)
     private let events: StreamEvents
 
     init(_ pipe: StreamPipe) {
@@ -310,9 +304,7 @@ package final class PipeOutputStream: OutputStream {
     }
 
     private func setState(_ new: Stream.Status) {
-        status.lock()
-        state = new
-        status.unlock()
+        status.withLock { $0 = new }
     }
 
     override package func open() {
@@ -333,9 +325,7 @@ package final class PipeOutputStream: OutputStream {
     }
 
     override package var streamStatus: Stream.Status {
-        status.lock()
-        defer { status.unlock() }
-        return state
+        status.withLock { $0 }
     }
 
     override package var hasSpaceAvailable: Bool { pipe.hasSpaceAvailable }

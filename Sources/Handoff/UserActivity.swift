@@ -24,6 +24,9 @@ open class UserActivity: @unchecked Sendable {
     /// Set on an activity that arrived from another device.
     package let continuation: ContinuationContext?
 
+    // NSLock rather than Mutex: what it guards holds values that are not Sendable (`Any` in a
+    // userInfo, delegates, activities), read out under the lock; Mutex hands out only what it
+    // can send.
     private let lock = NSLock()
     private var state = State()
 

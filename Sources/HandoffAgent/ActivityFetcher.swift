@@ -12,9 +12,9 @@ package enum ActivityFetcher {
         _ activityID: UUID, from host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins,
         deadline: Duration = .seconds(10)
     ) async -> Result<FetchedActivity, ContinuationFailure> {
-        let link: PeerConnection
+        let link: TLSLink
         do {
-            link = try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline)
+            link = try await TLSLink.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline)
         } catch {
             return .failure(error)
         }

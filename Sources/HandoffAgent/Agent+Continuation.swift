@@ -282,7 +282,7 @@ extension Agent {
     }
 
     /// The open link to a nearby device, if there is one.
-    func openLinkNow(to device: NearbyDevice) -> (any PeerLinking)? {
+    func openLinkNow(to device: NearbyDevice) -> (any OutgoingLink)? {
         guard let existing = links[device.sender], existing.isOpen, existing.host == device.address, existing.port == Int(device.linkPort) else {
             return nil
         }
@@ -290,8 +290,8 @@ extension Agent {
     }
 
     /// The link to a nearby device: the open one, or a new one.
-    func openLink(to device: NearbyDevice) async -> Result<any PeerLinking, ContinuationFailure> {
-        let link: any PeerLinking
+    func openLink(to device: NearbyDevice) async -> Result<any OutgoingLink, ContinuationFailure> {
+        let link: any OutgoingLink
         if let existing = openLinkNow(to: device) {
             link = existing
         } else {
@@ -312,7 +312,7 @@ extension Agent {
         return .success(link)
     }
 
-    func link(to device: NearbyDevice) -> (any PeerLinking)? {
+    func link(to device: NearbyDevice) -> (any OutgoingLink)? {
         links[device.sender].flatMap { $0.isOpen ? $0 : nil }
     }
 

@@ -155,7 +155,7 @@ extension Agent {
                 .continuation, code: ContinuationFailure.Code.handoffFailed,
                 "activity '\(source.activityType)' does not support continuation streams: the originating app must set supportsContinuationStreams"))
         }
-        let link: any PeerLinking
+        let link: any OutgoingLink
         switch await openLink(to: source.device) {
         case .success(let open): link = open
         case .failure(let failure): return .failure(LocalError(.continuation, code: failure.code, failure.message))

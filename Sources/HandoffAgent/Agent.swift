@@ -55,7 +55,7 @@ public actor Agent {
     var discovery: Discovery?
     var sessions: [UUID: Session] = [:]
     /// The links this agent opened to the account's devices, one per device, reused.
-    var links: [UUID: any PeerLinking] = [:]
+    var links: [UUID: any OutgoingLink] = [:]
     /// Who watches what is nearby, and what they were told of it.
     var nearbyWatch = NearbyWatch()
     /// Delivered continuations that may open streams, and streams waiting for an app here.
@@ -424,6 +424,8 @@ public actor Agent {
             await made.stop()
             throw AgentError("discovery could not start: \(error)")
         }
+        // The agent stopped while discovery started (a join ending as it stops): it keeps none.
+        guard case .running = lifecycle else { return await made.stop() }
         discovery = made
         await made.forward { [weak self] change in await self?.discovered(change) }
         try? await made.announce(activities.offered)
@@ -698,7 +700,7 @@ public actor Agent {
             // A continuation takes as long as the other device does: the session goes on meanwhile.
             tasks.start("continue") {
                 var notice: (@Sendable () -> Void)?
-                let reply = await self.continueActivity(activity, logger: self.logger, notice: &notice)
+                let reply = await self.continueActivity(activity, logger: logger, notice: &notice)
                 session.peer.send(.reply(request: request, reply))
                 notice?()
             }

@@ -6,9 +6,9 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// A link to another device, as the agent uses it: `PeerConnection` over TLS, or a link of an
+/// A link to another device, as the agent uses it: `TLSLink` over TLS, or a link of an
 /// `InMemoryNetwork`.
-package protocol PeerLinking: AnyObject, Sendable {
+package protocol OutgoingLink: AnyObject, Sendable {
     /// The device that answered `hello`.
     var device: UUID { get }
     var host: String { get }
@@ -31,7 +31,7 @@ package protocol LinkListening: Sendable {
 }
 
 
-extension PeerConnection: PeerLinking {}
+extension TLSLink: OutgoingLink {}
 extension LinkListener: LinkListening {}
 
 /// How an agent reaches the account's other devices: the links between them and the bus its
@@ -46,9 +46,9 @@ package protocol AgentNetwork: Sendable {
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening
 
-    /// Opens a link and exchanges `hello`; every failure is 4609, as `PeerConnection.open`. A
+    /// Opens a link and exchanges `hello`; every failure is 4609, as `TLSLink.open`. A
     /// link with nothing on it for `idle` closes (nil: it stays open).
-    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking
+    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any OutgoingLink
 
     /// A conversation on a link of its own (joining an account), accepting the server whose
     /// shown certificate `accepts` approves (`LinkTrust.shown`, pinned by an invitation):
@@ -65,7 +65,7 @@ package protocol AgentNetwork: Sendable {
 
 extension AgentNetwork {
     /// A link that stays open until closed (one message, then closed by the caller).
-    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(ContinuationFailure) -> any PeerLinking {
+    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(ContinuationFailure) -> any OutgoingLink {
         try await open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: nil)
     }
 }
@@ -97,8 +97,8 @@ package struct SocketNetwork: AgentNetwork {
             acceptStream: acceptStream, answer: answer)
     }
 
-    package func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking {
-        try await PeerConnection.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, eventLoopGroup: eventLoopGroup)
+    package func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any OutgoingLink {
+        try await TLSLink.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, eventLoopGroup: eventLoopGroup)
     }
 
     package func converse(

@@ -203,11 +203,14 @@ package actor Discovery {
         let deadline = ContinuousClock.now + limit
         let timer = LoopTimer(after: limit) { [weak self] in self?.tasks.start("own beacons' limit") { await self?.wakeOwnBeaconWaiters() } }
         defer { timer.cancel() }
-        while ContinuousClock.now < deadline, !interfaces.allSatisfy({ (ownBeaconsHeard[$0] ?? 0) > (before[$0] ?? 0) }) {
+        while !stopped, ContinuousClock.now < deadline, !interfaces.allSatisfy({ (ownBeaconsHeard[$0] ?? 0) > (before[$0] ?? 0) }) {
             await withCheckedContinuation { ownBeaconWaiters.append($0) }
         }
         return ownBeaconsHeard
     }
+
+    /// How many wait for their own beacons now (for tests).
+    package var ownBeaconWaiterCount: Int { ownBeaconWaiters.count }
 
     private func wakeOwnBeaconWaiters() {
         let waiting = ownBeaconWaiters
@@ -387,6 +390,8 @@ package actor Discovery {
         stopped = true
         bus?.bus.unsubscribe(device)
         tasks.cancel()
+        // Those waiting for their own beacons hear no more: they are answered with what came.
+        wakeOwnBeaconWaiters()
         refreshTask?.cancel()
         refreshTask = nil
         greetingTask?.cancel()

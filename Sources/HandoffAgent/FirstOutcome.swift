@@ -1,7 +1,7 @@
 import Synchronization
 
 /// The first of several racing outcomes, awaited by one task; later ones are ignored.
-final class FirstOutcome<Value: Sendable>: Sendable {
+package final class FirstOutcome<Value: Sendable>: Sendable {
     private enum State {
         case empty
         case waiting(CheckedContinuation<Value, Never>)
@@ -10,10 +10,10 @@ final class FirstOutcome<Value: Sendable>: Sendable {
 
     private let state = Mutex<State>(.empty)
 
-    init() {}
+    package init() {}
 
     /// Sets the outcome if none was set yet.
-    func settle(_ value: Value) {
+    package func settle(_ value: Value) {
         let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
             switch state {
             case .settled:
@@ -29,7 +29,7 @@ final class FirstOutcome<Value: Sendable>: Sendable {
         waiter?.resume(returning: value)
     }
 
-    func value() async -> Value {
+    package func value() async -> Value {
         await withCheckedContinuation { continuation in
             let ready = state.withLock { state -> Value? in
                 if case .settled(let value) = state { return value }

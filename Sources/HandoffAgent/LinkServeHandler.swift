@@ -36,9 +36,6 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
     private var context: ChannelHandlerContext?
     private var writer: FrameWriter?
 
-    /// The answers being made, one task each; cancelled when the link ends.
-    private let tasks = OwnedTasks()
-
     init(service: Service, proven: EventLoopFuture<LinkPeer>?, greeted: Bool) {
         self.service = service
         self.proven = proven
@@ -64,8 +61,6 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        // Answers still being made are for a peer that is gone.
-        tasks.cancel()
         run(machine.ended())
         context.fireChannelInactive()
     }
@@ -134,7 +129,9 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
         let writer = self.writer
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loop = context.eventLoop
-        tasks.start("answer") {
+        // Not owned, and not cancelled when the link ends: an answer may change the account
+        // (a sender writes an update and closes at once), which must not stop halfway.
+        Task {
             if let reply = await answer(frame, peer) { writer?.write(reply) }
             loop.execute {
                 let handler = bound.value

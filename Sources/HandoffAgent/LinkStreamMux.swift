@@ -38,11 +38,11 @@ package final class LinkStreamMux: Sendable {
         }
     }
 
-    /// - Parameter acceptor: how streams the other side opens are taken; nil refuses them all
-    ///   (the side that opened the link opens streams, the other accepts).
     /// The streams being handed to an app here, one task each; cancelled when the link ends.
     private let tasks = OwnedTasks()
 
+    /// - Parameter acceptor: how streams the other side opens are taken; nil refuses them all
+    ///   (the side that opened the link opens streams, the other accepts).
     package init(window: UInt32 = LinkStreamMux.defaultWindow, acceptor: Acceptor? = nil, send: @escaping @Sendable (LinkMessage) -> Void) {
         self.window = window
         self.acceptor = acceptor

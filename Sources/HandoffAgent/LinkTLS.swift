@@ -42,7 +42,7 @@ package enum LinkTLS {
     /// instead of waiting.
     ///
     /// The device that opened a link probes after 5 s, but only while something waits on the
-    /// link (`PeerConnection`): an idle link sends nothing until that device closes it
+    /// link (`TLSLink`): an idle link sends nothing until that device closes it
     /// (`--link-idle`, 60 s by default). The device that accepted it probes after 90 s of
     /// silence, later than that close: it learns of a peer that vanished from an idle link, and
     /// adds nothing to a link that is only waiting to be closed.

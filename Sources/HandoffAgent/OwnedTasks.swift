@@ -19,6 +19,8 @@ final class OwnedTasks: Sendable {
         /// one that returns at once is forgotten rather than listed for good.
         var running: [UInt64: (name: String, task: Task<Void, Never>?)] = [:]
         var ended = false
+        /// Told once `running` is empty (`end()` waiting).
+        var whenEmpty: [@Sendable () -> Void] = []
     }
 
     private let state = Mutex(State())
@@ -78,27 +80,34 @@ final class OwnedTasks: Sendable {
     /// `endLimit`; those still running then are named in the log).
     func end() async {
         cancel()
-        let tasks = state.withLock { $0.running.values.compactMap(\.task) }
-        guard !tasks.isEmpty else { return }
         let outcome = FirstOutcome<Bool>()
+        // Every task listed, even one whose `start` has not recorded it yet (it is cancelled
+        // as it is), tells when it returns: the last one to return settles the wait.
+        let empty = state.withLock { state -> Bool in
+            if state.running.isEmpty { return true }
+            state.whenEmpty.append { outcome.settle(true) }
+            return false
+        }
+        guard !empty else { return }
         // The limit of a stop: a task that ignores cancellation must not hang it.
         let timer = Task { [endLimit] in
             guard (try? await Task.sleep(for: endLimit)) != nil else { return }
             outcome.settle(false)
         }
-        // Not owned by anyone: it ends when the last of `tasks` does.
-        Task {
-            for task in tasks { await task.value }
-            timer.cancel()
-            outcome.settle(true)
-        }
         let allReturned = await outcome.value()
+        timer.cancel()
         if !allReturned {
             logger?.warning("tasks still running \(endLimit) after the stop asked them to end: \(names.joined(separator: ", "))")
         }
     }
 
     private func returned(_ id: UInt64) {
-        _ = state.withLock { $0.running.removeValue(forKey: id) }
+        let told = state.withLock { state -> [@Sendable () -> Void] in
+            state.running.removeValue(forKey: id)
+            guard state.running.isEmpty else { return [] }
+            defer { state.whenEmpty = [] }
+            return state.whenEmpty
+        }
+        for tell in told { tell() }
     }
 }

@@ -87,7 +87,7 @@ package final class InMemoryNetwork: AgentNetwork {
     }
 
     /// In memory a link costs nothing while idle: `idle` is not applied.
-    package func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any PeerLinking {
+    package func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any OutgoingLink {
         let key = "\(host):\(port)"
         let unavailable = { (why: String) in ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(key) \(why)") }
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
@@ -167,7 +167,7 @@ package final class InMemoryNetwork: AgentNetwork {
 
 /// A link of an `InMemoryNetwork`: each request is a call into the other agent's answer,
 /// decided by the same `LinkStateMachine` as a TLS link (numbers, deadlines, the end).
-final class InMemoryLink: PeerLinking {
+final class InMemoryLink: OutgoingLink {
     let device: UUID
     let host: String
     let port: Int

@@ -1,3 +1,5 @@
+import HandoffAgent
+
 /// Waits until `condition` holds, for at most `limit`, and returns whether it did: a test that
 /// waits for something fails an expectation instead of hanging.
 ///
@@ -30,18 +32,19 @@ public func eventually(
 }
 
 /// What `operation` returns, or nil if it has not returned within `limit` (it is then
-/// cancelled): how a test awaits an event (the next event of a stream, an answer) without
-/// hanging when the event never comes.
+/// cancelled, and not waited for: an operation that ignores cancellation does not hold the
+/// test): how a test awaits an event (the next event of a stream, an answer) without hanging
+/// when the event never comes.
 public func withTimeLimit<T: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async -> T?) async -> T? {
-    await withTaskGroup(of: T?.self) { group in
-        group.addTask { await operation() }
-        group.addTask {
-            // The limit itself: the one clock a test's awaited event races.
-            try? await Task.sleep(for: limit)
-            return nil
-        }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first
+    let outcome = FirstOutcome<T?>()
+    let work = Task { outcome.settle(await operation()) }
+    let timer = Task {
+        // The limit itself: the one clock a test's awaited event races.
+        guard (try? await Task.sleep(for: limit)) != nil else { return }
+        outcome.settle(nil)
     }
+    let result = await outcome.value()
+    work.cancel()
+    timer.cancel()
+    return result
 }

@@ -8,16 +8,4 @@ import Logging
 
 struct AccountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "account", abstract: "This device's account.", subcommands: [Create.self])
-
-    struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "create", abstract: "Make a new account with this device as its first member.")
-        @OptionGroup var connection: Connection
-        @Option(help: "The account's name.") var name: String
-
-        func run() async throws {
-            let client = try connection.connect()
-            _ = await call(client, .createAccount(name: name))
-            print("Made the account '\(name)'. Add your other devices with 'handoff device invite'.")
-        }
-    }
 }

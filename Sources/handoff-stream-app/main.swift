@@ -9,24 +9,26 @@
 import Foundation
 import Handoff
 import HandoffApp
+import Synchronization
 
 let activityType = "com.example.streamapp.transfer"
 let environment = ProcessInfo.processInfo.environment
 
 final class Log: Sendable {
     let path: String
-    private let lock = NSLock()
+    /// One line at a time, whole.
+    private let lock = Mutex(())
     init(_ path: String) {
         self.path = path
         _ = FileManager.default.createFile(atPath: path, contents: nil)
     }
     func write(_ line: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let handle = FileHandle(forWritingAtPath: path) else { return }
-        handle.seekToEndOfFile()
-        handle.write(Data((line + "\n").utf8))
-        try? handle.close()
+        lock.withLock { _ in
+            guard let handle = FileHandle(forWritingAtPath: path) else { return }
+            handle.seekToEndOfFile()
+            handle.write(Data((line + "\n").utf8))
+            try? handle.close()
+        }
     }
 }
 

@@ -56,7 +56,7 @@ struct ActivityFetchTests {
             return .success(record)
         }
         defer { Task { await service.close() } }
-        let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
+        let link = try await TLSLink.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
         defer { link.close() }
         let answered = Shared(0)
         for _ in 0..<200 {
@@ -85,7 +85,7 @@ struct ActivityFetchTests {
             return .success(record)
         }
         defer { Task { await service.close() } }
-        let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake, idle: .seconds(60))
+        let link = try await TLSLink.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake, idle: .seconds(60))
         defer { link.close() }
         func keepalive() async throws -> Bool { try await link.socket.getOption(.socketOption(.so_keepalive)).get() != 0 }
         // Open, nothing asked yet: off.
@@ -98,7 +98,7 @@ struct ActivityFetchTests {
         release.open()
         #expect(try await fetch.value.get() == record)
         #expect(await eventually { (try? await keepalive()) == false })
-        #expect(PeerConnection.keepaliveLinger < .seconds(5))
+        #expect(TLSLink.keepaliveLinger < .seconds(5))
         // The accepting side probes only after 90 s of silence: later than the opener's idle close.
         #expect(LinkTLS.acceptedSilence > 60)
     }
@@ -115,10 +115,10 @@ struct ActivityFetchTests {
             return nil  // answers nothing, hello included
         }
         defer { Task { await listener.close() } }
-        let opened: Result<PeerConnection, ContinuationFailure>
+        let opened: Result<TLSLink, ContinuationFailure>
         do {
             // Without the greeting the open can only end at its deadline: a short one then.
-            opened = .success(try await PeerConnection.open(host: "127.0.0.1", port: listener.port, identity: continuing, pins: pins, deadline: greets ? Self.handshake : .seconds(2)))
+            opened = .success(try await TLSLink.open(host: "127.0.0.1", port: listener.port, identity: continuing, pins: pins, deadline: greets ? Self.handshake : .seconds(2)))
         } catch {
             opened = .failure(error)
         }
@@ -140,7 +140,7 @@ struct ActivityFetchTests {
         let record = self.record
         let service = try await service { _ in .success(record) }
         defer { Task { await service.close() } }
-        let link = try await PeerConnection.open(host: host, port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
+        let link = try await TLSLink.open(host: host, port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
         defer { link.close() }
         #expect(try await link.fetch(record.record.activity.id, deadline: .seconds(10)).get() == record)
     }
@@ -150,7 +150,7 @@ struct ActivityFetchTests {
         let record = self.record
         let service = try await service { _ in .success(record) }
         defer { Task { await service.close() } }
-        let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake, idle: .seconds(60))
+        let link = try await TLSLink.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake, idle: .seconds(60))
         defer { link.close() }
         let before = link.keepaliveChanges
         for _ in 0..<20 { #expect(try await link.fetch(record.record.activity.id, deadline: .seconds(10)).get() == record) }
@@ -171,7 +171,7 @@ struct ActivityFetchTests {
     func closingClosesLinks() async throws {
         let record = self.record
         let service = try await service { _ in .success(record) }
-        let link = try await PeerConnection.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
+        let link = try await TLSLink.open(host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake)
         defer { link.close() }
         #expect(try await link.fetch(record.record.activity.id, deadline: .seconds(30)).get() == record)
         await service.close()

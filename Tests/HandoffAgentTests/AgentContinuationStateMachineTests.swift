@@ -262,6 +262,12 @@ struct AgentContinuationStateMachineTests {
         #expect(lines(machine.stopped()) == ["cancel launch \(app) #1", "fail 1 agentStopped", "fail 2 agentStopped", "cancel save #1", "answerSave fetch agentStopped"])
         #expect(machine.underWay == (0, 0))
         #expect(machine.savesAwaited == 0)
+        // Asked for before the stop, begun after it (its caller was still routing it): it
+        // fails at once, and nothing is started for it.
+        #expect(lines(machine.begin(UUID(), ticket: machine.ask(), app: app, context: 3, running: nil)) == ["fail 3 agentStopped"])
+        #expect(lines(machine.begin(UUID(), ticket: machine.ask(), app: other, context: 4, running: session)) == ["fail 4 agentStopped"])
+        #expect(lines(machine.save(activity, session: session, waiter: "late")) == ["answerSave late agentStopped"])
+        #expect(machine.underWay == (0, 0))
     }
 
     // MARK: Any order

@@ -197,6 +197,19 @@ struct DiscoveryTests {
         await again.stop(); await b.stop()
     }
 
+    @Test("Waiting for this device's own beacons (doctor's loop check) ends when discovery stops, not at its limit or never")
+    func ownBeaconWaitEndsWithTheStop() async throws {
+        let discovery = try await agent(BeaconKey.generate())
+        let before = await discovery.ownBeaconsHeard
+        // An interface no beacon comes back on, and a limit longer than the test.
+        let waiting = Task { await discovery.awaitOwnBeacons(on: ["nosuch0"], since: before, limit: .seconds(600)) }
+        #expect(await eventually { await discovery.ownBeaconWaiterCount == 1 })
+        await discovery.stop()
+        let ended = await withTimeLimit(.seconds(10)) { await waiting.value }
+        #expect(ended != nil, "the wait outlived the stop")
+        waiting.cancel()
+    }
+
     @Test("An interface that is not there is reported as down, and discovery starts anyway (it is used once it appears)")
     func missingInterface() async throws {
         let discovery = Discovery(

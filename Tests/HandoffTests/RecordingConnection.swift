@@ -22,7 +22,7 @@ final class RecordingConnection: AgentConnection {
         throw .connectionUnavailable("a recording connection opens no streams")
     }
 
-    /// The next `count` events in the order the app sent them; fewer, if the rest have not
+    /// The next `count` events in the order the app sent them; none, if they have not all
     /// arrived within `limit` (the test then fails on the comparison instead of hanging).
     func next(_ count: Int, within limit: Duration = .seconds(10)) async -> [AppEvent] {
         let events = self.events

@@ -118,6 +118,9 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
     private var launches: [String: UInt64] = [:]
     private var attempts: UInt64 = 0
     private var saves = PendingRequests<Save>()
+    /// The agent stopped: a continuation that begins afterwards (its caller was still routing
+    /// it) fails at once, as saves asked for then do.
+    private var isStopped = false
 
     init(launchDeadline: Duration, saveDeadline: Duration) {
         self.launchDeadline = launchDeadline
@@ -138,6 +141,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
     mutating func begin(
         _ id: UUID, ticket: UInt64, app: String, context: Context, running: UUID?, fetched: Result<FetchedActivity, ContinuationFailure>? = nil
     ) -> [Action] {
+        guard !isStopped else { return [.fail(context, .agentStopped)] }
         let continuation = Receiving(id: id, ticket: ticket, app: app, context: context, fetched: fetched)
         if let running { return tell(continuation, session: running) }
         receiving.append(continuation)
@@ -193,7 +197,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
 
     /// Another device's fetch asks for `activity`, which the app of `session` offers.
     mutating func save(_ activity: UUID, session: UUID, waiter: SaveWaiter) -> [Action] {
-        guard let request = saves.issue(Save(session: session, waiter: waiter)) else { return [.answerSave(waiter, .agentStopped)] }
+        guard !isStopped, let request = saves.issue(Save(session: session, waiter: waiter)) else { return [.answerSave(waiter, .agentStopped)] }
         return [.askToSave(request: request, session: session, activity: activity), .schedule(.save(request: request), after: saveDeadline)]
     }
 
@@ -239,6 +243,7 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
 
     /// The agent stops: everything under way fails.
     mutating func stopped() -> [Action] {
+        isStopped = true
         var actions: [Action] = []
         for (app, attempt) in launches.sorted(by: { $0.key < $1.key }) {
             actions.append(.cancel(.launch(app: app, attempt: attempt)))

@@ -20,7 +20,7 @@ enum LinkDeadline: Hashable, Sendable {
 /// requests waiting for their answers (matched by number), their deadlines, the end of the
 /// link, when an idle link closes, and when TCP keepalive watches the connection. A value with
 /// no I/O and no clock of its own (`now` comes with each event); a driver runs what it returns.
-/// The TLS link (`PeerConnection`) and the in-memory link (`InMemoryLink`) drive this same
+/// The TLS link (`TLSLink`) and the in-memory link (`InMemoryLink`) drive this same
 /// machine, so the two cannot decide differently.
 ///
 /// ```

@@ -9,7 +9,7 @@ import Synchronization
 /// A link to another device of the account, kept open and shared by every request to that
 /// device: TLS 1.3, the membership proof each way (`LinkProof`), then `hello` each way, then any number of
 /// requests at once, matched to their answers by number.
-package final class PeerConnection: Sendable {
+package final class TLSLink: Sendable {
     package let host: String
     package let port: Int
     /// The device that answered `hello`.
@@ -78,13 +78,13 @@ package final class PeerConnection: Sendable {
     package static func open(
         host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5), idle: Duration? = nil,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
-    ) async throws(ContinuationFailure) -> PeerConnection {
+    ) async throws(ContinuationFailure) -> TLSLink {
         let unavailable: @Sendable (String) -> ContinuationFailure = { why in ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
         // The peer's hello (or why there is none; nil once the deadline passed), and the
         // connection once made: frames are handed to it from the event loop as they are read.
         let hello = FirstOutcome<Result<UUID, ContinuationFailure>?>()
         let driver = LinkDriver(host: host, port: port, idle: idle)
-        let connection = LockedValue<PeerConnection?>(nil)
+        let connection = LockedValue<TLSLink?>(nil)
         let receiver = LinkReceiver(
             frame: { frame, isFirst in
                 guard isFirst else {
@@ -141,7 +141,7 @@ package final class PeerConnection: Sendable {
         timer.cancel()
         switch first {
         case .success(let device)?:
-            let made = PeerConnection(host: host, port: port, device: device, driver: driver, writer: writer, channel: channel)
+            let made = TLSLink(host: host, port: port, device: device, driver: driver, writer: writer, channel: channel)
             connection.value = made
             // The link may have ended between the hello and now.
             if !channel.isActive { made.end("closed by the peer") }
@@ -226,21 +226,6 @@ package final class PeerConnection: Sendable {
         let opened = await streams.open(activityID: activityID, deadline: deadline)
         driver.busyChanged(streamsOpen: streams.openStreams)
         return opened
-    }
-}
-
-/// A value shared between tasks, under a lock.
-final class LockedValue<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    init(_ value: Value) { storage = Mutex(value) }
-    var value: Value {
-        get { storage.withLock { $0 } }
-        set { storage.withLock { $0 = newValue } }
-    }
-
-    /// Changes the value in one step (`value += 1` would read and write in two).
-    func update(_ change: (inout Value) -> Void) {
-        storage.withLock { change(&$0) }
     }
 }
 

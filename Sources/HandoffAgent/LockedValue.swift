@@ -1,0 +1,16 @@
+import Synchronization
+
+/// A value shared between tasks, under a lock.
+final class LockedValue<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { storage = Mutex(value) }
+    var value: Value {
+        get { storage.withLock { $0 } }
+        set { storage.withLock { $0 = newValue } }
+    }
+
+    /// Changes the value in one step (`value += 1` would read and write in two).
+    func update(_ change: (inout Value) -> Void) {
+        storage.withLock { change(&$0) }
+    }
+}

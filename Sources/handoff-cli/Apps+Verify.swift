@@ -1,0 +1,32 @@
+import ArgumentParser
+import Foundation
+import HandoffCommandLine
+import HandoffApp
+import HandoffSigning
+import HandoffWire
+
+extension Apps {
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "verify", abstract: "Check an app directory's signature, as installing it would.")
+        @Argument(help: "The app's directory.") var directory: String
+
+        func run() async throws {
+            let team: String
+            do {
+                team = try AppSignature.verify(URL(fileURLWithPath: directory))
+            } catch {
+                failWith(error.message)
+            }
+            let manifest: AppManifest
+            do {
+                manifest = try AppManifest(directory: URL(fileURLWithPath: directory))
+            } catch {
+                failWith("\(error)")
+            }
+            guard manifest.teamIdentifier == team else {
+                failWith("\(directory): signed by team '\(team)', but its entitlements name \(manifest.teamIdentifier.map { "team '\($0)'" } ?? "no team")")
+            }
+            print("\(directory): \(manifest.bundleIdentifier), signed by team \(team); every file matches.")
+        }
+    }
+}
