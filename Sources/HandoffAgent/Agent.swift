@@ -30,13 +30,9 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
 /// socket and ports.
 public actor Agent {
     public nonisolated let configuration: AgentConfiguration
-    let logger: Logger
-    let store: StateStore
-    let registry: AppRegistry
-    let eventLoopGroup: any EventLoopGroup
-    let network: any AgentNetwork
-    let launcher: any AppLauncher
-    let siteAssociations: any SiteAssociations
+    /// What the agent works through and never replaces: the state folder, the network, how
+    /// apps start. Read through the forwarding properties below (`store`, `network`, ...).
+    nonisolated let collaborators: Collaborators
 
     var identity: DeviceIdentity!
     var account: AccountState?
@@ -73,6 +69,30 @@ public actor Agent {
     /// The work the agent started that is not the answer to one call (hops from callbacks,
     /// app starts, catch-ups, this device's join): cancelled and awaited when it stops.
     nonisolated let tasks: OwnedTasks
+
+    /// The agent's fixed collaborators: set once by `init`, shared by every task it runs. They
+    /// are one value so that the actor's stored properties are its state, which changes.
+    struct Collaborators: Sendable {
+        var logger: Logger
+        /// The state folder: identity, account, installed apps.
+        var store: StateStore
+        var registry: AppRegistry
+        var eventLoopGroup: any EventLoopGroup
+        /// Sockets (TLS, UDP), or a test's in-memory network.
+        var network: any AgentNetwork
+        /// How an installed app that is not running starts, and how a web page opens.
+        var launcher: any AppLauncher
+        /// Which apps web sites approve for web-to-app continuation.
+        var siteAssociations: any SiteAssociations
+    }
+
+    nonisolated var logger: Logger { collaborators.logger }
+    nonisolated var store: StateStore { collaborators.store }
+    nonisolated var registry: AppRegistry { collaborators.registry }
+    nonisolated var eventLoopGroup: any EventLoopGroup { collaborators.eventLoopGroup }
+    nonisolated var network: any AgentNetwork { collaborators.network }
+    nonisolated var launcher: any AppLauncher { collaborators.launcher }
+    nonisolated var siteAssociations: any SiteAssociations { collaborators.siteAssociations }
 
     /// A signed change with the revision it makes, as kept in `account-changes.json`.
     struct RecordedChange: Codable, Sendable {
@@ -179,14 +199,13 @@ public actor Agent {
     ) throws(AgentError) {
         self.configuration = configuration
         continuations = ContinuationStateMachine(launchDeadline: configuration.launchDeadline, saveDeadline: configuration.saveDeadline)
-        self.eventLoopGroup = eventLoopGroup
-        self.network = network ?? SocketNetwork(eventLoopGroup: eventLoopGroup, logger: logger ?? Logger(label: "handoffd"))
-        self.launcher = launcher
+        let network = network ?? SocketNetwork(eventLoopGroup: eventLoopGroup, logger: logger ?? Logger(label: "handoffd"))
+        let associations: any SiteAssociations
         if let siteAssociations {
-            self.siteAssociations = siteAssociations
+            associations = siteAssociations
         } else {
             do {
-                self.siteAssociations = try WebSiteAssociations(
+                associations = try WebSiteAssociations(
                     additionalTrust: configuration.associationTrust, refresh: configuration.associationRefresh, eventLoopGroup: eventLoopGroup,
                     logger: logger ?? Logger(label: "handoffd"))
             } catch {
@@ -194,15 +213,18 @@ public actor Agent {
             }
         }
         installed.defaultBrowser = configuration.defaultBrowser
+        let store: StateStore
         do {
             store = try StateStore(directory: configuration.stateDirectory)
         } catch {
             throw AgentError("\(error)")
         }
-        registry = AppRegistry(stateDirectory: configuration.stateDirectory, allowsUnsignedApps: configuration.allowsUnsignedApps)
         var logger = logger ?? Logger(label: "handoffd")
         logger[metadataKey: "state"] = "\(configuration.stateDirectory.path)"
-        self.logger = logger
+        collaborators = Collaborators(
+            logger: logger, store: store,
+            registry: AppRegistry(stateDirectory: configuration.stateDirectory, allowsUnsignedApps: configuration.allowsUnsignedApps),
+            eventLoopGroup: eventLoopGroup, network: network, launcher: launcher, siteAssociations: associations)
         tasks = OwnedTasks(logger: logger)
     }
 
