@@ -68,6 +68,10 @@ final class Segment: Sendable {
         }
         prefix = "ho\(getpid() % 10_000)\(number)"
         let bridge = "\(prefix)br"
+        // A killed run's segments go before this process makes its first.
+        _ = Segment.sweptStale
+        try? FileManager.default.createDirectory(at: Segment.owners, withIntermediateDirectories: true)
+        try? "\(getpid())".write(to: Segment.owners.appendingPathComponent(prefix), atomically: true, encoding: .utf8)
         // A run killed before it cleaned up leaves its namespaces; one of the same name is
         // stale (this process's pid and its own count name them), so it goes first.
         for name in [bridge] + hosts.map({ "\(prefix)\($0)" }) { _ = try? shell(["ip", "netns", "del", name]) }
@@ -164,6 +168,82 @@ final class Segment: Sendable {
         }
         for host in hosts { _ = try? shell(["ip", "netns", "del", "\(prefix)\(host)"]) }
         _ = try? shell(["ip", "netns", "del", "\(prefix)br"])
+        try? FileManager.default.removeItem(at: Segment.owners.appendingPathComponent(prefix))
+    }
+
+    /// Where each segment notes the process that made it (its whole pid: the prefix holds only
+    /// part of it), so that a later run can tell a killed run's namespaces from a live run's.
+    static let owners = URL(fileURLWithPath: "/run/handoff-test-segments", isDirectory: true)
+
+    /// Once per process, before its first segment: `sweepStale(in: owners)`.
+    static let sweptStale: Void = { _ = sweepStale(in: owners) }()
+
+    /// Deletes the namespaces of every segment noted in `folder` whose process is gone (a run
+    /// killed before its tear-down), after killing what still runs in them (its `handoffd`s);
+    /// returns the namespaces deleted. A segment whose process lives, or whose note cannot be
+    /// read, is left alone, and so is every namespace no note names.
+    static func sweepStale(in folder: URL) -> [String] {
+        guard let notes = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { return [] }
+        let namespaces = ((try? shell(["ip", "netns", "list"])) ?? "").split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) }
+        var deleted: [String] = []
+        for prefix in notes {
+            let note = folder.appendingPathComponent(prefix)
+            guard let text = try? String(contentsOf: note, encoding: .utf8), let owner = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), owner > 0,
+                kill(owner, 0) != 0, errno == ESRCH
+            else { continue }
+            // The prefix's own hosts (letters after it), not another prefix's that begins alike.
+            for namespace in namespaces where namespace.hasPrefix(prefix) && namespace.dropFirst(prefix.count).allSatisfy(\.isLetter) {
+                let pids = ((try? shell(["ip", "netns", "pids", namespace])) ?? "").split(separator: "\n").compactMap { Int32($0) }
+                for pid in pids { kill(pid, SIGKILL) }
+                if (try? shell(["ip", "netns", "del", namespace])) != nil { deleted.append(namespace) }
+            }
+            try? FileManager.default.removeItem(at: note)
+        }
+        return deleted
+    }
+}
+
+@Suite("Stale namespaces", .serialized, .enabled(if: canMakeNamespaces, "needs root and iproute2 to make network namespaces; skipped"))
+struct StaleSegmentTests {
+    @Test("A killed run's namespaces, and the programs still running in them, go when a later run sweeps; a live run's, and a name that only begins alike, stay")
+    func killedRunsNamespacesAreSwept() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("segments-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // A pid that was a process and is no more.
+        let gone = ChildProcess()
+        gone.executableURL = URL(fileURLWithPath: "/bin/true")
+        try gone.run()
+        _ = await gone.exited()
+        let dead = gone.processIdentifier
+        let tag = getpid() % 10_000
+        let stale = "hostale\(tag)", live = "holive\(tag)", alike = "hostale\(tag)9"
+        let all = ["\(stale)a", "\(stale)br", "\(live)a", "\(alike)a"]
+        defer { for namespace in all { _ = try? shell(["ip", "netns", "del", namespace]) } }
+        for namespace in all {
+            _ = try? shell(["ip", "netns", "del", namespace])
+            try shell(["ip", "netns", "add", namespace])
+        }
+        // What a killed run left running in its namespace.
+        let left = ChildProcess()
+        left.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        left.arguments = ["ip", "netns", "exec", "\(stale)a", "sleep", "600"]
+        try left.run()
+        defer { if left.isRunning { left.terminate() } }
+        try #require(await eventually { ((try? shell(["ip", "netns", "pids", "\(stale)a"])) ?? "").contains("\(left.processIdentifier)") })
+        try "\(dead)".write(to: folder.appendingPathComponent(stale), atomically: true, encoding: .utf8)
+        try "\(getpid())".write(to: folder.appendingPathComponent(live), atomically: true, encoding: .utf8)
+
+        let deleted = Segment.sweepStale(in: folder)
+
+        #expect(deleted.sorted() == ["\(stale)a", "\(stale)br"])
+        let listed = try shell(["ip", "netns", "list"])
+        #expect(!listed.contains("\(stale)a") && !listed.contains("\(stale)br"))
+        #expect(listed.contains("\(live)a") && listed.contains("\(alike)a"))
+        let ended = await withTimeLimit(.seconds(10)) { await left.exited() }
+        #expect(ended == ChildProcess.Termination(reason: .uncaughtSignal, status: SIGKILL), "what ran in the stale namespace was killed")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(stale).path))
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(live).path))
     }
 }
 
