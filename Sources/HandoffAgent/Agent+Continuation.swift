@@ -96,25 +96,27 @@ extension Agent {
     ) async -> LocalReply {
         let id = UUID.random()
         let answer = await withCheckedContinuation { waiter in
+            // The fetch starts first, before the machine decides anything: on an open link the
+            // request is written before `willContinue` (which wakes the app here while the
+            // origin should have the processor), and it runs while the app starts if it must.
+            // Its answer reaches the machine after `begin`, since it comes through this actor.
+            if prefetched == nil, !continuations.isStopped {
+                if let link = openLinkNow(to: device) {
+                    link.fetch(offer.id, deadline: configuration.fetchDeadline) { [weak self] result in
+                        self?.tasks.start("fetched") { await self?.fetched(id, result) }
+                    }
+                } else {
+                    tasks.start("fetch") {
+                        let result = await self.fetch(offer.id, from: device)
+                        self.fetched(id, result)
+                    }
+                }
+            }
             let context = ReceivingContinuation(
                 id: id, waiter: waiter, offer: offer, device: device, app: bundleIdentifier, started: started, logger: logger)
             run(continuations.begin(
                 id, ticket: ticket, app: bundleIdentifier, context: context, running: newestSession(of: bundleIdentifier)?.id,
                 fetched: prefetched.map { .success($0) }))
-            guard prefetched == nil else { return }
-            // The fetch starts now, while the app starts (if it must) and before the app hears
-            // `willContinue`: on an open link the request is on its way before anything else
-            // is written.
-            if let link = openLinkNow(to: device) {
-                link.fetch(offer.id, deadline: configuration.fetchDeadline) { [weak self] result in
-                    self?.tasks.start("fetched") { await self?.fetched(id, result) }
-                }
-            } else {
-                tasks.start("fetch") {
-                    let result = await self.fetch(offer.id, from: device)
-                    self.fetched(id, result)
-                }
-            }
         }
         notice = answer.notice
         return answer.reply

@@ -122,8 +122,9 @@ final class AgentHarness: Sendable {
     /// Starts an agent named `name`, with `adjust` applied to its configuration.
     /// `eventLoopGroup`: the agent's own event loops, as a handoffd process has, rather than the
     /// process-wide ones every test's agents share.
+    /// `network`: in place of the harness's own (a test's wrapper around it).
     func start(
-        _ name: String, launcher: (any AppLauncher)? = nil, eventLoopGroup: (any EventLoopGroup)? = nil,
+        _ name: String, launcher: (any AppLauncher)? = nil, eventLoopGroup: (any EventLoopGroup)? = nil, network: (any AgentNetwork)? = nil,
         _ adjust: (inout AgentConfiguration) -> Void = { _ in }
     ) async throws -> TestDevice {
         var configuration = configuration(name)
@@ -131,7 +132,7 @@ final class AgentHarness: Sendable {
         var logger = Logger(label: "handoffd")
         logger.logLevel = .error
         let agent = try Agent(
-            configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, network: network,
+            configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, network: network ?? self.network,
             launcher: launcher ?? ProcessLauncher())
         try await agent.start()
         let device = TestDevice(name: name, agent: agent, socket: configuration.socketPath, state: configuration.stateDirectory)

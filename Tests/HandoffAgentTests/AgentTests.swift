@@ -1132,6 +1132,108 @@ struct AgentTests {
     }
 }
 
+extension AgentTests {
+    @Test(
+        "On an open link the fetch's request is written before the running app hears willContinue, which would wake it while the origin should run",
+        arguments: [true, false])
+    func fetchIsWrittenBeforeTheAppHears(inMemory: Bool) async throws {
+        try await withHarness(inMemory: inMemory) { harness in
+            let order = Mutex<[String]>([])
+            let network = RecordingNetwork(base: harness.network ?? SocketNetwork()) { order.withLock { $0.append("fetch") } }
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta", network: network)
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
+            defer { origin.client.close() }
+            // The app, running on B: it hears each message as the agent sends it.
+            let agentB = try #require(b.agent)
+            let replies = Heard()
+            let app = await agentB.connectInProcess { message in
+                if case .willContinue = message { order.withLock { $0.append("willContinue") } }
+                if case .reply = message { replies.append(message) }
+            }
+            defer { app.close() }
+            app.send(.call(request: 1, .hello(version: LocalMessage.version, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")))
+            try #require(await eventually { !replies.messages.isEmpty }, "the app's hello was not answered")
+            // The first continuation opens the link; the second finds it open.
+            try await b.call(.continue(activity: activity.id))
+            order.withLock { $0 = [] }
+            try await b.call(.continue(activity: activity.id))
+            #expect(order.withLock { $0 } == ["fetch", "willContinue"])
+        }
+    }
+}
+
+/// A network that tells a test when a fetch is started on one of its links, and is otherwise
+/// `base`.
+struct RecordingNetwork: AgentNetwork {
+    let base: any AgentNetwork
+    let fetched: @Sendable () -> Void
+
+    init(base: any AgentNetwork, fetched: @escaping @Sendable () -> Void) {
+        self.base = base
+        self.fetched = fetched
+    }
+
+    var beaconBus: BeaconBus? { base.beaconBus }
+
+    func listen(
+        identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
+        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
+        answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
+    ) async throws -> any LinkListening {
+        try await base.listen(identity: identity, trust: trust, host: host, port: port, acceptStream: acceptStream, answer: answer)
+    }
+
+    func open(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?
+    ) async throws(ContinuationFailure) -> any OutgoingLink {
+        RecordingLink(base: try await base.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle), fetched: fetched)
+    }
+
+    func converse(
+        _ first: Frame, host: String, port: Int, identity: DeviceIdentity, accepting accepts: @escaping @Sendable (String) -> Bool,
+        next: @escaping @Sendable (Frame) -> Frame?
+    ) async throws -> [Frame] {
+        try await base.converse(first, host: host, port: port, identity: identity, accepting: accepts, next: next)
+    }
+}
+
+/// A link that tells a test when a fetch starts on it, and is otherwise `base`.
+final class RecordingLink: OutgoingLink {
+    let base: any OutgoingLink
+    let fetched: @Sendable () -> Void
+
+    init(base: any OutgoingLink, fetched: @escaping @Sendable () -> Void) {
+        self.base = base
+        self.fetched = fetched
+    }
+
+    var device: UUID { base.device }
+    var host: String { base.host }
+    var port: Int { base.port }
+    var isOpen: Bool { base.isOpen }
+
+    func fetch(_ activityID: UUID, deadline: Duration) async -> Result<FetchedActivity, ContinuationFailure> {
+        fetched()
+        return await base.fetch(activityID, deadline: deadline)
+    }
+
+    func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
+        fetched()
+        base.fetch(activityID, deadline: deadline, then: done)
+    }
+
+    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
+        await base.openStream(activityID: activityID, deadline: deadline)
+    }
+
+    func send(_ message: LinkMessage) { base.send(message) }
+    func close() { base.close() }
+}
+
 /// Counts an activity's saves, and lets a test wait for the first.
 final class SaveRecorder: UserActivityDelegate, Sendable {
     private let saves = Mutex(0)
