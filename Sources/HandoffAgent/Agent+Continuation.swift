@@ -97,10 +97,12 @@ extension Agent {
         let id = UUID.random()
         let answer = await withCheckedContinuation { waiter in
             // The fetch starts first, before the machine decides anything: on an open link the
-            // request is written before `willContinue` (which wakes the app here while the
+            // request is on its way before `willContinue` (which wakes the app here while the
             // origin should have the processor), and it runs while the app starts if it must.
             // Its answer reaches the machine after `begin`, since it comes through this actor.
-            if prefetched == nil, !continuations.isStopped {
+            // None for a continuation the machine will refuse (stopped, or a newer one asked
+            // for meanwhile): the origin's app would save for nothing.
+            if prefetched == nil, !continuations.isStopped, ticket == continuations.asked {
                 if let link = openLinkNow(to: device) {
                     link.fetch(offer.id, deadline: configuration.fetchDeadline) { [weak self] result in
                         self?.tasks.start("fetched") { await self?.fetched(id, result) }

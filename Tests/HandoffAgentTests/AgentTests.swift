@@ -1134,12 +1134,14 @@ struct AgentTests {
 
 extension AgentTests {
     @Test(
-        "On an open link the fetch's request is written before the running app hears willContinue, which would wake it while the origin should run",
+        "On an open link the fetch is started before the running app hears willContinue, which would wake it while the origin should run",
         arguments: [true, false])
     func fetchIsWrittenBeforeTheAppHears(inMemory: Bool) async throws {
         try await withHarness(inMemory: inMemory) { harness in
             let order = Mutex<[String]>([])
-            let network = RecordingNetwork(base: harness.network ?? SocketNetwork()) { order.withLock { $0.append("fetch") } }
+            var quiet = Logger(label: "handoff.link")
+            quiet.logLevel = .error
+            let network = RecordingNetwork(base: harness.network ?? SocketNetwork(logger: quiet)) { order.withLock { $0.append("fetch") } }
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta", network: network)
             try await harness.pair([a, b])
@@ -1161,16 +1163,23 @@ extension AgentTests {
             try await b.call(.continue(activity: activity.id))
             order.withLock { $0 = [] }
             try await b.call(.continue(activity: activity.id))
+            // On a link opened for it, the fetch would come after willContinue however the
+            // agent orders them: the second continuation must have found the first's link.
+            #expect(network.opened == 1, "the second continuation opened a link of its own")
             #expect(order.withLock { $0 } == ["fetch", "willContinue"])
         }
     }
 }
 
-/// A network that tells a test when a fetch is started on one of its links, and is otherwise
-/// `base`.
+/// A network that tells a test when a fetch is started on one of its links, and counts the
+/// links it opened; otherwise it is `base`.
 struct RecordingNetwork: AgentNetwork {
     let base: any AgentNetwork
     let fetched: @Sendable () -> Void
+    private let opens = Counter()
+
+    /// How many links were opened through it.
+    var opened: Int { opens.value }
 
     init(base: any AgentNetwork, fetched: @escaping @Sendable () -> Void) {
         self.base = base
@@ -1190,7 +1199,9 @@ struct RecordingNetwork: AgentNetwork {
     func open(
         host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?
     ) async throws(ContinuationFailure) -> any OutgoingLink {
-        RecordingLink(base: try await base.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle), fetched: fetched)
+        let link = try await base.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle)
+        opens.increment()
+        return RecordingLink(base: link, fetched: fetched)
     }
 
     func converse(
@@ -1199,6 +1210,13 @@ struct RecordingNetwork: AgentNetwork {
     ) async throws -> [Frame] {
         try await base.converse(first, host: host, port: port, identity: identity, accepting: accepts, next: next)
     }
+}
+
+/// A count that several tasks add to.
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    var value: Int { count.withLock { $0 } }
+    func increment() { count.withLock { $0 += 1 } }
 }
 
 /// A link that tells a test when a fetch starts on it, and is otherwise `base`.

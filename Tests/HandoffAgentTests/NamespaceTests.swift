@@ -181,7 +181,8 @@ final class Segment: Sendable {
     /// Deletes the namespaces of every segment noted in `folder` whose process is gone (a run
     /// killed before its tear-down), after killing what still runs in them (its `handoffd`s);
     /// returns the namespaces deleted. A segment whose process lives, or whose note cannot be
-    /// read, is left alone, and so is every namespace no note names.
+    /// read, is left alone, and so is every namespace no note names. (Pids are this PID
+    /// namespace's: tests that share `/run` across PID namespaces would see live owners as gone.)
     static func sweepStale(in folder: URL) -> [String] {
         guard let notes = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { return [] }
         let namespaces = ((try? shell(["ip", "netns", "list"])) ?? "").split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) }
@@ -193,6 +194,9 @@ final class Segment: Sendable {
             else { continue }
             // The prefix's own hosts (letters after it), not another prefix's that begins alike.
             for namespace in namespaces where namespace.hasPrefix(prefix) && namespace.dropFirst(prefix.count).allSatisfy(\.isLetter) {
+                // A live process that took the same prefix meanwhile (its pid the same modulo
+                // 10,000) wrote its own note first: its namespaces are not stale.
+                guard (try? String(contentsOf: note, encoding: .utf8)) == text else { break }
                 let pids = ((try? shell(["ip", "netns", "pids", namespace])) ?? "").split(separator: "\n").compactMap { Int32($0) }
                 for pid in pids { kill(pid, SIGKILL) }
                 if (try? shell(["ip", "netns", "del", namespace])) != nil { deleted.append(namespace) }

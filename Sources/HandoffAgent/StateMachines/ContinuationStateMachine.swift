@@ -120,7 +120,6 @@ struct ContinuationStateMachine<Context: Sendable, SaveWaiter: Sendable>: Sendab
     private var saves = PendingRequests<Save>()
     /// The agent stopped: a continuation that begins afterwards (its caller was still routing
     /// it) fails at once, as saves asked for then do.
-    /// Whether `stopped()` ran: every later `begin` and `save` fails at once.
     private(set) var isStopped = false
 
     init(launchDeadline: Duration, saveDeadline: Duration) {
