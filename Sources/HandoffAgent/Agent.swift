@@ -73,17 +73,17 @@ public actor Agent {
     /// The agent's fixed collaborators: set once by `init`, shared by every task it runs. They
     /// are one value so that the actor's stored properties are its state, which changes.
     struct Collaborators: Sendable {
-        var logger: Logger
+        let logger: Logger
         /// The state folder: identity, account, installed apps.
-        var store: StateStore
-        var registry: AppRegistry
-        var eventLoopGroup: any EventLoopGroup
+        let store: StateStore
+        let registry: AppRegistry
+        let eventLoopGroup: any EventLoopGroup
         /// Sockets (TLS, UDP), or a test's in-memory network.
-        var network: any AgentNetwork
+        let network: any AgentNetwork
         /// How an installed app that is not running starts, and how a web page opens.
-        var launcher: any AppLauncher
+        let launcher: any AppLauncher
         /// Which apps web sites approve for web-to-app continuation.
-        var siteAssociations: any SiteAssociations
+        let siteAssociations: any SiteAssociations
     }
 
     nonisolated var logger: Logger { collaborators.logger }
