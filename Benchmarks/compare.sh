@@ -3,10 +3,14 @@
 # to be no slower than the commit before it: each commit is cloned into a folder of its own
 # (under /tmp, removed at the end) and built there by its own scripts; then each benchmark runs
 # for both, in alternating order (base first, then head first for the next), so that a machine
-# that warms or cools over the sitting does not favour one side.
+# that warms or cools over the sitting does not favour one side. Each benchmark runs ROUNDS
+# times per side (default 2, in the order base, head, head, base): one run per side once showed
+# `handoff continue` 25 % slower at the head when the same binaries, run again, differed by
+# under 3 % (docs/agent.md, Performance); a difference that does not hold in every round is not one.
 #
 #   Benchmarks/compare.sh [BASE [HEAD]]     (default: HEAD~1 and HEAD)
 #   BENCHMARKS="agent streams discovery"    (default; the scripts' names without .sh)
+#   ROUNDS=N                                (default 2)
 #
 # The scripts' own knobs pass through (MEMORY_SECONDS, IDLE_SECONDS, STREAM_BYTES, ...). Each
 # script's tables are printed under the commit they are for, with its exit status; this
@@ -17,6 +21,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 base="${1:-HEAD~1}"
 head="${2:-HEAD}"
 benchmarks=(${BENCHMARKS:-agent streams discovery})
+rounds="${ROUNDS:-2}"
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: ROUNDS must be a whole number from 1, not '$rounds'" >&2; exit 2; }
 work="$(mktemp -d /tmp/handoff-compare.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
@@ -33,10 +39,11 @@ done
 failed=0
 order=(base head)
 for name in "${benchmarks[@]}"; do
+  for round in $(seq "$rounds"); do
     for side in "${order[@]}"; do
         script="$work/$side/Benchmarks/$name.sh"
         echo
-        echo "## $name.sh at $side (${commit[$side]})"
+        echo "## $name.sh at $side (${commit[$side]}), round $round of $rounds"
         echo
         if [ ! -x "$script" ]; then
             echo "(no $name.sh at ${commit[$side]})"
@@ -49,5 +56,6 @@ for name in "${benchmarks[@]}"; do
         [ "$status" -gt 1 ] && failed=1
     done
     order=("${order[1]}" "${order[0]}")
+  done
 done
 exit "$failed"
