@@ -167,8 +167,10 @@ func runWarmTLSClient(folder: String, host: String, port: Int, count: Int) throw
 }
 
 /// `count` exchanges (after 20 to warm up), each on a fresh connection; prints each latency in
-/// milliseconds.
-func runBareTLSClient(folder: String, host: String, port: Int, count: Int) throws {
+/// milliseconds. With `pacedMilliseconds`, each connection waits that long after the one before
+/// closed, so that each begins on idle processors, as a paced continuation does.
+func runBareTLSClient(folder: String, host: String, port: Int, count: Int, pacedMilliseconds: Int64? = nil) throws {
+    let pace = pacedMilliseconds.map(TimeAmount.milliseconds)
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let loop = group.next()
     let (context, verify) = try bareTLSContext(folder: folder, side: "client", peer: "server")
@@ -198,7 +200,9 @@ func runBareTLSClient(folder: String, host: String, port: Int, count: Int) throw
                 answered.futureResult.whenComplete { outcome in
                     state.latencies.append(now() - start)
                     if case .failure(let error) = outcome { return done.fail(error) }
-                    channel.close().whenComplete { _ in next() }
+                    channel.close().whenComplete { _ in
+                        if let pace { loop.scheduleTask(in: pace) { next() } } else { next() }
+                    }
                 }
             }
         }

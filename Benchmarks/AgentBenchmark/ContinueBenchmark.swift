@@ -59,6 +59,8 @@ func orchestrate() async throws -> Targets {
     let cliIterations = max(10, iterations / 4)
     let discoveryChanges = max(10, iterations / 4)
     let quietIterations = Int(ProcessInfo.processInfo.environment["QUIET_ITERATIONS"] ?? "30") ?? 30
+    let pacedIterations = max(10, iterations / 4)
+    let pace = Int(ProcessInfo.processInfo.environment["PACE_MS"] ?? "20") ?? 20
     let memorySeconds = Int(ProcessInfo.processInfo.environment["MEMORY_SECONDS"] ?? "300") ?? 300
     let useNamespaces = getuid() == 0 && shell(["ip", "netns", "add", "hb\(getpid())probe"]) == 0
     if useNamespaces { shell(["ip", "netns", "del", "hb\(getpid())probe"]) }
@@ -147,7 +149,7 @@ func orchestrate() async throws -> Targets {
     helpers.append(start(a.command([CommandLine.arguments[0], "tls-server", baselineFolder, a.address, String(tlsPort)]), output: serverOutput))
     _ = serverOutput.fileHandleForReading.availableData
 
-    func restoredAt(_ iteration: Int) -> UInt64? { restoredTime(of: iteration, on: b) }
+    func restoredAt(_ iteration: Int) async -> UInt64 { await waitForRestore(of: iteration, on: b) }
     let control = try LocalClient(path: b.socket, role: .control)
     /// One continuation through B's agent, timed from the call to its answer (the daemon level:
     /// the origin's save included, the activity sent to the app) and to the app holding it.
@@ -160,14 +162,13 @@ func orchestrate() async throws -> Targets {
         "B's agent: the app's delivery to the caller's answer",
     ]
     var legs: [String: [Double]] = [:]
-    func continueOnce(_ client: LocalClient) async throws -> (daemon: Double, app: Double) {
+    func continueOnce(_ client: LocalClient, legsToo: Bool = true) async throws -> (daemon: Double, app: Double) {
         let iteration = counter.peek()
         let start = now()
         if let error = try await client.call(.continue(activity: activityID)).error { fail("continue: \(error)") }
         let answered = now()
-        await waitFor("the receiving app to restore") { restoredAt(iteration) != nil }
-        let restored = restoredAt(iteration)!
-        if let save = saves.times(of: iteration) {
+        let restored = await restoredAt(iteration)
+        if legsToo, let save = saves.times(of: iteration) {
             // Stamped by three processes: the app on B can hold the activity before the origin
             // app has stamped its answer, so a leg can come out negative.
             legs[legNames[0], default: []].append(milliseconds(save.arrived) - milliseconds(start))
@@ -203,7 +204,9 @@ func orchestrate() async throws -> Targets {
     let cli = ProcessInfo.processInfo.environment["HANDOFF_CLI_FRONT"] ?? binaries.appendingPathComponent("handoff").path
     /// Each run's CPU time of A's and B's agents per warm continuation (all their threads).
     var cpuPerContinuation: [(Double, Double)] = []
-    let runs = try await repeatRuns(["continue", "continue to the app", "CLI continue", "CLI to the app", "bare TLS", "warm TLS", "discovery"]) { _ in
+    let runs = try await repeatRuns([
+        "continue", "continue to the app", "CLI continue", "CLI to the app", "paced continue", "paced to the app", "bare TLS", "paced bare TLS", "warm TLS", "discovery",
+    ]) { _ in
         var run: [String: [Double]] = [:]
         let clientOutput = Pipe()
         let client = start(b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(iterations)]), output: clientOutput)
@@ -211,6 +214,13 @@ func orchestrate() async throws -> Targets {
         client.waitUntilExit()
         run["bare TLS"] = baselineText.split(separator: "\n").compactMap { Double($0) }
         guard run["bare TLS"]!.count == iterations else { fail("the TLS baseline measured \(run["bare TLS"]!.count) of \(iterations)") }
+        // The same, each after `pace` of quiet: the baseline of the paced continuations.
+        let pacedOutput = Pipe()
+        let pacedClient = start(b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(pacedIterations), String(pace)]), output: pacedOutput)
+        let pacedText = String(decoding: pacedOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        pacedClient.waitUntilExit()
+        run["paced bare TLS"] = pacedText.split(separator: "\n").compactMap { Double($0) }
+        guard run["paced bare TLS"]!.count == pacedIterations else { fail("the paced TLS baseline measured \(run["paced bare TLS"]!.count) of \(pacedIterations)") }
         // The link's own floor: the same exchange on a connection kept open.
         let warmOutput = Pipe()
         let warmClient = start(b.command([CommandLine.arguments[0], "tls-warm-client", baselineFolder, a.address, String(tlsPort), String(iterations)]), output: warmOutput)
@@ -239,8 +249,17 @@ func orchestrate() async throws -> Targets {
             let pid = spawn(cli, ["continue", activityID.uuidString, "--socket", b.socket])
             if waitForExit(pid) != 0 { fail("handoff continue failed") }
             run["CLI continue", default: []].append(milliseconds(now() - start))
-            await waitFor("the receiving app to restore") { restoredAt(iteration) != nil }
-            run["CLI to the app", default: []].append(milliseconds(restoredAt(iteration)! - start))
+            run["CLI to the app", default: []].append(milliseconds(await restoredAt(iteration) - start))
+        }
+        // The same continuations with a pause before each: each begins on idle processors, with
+        // nothing of the one before still running (B's `continued` to A, the origin app's
+        // `wasContinued`), as a person's continuations do. Reported beside the back-to-back ones,
+        // which the targets judge.
+        for _ in 0..<pacedIterations {
+            try await Task.sleep(for: .milliseconds(pace))
+            let (daemon, app) = try await continueOnce(control, legsToo: false)
+            run["paced continue", default: []].append(daemon)
+            run["paced to the app", default: []].append(app)
         }
         return run
     }
@@ -320,7 +339,8 @@ func orchestrate() async throws -> Targets {
     print("""
         Agent benchmark. Machine: \(machine).
         \(useNamespaces ? "Two network namespaces on one bridge" : "Loopback (not root: no namespaces)"); release build, static Swift runtime. \
-        userInfo \(payload) bytes; per run \(iterations) continuations and bare TLS exchanges, \(cliIterations) from the command line, \
+        userInfo \(payload) bytes; per run \(iterations) continuations back to back and bare TLS exchanges, \(cliIterations) from the command line, \
+        \(pacedIterations) paced (\(pace) ms apart), \
         \(discoveryChanges) discovery changes; \(quietIterations) continuations after quiet per run.
         Bare TLS: one process per side, one warm event loop each, one TLS context each made before timing, TLS 1.3 with both \
         certificates (P-256) pinned by SHA-256, TCP_NODELAY, connect + 3 KB echoed + close, nothing else in the path.
@@ -339,9 +359,12 @@ func orchestrate() async throws -> Targets {
         | the same, to the app on B holding the restored activity | \(row(runs, "continue to the app")) |
         | continue from the command line: spawning `handoff continue` to its exit | \(row(runs, "CLI continue")) |
         | the same, to the app holding the activity | \(row(runs, "CLI to the app")) |
+        | continue, warm link, paced: the same with \(pace) ms of quiet before each | \(row(runs, "paced continue")) |
+        | the same, to the app holding the activity | \(row(runs, "paced to the app")) |
         | continue after the link went quiet (handshake and membership proof included), to the answer | \(row(quiet, "continue after quiet")) |
         | the same, to the app holding the activity | \(row(quiet, "after quiet to the app")) |
         | baseline: bare TLS 1.3 connect + 3 KB request and answer, A to B | \(row(runs, "bare TLS")) |
+        | the same, paced: \(pace) ms of quiet before each connection | \(row(runs, "paced bare TLS")) |
         | for reference: the same 3 KB request and answer on a TLS connection kept open (what the link's hop costs with nothing else in the path) | \(row(runs, "warm TLS")) |
         | discovery: `becameCurrent` on A to B's watcher hearing it | \(row(runs, "discovery")) |
         | continue, the first after \(memorySeconds) s idle (link open), to the answer | \(format(firstAfterIdle, 3)) ms | |
@@ -374,7 +397,12 @@ func orchestrate() async throws -> Targets {
         "continue on a warm link (daemon level), p99 ≤ 2.0 ms", continue99 <= 2.0,
         "\(format(continue99, 3)) ms (the same runs' bare TLS p99 \(format(bare99, 3)) ms, on a kept connection \(format(warm99, 3)) ms)")
     targets.check("`handoff continue`, spawn to exit, p50 ≤ 5 ms", cli50 <= 5.0, "\(format(cli50, 3)) ms")
-    targets.check("continue after quiet (daemon level), p50 ≤ 2× bare TLS p50", quiet50 <= 2 * bare50, "\(format(quiet50, 3)) ms, \(format(quiet50 / bare50))× (bare TLS p99 \(format(bare99, 3)) ms)")
+    // Judged against the back-to-back baseline, the fastest; the paced one, which like a
+    // continuation after quiet begins on idle processors, is named beside it.
+    let pacedBare50 = runs.percentile("paced bare TLS", 0.5)
+    targets.check(
+        "continue after quiet (daemon level), p50 ≤ 2× bare TLS p50", quiet50 <= 2 * bare50,
+        "\(format(quiet50, 3)) ms, \(format(quiet50 / bare50))× (bare TLS p99 \(format(bare99, 3)) ms; paced bare TLS p50 \(format(pacedBare50, 3)) ms, \(format(quiet50 / pacedBare50))× that)")
     targets.check("discovery p50 ≤ 10 ms", discovery50 <= 10, "\(format(discovery50, 3)) ms")
     targets.check("the link stayed open through the idle window", openBefore && openAfter, openBefore && openAfter ? "yes" : "no: the memory figures are not of a linked agent")
     for (name, window) in [("A", idle[0]), ("B", idle[1])] {

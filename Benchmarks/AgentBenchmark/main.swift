@@ -209,6 +209,14 @@ func restoredTime(of iteration: Int, on host: Host) -> UInt64? {
     RestoredLog.of(host).time(of: iteration)
 }
 
+/// Waits until the receiving app on `host` has restored `iteration`, and returns when it did.
+func waitForRestore(of iteration: Int, on host: Host, seconds: Double = 20) async -> UInt64 {
+    guard let time = await RestoredLog.of(host).wait(for: iteration, seconds: seconds) else {
+        fail("timed out waiting for the receiving app to restore iteration \(iteration)")
+    }
+    return time
+}
+
 /// The receiving app's log, read as it grows: each look reads only what was appended since the
 /// last, so that waiting for the app costs the machine (two cores, shared with the agents being
 /// measured) next to nothing however long the log gets.
@@ -233,6 +241,69 @@ final class RestoredLog: Sendable {
     }
 
     private init(path: String) { self.path = path }
+
+    private struct Waiter {
+        var iteration: Int
+        var deadline: UInt64
+        var continuation: CheckedContinuation<UInt64?, Never>
+    }
+    private let waiters = Mutex<[UInt64: Waiter]>([:])
+    private let nextWaiter = Atomic<UInt64>(0)
+    private let watching = Mutex(false)
+
+    /// When the app logged `iteration`, waiting up to `seconds` for it (nil after that). The
+    /// wait is woken by the kernel as the log grows (inotify), so that the next continuation can
+    /// begin the moment this one reached its app: a look every 10 ms let about half of the
+    /// continuations meant to run back to back begin after a pause instead.
+    func wait(for iteration: Int, seconds: Double = 20) async -> UInt64? {
+        if let time = time(of: iteration) { return time }
+        startWatching()
+        return await withCheckedContinuation { continuation in
+            let token = nextWaiter.wrappingAdd(1, ordering: .relaxed).newValue
+            waiters.withLock { $0[token] = Waiter(iteration: iteration, deadline: now() + UInt64(seconds * 1e9), continuation: continuation) }
+            // The line may have been written between the first look and now.
+            settle()
+        }
+    }
+
+    /// Resumes, once, each waiter whose iteration is in the log or whose time is up.
+    private func settle() {
+        let current = now()
+        let ready: [(CheckedContinuation<UInt64?, Never>, UInt64?)] = waiters.withLock { waiters in
+            var ready: [(CheckedContinuation<UInt64?, Never>, UInt64?)] = []
+            for (token, waiter) in waiters {
+                if let time = time(of: waiter.iteration) {
+                    ready.append((waiter.continuation, time))
+                } else if waiter.deadline <= current {
+                    ready.append((waiter.continuation, nil))
+                } else {
+                    continue
+                }
+                waiters[token] = nil
+            }
+            return ready
+        }
+        for (continuation, time) in ready { continuation.resume(returning: time) }
+    }
+
+    /// A thread for the benchmark's life that wakes when the log is written (every 10 ms until
+    /// the app has made the file, then on each write, and every second for the deadlines).
+    private func startWatching() {
+        guard watching.withLock({ watching in defer { watching = true }; return !watching }) else { return }
+        let thread = Thread { [self] in
+            let inotify = inotify_init1(Int32(IN_CLOEXEC))
+            var watched = false
+            var events = [UInt8](repeating: 0, count: 4096)
+            while true {
+                if !watched { watched = inotify_add_watch(inotify, path, UInt32(IN_MODIFY)) >= 0 }
+                var entry = pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)
+                if poll(&entry, 1, watched ? 1000 : 10) > 0 { _ = read(inotify, &events, events.count) }
+                settle()
+            }
+        }
+        thread.name = "restored-log"
+        thread.start()
+    }
 
     func time(of iteration: Int) -> UInt64? {
         state.withLock { state in
@@ -384,7 +455,9 @@ case "tls-server"?:
     try runBareTLSServer(folder: arguments[2], host: arguments[3], port: Int(arguments[4])!)
 case "tls-client"?:
     let arguments = CommandLine.arguments
-    try runBareTLSClient(folder: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!)
+    try runBareTLSClient(
+        folder: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!,
+        pacedMilliseconds: arguments.count > 6 ? Int64(arguments[6]) : nil)
 case "tls-warm-client"?:
     let arguments = CommandLine.arguments
     try runWarmTLSClient(folder: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!)
