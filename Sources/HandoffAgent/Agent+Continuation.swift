@@ -212,12 +212,12 @@ extension Agent {
                     "the activity's userInfo is \(bytes.count) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
             }
             do {
-                // Read as the app will read it, and into the model for the file URLs.
-                let value = try UserInfoCoding.decodeForApp(bytes)
+                // Checked as the app will read it; the model is built only when it holds file URLs.
                 // File URLs: into this device's containers where the origin's were; the rest marked.
                 var hasFileURL = false
-                ContainerTranslation.visitFileURLs(value) { _ in hasFileURL = true }
-                if hasFileURL {
+                let value = try UserInfoCoding.checkForApp(bytes)
+                if let value { ContainerTranslation.visitFileURLs(value) { _ in hasFileURL = true } }
+                if let value, hasFileURL {
                     let (translated, untranslated) = ContainerTranslation.translate(value, references: wire.fileReferences, containers: configuration.containers)
                     record.userInfo = try UserInfoCoding.encode(translated)
                     record.untranslatedFileURLs = untranslated.isEmpty ? nil : untranslated

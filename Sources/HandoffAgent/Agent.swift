@@ -909,10 +909,9 @@ public actor Agent {
             var references: [WireFileReference] = []
             if let bytes = record.userInfo {
                 do {
-                    // Read as the continuing side will (`decodeForApp`: the model, and Swift's
-                    // values too where keys could collide), once for both uses.
-                    let value = try UserInfoCoding.decodeForApp(bytes)
-                    if !configuration.containers.isEmpty {
+                    // Checked as the continuing side will (`checkForApp`: `decodeForApp`'s
+                    // verdict, the model built only when the bytes hold a file URL).
+                    if let value = try UserInfoCoding.checkForApp(bytes), !configuration.containers.isEmpty {
                         references = ContainerTranslation.references(in: value, containers: configuration.containers)
                     }
                 } catch {

@@ -75,6 +75,19 @@ public enum UserInfoCoding {
         return value
     }
 
+    /// Checks, as `decodeForApp` does, that an app can read `data` as its `userInfo`, building
+    /// the model only where it is needed: nil when the bytes are readable and hold no file URL
+    /// (the common case, and all the agent needs to know then), else `decodeForApp`'s value.
+    /// Throws exactly what `decodeForApp` throws. A quick pass reads the bytes with nothing
+    /// built but what it must know; where it cannot decide (a set, a key that is not a string,
+    /// any mistake in the bytes, a file URL), `decodeForApp` decides, as before.
+    public static func checkForApp(_ data: Data) throws(UserInfoDecodingError) -> UserInfoValue? {
+        if let scan = try? decode(data, as: CheckBuilder.self), scan.isStringDictionary, !scan.undecided, !scan.holdsFileURL {
+            return nil
+        }
+        return try decodeForApp(data)
+    }
+
     /// Decodes bytes into Swift values, each of the type it was encoded from.
     static func decodeAny(_ data: Data) throws(UserInfoDecodingError) -> Any {
         try decode(data, as: AnyBuilder.self)
@@ -491,6 +504,48 @@ public enum UserInfoCoding {
         }
         static func key(_ value: UserInfoValue) -> UserInfoValue { value }
         static func stringKey(_ value: String) -> UserInfoValue { .string(value) }
+    }
+
+    /// What `checkForApp`'s quick pass keeps of each value: no value, only whether it is, or
+    /// holds, a file URL, and whether it holds what only the full decode can judge. Every key
+    /// is the same (`false`), and keeps nothing of what it holds (a file URL as a key): a set
+    /// of two members, or two keys that are not strings, fail as "appears twice", and one alone
+    /// marks its container undecided; both send the check to the full decode. String keys are
+    /// the reader's own, checked for repeats as always.
+    enum CheckBuilder: ValueBuilder {
+        struct Scan {
+            var holdsFileURL = false
+            var undecided = false
+            var isStringDictionary = false
+        }
+        static func null() -> Scan { Scan() }
+        static func bool(_ value: Bool) -> Scan { Scan() }
+        static func string(_ value: String) -> Scan { Scan() }
+        static func data(_ value: Data) -> Scan { Scan() }
+        static func double(_ value: Double) -> Scan { Scan() }
+        static func float(_ value: Float) -> Scan { Scan() }
+        static func date(_ value: Date) -> Scan { Scan() }
+        static func url(_ value: URL) -> Scan { Scan(holdsFileURL: value.isFileURL) }
+        static func uuid(_ value: UUID) -> Scan { Scan() }
+        static func integer(_ value: UserInfoInteger) -> Scan { Scan() }
+        static func array(_ items: [Scan]) -> Scan {
+            Scan(holdsFileURL: items.contains { $0.holdsFileURL }, undecided: items.contains { $0.undecided })
+        }
+        static func array(capacity: Int) -> [Scan] {
+            var items: [Scan] = []
+            items.reserveCapacity(capacity)
+            return items
+        }
+        static func set(_ items: Set<Bool>) -> Scan { Scan(undecided: true) }
+        static func dictionary(_ items: [Bool: Scan]) -> Scan { Scan(undecided: true) }
+        static func stringDictionary(_ items: [String: Scan]) -> Scan {
+            Scan(
+                holdsFileURL: items.values.contains { $0.holdsFileURL }, undecided: items.values.contains { $0.undecided },
+                isStringDictionary: true)
+        }
+        static func stringDictionary(capacity: Int) -> [String: Scan] { [String: Scan](minimumCapacity: capacity) }
+        static func key(_ value: Scan) -> Bool { false }
+        static func stringKey(_ value: String) -> Bool { false }
     }
 
     struct Reader<Builder: ValueBuilder> {

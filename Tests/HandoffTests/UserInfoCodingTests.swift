@@ -510,4 +510,81 @@ struct DecodeForAppTests {
         #expect(failures > 50)
         #expect(skippedSecondPass > 150)
     }
+
+    /// What `checkForApp` must answer: `decodeForApp`'s error, or nil where its value holds
+    /// no file URL, or its value.
+    static func checked(_ data: Data) -> Result<UserInfoValue?, UserInfoDecodingError> {
+        do throws(UserInfoDecodingError) {
+            return .success(try UserInfoCoding.checkForApp(data))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    static func holdsFileURL(_ value: UserInfoValue) -> Bool {
+        switch value {
+        case .url(let url): return url.isFileURL
+        case .array(let items): return items.contains(where: holdsFileURL)
+        case .set(let members): return members.contains(where: holdsFileURL)
+        case .dictionary(let entries): return entries.contains { holdsFileURL($0.key) || holdsFileURL($0.value) }
+        default: return false
+        }
+    }
+
+    @Test("The quick check answers as decodeForApp: its error, nil only for a readable userInfo without file URLs, else its value")
+    func quickCheck() throws {
+        var random = RandomUserInfo(generator: SplitMix64(seed: 0xFEED))
+        let one = UserInfoValue.integer(UserInfoInteger(1)), oneInt8 = UserInfoValue.integer(UserInfoInteger(width: .int8, bits: 1))
+        let file = UserInfoValue.url(URL(fileURLWithPath: "/home/someone/Documents/plan.shapes"))
+        var samples: [Data] = try [
+            // Keys that collide only as AnyHashable, a set, keys of other kinds, one alone.
+            .dictionary([one: .null, oneInt8: .null]),
+            .dictionary([.string("a"): .dictionary([one: .null, oneInt8: .null])]),
+            .dictionary([.string("a"): .array([.set([one, oneInt8])])]),
+            .dictionary([.string("a"): .set([.string("b")])]),
+            .dictionary([one: .string("x")]),
+            .dictionary([.string("a"): one, one: .string("x")]),
+            // Not a dictionary; file URLs at the top, deep, as a key.
+            .array([.string("not a dictionary")]),
+            .dictionary([.string("f"): file]),
+            .dictionary([.string("a"): .array([.dictionary([.string("b"): file])])]),
+            .dictionary([file: .null]),
+            // One member or one key alone: no repeat, but what is in it the quick pass keeps not.
+            .dictionary([.string("a"): .set([file])]),
+            .dictionary([.string("a"): .dictionary([file: .null])]),
+            .dictionary([.string("web"): .url(URL(string: "https://example.com/a")!)]),
+        ].map(UserInfoCoding.encode)
+        for round in 0..<1_500 {
+            random.containerKeys = round % 3 == 0
+            var value = random.value(maximumDepth: 4)
+            if round % 2 == 0 { value = .dictionary([.string("k"): value, .string("l"): .string("x")]) }
+            if round % 5 == 1 { value = .dictionary([.string("k"): value, .string("file"): file]) }
+            var bytes = [UInt8](try UserInfoCoding.encode(value))
+            if round % 4 == 3 {
+                let position = Int.random(in: 0..<bytes.count, using: &random.generator)
+                bytes[position] = UInt8.random(in: 0...255, using: &random.generator)
+            }
+            samples.append(Data(bytes))
+        }
+        var quick = 0, failures = 0, models = 0
+        for data in samples {
+            switch (Self.checked(data), Self.onePass(data)) {
+            case (.failure(let error), .failure(let expected)):
+                #expect(error == expected)
+                failures += 1
+            case (.success(nil), .success(let expected)):
+                #expect(!Self.holdsFileURL(expected), "nil for a userInfo with a file URL")
+                quick += 1
+            case (.success(let value?), .success(let expected)):
+                #expect(value == expected)
+                models += 1
+            case (let got, let expected):
+                Issue.record("checkForApp gave \(got) where decodeForApp gave \(expected)")
+            }
+        }
+        // Each answer is exercised.
+        #expect(quick > 150)
+        #expect(failures > 50)
+        #expect(models > 150)
+    }
 }
