@@ -295,7 +295,11 @@ final class RestoredLog: Sendable {
             var watched = false
             var events = [UInt8](repeating: 0, count: 4096)
             while true {
-                if !watched { watched = inotify_add_watch(inotify, path, UInt32(IN_MODIFY)) >= 0 }
+                if !watched {
+                    watched = inotify_add_watch(inotify, path, UInt32(IN_MODIFY)) >= 0
+                    // A line written before the watch existed wakes nothing: look now.
+                    if watched { settle() }
+                }
                 var entry = pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)
                 if poll(&entry, 1, watched ? 1000 : 10) > 0 { _ = read(inotify, &events, events.count) }
                 settle()
