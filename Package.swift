@@ -34,7 +34,10 @@ let package = Package(
         .target(name: "HandoffFraming", swiftSettings: strict),
         .target(name: "HandoffModel", swiftSettings: strict),
         .target(name: "HandoffCore", swiftSettings: strict),
-        .target(name: "HandoffLocalAPI", dependencies: ["HandoffFraming", "HandoffModel"], swiftSettings: strict),
+        // The local socket's blocking client, errors and JSON primitives, without Foundation: what
+        // the `handoff` front links.
+        .target(name: "HandoffLocalSocket", dependencies: ["HandoffFraming"], swiftSettings: strict),
+        .target(name: "HandoffLocalAPI", dependencies: ["HandoffFraming", "HandoffLocalSocket", "HandoffModel"], swiftSettings: strict),
         .target(
             name: "Handoff",
             dependencies: ["HandoffCore", "HandoffLocalAPI", "HandoffModel", .product(name: "Logging", package: "swift-log")],
@@ -83,7 +86,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .target(name: "HandoffCommandLine", dependencies: ["HandoffLocalAPI"], swiftSettings: strict),
+        // What every form of `handoff` shares, without Foundation (the front links nothing heavier).
+        .target(name: "HandoffCommandLine", dependencies: ["HandoffLocalSocket"], swiftSettings: strict),
         // `handoff` runs a plain `continue` itself and every other command through `handoff-cli`.
         .executableTarget(name: "handoff", dependencies: ["HandoffCommandLine"], swiftSettings: strict),
         .executableTarget(
@@ -134,7 +138,9 @@ let package = Package(
             path: "Benchmarks/AgentBenchmark",
             swiftSettings: strict
         ),
-        .testTarget(name: "HandoffTests", dependencies: ["Handoff", "HandoffCore", "HandoffLocalAPI", "HandoffModel", "HandoffTesting"], swiftSettings: strict),
+        .testTarget(
+            name: "HandoffTests", dependencies: ["Handoff", "HandoffCommandLine", "HandoffCore", "HandoffLocalAPI", "HandoffModel", "HandoffTesting"],
+            swiftSettings: strict),
         .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire", "HandoffModel", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .testTarget(
             name: "HandoffAgentTests",

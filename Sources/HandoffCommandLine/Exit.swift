@@ -1,9 +1,16 @@
-import Foundation
-import HandoffLocalAPI
+import HandoffLocalSocket
 
-// What every form of the `handoff` command shares: its exit codes, how it reports an error and
-// prints JSON, and what it prints for a continuation (used by the full command line,
-// `handoff-cli`, and by the quick front, `handoff`).
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// What every form of the `handoff` command shares: its exit codes and how it reports an error
+// (used by the full command line, `handoff-cli`, and by the quick front, `handoff`, which
+// links no Foundation).
 
 /// Exit codes scripts can rely on (docs/agent.md's table).
 public enum Exit {
@@ -19,8 +26,22 @@ public enum Exit {
 
 /// Prints the error and exits with the code its kind maps to.
 public func fail(_ error: LocalError) -> Never {
-    FileHandle.standardError.write(Data("handoff: \(error)\n".utf8))
+    printToStandardError("handoff: \(error)\n")
     exit(Exit.code(for: error))
+}
+
+/// Writes `text` to standard error as it is (no newline added).
+public func printToStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 && errno == EINTR { continue }
+            if written <= 0 { return }
+            offset += written
+        }
+    }
 }
 
 extension Exit {
@@ -33,32 +54,6 @@ extension Exit {
         case .notAllowed: notAllowed
         case .account: account
         default: failed
-        }
-    }
-}
-
-public func printJSON(_ value: some Encodable) {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    encoder.dateEncodingStrategy = .secondsSince1970
-    let data = (try? encoder.encode(value)) ?? Data("null".utf8)
-    print(String(decoding: data, as: UTF8.self))
-}
-
-/// What `handoff continue` prints.
-public enum ContinueReport {
-    /// Prints what the agent continued, or ends the program with the refusal's exit code.
-    public static func print(_ reply: LocalReply, json: Bool) {
-        if let error = reply.error { fail(error) }
-        guard let continued = reply.continued else {
-            fail(LocalError(.failed, "the agent did not say what it continued"))
-        }
-        if json { return printJSON(continued) }
-        let what = continued.activity.title ?? continued.activity.activityType
-        if let app = continued.app {
-            Swift.print("Continued \"\(what)\" from \(continued.device) in \(app) (\(Int(continued.seconds * 1000)) ms).")
-        } else if let page = continued.webpageURL {
-            Swift.print("Opened \(page) (\"\(what)\" from \(continued.device)) in the web browser.")
         }
     }
 }

@@ -10,34 +10,6 @@ import Darwin
 #endif
 
 private func systemClose(_ fd: Int32) { _ = close(fd) }
-private func systemConnect(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 { connect(fd, address, length) }
-private func systemSend(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int, _ flags: Int32) -> Int { send(fd, bytes, count, flags) }
-private func systemRead(_ fd: Int32, _ bytes: UnsafeMutableRawPointer, _ count: Int) -> Int { read(fd, bytes, count) }
-
-/// Where the local socket is.
-public enum LocalSocket {
-    /// `$HANDOFF_SOCKET` when set; otherwise `$XDG_RUNTIME_DIR/handoff/agent.sock`; otherwise
-    /// (no runtime directory, as in many containers) `/tmp/handoff-UID/agent.sock`.
-    public static func defaultPath(environment: [String: String]) -> String {
-        defaultPath { environment[$0] }
-    }
-
-    /// The same, from this process's environment.
-    public static func defaultPath() -> String {
-        // `getenv`, not `ProcessInfo`, whose first use copies the whole environment into a
-        // dictionary: `handoff continue` starts on every call (docs/agent.md, Performance).
-        defaultPath { name in getenv(name).map { String(cString: $0) } }
-    }
-
-    private static func defaultPath(_ variable: (String) -> String?) -> String {
-        if let explicit = variable("HANDOFF_SOCKET"), !explicit.isEmpty { return explicit }
-        if let runtime = variable("XDG_RUNTIME_DIR"), !runtime.isEmpty { return runtime + "/handoff/agent.sock" }
-        return "/tmp/handoff-\(getuid())/agent.sock"
-    }
-
-    /// The longest socket path the system takes (the size of `sun_path`, less its NUL).
-    public static let maximumPathBytes: Int = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
-}
 
 /// A client of the local socket: connects, says `hello`, then sends messages and calls the
 /// agent, while a reader thread hands every other message to `onMessage`.
@@ -72,10 +44,10 @@ public final class LocalClient: Sendable {
         self.onMessage = onMessage
         self.onClose = onClose
         self.state = Mutex(ClientState())
-        fd = try Self.connect(path)
+        fd = try LocalSocketIO.connect(path)
         var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
         do throws(LocalError) {
-            hello = try Self.introduce(fd, path: path, role: role, bundleIdentifier: bundleIdentifier, &decoder) { frame throws(LocalError) in
+            hello = try LocalSocketIO.introduce(fd, path: path, role: role, bundleIdentifier: bundleIdentifier, &decoder) { frame throws(LocalError) in
                 guard case .reply(1, let reply) = try LocalMessage(frame: frame) else { return nil }
                 if let error = reply.error { throw error }
                 return reply
@@ -89,73 +61,6 @@ public final class LocalClient: Sendable {
         }
         reader.name = "handoff-local-api"
         reader.start()
-    }
-
-    /// Says `hello` on a connected socket, proves this process holds it, and returns the
-    /// agent's answer to `hello` as `read` reads it (`read` returns nil for any other message).
-    private static func introduce<Answer>(
-        _ fd: Int32, path: String, role: LocalRole, bundleIdentifier: String?, _ decoder: inout FrameDecoder,
-        answer read: (Frame) throws(LocalError) -> Answer?
-    ) throws(LocalError) -> Answer {
-        try checkServer(fd, path: path)
-        // An agent answers hello at once; a socket that does not is not an agent. (At once
-        // on an idle machine: one busy with a build or a flood may take seconds.)
-        setReceiveTimeout(fd, seconds: helloTimeout)
-        do {
-            try write(fd, LocalMessage.call(request: 1, .hello(version: LocalMessage.version, role: role, bundleIdentifier: bundleIdentifier)).frame)
-        } catch {
-            // An agent that refuses a client at once (it serves too many) says why first.
-            if let frame = try? readFrame(fd, &decoder), case .reply(_, let reply)? = try? LocalMessage(frame: frame), let refusal = reply.error {
-                throw refusal
-            }
-            throw error
-        }
-        // The agent asks this process to prove it holds the connection, then answers hello;
-        // nothing else comes first.
-        while true {
-            guard let frame = try readFrame(fd, &decoder) else {
-                throw LocalError(.failed, "the agent at \(path) closed the connection during hello")
-            }
-            if let answer = try read(frame) {
-                setReceiveTimeout(fd, seconds: 0)
-                return answer
-            }
-            if case .prove(let nonce) = try LocalMessage(frame: frame) {
-                try write(fd, LocalMessage.proof(nonce: nonce).frame)
-                continue
-            }
-            throw LocalError(.failed, "the agent at \(path) did not answer hello")
-        }
-    }
-
-    /// Connects, says `hello`, makes one call and returns its reply (with `error` set when the
-    /// agent refused), all on the calling thread, then closes the connection. For a command
-    /// that makes one call and needs nothing of the agent's answer to `hello` but its success
-    /// (`handoff continue`): no reader thread, and the answer to `hello` is not decoded.
-    /// Messages that come before the reply are passed over.
-    public static func callOnce(path: String = LocalSocket.defaultPath(), role: LocalRole = .control, _ call: LocalCall) throws(LocalError) -> LocalReply {
-        let fd = try connect(path)
-        defer { systemClose(fd) }
-        var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
-        try introduce(fd, path: path, role: role, bundleIdentifier: nil, &decoder) { frame throws(LocalError) -> Void? in
-            if LocalMessageJSON.enabled, frame.kind == LocalMessage.frameKind, let (request, error) = LocalMessageJSON.replyOutcome(frame.payload) {
-                guard request == 1 else { return nil }
-                if let error { throw error }
-                return ()
-            }
-            guard case .reply(1, let reply) = try LocalMessage(frame: frame) else { return nil }
-            if let error = reply.error { throw error }
-            return ()
-        }
-        try write(fd, LocalMessage.call(request: 2, call).frame)
-        while true {
-            guard let frame = try readFrame(fd, &decoder) else {
-                throw LocalError(.failed, "the agent at \(path) closed the connection")
-            }
-            // A newer agent may say things this client does not know; skip them, as the reader
-            // thread does.
-            if case .reply(2, let reply)? = try? LocalMessage(frame: frame) { return reply }
-        }
     }
 
     /// Connects as `init` does, on a thread of its own: connecting blocks until the agent
@@ -189,7 +94,7 @@ public final class LocalClient: Sendable {
             // Once closed, the descriptor's number may belong to another socket: never write then.
             try descriptor.withLock { closed throws(LocalError) in
                 guard !closed else { throw LocalError(.failed, "the connection has ended") }
-                try Self.write(fd, message.frame)
+                try LocalSocketIO.write(fd, message.frame)
             }
         } catch {
             end("could not write to the agent at \(path): \(error.message)")
@@ -248,7 +153,7 @@ public final class LocalClient: Sendable {
         while true {
             let frame: Frame?
             do {
-                frame = try Self.readFrame(fd, &decoder)
+                frame = try LocalSocketIO.readFrame(fd, &decoder)
             } catch {
                 end("the connection to the agent at \(path) failed: \(error.message)")
                 return
@@ -273,110 +178,4 @@ public final class LocalClient: Sendable {
         }
     }
 
-    // MARK: Sockets
-
-    static func connect(_ path: String) throws(LocalError) -> Int32 {
-        let bytes = Array(path.utf8)
-        guard bytes.count <= LocalSocket.maximumPathBytes else {
-            throw LocalError(.badRequest, "the socket path \(path) is longer than \(LocalSocket.maximumPathBytes) bytes; choose a shorter one")
-        }
-        #if canImport(Darwin)
-        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
-        #else
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        #endif
-        guard fd >= 0 else { throw LocalError(.failed, "cannot make a socket: \(String(cString: strerror(errno)))") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                systemConnect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        if result != 0 {
-            let code = errno
-            systemClose(fd)
-            switch code {
-            case ENOENT, ECONNREFUSED:
-                throw LocalError(.notFound, "no Handoff agent is running at \(path); start it with 'handoffd'")
-            case EACCES:
-                throw LocalError(.notAllowed, "not allowed to connect to the agent at \(path): it belongs to another user")
-            default:
-                throw LocalError(.failed, "cannot connect to the agent at \(path): \(String(cString: strerror(code)))")
-            }
-        }
-        return fd
-    }
-
-    /// Refuses a socket served by another user: on a shared machine, someone else could have
-    /// put a socket where the agent's should be.
-    static func checkServer(_ fd: Int32, path: String) throws(LocalError) {
-        #if os(Linux)
-        var credentials = (pid: Int32(0), uid: UInt32(0), gid: UInt32(0))
-        var length = socklen_t(MemoryLayout.size(ofValue: credentials))
-        let result = withUnsafeMutablePointer(to: &credentials) { getsockopt(fd, SOL_SOCKET, SO_PEERCRED, $0, &length) }
-        guard result == 0 else { return }
-        guard credentials.uid == getuid() else {
-            throw LocalError(.notAllowed, "the socket \(path) is served by another user (uid \(credentials.uid)), not by your agent; refusing to use it")
-        }
-        #endif
-    }
-
-    /// How long a client waits for the agent's answer to `hello`, in seconds: 15, or what
-    /// `HANDOFF_HELLO_TIMEOUT` says (1 to 3600). An agent answers at once on an idle machine;
-    /// the test suite, which starts hundreds of agents at once in one process on two cores,
-    /// gives them longer.
-    static var helloTimeout: Int {
-        helloTimeout(setting: getenv("HANDOFF_HELLO_TIMEOUT").map { String(cString: $0) })
-    }
-
-    /// The hello timeout `HANDOFF_HELLO_TIMEOUT`'s value `setting` gives (nil: not set).
-    package static func helloTimeout(setting: String?) -> Int {
-        guard let setting, let seconds = Int(setting) else { return 15 }
-        return min(max(seconds, 1), 3600)
-    }
-
-    static func setReceiveTimeout(_ fd: Int32, seconds: Int) {
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    static func write(_ fd: Int32, _ frame: Frame) throws(LocalError) {
-        let bytes = frame.encoded
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes { raw in
-                systemSend(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-            }
-            if sent < 0 {
-                if errno == EINTR { continue }
-                throw LocalError(.failed, String(cString: strerror(errno)))
-            }
-            offset += sent
-        }
-    }
-
-    /// The next frame, nil at the end of the stream.
-    static func readFrame(_ fd: Int32, _ decoder: inout FrameDecoder) throws(LocalError) -> Frame? {
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            do {
-                if let frame = try decoder.next() { return frame }
-            } catch {
-                throw LocalError(.failed, error.description)
-            }
-            let count = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress!, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw LocalError(.failed, "no answer within \(helloTimeout) seconds") }
-                throw LocalError(.failed, String(cString: strerror(errno)))
-            }
-            if count == 0 { return nil }
-            decoder.append(chunk[..<count])
-        }
-    }
 }

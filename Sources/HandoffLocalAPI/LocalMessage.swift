@@ -1,15 +1,5 @@
 import Foundation
 
-/// What a client of the local socket says it is in its `hello`.
-public enum LocalRole: String, Codable, Sendable, Hashable {
-    /// An app: it announces activities, answers saves and receives continuations. The agent
-    /// verifies which installed app it is from the socket's peer credentials.
-    case app
-    /// A program acting for the person (the `handoff` CLI, scripts): it asks and may publish
-    /// an activity of its own, but never receives continuations.
-    case control
-}
-
 /// The answer to a request: `ok` with what was asked for, or the error.
 public struct LocalReply: Codable, Sendable, Hashable {
     /// True when the request succeeded; `error` says why not otherwise.
@@ -173,12 +163,11 @@ public enum LocalMessage: Sendable, Hashable {
     case streamRequest(stream: UUID, activity: UUID)
 
     /// The frame kind of a JSON message: ASCII `J`.
-    public static let frameKind: UInt8 = 0x4A
+    public static let frameKind = LocalProtocol.frameKind
     /// The protocol version this build speaks; `hello` carries it.
-    /// Version 2 added `prove` and `proof` to `hello`.
-    public static let version = 2
+    public static let version = LocalProtocol.version
     /// The largest frame either side accepts.
-    public static let maximumFrame = 1 << 20
+    public static let maximumFrame = LocalProtocol.maximumFrame
 
     /// The frame that carries this message. Encoding cannot fail: non-finite numbers (which
     /// JSON has no word for) are written as strings rather than trapping.

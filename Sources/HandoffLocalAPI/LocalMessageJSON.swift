@@ -30,19 +30,9 @@ package enum LocalMessageJSON {
         var w = Writer()
         switch message {
         case .call(let request, .continue(let activity)):
-            w.open()
-            if let activity { w.key("activity"); w.uuid(activity) }
-            w.key("request"); w.unsigned(request)
-            w.key("type"); w.ascii("\"continue\"")
-            w.close()
+            return LocalJSONWriter.continueCall(request: request, activity: activity?.uuidString)
         case .call(let request, .hello(let version, let role, let bundleIdentifier)):
-            w.open()
-            if let bundleIdentifier { w.key("bundleIdentifier"); w.string(bundleIdentifier) }
-            w.key("request"); w.unsigned(request)
-            w.key("role"); w.string(role.rawValue)
-            w.key("type"); w.ascii("\"hello\"")
-            w.key("version"); w.signed(version)
-            w.close()
+            return LocalJSONWriter.hello(request: request, version: version, role: role, bundleIdentifier: bundleIdentifier)
         case .prove(let nonce), .proof(let nonce):
             w.open()
             w.key("nonce"); w.base64(nonce)
@@ -120,246 +110,7 @@ package enum LocalMessageJSON {
         return w.bytes
     }
 
-    struct Writer {
-        var bytes: [UInt8] = []
-        /// Whether the next key of the current object is its first.
-        private var first = true
-
-        init() { bytes.reserveCapacity(256) }
-
-        mutating func reserve(_ record: ActivityRecord) {
-            bytes.reserveCapacity(512 + (record.userInfo?.count ?? 0) * 4 / 3)
-        }
-
-        mutating func ascii(_ text: StaticString) {
-            text.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        }
-
-        mutating func open() {
-            bytes.append(UInt8(ascii: "{"))
-            first = true
-        }
-
-        mutating func close() {
-            bytes.append(UInt8(ascii: "}"))
-            first = false
-        }
-
-        /// A key the caller writes in `JSONEncoder`'s order (UTF-8 bytes, ascending); the
-        /// keys are plain ASCII and need no escaping.
-        mutating func key(_ name: StaticString) {
-            if !first { bytes.append(UInt8(ascii: ",")) }
-            first = false
-            bytes.append(UInt8(ascii: "\""))
-            name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-            bytes.append(UInt8(ascii: "\""))
-            bytes.append(UInt8(ascii: ":"))
-        }
-
-        mutating func bool(_ value: Bool) {
-            if value { ascii("true") } else { ascii("false") }
-        }
-
-        mutating func unsigned(_ value: UInt64) {
-            bytes.append(contentsOf: String(value).utf8)
-        }
-
-        mutating func signed(_ value: Int) {
-            bytes.append(contentsOf: String(value).utf8)
-        }
-
-        /// As `JSONEncoder` writes a `Double`: Swift's shortest form without a trailing
-        /// `.0`, and the non-finite values as the strings the local API's encoder names.
-        mutating func double(_ value: Double) {
-            if value.isNaN { ascii("\"NaN\""); return }
-            if value == .infinity { ascii("\"Infinity\""); return }
-            if value == -.infinity { ascii("\"-Infinity\""); return }
-            var text = value.description
-            if text.hasSuffix(".0") { text.removeLast(2) }
-            bytes.append(contentsOf: text.utf8)
-        }
-
-        /// Upper-case, as Foundation prints a UUID.
-        mutating func uuid(_ value: UUID) {
-            let hex: StaticString = "0123456789ABCDEF"
-            bytes.append(UInt8(ascii: "\""))
-            withUnsafeBytes(of: value.uuid) { raw in
-                hex.withUTF8Buffer { digits in
-                    for (index, byte) in raw.enumerated() {
-                        if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
-                        bytes.append(digits[Int(byte >> 4)])
-                        bytes.append(digits[Int(byte & 0x0F)])
-                    }
-                }
-            }
-            bytes.append(UInt8(ascii: "\""))
-        }
-
-        /// A string with the escapes `JSONEncoder` writes: quote, backslash, and the control
-        /// characters (`\n`, `\r`, `\t`, `\b`, `\f` by name, the rest as `\u00xx`).
-        mutating func string(_ value: String) {
-            bytes.append(UInt8(ascii: "\""))
-            var value = value
-            value.withUTF8 { utf8 in
-                var start = 0
-                for index in 0..<utf8.count {
-                    let byte = utf8[index]
-                    guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
-                    start = index + 1
-                    bytes.append(UInt8(ascii: "\\"))
-                    switch byte {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
-                    case 0x0A: bytes.append(UInt8(ascii: "n"))
-                    case 0x0D: bytes.append(UInt8(ascii: "r"))
-                    case 0x09: bytes.append(UInt8(ascii: "t"))
-                    case 0x08: bytes.append(UInt8(ascii: "b"))
-                    case 0x0C: bytes.append(UInt8(ascii: "f"))
-                    default:
-                        let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                        bytes.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
-                    }
-                }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))
-            }
-            bytes.append(UInt8(ascii: "\""))
-        }
-
-        mutating func strings(_ values: [String]) {
-            bytes.append(UInt8(ascii: "["))
-            for (index, value) in values.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                string(value)
-            }
-            bytes.append(UInt8(ascii: "]"))
-        }
-
-        /// Standard base64 with padding, as `Data.base64EncodedString()`; none of its
-        /// characters needs escaping in a JSON string.
-        mutating func base64(_ data: Data) {
-            let count = (data.count + 2) / 3 * 4
-            let start = bytes.count
-            bytes.append(UInt8(ascii: "\""))
-            bytes.append(contentsOf: repeatElement(0, count: count))
-            bytes.append(UInt8(ascii: "\""))
-            bytes.withUnsafeMutableBufferPointer { out in
-                data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
-                    LocalMessageJSON.base64Alphabet.withUTF8Buffer { table in
-                        var index = 0, at = start + 1
-                        while index + 3 <= raw.count {
-                            let value = UInt32(raw[index]) << 16 | UInt32(raw[index + 1]) << 8 | UInt32(raw[index + 2])
-                            out[at] = table[Int(value >> 18)]
-                            out[at + 1] = table[Int(value >> 12 & 0x3F)]
-                            out[at + 2] = table[Int(value >> 6 & 0x3F)]
-                            out[at + 3] = table[Int(value & 0x3F)]
-                            index += 3
-                            at += 4
-                        }
-                        let left = raw.count - index
-                        if left > 0 {
-                            let value = UInt32(raw[index]) << 16 | (left == 2 ? UInt32(raw[index + 1]) << 8 : 0)
-                            out[at] = table[Int(value >> 18)]
-                            out[at + 1] = table[Int(value >> 12 & 0x3F)]
-                            out[at + 2] = left == 2 ? table[Int(value >> 6 & 0x3F)] : UInt8(ascii: "=")
-                            out[at + 3] = UInt8(ascii: "=")
-                        }
-                    }
-                }
-            }
-        }
-
-        mutating func activity(_ a: ActivityAnnouncement) {
-            open()
-            key("activityType"); string(a.activityType)
-            if let value = a.bundleIdentifier { key("bundleIdentifier"); string(value) }
-            if let value = a.expirationDate { key("expirationDate"); double(value.timeIntervalSince1970) }
-            key("hasWebpageURL"); bool(a.hasWebpageURL)
-            key("id"); uuid(a.id)
-            key("supportsContinuationStreams"); bool(a.supportsContinuationStreams)
-            if let value = a.teamIdentifier { key("teamIdentifier"); string(value) }
-            if let value = a.title { key("title"); string(value) }
-            close()
-        }
-
-        mutating func record(_ r: ActivityRecord) {
-            open()
-            key("activity"); activity(r.activity)
-            key("isEligibleForPrediction"); bool(r.isEligibleForPrediction)
-            key("isEligibleForPublicIndexing"); bool(r.isEligibleForPublicIndexing)
-            key("isEligibleForSearch"); bool(r.isEligibleForSearch)
-            key("keywords"); strings(r.keywords)
-            if let value = r.persistentIdentifier { key("persistentIdentifier"); string(value) }
-            if let value = r.referrerURL { key("referrerURL"); string(value) }
-            if let value = r.requiredUserInfoKeys { key("requiredUserInfoKeys"); strings(value) }
-            if let value = r.targetContentIdentifier { key("targetContentIdentifier"); string(value) }
-            if let value = r.untranslatedFileURLs { key("untranslatedFileURLs"); strings(value) }
-            if let value = r.userInfo { key("userInfo"); base64(value) }
-            if let value = r.webpageURL { key("webpageURL"); string(value) }
-            close()
-        }
-
-        mutating func origin(_ o: LocalOrigin) {
-            open()
-            key("activity"); uuid(o.activity)
-            key("device"); uuid(o.device)
-            key("deviceName"); string(o.deviceName)
-            close()
-        }
-
-        mutating func continued(_ c: LocalContinued) {
-            open()
-            key("activity"); activity(c.activity)
-            if let value = c.app { key("app"); string(value) }
-            key("continuation"); uuid(c.continuation)
-            key("device"); string(c.device)
-            key("seconds"); double(c.seconds)
-            if let value = c.webpageURL { key("webpageURL"); string(value) }
-            close()
-        }
-
-        mutating func device(_ d: LocalDevice) {
-            open()
-            if let value = d.address { key("address"); string(value) }
-            if let value = d.fingerprint { key("fingerprint"); string(value) }
-            key("id"); uuid(d.id)
-            key("isNearby"); bool(d.isNearby)
-            key("isThisDevice"); bool(d.isThisDevice)
-            if let value = d.lastHeard { key("lastHeard"); double(value) }
-            key("name"); string(d.name)
-            close()
-        }
-
-        mutating func app(_ a: LocalApp) {
-            open()
-            key("activityTypes"); strings(a.activityTypes)
-            key("bundleIdentifier"); string(a.bundleIdentifier)
-            key("executable"); string(a.executable)
-            key("running"); signed(a.running)
-            if let value = a.signedBy { key("signedBy"); string(value) }
-            if let value = a.teamIdentifier { key("teamIdentifier"); string(value) }
-            close()
-        }
-
-        mutating func containers(_ values: [LocalContainer]) {
-            bytes.append(UInt8(ascii: "["))
-            for (index, container) in values.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                open()
-                key("folder"); string(container.folder)
-                key("identifier"); string(container.identifier)
-                close()
-            }
-            bytes.append(UInt8(ascii: "]"))
-        }
-
-        mutating func error(_ e: LocalError) {
-            open()
-            if let value = e.code { key("code"); signed(value) }
-            key("kind"); string(e.kind.rawValue)
-            key("message"); string(e.message)
-            close()
-        }
-    }
+    typealias Writer = LocalJSONWriter
 
     // MARK: Reading
 
@@ -369,35 +120,6 @@ package enum LocalMessageJSON {
         payload.withUnsafeBufferPointer { buffer in
             var reader = Reader(bytes: buffer)
             return try? reader.message()
-        }
-    }
-
-    /// For a client that needs only whether a reply succeeded (the `handoff continue` command
-    /// and the answer to its `hello`): the reply's request and its error, read by hand, with its
-    /// other fields checked as JSON but not read. Nil when `payload` is not plainly a reply
-    /// (`JSONDecoder` then reads it).
-    package static func replyOutcome(_ payload: [UInt8]) -> (request: UInt64, error: LocalError?)? {
-        payload.withUnsafeBufferPointer { buffer in
-            var reader = Reader(bytes: buffer)
-            var type: Reader?, request: Reader?, error: Reader?
-            do throws(Unusual) {
-                try reader.object { (key, field) throws(Unusual) in
-                    switch key {
-                    case "type": type = field
-                    case "request": request = field
-                    case "error": error = field
-                    default: break
-                    }
-                    try field.skip(depth: 1)
-                }
-                reader.whitespace()
-                guard reader.offset == buffer.count, var type, try type.string() == "reply", var request else { return nil }
-                let number = try request.unsigned()
-                guard var error, !error.null() else { return (number, nil) }
-                return (number, try error.error())
-            } catch {
-                return nil
-            }
         }
     }
 
@@ -413,659 +135,464 @@ package enum LocalMessageJSON {
         return values
     }()
 
-    /// Anything this reader does not take: `JSONDecoder` reads those bytes instead.
-    struct Unusual: Error {}
+    typealias Unusual = LocalJSONUnusual
 
-    /// The deepest nesting the reader follows; deeper messages go to `JSONDecoder`.
-    static let maximumDepth = 32
+    typealias Reader = LocalJSONReader
+}
 
-    struct Reader {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var offset = 0
+extension LocalJSONWriter {
+    mutating func reserve(_ record: ActivityRecord) {
+        bytes.reserveCapacity(512 + (record.userInfo?.count ?? 0) * 4 / 3)
+    }
 
-        init(bytes: UnsafeBufferPointer<UInt8>, offset: Int = 0) {
-            self.bytes = bytes
-            self.offset = offset
-        }
-
-        // The top level: each key's value is skipped (checked) and found again by its offset
-        // once `type` says which keys matter (sorted keys put `type` last).
-        mutating func message() throws(Unusual) -> LocalMessage {
-            var fields: [(key: String, offset: Int)] = []
-            try object { (key, reader) throws(Unusual) in
-                fields.append((key, reader.offset))
-                try reader.skip(depth: 1)
-            }
-            whitespace()
-            guard offset == bytes.count else { throw Unusual() }
-            func field(_ name: String) -> Reader? {
-                fields.first { $0.key == name }.map { Reader(bytes: bytes, offset: $0.offset) }
-            }
-            func required(_ name: String) throws(Unusual) -> Reader {
-                guard let reader = field(name) else { throw Unusual() }
-                return reader
-            }
-            func request() throws(Unusual) -> UInt64 {
-                var reader = try required("request")
-                return try reader.unsigned()
-            }
-            func uuid(_ name: String) throws(Unusual) -> UUID {
-                var reader = try required(name)
-                return try reader.uuid()
-            }
-            guard var typeReader = field("type") else { throw Unusual() }
-            let typeName = try typeReader.string()
-            switch typeName {
-            case "continue":
-                var activity: UUID?
-                if var reader = field("activity"), !reader.null() { activity = try reader.uuid() }
-                return .call(request: try request(), .continue(activity: activity))
-            case "hello":
-                var version = try required("version"), role = try required("role")
-                guard let known = LocalRole(rawValue: try role.string()) else { throw Unusual() }
-                var bundleIdentifier: String?
-                if var reader = field("bundleIdentifier") { bundleIdentifier = try reader.optionalString() }
-                return .call(request: try request(), .hello(version: try version.signed(), role: known, bundleIdentifier: bundleIdentifier))
-            case "prove", "proof":
-                var reader = try required("nonce")
-                let nonce = try reader.base64()
-                return typeName == "prove" ? .prove(nonce: nonce) : .proof(nonce: nonce)
-            case "save": return .save(request: try request(), activity: try uuid("activity"))
-            case "saved":
-                var reader = try required("record")
-                return .saved(request: try request(), try reader.record())
-            case "willContinue":
-                var reader = try required("activityType")
-                return .willContinue(continuation: try uuid("continuation"), activityType: try reader.string())
-            case "deliver":
-                var record = try required("record"), origin = try required("origin")
-                return .deliver(continuation: try uuid("continuation"), record: try record.record(), origin: try origin.origin())
-            case "wasContinued": return .wasContinued(activity: try uuid("activity"))
-            case "resigned": return .resigned(activity: try uuid("activity"))
-            case "invalidated": return .invalidated(activity: try uuid("activity"))
-            case "becameCurrent":
-                var reader = try required("activity")
-                return .becameCurrent(try reader.activity())
-            case "reply":
-                // Only a reply with nothing but `ok` and `continued` or `error`, or an answer to
-                // `hello`.
-                let known = ["type", "request", "ok", "continued", "error", "version", "device", "app", "account", "containers"]
-                guard fields.allSatisfy({ known.contains($0.key) }) else { throw Unusual() }
-                var ok = try required("ok")
-                var reply = LocalReply()
-                reply.ok = try ok.bool()
-                if var reader = field("continued"), !reader.null() { reply.continued = try reader.continued() }
-                if var reader = field("error"), !reader.null() { reply.error = try reader.error() }
-                if var reader = field("version"), !reader.null() { reply.version = try reader.signed() }
-                if var reader = field("device"), !reader.null() { reply.device = try reader.device() }
-                if var reader = field("app"), !reader.null() { reply.app = try reader.app() }
-                if var reader = field("account"), !reader.null() { reply.account = try reader.string() }
-                if var reader = field("containers"), !reader.null() { reply.containers = try reader.containers() }
-                return .reply(request: try request(), reply)
-            default:
-                throw Unusual()
-            }
-        }
-
-        // MARK: The types
-
-        mutating func activity() throws(Unusual) -> ActivityAnnouncement {
-            var id: UUID?, activityType: String?, title: String?, bundleIdentifier: String?, teamIdentifier: String?
-            var hasWebpageURL = false, supportsContinuationStreams = false
-            var expirationDate: Date?
-            try object { (key, r) throws(Unusual) in
-                switch key {
-                case "id": id = try r.uuid()
-                case "activityType": activityType = try r.string()
-                case "title": title = try r.optionalString()
-                case "bundleIdentifier": bundleIdentifier = try r.optionalString()
-                case "teamIdentifier": teamIdentifier = try r.optionalString()
-                case "hasWebpageURL": hasWebpageURL = try r.null() ? false : r.bool()
-                case "supportsContinuationStreams": supportsContinuationStreams = try r.null() ? false : r.bool()
-                case "expirationDate": expirationDate = try r.null() ? nil : Date(timeIntervalSince1970: r.double())
-                default: try r.skip(depth: 2)
+    /// Upper-case, as Foundation prints a UUID.
+    mutating func uuid(_ value: UUID) {
+        let hex: StaticString = "0123456789ABCDEF"
+        bytes.append(UInt8(ascii: "\""))
+        withUnsafeBytes(of: value.uuid) { raw in
+            hex.withUTF8Buffer { digits in
+                for (index, byte) in raw.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
+                    bytes.append(digits[Int(byte >> 4)])
+                    bytes.append(digits[Int(byte & 0x0F)])
                 }
             }
-            guard let id, let activityType else { throw Unusual() }
-            return ActivityAnnouncement(
-                id: id, activityType: activityType, title: title, bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier,
-                hasWebpageURL: hasWebpageURL, supportsContinuationStreams: supportsContinuationStreams, expirationDate: expirationDate)
         }
+        bytes.append(UInt8(ascii: "\""))
+    }
 
-        mutating func record() throws(Unusual) -> ActivityRecord {
-            var activity: ActivityAnnouncement?
-            var webpageURL: String?, referrerURL: String?, persistentIdentifier: String?, targetContentIdentifier: String?
-            var keywords: [String] = [], requiredUserInfoKeys: [String]?, untranslatedFileURLs: [String]?
-            var isEligibleForSearch = false, isEligibleForPublicIndexing = false, isEligibleForPrediction = false
-            var userInfo: Data?
-            try object { (key, r) throws(Unusual) in
-                switch key {
-                case "activity": activity = try r.activity()
-                case "webpageURL": webpageURL = try r.optionalString()
-                case "referrerURL": referrerURL = try r.optionalString()
-                case "keywords": keywords = try r.null() ? [] : r.strings()
-                case "requiredUserInfoKeys": requiredUserInfoKeys = try r.null() ? nil : r.strings()
-                case "persistentIdentifier": persistentIdentifier = try r.optionalString()
-                case "targetContentIdentifier": targetContentIdentifier = try r.optionalString()
-                case "isEligibleForSearch": isEligibleForSearch = try r.null() ? false : r.bool()
-                case "isEligibleForPublicIndexing": isEligibleForPublicIndexing = try r.null() ? false : r.bool()
-                case "isEligibleForPrediction": isEligibleForPrediction = try r.null() ? false : r.bool()
-                case "userInfo": userInfo = try r.null() ? nil : r.base64()
-                case "untranslatedFileURLs": untranslatedFileURLs = try r.null() ? nil : r.strings()
-                default: try r.skip(depth: 2)
-                }
-            }
-            guard let activity else { throw Unusual() }
-            return ActivityRecord(
-                activity: activity, webpageURL: webpageURL, referrerURL: referrerURL, keywords: keywords,
-                requiredUserInfoKeys: requiredUserInfoKeys, persistentIdentifier: persistentIdentifier,
-                targetContentIdentifier: targetContentIdentifier, isEligibleForSearch: isEligibleForSearch,
-                isEligibleForPublicIndexing: isEligibleForPublicIndexing, isEligibleForPrediction: isEligibleForPrediction,
-                userInfo: userInfo, untranslatedFileURLs: untranslatedFileURLs)
-        }
-
-        mutating func origin() throws(Unusual) -> LocalOrigin {
-            var device: UUID?, deviceName: String?, activity: UUID?
-            try object { (key, r) throws(Unusual) in
-                switch key {
-                case "device": device = try r.uuid()
-                case "deviceName": deviceName = try r.string()
-                case "activity": activity = try r.uuid()
-                default: try r.skip(depth: 2)
-                }
-            }
-            guard let device, let deviceName, let activity else { throw Unusual() }
-            return LocalOrigin(device: device, deviceName: deviceName, activity: activity)
-        }
-
-        mutating func continued() throws(Unusual) -> LocalContinued {
-            var continuation: UUID?, device: String?, activity: ActivityAnnouncement?, app: String?, webpageURL: String?, seconds: Double?
-            try object { (key, r) throws(Unusual) in
-                switch key {
-                case "continuation": continuation = try r.uuid()
-                case "device": device = try r.string()
-                case "activity": activity = try r.activity()
-                case "app": app = try r.optionalString()
-                case "webpageURL": webpageURL = try r.optionalString()
-                case "seconds": seconds = try r.double()
-                default: try r.skip(depth: 2)
-                }
-            }
-            guard let continuation, let device, let activity, let seconds else { throw Unusual() }
-            return LocalContinued(continuation: continuation, device: device, activity: activity, app: app, webpageURL: webpageURL, seconds: seconds)
-        }
-
-        mutating func device() throws(Unusual) -> LocalDevice {
-            var id: UUID?, name: String?, isThisDevice: Bool?, isNearby: Bool?, address: String?, lastHeard: Double?, fingerprint: String?
-            try object { (key, r) throws(Unusual) in
-                switch key {
-                case "id": id = try r.uuid()
-                case "name": name = try r.string()
-                case "isThisDevice": isThisDevice = try r.bool()
-                case "isNearby": isNearby = try r.bool()
-                case "address": address = try r.optionalString()
-                case "lastHeard": lastHeard = try r.null() ? nil : r.double()
-                case "fingerprint": fingerprint = try r.optionalString()
-                default: try r.skip(depth: 3)
-                }
-            }
-            guard let id, let name, let isThisDevice, let isNearby else { throw Unusual() }
-            return LocalDevice(id: id, name: name, isThisDevice: isThisDevice, isNearby: isNearby, address: address, lastHeard: lastHeard, fingerprint: fingerprint)
-        }
-
-        mutating func app() throws(Unusual) -> LocalApp {
-            var bundleIdentifier: String?, teamIdentifier: String?, executable: String?, activityTypes: [String]?, running: Int?, signedBy: String?
-            try object { (key, r) throws(Unusual) in
-                switch key {
-                case "bundleIdentifier": bundleIdentifier = try r.string()
-                case "teamIdentifier": teamIdentifier = try r.optionalString()
-                case "executable": executable = try r.string()
-                case "activityTypes": activityTypes = try r.strings()
-                case "running": running = try r.signed()
-                case "signedBy": signedBy = try r.optionalString()
-                default: try r.skip(depth: 3)
-                }
-            }
-            guard let bundleIdentifier, let executable, let activityTypes, let running else { throw Unusual() }
-            return LocalApp(
-                bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier, executable: executable, activityTypes: activityTypes, running: running,
-                signedBy: signedBy)
-        }
-
-        mutating func containers() throws(Unusual) -> [LocalContainer] {
-            try expect(UInt8(ascii: "["))
-            var values: [LocalContainer] = []
-            if try peek() == UInt8(ascii: "]") {
-                offset += 1
-                return values
-            }
-            while true {
-                var identifier: String?, folder: String?
-                try object { (key, r) throws(Unusual) in
-                    switch key {
-                    case "identifier": identifier = try r.string()
-                    case "folder": folder = try r.string()
-                    default: try r.skip(depth: 4)
+    /// Standard base64 with padding, as `Data.base64EncodedString()`; none of its
+    /// characters needs escaping in a JSON string.
+    mutating func base64(_ data: Data) {
+        let count = (data.count + 2) / 3 * 4
+        let start = bytes.count
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: repeatElement(0, count: count))
+        bytes.append(UInt8(ascii: "\""))
+        bytes.withUnsafeMutableBufferPointer { out in
+            data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+                LocalMessageJSON.base64Alphabet.withUTF8Buffer { table in
+                    var index = 0, at = start + 1
+                    while index + 3 <= raw.count {
+                        let value = UInt32(raw[index]) << 16 | UInt32(raw[index + 1]) << 8 | UInt32(raw[index + 2])
+                        out[at] = table[Int(value >> 18)]
+                        out[at + 1] = table[Int(value >> 12 & 0x3F)]
+                        out[at + 2] = table[Int(value >> 6 & 0x3F)]
+                        out[at + 3] = table[Int(value & 0x3F)]
+                        index += 3
+                        at += 4
+                    }
+                    let left = raw.count - index
+                    if left > 0 {
+                        let value = UInt32(raw[index]) << 16 | (left == 2 ? UInt32(raw[index + 1]) << 8 : 0)
+                        out[at] = table[Int(value >> 18)]
+                        out[at + 1] = table[Int(value >> 12 & 0x3F)]
+                        out[at + 2] = left == 2 ? table[Int(value >> 6 & 0x3F)] : UInt8(ascii: "=")
+                        out[at + 3] = UInt8(ascii: "=")
                     }
                 }
-                guard let identifier, let folder else { throw Unusual() }
-                values.append(LocalContainer(identifier: identifier, folder: folder))
-                switch try peek() {
-                case UInt8(ascii: ","): offset += 1
-                case UInt8(ascii: "]"):
-                    offset += 1
-                    return values
-                default: throw Unusual()
-                }
             }
         }
+    }
 
-        mutating func error() throws(Unusual) -> LocalError {
-            var kind: LocalError.Kind?, code: Int?, message: String?
-            try object { (key, r) throws(Unusual) in
-                switch key {
-                case "kind": kind = LocalError.Kind(rawValue: try r.string()) ?? .unknown
-                case "code": code = try r.null() ? nil : r.signed()
-                case "message": message = try r.string()
-                default: try r.skip(depth: 2)
-                }
+    mutating func activity(_ a: ActivityAnnouncement) {
+        open()
+        key("activityType"); string(a.activityType)
+        if let value = a.bundleIdentifier { key("bundleIdentifier"); string(value) }
+        if let value = a.expirationDate { key("expirationDate"); double(value.timeIntervalSince1970) }
+        key("hasWebpageURL"); bool(a.hasWebpageURL)
+        key("id"); uuid(a.id)
+        key("supportsContinuationStreams"); bool(a.supportsContinuationStreams)
+        if let value = a.teamIdentifier { key("teamIdentifier"); string(value) }
+        if let value = a.title { key("title"); string(value) }
+        close()
+    }
+
+    mutating func record(_ r: ActivityRecord) {
+        open()
+        key("activity"); activity(r.activity)
+        key("isEligibleForPrediction"); bool(r.isEligibleForPrediction)
+        key("isEligibleForPublicIndexing"); bool(r.isEligibleForPublicIndexing)
+        key("isEligibleForSearch"); bool(r.isEligibleForSearch)
+        key("keywords"); strings(r.keywords)
+        if let value = r.persistentIdentifier { key("persistentIdentifier"); string(value) }
+        if let value = r.referrerURL { key("referrerURL"); string(value) }
+        if let value = r.requiredUserInfoKeys { key("requiredUserInfoKeys"); strings(value) }
+        if let value = r.targetContentIdentifier { key("targetContentIdentifier"); string(value) }
+        if let value = r.untranslatedFileURLs { key("untranslatedFileURLs"); strings(value) }
+        if let value = r.userInfo { key("userInfo"); base64(value) }
+        if let value = r.webpageURL { key("webpageURL"); string(value) }
+        close()
+    }
+
+    mutating func origin(_ o: LocalOrigin) {
+        open()
+        key("activity"); uuid(o.activity)
+        key("device"); uuid(o.device)
+        key("deviceName"); string(o.deviceName)
+        close()
+    }
+
+    mutating func continued(_ c: LocalContinued) {
+        open()
+        key("activity"); activity(c.activity)
+        if let value = c.app { key("app"); string(value) }
+        key("continuation"); uuid(c.continuation)
+        key("device"); string(c.device)
+        key("seconds"); double(c.seconds)
+        if let value = c.webpageURL { key("webpageURL"); string(value) }
+        close()
+    }
+
+    mutating func device(_ d: LocalDevice) {
+        open()
+        if let value = d.address { key("address"); string(value) }
+        if let value = d.fingerprint { key("fingerprint"); string(value) }
+        key("id"); uuid(d.id)
+        key("isNearby"); bool(d.isNearby)
+        key("isThisDevice"); bool(d.isThisDevice)
+        if let value = d.lastHeard { key("lastHeard"); double(value) }
+        key("name"); string(d.name)
+        close()
+    }
+
+    mutating func app(_ a: LocalApp) {
+        open()
+        key("activityTypes"); strings(a.activityTypes)
+        key("bundleIdentifier"); string(a.bundleIdentifier)
+        key("executable"); string(a.executable)
+        key("running"); signed(a.running)
+        if let value = a.signedBy { key("signedBy"); string(value) }
+        if let value = a.teamIdentifier { key("teamIdentifier"); string(value) }
+        close()
+    }
+
+    mutating func containers(_ values: [LocalContainer]) {
+        bytes.append(UInt8(ascii: "["))
+        for (index, container) in values.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            open()
+            key("folder"); string(container.folder)
+            key("identifier"); string(container.identifier)
+            close()
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+}
+
+extension LocalJSONReader {
+
+    // The top level: each key's value is skipped (checked) and found again by its offset
+    // once `type` says which keys matter (sorted keys put `type` last).
+    mutating func message() throws(Unusual) -> LocalMessage {
+        var fields: [(key: String, offset: Int)] = []
+        try object { (key, reader) throws(Unusual) in
+            fields.append((key, reader.offset))
+            try reader.skip(depth: 1)
+        }
+        whitespace()
+        guard offset == bytes.count else { throw Unusual() }
+        func field(_ name: String) -> LocalJSONReader? {
+            fields.first { $0.key == name }.map { LocalJSONReader(bytes: bytes, offset: $0.offset) }
+        }
+        func required(_ name: String) throws(Unusual) -> LocalJSONReader {
+            guard let reader = field(name) else { throw Unusual() }
+            return reader
+        }
+        func request() throws(Unusual) -> UInt64 {
+            var reader = try required("request")
+            return try reader.unsigned()
+        }
+        func uuid(_ name: String) throws(Unusual) -> UUID {
+            var reader = try required(name)
+            return try reader.uuid()
+        }
+        guard var typeReader = field("type") else { throw Unusual() }
+        let typeName = try typeReader.string()
+        switch typeName {
+        case "continue":
+            var activity: UUID?
+            if var reader = field("activity"), !reader.null() { activity = try reader.uuid() }
+            return .call(request: try request(), .continue(activity: activity))
+        case "hello":
+            var version = try required("version"), role = try required("role")
+            guard let known = LocalRole(rawValue: try role.string()) else { throw Unusual() }
+            var bundleIdentifier: String?
+            if var reader = field("bundleIdentifier") { bundleIdentifier = try reader.optionalString() }
+            return .call(request: try request(), .hello(version: try version.signed(), role: known, bundleIdentifier: bundleIdentifier))
+        case "prove", "proof":
+            var reader = try required("nonce")
+            let nonce = try reader.base64()
+            return typeName == "prove" ? .prove(nonce: nonce) : .proof(nonce: nonce)
+        case "save": return .save(request: try request(), activity: try uuid("activity"))
+        case "saved":
+            var reader = try required("record")
+            return .saved(request: try request(), try reader.record())
+        case "willContinue":
+            var reader = try required("activityType")
+            return .willContinue(continuation: try uuid("continuation"), activityType: try reader.string())
+        case "deliver":
+            var record = try required("record"), origin = try required("origin")
+            return .deliver(continuation: try uuid("continuation"), record: try record.record(), origin: try origin.origin())
+        case "wasContinued": return .wasContinued(activity: try uuid("activity"))
+        case "resigned": return .resigned(activity: try uuid("activity"))
+        case "invalidated": return .invalidated(activity: try uuid("activity"))
+        case "becameCurrent":
+            var reader = try required("activity")
+            return .becameCurrent(try reader.activity())
+        case "reply":
+            // Only a reply with nothing but `ok` and `continued` or `error`, or an answer to
+            // `hello`.
+            let known = ["type", "request", "ok", "continued", "error", "version", "device", "app", "account", "containers"]
+            guard fields.allSatisfy({ known.contains($0.key) }) else { throw Unusual() }
+            var ok = try required("ok")
+            var reply = LocalReply()
+            reply.ok = try ok.bool()
+            if var reader = field("continued"), !reader.null() { reply.continued = try reader.continued() }
+            if var reader = field("error"), !reader.null() { reply.error = try reader.error() }
+            if var reader = field("version"), !reader.null() { reply.version = try reader.signed() }
+            if var reader = field("device"), !reader.null() { reply.device = try reader.device() }
+            if var reader = field("app"), !reader.null() { reply.app = try reader.app() }
+            if var reader = field("account"), !reader.null() { reply.account = try reader.string() }
+            if var reader = field("containers"), !reader.null() { reply.containers = try reader.containers() }
+            return .reply(request: try request(), reply)
+        default:
+            throw Unusual()
+        }
+    }
+
+    // MARK: The types
+
+    mutating func activity() throws(Unusual) -> ActivityAnnouncement {
+        var id: UUID?, activityType: String?, title: String?, bundleIdentifier: String?, teamIdentifier: String?
+        var hasWebpageURL = false, supportsContinuationStreams = false
+        var expirationDate: Date?
+        try object { (key, r) throws(Unusual) in
+            switch key {
+            case "id": id = try r.uuid()
+            case "activityType": activityType = try r.string()
+            case "title": title = try r.optionalString()
+            case "bundleIdentifier": bundleIdentifier = try r.optionalString()
+            case "teamIdentifier": teamIdentifier = try r.optionalString()
+            case "hasWebpageURL": hasWebpageURL = try r.null() ? false : r.bool()
+            case "supportsContinuationStreams": supportsContinuationStreams = try r.null() ? false : r.bool()
+            case "expirationDate": expirationDate = try r.null() ? nil : Date(timeIntervalSince1970: r.double())
+            default: try r.skip(depth: 2)
             }
-            guard let kind, let message else { throw Unusual() }
-            return LocalError(kind, code: code, message)
         }
+        guard let id, let activityType else { throw Unusual() }
+        return ActivityAnnouncement(
+            id: id, activityType: activityType, title: title, bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier,
+            hasWebpageURL: hasWebpageURL, supportsContinuationStreams: supportsContinuationStreams, expirationDate: expirationDate)
+    }
 
-        // MARK: Values
-
-        mutating func whitespace() {
-            while offset < bytes.count {
-                switch bytes[offset] {
-                case 0x20, 0x09, 0x0A, 0x0D: offset += 1
-                default: return
-                }
+    mutating func record() throws(Unusual) -> ActivityRecord {
+        var activity: ActivityAnnouncement?
+        var webpageURL: String?, referrerURL: String?, persistentIdentifier: String?, targetContentIdentifier: String?
+        var keywords: [String] = [], requiredUserInfoKeys: [String]?, untranslatedFileURLs: [String]?
+        var isEligibleForSearch = false, isEligibleForPublicIndexing = false, isEligibleForPrediction = false
+        var userInfo: Data?
+        try object { (key, r) throws(Unusual) in
+            switch key {
+            case "activity": activity = try r.activity()
+            case "webpageURL": webpageURL = try r.optionalString()
+            case "referrerURL": referrerURL = try r.optionalString()
+            case "keywords": keywords = try r.null() ? [] : r.strings()
+            case "requiredUserInfoKeys": requiredUserInfoKeys = try r.null() ? nil : r.strings()
+            case "persistentIdentifier": persistentIdentifier = try r.optionalString()
+            case "targetContentIdentifier": targetContentIdentifier = try r.optionalString()
+            case "isEligibleForSearch": isEligibleForSearch = try r.null() ? false : r.bool()
+            case "isEligibleForPublicIndexing": isEligibleForPublicIndexing = try r.null() ? false : r.bool()
+            case "isEligibleForPrediction": isEligibleForPrediction = try r.null() ? false : r.bool()
+            case "userInfo": userInfo = try r.null() ? nil : r.base64()
+            case "untranslatedFileURLs": untranslatedFileURLs = try r.null() ? nil : r.strings()
+            default: try r.skip(depth: 2)
             }
         }
+        guard let activity else { throw Unusual() }
+        return ActivityRecord(
+            activity: activity, webpageURL: webpageURL, referrerURL: referrerURL, keywords: keywords,
+            requiredUserInfoKeys: requiredUserInfoKeys, persistentIdentifier: persistentIdentifier,
+            targetContentIdentifier: targetContentIdentifier, isEligibleForSearch: isEligibleForSearch,
+            isEligibleForPublicIndexing: isEligibleForPublicIndexing, isEligibleForPrediction: isEligibleForPrediction,
+            userInfo: userInfo, untranslatedFileURLs: untranslatedFileURLs)
+    }
 
-        /// The next byte after whitespace, not consumed.
-        mutating func peek() throws(Unusual) -> UInt8 {
-            whitespace()
-            guard offset < bytes.count else { throw Unusual() }
-            return bytes[offset]
+    mutating func origin() throws(Unusual) -> LocalOrigin {
+        var device: UUID?, deviceName: String?, activity: UUID?
+        try object { (key, r) throws(Unusual) in
+            switch key {
+            case "device": device = try r.uuid()
+            case "deviceName": deviceName = try r.string()
+            case "activity": activity = try r.uuid()
+            default: try r.skip(depth: 2)
+            }
         }
+        guard let device, let deviceName, let activity else { throw Unusual() }
+        return LocalOrigin(device: device, deviceName: deviceName, activity: activity)
+    }
 
-        mutating func expect(_ byte: UInt8) throws(Unusual) {
-            guard try peek() == byte else { throw Unusual() }
+    mutating func continued() throws(Unusual) -> LocalContinued {
+        var continuation: UUID?, device: String?, activity: ActivityAnnouncement?, app: String?, webpageURL: String?, seconds: Double?
+        try object { (key, r) throws(Unusual) in
+            switch key {
+            case "continuation": continuation = try r.uuid()
+            case "device": device = try r.string()
+            case "activity": activity = try r.activity()
+            case "app": app = try r.optionalString()
+            case "webpageURL": webpageURL = try r.optionalString()
+            case "seconds": seconds = try r.double()
+            default: try r.skip(depth: 2)
+            }
+        }
+        guard let continuation, let device, let activity, let seconds else { throw Unusual() }
+        return LocalContinued(continuation: continuation, device: device, activity: activity, app: app, webpageURL: webpageURL, seconds: seconds)
+    }
+
+    mutating func device() throws(Unusual) -> LocalDevice {
+        var id: UUID?, name: String?, isThisDevice: Bool?, isNearby: Bool?, address: String?, lastHeard: Double?, fingerprint: String?
+        try object { (key, r) throws(Unusual) in
+            switch key {
+            case "id": id = try r.uuid()
+            case "name": name = try r.string()
+            case "isThisDevice": isThisDevice = try r.bool()
+            case "isNearby": isNearby = try r.bool()
+            case "address": address = try r.optionalString()
+            case "lastHeard": lastHeard = try r.null() ? nil : r.double()
+            case "fingerprint": fingerprint = try r.optionalString()
+            default: try r.skip(depth: 3)
+            }
+        }
+        guard let id, let name, let isThisDevice, let isNearby else { throw Unusual() }
+        return LocalDevice(id: id, name: name, isThisDevice: isThisDevice, isNearby: isNearby, address: address, lastHeard: lastHeard, fingerprint: fingerprint)
+    }
+
+    mutating func app() throws(Unusual) -> LocalApp {
+        var bundleIdentifier: String?, teamIdentifier: String?, executable: String?, activityTypes: [String]?, running: Int?, signedBy: String?
+        try object { (key, r) throws(Unusual) in
+            switch key {
+            case "bundleIdentifier": bundleIdentifier = try r.string()
+            case "teamIdentifier": teamIdentifier = try r.optionalString()
+            case "executable": executable = try r.string()
+            case "activityTypes": activityTypes = try r.strings()
+            case "running": running = try r.signed()
+            case "signedBy": signedBy = try r.optionalString()
+            default: try r.skip(depth: 3)
+            }
+        }
+        guard let bundleIdentifier, let executable, let activityTypes, let running else { throw Unusual() }
+        return LocalApp(
+            bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier, executable: executable, activityTypes: activityTypes, running: running,
+            signedBy: signedBy)
+    }
+
+    mutating func containers() throws(Unusual) -> [LocalContainer] {
+        try expect(UInt8(ascii: "["))
+        var values: [LocalContainer] = []
+        if try peek() == UInt8(ascii: "]") {
             offset += 1
+            return values
         }
-
-        /// Consumes `null` if it comes next.
-        mutating func null() -> Bool {
-            guard (try? peek()) == UInt8(ascii: "n") else { return false }
-            guard literal("null") else { return false }
-            return true
-        }
-
-        mutating func literal(_ word: StaticString) -> Bool {
-            let count = word.utf8CodeUnitCount
-            guard bytes.count - offset >= count else { return false }
-            let matches = word.withUTF8Buffer { expected in
-                (0..<count).allSatisfy { bytes[offset + $0] == expected[$0] }
-            }
-            if matches { offset += count }
-            return matches
-        }
-
-        mutating func bool() throws(Unusual) -> Bool {
-            let next = try peek()
-            if next == UInt8(ascii: "t"), literal("true") { return true }
-            if next == UInt8(ascii: "f"), literal("false") { return false }
-            throw Unusual()
-        }
-
-        /// The most members an object read here may have; more go to `JSONDecoder` (the
-        /// duplicate check below is quadratic, so it must stay small).
-        static let maximumMembers = 64
-
-        /// An object's members, each key unique (a repeated key is unusual). `checkKeys`
-        /// false: an object passed over, whose keys `JSONDecoder` does not check either.
-        mutating func object(checkKeys: Bool = true, _ member: (String, inout Reader) throws(Unusual) -> Void) throws(Unusual) {
-            try expect(UInt8(ascii: "{"))
-            var keys: [String] = []
-            if try peek() == UInt8(ascii: "}") {
-                offset += 1
-                return
-            }
-            while true {
-                guard try peek() == UInt8(ascii: "\"") else { throw Unusual() }
-                let key = try string()
-                if checkKeys {
-                    guard keys.count < Self.maximumMembers, !keys.contains(key) else { throw Unusual() }
-                    keys.append(key)
-                }
-                try expect(UInt8(ascii: ":"))
-                whitespace()
-                try member(key, &self)
-                switch try peek() {
-                case UInt8(ascii: ","): offset += 1
-                case UInt8(ascii: "}"):
-                    offset += 1
-                    return
-                default: throw Unusual()
+        while true {
+            var identifier: String?, folder: String?
+            try object { (key, r) throws(Unusual) in
+                switch key {
+                case "identifier": identifier = try r.string()
+                case "folder": folder = try r.string()
+                default: try r.skip(depth: 4)
                 }
             }
-        }
-
-        mutating func optionalString() throws(Unusual) -> String? {
-            null() ? nil : try string()
-        }
-
-        mutating func strings() throws(Unusual) -> [String] {
-            try expect(UInt8(ascii: "["))
-            var values: [String] = []
-            if try peek() == UInt8(ascii: "]") {
+            guard let identifier, let folder else { throw Unusual() }
+            values.append(LocalContainer(identifier: identifier, folder: folder))
+            switch try peek() {
+            case UInt8(ascii: ","): offset += 1
+            case UInt8(ascii: "]"):
                 offset += 1
                 return values
-            }
-            while true {
-                values.append(try string())
-                switch try peek() {
-                case UInt8(ascii: ","): offset += 1
-                case UInt8(ascii: "]"):
-                    offset += 1
-                    return values
-                default: throw Unusual()
-                }
-            }
-        }
-
-        /// A string: valid UTF-8, no raw control characters, and only the escapes that stand
-        /// for one character (`\uD800`–`\uDFFF`, halves of a pair, are left to `JSONDecoder`).
-        mutating func string() throws(Unusual) -> String {
-            try expect(UInt8(ascii: "\""))
-            let start = offset
-            var ascii = true
-            while offset < bytes.count {
-                let byte = bytes[offset]
-                if byte == UInt8(ascii: "\"") {
-                    let raw = UnsafeBufferPointer(rebasing: bytes[start..<offset])
-                    offset += 1
-                    if ascii { return String(decoding: raw, as: UTF8.self) }
-                    guard let text = String._tryFromUTF8(raw) else { throw Unusual() }
-                    return text
-                }
-                if byte == UInt8(ascii: "\\") {
-                    offset = start
-                    return try escapedString()
-                }
-                guard byte >= 0x20 else { throw Unusual() }
-                if byte >= 0x80 { ascii = false }
-                offset += 1
-            }
-            throw Unusual()
-        }
-
-        /// Checks a string without making it: plain ASCII is passed over, anything else is
-        /// read as `string()` reads it.
-        mutating func skipString() throws(Unusual) {
-            try expect(UInt8(ascii: "\""))
-            let start = offset
-            // Eight bytes at a time while none is a quote, a backslash, a control character or
-            // outside ASCII (the usual bit tricks: a byte's high bit marks each case).
-            if let base = bytes.baseAddress {
-                let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-                while bytes.count - offset >= 8 {
-                    let word = UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)
-                    let quote = word ^ (ones &* 0x22), backslash = word ^ (ones &* 0x5C)
-                    let special = (word | (word &- ones &* 0x20) | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & highs
-                    if special != 0 { break }
-                    offset += 8
-                }
-            }
-            while offset < bytes.count {
-                let byte = bytes[offset]
-                if byte == UInt8(ascii: "\"") {
-                    offset += 1
-                    return
-                }
-                guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { break }
-                offset += 1
-            }
-            offset = start - 1
-            _ = try string()
-        }
-
-        private mutating func escapedString() throws(Unusual) -> String {
-            var utf8: [UInt8] = []
-            while offset < bytes.count {
-                let byte = bytes[offset]
-                offset += 1
-                switch byte {
-                case UInt8(ascii: "\""):
-                    guard let text = utf8.withUnsafeBufferPointer({ String._tryFromUTF8($0) }) else { throw Unusual() }
-                    return text
-                case UInt8(ascii: "\\"):
-                    guard offset < bytes.count else { throw Unusual() }
-                    let escape = bytes[offset]
-                    offset += 1
-                    switch escape {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(escape)
-                    case UInt8(ascii: "n"): utf8.append(0x0A)
-                    case UInt8(ascii: "r"): utf8.append(0x0D)
-                    case UInt8(ascii: "t"): utf8.append(0x09)
-                    case UInt8(ascii: "b"): utf8.append(0x08)
-                    case UInt8(ascii: "f"): utf8.append(0x0C)
-                    case UInt8(ascii: "u"):
-                        guard bytes.count - offset >= 4 else { throw Unusual() }
-                        var value: UInt32 = 0
-                        for _ in 0..<4 {
-                            guard let digit = Self.hexValue(bytes[offset]) else { throw Unusual() }
-                            value = value << 4 | UInt32(digit)
-                            offset += 1
-                        }
-                        guard let scalar = Unicode.Scalar(value) else { throw Unusual() }
-                        utf8.append(contentsOf: String(Character(scalar)).utf8)
-                    default: throw Unusual()
-                    }
-                default:
-                    guard byte >= 0x20 else { throw Unusual() }
-                    utf8.append(byte)
-                }
-            }
-            throw Unusual()
-        }
-
-        static func hexValue(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-            default: return nil
-            }
-        }
-
-        /// A UUID in its 36-character form, either case; any other spelling is unusual.
-        mutating func uuid() throws(Unusual) -> UUID {
-            try expect(UInt8(ascii: "\""))
-            guard bytes.count - offset >= 37, bytes[offset + 36] == UInt8(ascii: "\"") else { throw Unusual() }
-            var raw: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-            var position = offset
-            try withUnsafeMutableBytes(of: &raw) { (out: UnsafeMutableRawBufferPointer) throws(Unusual) in
-                for index in 0..<16 {
-                    if index == 4 || index == 6 || index == 8 || index == 10 {
-                        guard bytes[position] == UInt8(ascii: "-") else { throw Unusual() }
-                        position += 1
-                    }
-                    guard let high = Self.hexValue(bytes[position]), let low = Self.hexValue(bytes[position + 1]) else { throw Unusual() }
-                    out[index] = high << 4 | low
-                    position += 2
-                }
-            }
-            offset += 37
-            return UUID(uuid: raw)
-        }
-
-        /// Digits only, no sign, no leading zero, fitting 64 bits (`7.0`, `7e0` are unusual).
-        mutating func unsigned() throws(Unusual) -> UInt64 {
-            whitespace()
-            let start = offset
-            var value: UInt64 = 0
-            while offset < bytes.count, bytes[offset] >= UInt8(ascii: "0"), bytes[offset] <= UInt8(ascii: "9") {
-                let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
-                let (sum, overflow2) = times.addingReportingOverflow(UInt64(bytes[offset] - UInt8(ascii: "0")))
-                guard !overflow1, !overflow2 else { throw Unusual() }
-                value = sum
-                offset += 1
-            }
-            let count = offset - start
-            guard count > 0, count == 1 || bytes[start] != UInt8(ascii: "0") else { throw Unusual() }
-            try endOfNumber()
-            return value
-        }
-
-        mutating func signed() throws(Unusual) -> Int {
-            let negative = try peek() == UInt8(ascii: "-")
-            if negative { offset += 1 }
-            guard offset < bytes.count, bytes[offset] >= UInt8(ascii: "0"), bytes[offset] <= UInt8(ascii: "9") else { throw Unusual() }
-            let magnitude = try unsigned()
-            if negative {
-                guard magnitude <= UInt64(Int.max) + 1 else { throw Unusual() }
-                return magnitude == UInt64(Int.max) + 1 ? .min : -Int(magnitude)
-            }
-            guard let value = Int(exactly: magnitude) else { throw Unusual() }
-            return value
-        }
-
-        /// A number as JSON writes it, finite once read.
-        mutating func double() throws(Unusual) -> Double {
-            whitespace()
-            let start = offset
-            try number()
-            guard let value = Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<offset]), as: UTF8.self)), value.isFinite else {
-                throw Unusual()
-            }
-            return value
-        }
-
-        /// A number must end where a value ends.
-        private func endOfNumber() throws(Unusual) {
-            guard offset < bytes.count else { return }
-            switch bytes[offset] {
-            case UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x09, 0x0A, 0x0D: return
             default: throw Unusual()
             }
         }
+    }
 
-        /// Base64 as `encode` writes it, straight from the message's bytes: the standard
-        /// alphabet, padded, no escapes, unused bits zero. Anything else is read the way
-        /// `JSONDecoder` reads `Data`, the string then Foundation's base64.
-        mutating func base64() throws(Unusual) -> Data {
-            try expect(UInt8(ascii: "\""))
-            let start = offset
-            // Base64 has no quote: the string ends at the first one, and decoding checks the
-            // characters before it.
-            var end = bytes.count
-            if let base = bytes.baseAddress, start < bytes.count, let quote = memchr(base + start, 0x22, bytes.count - start) {
-                end = base.distance(to: quote.assumingMemoryBound(to: UInt8.self))
+    /// A UUID in its 36-character form, either case; any other spelling is unusual.
+    mutating func uuid() throws(Unusual) -> UUID {
+        try expect(UInt8(ascii: "\""))
+        guard bytes.count - offset >= 37, bytes[offset + 36] == UInt8(ascii: "\"") else { throw Unusual() }
+        var raw: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var position = offset
+        try withUnsafeMutableBytes(of: &raw) { (out: UnsafeMutableRawBufferPointer) throws(Unusual) in
+            for index in 0..<16 {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    guard bytes[position] == UInt8(ascii: "-") else { throw Unusual() }
+                    position += 1
+                }
+                guard let high = Self.hexValue(bytes[position]), let low = Self.hexValue(bytes[position + 1]) else { throw Unusual() }
+                out[index] = high << 4 | low
+                position += 2
             }
-            if end < bytes.count, let data = Self.base64(UnsafeBufferPointer(rebasing: bytes[start..<end])) {
-                offset = end + 1
-                return data
-            }
-            offset = start - 1
-            guard let data = Data(base64Encoded: try string()) else { throw Unusual() }
+        }
+        offset += 37
+        return UUID(uuid: raw)
+    }
+
+    /// Base64 as `encode` writes it, straight from the message's bytes: the standard
+    /// alphabet, padded, no escapes, unused bits zero. Anything else is read the way
+    /// `JSONDecoder` reads `Data`, the string then Foundation's base64.
+    mutating func base64() throws(Unusual) -> Data {
+        try expect(UInt8(ascii: "\""))
+        let start = offset
+        // Base64 has no quote: the string ends at the first one, and decoding checks the
+        // characters before it.
+        var end = bytes.count
+        if let base = bytes.baseAddress, start < bytes.count, let quote = memchr(base + start, 0x22, bytes.count - start) {
+            end = base.distance(to: quote.assumingMemoryBound(to: UInt8.self))
+        }
+        if end < bytes.count, let data = Self.base64(UnsafeBufferPointer(rebasing: bytes[start..<end])) {
+            offset = end + 1
             return data
         }
+        offset = start - 1
+        guard let data = Data(base64Encoded: try string()) else { throw Unusual() }
+        return data
+    }
 
-        /// Canonical padded base64, or nil.
-        static func base64(_ text: UnsafeBufferPointer<UInt8>) -> Data? {
-            guard text.count % 4 == 0 else { return nil }
-            if text.isEmpty { return Data() }
-            let padding = text[text.count - 1] == UInt8(ascii: "=") ? (text[text.count - 2] == UInt8(ascii: "=") ? 2 : 1) : 0
-            let count = text.count / 4 * 3 - padding
-            var data = Data(count: count)
-            let ok = data.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) -> Bool in
-                let values = LocalMessageJSON.base64Values
-                var at = 0
-                var index = 0
-                while index < text.count {
-                    let a = values[Int(text[index])], b = values[Int(text[index + 1])]
-                    let c = values[Int(text[index + 2])], d = values[Int(text[index + 3])]
-                    let last = index + 4 == text.count
-                    if last && padding > 0 {
-                        guard a < 64, b < 64 else { return false }
-                        if padding == 2 {
-                            guard c == 0xFE, d == 0xFE, b & 0x0F == 0 else { return false }
-                            out[at] = a << 2 | b >> 4
-                        } else {
-                            guard c < 64, d == 0xFE, c & 0x03 == 0 else { return false }
-                            out[at] = a << 2 | b >> 4
-                            out[at + 1] = (b & 0x0F) << 4 | c >> 2
-                        }
-                        return true
+    /// Canonical padded base64, or nil.
+    static func base64(_ text: UnsafeBufferPointer<UInt8>) -> Data? {
+        guard text.count % 4 == 0 else { return nil }
+        if text.isEmpty { return Data() }
+        let padding = text[text.count - 1] == UInt8(ascii: "=") ? (text[text.count - 2] == UInt8(ascii: "=") ? 2 : 1) : 0
+        let count = text.count / 4 * 3 - padding
+        var data = Data(count: count)
+        let ok = data.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) -> Bool in
+            let values = LocalMessageJSON.base64Values
+            var at = 0
+            var index = 0
+            while index < text.count {
+                let a = values[Int(text[index])], b = values[Int(text[index + 1])]
+                let c = values[Int(text[index + 2])], d = values[Int(text[index + 3])]
+                let last = index + 4 == text.count
+                if last && padding > 0 {
+                    guard a < 64, b < 64 else { return false }
+                    if padding == 2 {
+                        guard c == 0xFE, d == 0xFE, b & 0x0F == 0 else { return false }
+                        out[at] = a << 2 | b >> 4
+                    } else {
+                        guard c < 64, d == 0xFE, c & 0x03 == 0 else { return false }
+                        out[at] = a << 2 | b >> 4
+                        out[at + 1] = (b & 0x0F) << 4 | c >> 2
                     }
-                    guard a < 64, b < 64, c < 64, d < 64 else { return false }
-                    out[at] = a << 2 | b >> 4
-                    out[at + 1] = (b & 0x0F) << 4 | c >> 2
-                    out[at + 2] = (c & 0x03) << 6 | d
-                    at += 3
-                    index += 4
+                    return true
                 }
-                return true
+                guard a < 64, b < 64, c < 64, d < 64 else { return false }
+                out[at] = a << 2 | b >> 4
+                out[at + 1] = (b & 0x0F) << 4 | c >> 2
+                out[at + 2] = (c & 0x03) << 6 | d
+                at += 3
+                index += 4
             }
-            return ok ? data : nil
+            return true
         }
-
-        /// JSON's number grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
-        mutating func number() throws(Unusual) {
-            func digits() -> Int {
-                let start = offset
-                while offset < bytes.count, bytes[offset] >= UInt8(ascii: "0"), bytes[offset] <= UInt8(ascii: "9") { offset += 1 }
-                return offset - start
-            }
-            if offset < bytes.count, bytes[offset] == UInt8(ascii: "-") { offset += 1 }
-            let integerStart = offset
-            let integerDigits = digits()
-            guard integerDigits > 0, integerDigits == 1 || bytes[integerStart] != UInt8(ascii: "0") else { throw Unusual() }
-            if offset < bytes.count, bytes[offset] == UInt8(ascii: ".") {
-                offset += 1
-                guard digits() > 0 else { throw Unusual() }
-            }
-            if offset < bytes.count, bytes[offset] == UInt8(ascii: "e") || bytes[offset] == UInt8(ascii: "E") {
-                offset += 1
-                if offset < bytes.count, bytes[offset] == UInt8(ascii: "+") || bytes[offset] == UInt8(ascii: "-") { offset += 1 }
-                guard digits() > 0 else { throw Unusual() }
-            }
-            try endOfNumber()
-        }
-
-        /// Checks and passes over one value of any kind.
-        mutating func skip(depth: Int) throws(Unusual) {
-            guard depth <= LocalMessageJSON.maximumDepth else { throw Unusual() }
-            switch try peek() {
-            case UInt8(ascii: "\""): try skipString()
-            case UInt8(ascii: "{"):
-                try object(checkKeys: false) { (_, r) throws(Unusual) in try r.skip(depth: depth + 1) }
-            case UInt8(ascii: "["):
-                offset += 1
-                if try peek() == UInt8(ascii: "]") {
-                    offset += 1
-                    return
-                }
-                while true {
-                    try skip(depth: depth + 1)
-                    switch try peek() {
-                    case UInt8(ascii: ","): offset += 1
-                    case UInt8(ascii: "]"):
-                        offset += 1
-                        return
-                    default: throw Unusual()
-                    }
-                }
-            case UInt8(ascii: "t"): guard literal("true") else { throw Unusual() }
-            case UInt8(ascii: "f"): guard literal("false") else { throw Unusual() }
-            case UInt8(ascii: "n"): guard literal("null") else { throw Unusual() }
-            default: try number()
-            }
-        }
+        return ok ? data : nil
     }
 }
 

@@ -44,12 +44,12 @@ public final class LocalStreamSocket: Sendable {
     /// first message. Returns once the agent answered yes; throws its refusal, or why the agent
     /// could not be asked. Waits at most `timeout` seconds for the answer.
     public static func open(path: String, call: LocalCall, timeout: Int = 60) throws(LocalError) -> LocalStreamSocket {
-        let fd = try LocalClient.connect(path)
+        let fd = try LocalSocketIO.connect(path)
         let socket = LocalStreamSocket(path: path, fd: fd)
         do throws(LocalError) {
-            try LocalClient.checkServer(fd, path: path)
-            LocalClient.setReceiveTimeout(fd, seconds: timeout)
-            try LocalClient.write(fd, LocalMessage.call(request: 1, call).frame)
+            try LocalSocketIO.checkServer(fd, path: path)
+            LocalSocketIO.setReceiveTimeout(fd, seconds: timeout)
+            try LocalSocketIO.write(fd, LocalMessage.call(request: 1, call).frame)
             // Read through the socket's own buffer: stream frames may follow the reply at once,
             // in the same read, and must stay for the stream's reader.
             guard let frame = try socket.readFrame() else {
@@ -59,7 +59,7 @@ public final class LocalStreamSocket: Sendable {
                 throw LocalError(.failed, "the agent at \(path) did not answer the stream request")
             }
             if let error = reply.error { throw error }
-            LocalClient.setReceiveTimeout(fd, seconds: 0)
+            LocalSocketIO.setReceiveTimeout(fd, seconds: 0)
             return socket
         } catch {
             socket.close()

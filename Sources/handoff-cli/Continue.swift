@@ -16,11 +16,11 @@ struct Continue: AsyncParsableCommand {
     func validate() throws {
         if id == nil && !latest { throw ValidationError("name an activity's id, or give --latest") }
         if id != nil && latest { throw ValidationError("give an id or --latest, not both") }
-        if let id, UUID(uuidString: id) == nil { throw ValidationError("'\(id)' is not an activity id (a UUID, as 'handoff list' shows it)") }
+        if let id, ActivityID.canonical(id) == nil { throw ValidationError("'\(id)' is not an activity id (a UUID, as 'handoff list' shows it)") }
     }
 
     func run() async throws {
-        let client = try connection.connect()
-        ContinueReport.print(await call(client, .continue(activity: id.flatMap(UUID.init(uuidString:)))), json: output.json)
+        // The same call and report as the quick front's (`handoff continue` in its plain forms).
+        QuickContinue(activity: id.flatMap(ActivityID.canonical), json: output.json, socket: connection.path).run()
     }
 }

@@ -40,3 +40,13 @@ func table(_ header: [String], _ rows: [[String]]) {
         print(row.enumerated().map { $0.element.padding(toLength: widths[$0.offset], withPad: " ", startingAt: 0) }.joined(separator: "  ").trimmingCharacters(in: .whitespaces))
     }
 }
+
+/// Prints `value` as the commands' `--json` output: indented, keys sorted, dates as seconds
+/// since 1970 (`handoff continue`'s report is indented the same way, by `JSONIndent`).
+func printJSON(_ value: some Encodable) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .secondsSince1970
+    let data = (try? encoder.encode(value)) ?? Data("null".utf8)
+    print(String(decoding: data, as: UTF8.self))
+}

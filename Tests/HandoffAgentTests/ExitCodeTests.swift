@@ -48,8 +48,8 @@ struct QuickContinueTests {
 
     @Test("Takes an id or --latest, with --json and --socket in any order")
     func plainForms() throws {
-        let id = try #require(UUID(uuidString: Self.id))
-        let cases: [([String], UUID?, Bool, String?)] = [
+        let id = Self.id
+        let cases: [([String], String?, Bool, String?)] = [
             (["continue", Self.id], id, false, nil),
             (["continue", Self.id.lowercased()], id, false, nil),
             (["continue", "--latest"], nil, false, nil),
@@ -75,5 +75,39 @@ struct QuickContinueTests {
         for arguments in others {
             #expect(QuickContinue(arguments: arguments) == nil, "\(arguments)")
         }
+    }
+}
+
+/// The front finds `handoff-cli` without Foundation; its paths must be Foundation's.
+@Suite("handoff's front, without Foundation")
+struct FrontTests {
+    @Test("A path's folder is what Foundation's deletingLastPathComponent gives")
+    func parentFolders() {
+        let paths = [
+            "/usr/bin/handoff", "handoff", "/handoff", "bin/handoff", "/a/b/", "/", "", "//a//b", "./handoff", "../x/y", "a//b/c//", "/a/b/c",
+        ]
+        for path in paths {
+            #expect(FullCommandLine.parent(of: path) == (path as NSString).deletingLastPathComponent, "\(path)")
+        }
+        // Foundation traps on this one (Swift 6.3.1, Linux); no program is called so.
+        #expect(FullCommandLine.parent(of: "a/") == "")
+        #expect(
+            FullCommandLine.candidates(called: "/home/ada/.local/bin/handoff", executable: "/opt/handoff/bin/handoff", path: "/usr/bin::/bin")
+                == [
+                    "/home/ada/.local/bin/handoff-cli", "/opt/handoff/bin/handoff-cli", "/home/ada/.local/libexec/handoff/handoff-cli",
+                    "/opt/handoff/libexec/handoff/handoff-cli", "/usr/bin/handoff-cli", "/bin/handoff-cli",
+                ])
+    }
+
+    @Test("The built handoff links neither Foundation nor the argument parser: their start-up is most of a command's time (docs/agent.md, Performance)")
+    func linksNoFoundation() throws {
+        let front = try #require(builtExecutable("handoff"))
+        let bytes = try Data(contentsOf: front)
+        for library in ["libFoundation", "ArgumentParser"] {
+            #expect(bytes.range(of: Data(library.utf8)) == nil, "handoff holds \(library)")
+        }
+        // The check can fail: the full command line holds both.
+        let full = try Data(contentsOf: try #require(builtExecutable("handoff-cli")))
+        #expect(full.range(of: Data("libFoundation".utf8)) != nil && full.range(of: Data("ArgumentParser".utf8)) != nil)
     }
 }

@@ -117,12 +117,12 @@ struct RandomUUIDTests {
 struct HelloTimeoutTests {
     @Test("15 seconds unless HANDOFF_HELLO_TIMEOUT says otherwise; a value out of 1...3600 is held to it, one that is not a number ignored")
     func setting() {
-        #expect(LocalClient.helloTimeout(setting: nil) == 15)
-        #expect(LocalClient.helloTimeout(setting: "90") == 90)
-        #expect(LocalClient.helloTimeout(setting: "0") == 1)
-        #expect(LocalClient.helloTimeout(setting: "-5") == 1)
-        #expect(LocalClient.helloTimeout(setting: "99999") == 3600)
-        #expect(LocalClient.helloTimeout(setting: "soon") == 15)
-        #expect(LocalClient.helloTimeout(setting: "") == 15)
+        #expect(LocalSocketIO.helloTimeout(setting: nil) == 15)
+        #expect(LocalSocketIO.helloTimeout(setting: "90") == 90)
+        #expect(LocalSocketIO.helloTimeout(setting: "0") == 1)
+        #expect(LocalSocketIO.helloTimeout(setting: "-5") == 1)
+        #expect(LocalSocketIO.helloTimeout(setting: "99999") == 3600)
+        #expect(LocalSocketIO.helloTimeout(setting: "soon") == 15)
+        #expect(LocalSocketIO.helloTimeout(setting: "") == 15)
     }
 }

@@ -6,9 +6,9 @@ import Testing
 import Glibc
 #endif
 
-/// `LocalClient.callOnce` (what `handoff continue` uses) against a socket that answers with
-/// canned messages: it must surface a refused `hello`, pass over what comes before its reply,
-/// and say so when the agent hangs up, as the threaded client does.
+/// `LocalSocketIO.callOnce` (what `handoff continue` uses, without Foundation) against a socket
+/// that answers with canned messages: it must surface a refused `hello`, pass over what comes
+/// before its reply, and say so when the agent hangs up, as the threaded client does.
 @Suite("One call on one thread")
 struct CallOnceTests {
     /// A Unix socket that accepts one connection and answers each frame it reads with the next
@@ -63,6 +63,15 @@ struct CallOnceTests {
         request: 1,
         LocalReply(version: LocalMessage.version, device: LocalDevice(id: UUID(), name: "here", isThisDevice: true, isNearby: true), account: "home", containers: []))
 
+    /// One `continue` call, its reply read as the threaded client reads it.
+    static func callOnce(_ path: String) throws(LocalError) -> LocalReply {
+        let payload = try LocalSocketIO.callOnce(path: path, call: LocalMessage.call(request: 2, .continue(activity: nil)).frame.payload)
+        guard case .reply(2, let reply)? = try? LocalMessage(frame: Frame(kind: LocalMessage.frameKind, payload: payload)) else {
+            throw LocalError(.failed, "not the call's reply: \(String(decoding: payload, as: UTF8.self))")
+        }
+        return reply
+    }
+
     @Test("Hello, proof, then the call's reply, with an event before it passed over")
     func reply() throws {
         let continued = LocalContinued(
@@ -71,7 +80,7 @@ struct CallOnceTests {
             [.prove(nonce: Self.nonce)], [Self.hello],
             [.event(LocalEvent(change: .gone, device: UUID(), deviceName: "d", activity: nil)), .reply(request: 2, LocalReply(continued: continued))],
         ])
-        let reply = try LocalClient.callOnce(path: agent.path, .continue(activity: nil))
+        let reply = try Self.callOnce(agent.path)
         #expect(reply.continued == continued && reply.error == nil)
     }
 
@@ -83,7 +92,7 @@ struct CallOnceTests {
             [[.prove(nonce: Self.nonce)], [.reply(request: 1, .failure(refusal))]],
         ] {
             let agent = try ScriptedAgent(script)
-            #expect(throws: refusal) { try LocalClient.callOnce(path: agent.path, .continue(activity: nil)) }
+            #expect(throws: refusal) { try Self.callOnce(agent.path) }
         }
     }
 
@@ -92,7 +101,7 @@ struct CallOnceTests {
         for script: [[LocalMessage]?] in [[nil], [[.prove(nonce: Self.nonce)], nil], [[.prove(nonce: Self.nonce)], [Self.hello], nil]] {
             let agent = try ScriptedAgent(script)
             do {
-                _ = try LocalClient.callOnce(path: agent.path, .continue(activity: nil))
+                _ = try Self.callOnce(agent.path)
                 Issue.record("no error for \(script)")
             } catch {
                 #expect(error.message.contains(agent.path), "\(error.message)")
@@ -104,6 +113,6 @@ struct CallOnceTests {
     func refusedCall() throws {
         let refusal = LocalError(.notFound, "no device nearby offers an activity")
         let agent = try ScriptedAgent([[.prove(nonce: Self.nonce)], [Self.hello], [.reply(request: 2, .failure(refusal))]])
-        #expect(try LocalClient.callOnce(path: agent.path, .continue(activity: nil)).error == refusal)
+        #expect(try Self.callOnce(agent.path).error == refusal)
     }
 }

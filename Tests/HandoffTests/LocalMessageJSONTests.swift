@@ -213,7 +213,7 @@ struct LocalMessageJSONTests {
             let reply: LocalReply = Bool.random(using: &rng) ? Self.fullReply(&rng) : .failure(Self.error(&rng))
             var payload = LocalMessage.reply(request: request, reply).frame.payload
             if round % 2 == 1 { payload = Self.mutate(payload, &rng) }
-            let outcome = LocalMessageJSON.replyOutcome(payload)
+            let outcome = LocalJSONReader.replyOutcome(payload)
             let foundation = try? LocalMessage(foundationFrame: Frame(kind: LocalMessage.frameKind, payload: payload))
             if round % 2 == 0 {
                 let outcome = try #require(outcome, "not read: \(String(decoding: payload, as: UTF8.self))")
@@ -233,9 +233,9 @@ struct LocalMessageJSONTests {
         }
         #expect(read > 2_000 && refusedByBoth > 400, "read \(read), refused by both \(refusedByBoth)")
         // Not a reply, or not JSON: nil, and the frame goes to JSONDecoder.
-        #expect(LocalMessageJSON.replyOutcome(LocalMessage.prove(nonce: Data([1])).frame.payload) == nil)
-        #expect(LocalMessageJSON.replyOutcome(Array("{\"type\":\"reply\",\"request\":1".utf8)) == nil)
-        #expect(LocalMessageJSON.replyOutcome(Array("{\"type\":\"reply\",\"request\":1,\"x\":[}".utf8)) == nil)
+        #expect(LocalJSONReader.replyOutcome(LocalMessage.prove(nonce: Data([1])).frame.payload) == nil)
+        #expect(LocalJSONReader.replyOutcome(Array("{\"type\":\"reply\",\"request\":1".utf8)) == nil)
+        #expect(LocalJSONReader.replyOutcome(Array("{\"type\":\"reply\",\"request\":1,\"x\":[}".utf8)) == nil)
     }
 
     @Test("Many keys: passed over in an object it skips, left to JSONDecoder in one it checks")
