@@ -74,7 +74,8 @@ public struct QuickContinue: Sendable {
 /// An activity's id as people type it and the agent reads it.
 public enum ActivityID {
     /// `text` in the form the agent reads (upper case) when it is a UUID in its 36-character
-    /// form, in either case, as Foundation's `UUID(uuidString:)` takes it; else nil.
+    /// form, in either case; else nil. (Foundation's `UUID(uuidString:)` on Linux also takes a
+    /// space or a sign inside a group; those are not ids.)
     public static func canonical(_ text: String) -> String? {
         let utf8 = Array(text.utf8)
         guard utf8.count == 36 else { return nil }

@@ -253,8 +253,8 @@ package struct LocalJSONReader {
         }
     }
 
-    /// A string: valid UTF-8, no raw control characters, and only the escapes that stand
-    /// for one character (`\uD800`–`\uDFFF`, halves of a pair, are left to `JSONDecoder`).
+    /// A string: valid UTF-8, no raw control characters, and JSON's escapes (a character
+    /// outside the BMP as its two halves; half of one is unusual, as `JSONDecoder` finds it).
     package mutating func string() throws(Unusual) -> String {
         try expect(UInt8(ascii: "\""))
         let start = offset
@@ -330,12 +330,14 @@ package struct LocalJSONReader {
                 case UInt8(ascii: "b"): utf8.append(0x08)
                 case UInt8(ascii: "f"): utf8.append(0x0C)
                 case UInt8(ascii: "u"):
-                    guard bytes.count - offset >= 4 else { throw Unusual() }
-                    var value: UInt32 = 0
-                    for _ in 0..<4 {
-                        guard let digit = Self.hexValue(bytes[offset]) else { throw Unusual() }
-                        value = value << 4 | UInt32(digit)
-                        offset += 1
+                    var value = try hexQuad()
+                    // A character outside the BMP is a pair of escapes, a high half then a low
+                    // one, as JSONDecoder reads it; half a pair is unusual.
+                    if value >= 0xD800 && value < 0xDC00 {
+                        guard literal("\\u") else { throw Unusual() }
+                        let low = try hexQuad()
+                        guard low >= 0xDC00 && low < 0xE000 else { throw Unusual() }
+                        value = 0x10000 + (value - 0xD800) << 10 + (low - 0xDC00)
                     }
                     guard let scalar = Unicode.Scalar(value) else { throw Unusual() }
                     utf8.append(contentsOf: String(Character(scalar)).utf8)
@@ -347,6 +349,18 @@ package struct LocalJSONReader {
             }
         }
         throw Unusual()
+    }
+
+    /// The four hexadecimal digits of a `\u` escape.
+    private mutating func hexQuad() throws(Unusual) -> UInt32 {
+        guard bytes.count - offset >= 4 else { throw Unusual() }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            guard let digit = Self.hexValue(bytes[offset]) else { throw Unusual() }
+            value = value << 4 | UInt32(digit)
+            offset += 1
+        }
+        return value
     }
 
     package static func hexValue(_ byte: UInt8) -> UInt8? {
@@ -526,6 +540,24 @@ extension LocalJSONReader {
                 return (number, try error.error())
             } catch {
                 return nil
+            }
+        }
+    }
+
+    /// Whether `payload` is plainly a message other than a reply (its `type` is not `reply`):
+    /// false for a reply, and for anything this reader cannot read.
+    package static func isOtherThanReply(_ payload: [UInt8]) -> Bool {
+        payload.withUnsafeBufferPointer { buffer in
+            var reader = LocalJSONReader(bytes: buffer)
+            var type: String?
+            do throws(Unusual) {
+                try reader.object { (key, field) throws(Unusual) in
+                    if key == "type" { type = try field.string() } else { try field.skip(depth: 1) }
+                }
+                reader.whitespace()
+                return reader.offset == buffer.count && type != nil && type != "reply"
+            } catch {
+                return false
             }
         }
     }

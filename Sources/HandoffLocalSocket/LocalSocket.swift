@@ -214,7 +214,8 @@ package enum LocalSocketIO {
     /// call numbered 2) and returns the payload of its reply, all on the calling thread, then
     /// closes the connection: for a command that makes one call (`handoff continue`), with no
     /// reader thread, and the answer to `hello` read only for its error. Messages that come
-    /// before the reply are passed over.
+    /// before the reply are passed over; a message this reader cannot read is returned as if
+    /// it were the reply (the caller then says it cannot read it), rather than waited past.
     package static func callOnce(path: String, call: [UInt8]) throws(LocalError) -> [UInt8] {
         let fd = try connect(path)
         defer { systemClose(fd) }
@@ -231,7 +232,12 @@ package enum LocalSocketIO {
             }
             // A newer agent may say things this client does not know; they are passed over, as
             // the reader thread does.
-            if frame.kind == LocalProtocol.frameKind, LocalJSONReader.replyOutcome(frame.payload)?.request == 2 { return frame.payload }
+            guard frame.kind == LocalProtocol.frameKind else { continue }
+            if let outcome = LocalJSONReader.replyOutcome(frame.payload) {
+                if outcome.request == 2 { return frame.payload }
+            } else if !LocalJSONReader.isOtherThanReply(frame.payload) {
+                return frame.payload
+            }
         }
     }
 }

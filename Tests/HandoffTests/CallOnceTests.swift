@@ -1,5 +1,6 @@
 import Foundation
 import HandoffLocalAPI
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -16,8 +17,16 @@ struct CallOnceTests {
     final class ScriptedAgent: Sendable {
         let path: String
         private let listener: Int32
+        private final class Received: Sendable {
+            let frames = Mutex<[Frame]>([])
+        }
+        private let log = Received()
 
-        init(_ script: [[LocalMessage]?]) throws {
+        /// What the client wrote, frame by frame.
+        var received: [Frame] { log.frames.withLock { $0 } }
+
+        /// `raw`: frames written as they are before the answers of the step they are keyed by.
+        init(_ script: [[LocalMessage]?], raw: [Int: [Frame]] = [:]) throws {
             path = "/tmp/handoff-callonce-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
             listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
             var address = sockaddr_un()
@@ -30,21 +39,26 @@ struct CallOnceTests {
             }
             try #require(bound == 0 && listen(listener, 1) == 0)
             let server = listener
+            let log = self.log
             Thread.detachNewThread {
                 let fd = accept(server, nil, nil)
                 defer { close(fd) }
                 var decoder = FrameDecoder()
                 var buffer = [UInt8](repeating: 0, count: 4096)
-                for answers in script {
+                for (step, answers) in script.enumerated() {
                     // Wait for the client's next frame.
-                    while (try? decoder.next()) == nil {
+                    while true {
+                        if let frame = try? decoder.next() {
+                            log.frames.withLock { $0.append(frame) }
+                            break
+                        }
                         let count = read(fd, &buffer, buffer.count)
                         if count <= 0 { return }
                         decoder.append(buffer[..<count])
                     }
                     guard let answers else { return }
-                    for answer in answers {
-                        let bytes = answer.frame.encoded
+                    for frame in (raw[step] ?? []) + answers.map(\.frame) {
+                        let bytes = frame.encoded
                         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                     }
                 }
@@ -82,6 +96,30 @@ struct CallOnceTests {
         ])
         let reply = try Self.callOnce(agent.path)
         #expect(reply.continued == continued && reply.error == nil)
+        // What it said: hello as a control client of this version, the nonce back, the call.
+        let said = try agent.received.map { try LocalMessage(frame: $0) }
+        #expect(
+            said == [
+                .call(request: 1, .hello(version: LocalMessage.version, role: .control, bundleIdentifier: nil)), .proof(nonce: Self.nonce),
+                .call(request: 2, .continue(activity: nil)),
+            ])
+    }
+
+    @Test("Passes over messages it knows are not its reply (another request's reply, an unknown message), and returns one it cannot read instead of waiting past it")
+    func passesOverOnlyWhatItCanRead() throws {
+        let continued = LocalContinued(
+            continuation: UUID(), device: "there", activity: ActivityAnnouncement(id: UUID(), activityType: "t"), app: "A", webpageURL: nil, seconds: 0.5)
+        let other = LocalMessage.reply(request: 7, .failure(LocalError(.failed, "not yours")))
+        let unknown = Frame(kind: LocalMessage.frameKind, payload: Array(#"{"type":"somethingNew","x":[1,{"y":null}]}"#.utf8))
+        let agent = try ScriptedAgent([[.prove(nonce: Self.nonce)], [Self.hello], [other, .reply(request: 2, LocalReply(continued: continued))]], raw: [2: [unknown]])
+        #expect(try Self.callOnce(agent.path).continued == continued)
+        // A reply whose JSON this reader cannot read (more keys than it follows), then nothing:
+        // returned, not waited past until the agent hangs up.
+        let keys = (0..<70).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
+        let unreadable = Frame(kind: LocalMessage.frameKind, payload: Array("{\(keys),\"ok\":true,\"request\":2,\"type\":\"reply\"}".utf8))
+        let stuck = try ScriptedAgent([[.prove(nonce: Self.nonce)], [Self.hello], []], raw: [2: [unreadable]])
+        let payload = try LocalSocketIO.callOnce(path: stuck.path, call: LocalMessage.call(request: 2, .continue(activity: nil)).frame.payload)
+        #expect(payload == unreadable.payload)
     }
 
     @Test("A refused hello is thrown as the agent said it, whether it comes before the proof or after")

@@ -204,6 +204,19 @@ struct LocalMessageJSONTests {
         #expect(refusedByBoth > rounds / 5, "only \(refusedByBoth) of \(rounds) mutated messages were refused")
     }
 
+    @Test("A character outside the BMP escaped as its two halves is read as JSONDecoder reads it; half of one is left to JSONDecoder")
+    func surrogatePairs() throws {
+        let id = UUID().uuidString
+        func message(_ type: String) -> [UInt8] { Array(#"{"activityType":"\#(type)","continuation":"\#(id)","type":"willContinue"}"#.utf8) }
+        for type in [#"a\ud83d\ude00b"#, #"\uD83D\uDE00"#, #"\udbff\udfff"#] {
+            let decoded = try LocalMessage(foundationFrame: Frame(kind: LocalMessage.frameKind, payload: message(type)))
+            #expect(LocalMessageJSON.decode(message(type)) == decoded, "\(type)")
+        }
+        for half in [#"\ud83d"#, #"\ude00"#, #"\ud83dx"#, #"\ud83d\u0041"#, #"\ud83d\ud83d"#, #"\ud83d\"#] {
+            #expect(LocalMessageJSON.decode(message(half)) == nil, "\(half)")
+        }
+    }
+
     @Test("A reply's outcome (request and error) is read as JSONDecoder reads it, its other fields passed over")
     func replyOutcome() throws {
         var rng = Seeded(state: 4)
