@@ -74,7 +74,7 @@ package enum LinkTLS {
 
     /// Whether the handshake accepts the shown certificate `der` under `trust`.
     package static func acceptsShown(_ der: [UInt8], _ trust: LinkTrust, now: Date = Date()) -> Bool {
-        guard let presented = try? Certificate(derEncoded: der), isValidNow(presented, now: now) else { return false }
+        guard let presented = ReadCertificates.read(der), presented.isValid(now: now) else { return false }
         switch trust {
         case .members: return true
         case .shown(let accepts): return accepts(DeviceIdentity.fingerprint(ofCertificate: der))

@@ -35,6 +35,24 @@ struct LinkProofTests {
         #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key], now: Date().addingTimeInterval(20 * 365 * 86_400)) == nil)
     }
 
+    @Test("What a proof's opening keeps for the next link (the certificate read, the sealing key) is checked again each time: a kept certificate past its validity is refused")
+    func keptIsCheckedAgain() throws {
+        let boxes = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
+        #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key]) != nil)
+        #expect(ReadCertificates.read(member.certificateDER) != nil)
+        let later = Date().addingTimeInterval(20 * 365 * 86_400)
+        #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key], now: later) == nil)
+        #expect(LinkTLS.acceptsShown(connecting, .members({ _ in true })))
+        #expect(!LinkTLS.acceptsShown(connecting, .members({ _ in true }), now: later))
+        #expect(!LinkTLS.acceptsShown(Array(connecting.dropLast()), .members({ _ in true })), "not a certificate")
+        // The sealing key is HKDF's, whichever time it is asked for.
+        let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: key, info: LinkProof.keyInfo, outputByteCount: 32)
+        #expect(LinkProof.sealingKey(key) == derived && LinkProof.sealingKey(key) == derived)
+        // The kept certificates stay few, whatever a stranger shows.
+        for _ in 0..<(ReadCertificates.capacity + 6) { _ = ReadCertificates.read(LinkCertificates().current().certificateDER) }
+        #expect(ReadCertificates.count <= ReadCertificates.capacity)
+    }
+
     @Test("A box sealed with the account's key but holding a certificate another key signed for does not verify")
     func forgedContent() throws {
         let impostor = try DeviceIdentity.generate(name: "impostor")
