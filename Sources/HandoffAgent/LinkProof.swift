@@ -5,7 +5,6 @@ import NIOCore
 import NIOSSL
 import NIOTLS
 import X509
-import Synchronization
 
 /// How a link decides who is at the other end.
 package enum LinkTrust: Sendable {
@@ -50,21 +49,11 @@ enum LinkProof {
         context + [role.rawValue] + Array(SHA256.hash(data: connecting)) + Array(SHA256.hash(data: answering))
     }
 
-    /// The key a proof is sealed with, from one of the account's keys: derived once per
-    /// account key (HKDF through swift-crypto cost a link's opening about 0.1 ms of processor
-    /// time, four derivations a link), and kept for at most 16 account keys.
+    /// The key a proof is sealed with, from one of the account's keys. (Derived at each use:
+    /// kept, the derived keys and copies of the account keys would outlive the account.)
     static func sealingKey(_ accountKey: SymmetricKey) -> SymmetricKey {
-        let raw = accountKey.withUnsafeBytes { Array($0) }
-        if let known = sealingKeys.withLock({ $0[raw] }) { return known }
-        let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: accountKey, info: keyInfo, outputByteCount: 32)
-        sealingKeys.withLock { keys in
-            if keys.count >= 16 { keys.removeAll() }
-            keys[raw] = derived
-        }
-        return derived
+        HKDF<SHA256>.deriveKey(inputKeyMaterial: accountKey, info: keyInfo, outputByteCount: 32)
     }
-
-    private static let sealingKeys = Mutex<[[UInt8]: SymmetricKey]>([:])
 
     /// The room for the long-term certificate in a proof: every proof is padded to it, so
     /// that a proof's size says nothing of the device (a certificate's length follows its
@@ -132,7 +121,7 @@ enum LinkProof {
                 let length = Int(plain[0]) << 8 | Int(plain[1])
                 guard plain.count >= 2 + length + 64 else { return nil }
                 let certificate = Array(plain[2..<2 + length])
-                guard let read = ReadCertificates.read(certificate), read.isValid(now: now), let publicKey = read.key,
+                guard let read = ReadCertificates.members.read(certificate), read.isValid(now: now), let publicKey = read.key,
                     let signature = try? P256.Signing.ECDSASignature(rawRepresentation: plain[(2 + length)..<(2 + length + 64)]),
                     publicKey.isValidSignature(signature, for: transcript(role, connecting: connecting, answering: answering))
                 else { return nil }

@@ -74,7 +74,7 @@ package enum LinkTLS {
 
     /// Whether the handshake accepts the shown certificate `der` under `trust`.
     package static func acceptsShown(_ der: [UInt8], _ trust: LinkTrust, now: Date = Date()) -> Bool {
-        guard let presented = ReadCertificates.read(der), presented.isValid(now: now) else { return false }
+        guard let presented = ReadCertificates.shown.read(der), presented.isValid(now: now) else { return false }
         switch trust {
         case .members: return true
         case .shown(let accepts): return accepts(DeviceIdentity.fingerprint(ofCertificate: der))
@@ -82,7 +82,12 @@ package enum LinkTLS {
     }
 
     package static func isValidNow(_ certificate: Certificate, now: Date = Date()) -> Bool {
-        certificate.notValidBefore <= now && now <= certificate.notValidAfter
+        isValid(from: certificate.notValidBefore, until: certificate.notValidAfter, now: now)
+    }
+
+    /// Whether `now` lies in a certificate's validity period, both ends included.
+    static func isValid(from notValidBefore: Date, until notValidAfter: Date, now: Date) -> Bool {
+        notValidBefore <= now && now <= notValidAfter
     }
 
     /// The handlers after TLS that decide who the peer is, for a link under `trust`: a

@@ -35,22 +35,42 @@ struct LinkProofTests {
         #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key], now: Date().addingTimeInterval(20 * 365 * 86_400)) == nil)
     }
 
-    @Test("What a proof's opening keeps for the next link (the certificate read, the sealing key) is checked again each time: a kept certificate past its validity is refused")
+    @Test("The certificates a link's opening keeps are checked again at every use: past or before its validity, a kept one is refused")
     func keptIsCheckedAgain() throws {
         let boxes = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
-        #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key]) != nil)
-        #expect(ReadCertificates.read(member.certificateDER) != nil)
-        let later = Date().addingTimeInterval(20 * 365 * 86_400)
-        #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key], now: later) == nil)
-        #expect(LinkTLS.acceptsShown(connecting, .members({ _ in true })))
-        #expect(!LinkTLS.acceptsShown(connecting, .members({ _ in true }), now: later))
+        let later = Date().addingTimeInterval(20 * 365 * 86_400), earlier = Date().addingTimeInterval(-20 * 365 * 86_400)
+        // Each is read (and kept) at the first call, and checked again at the next ones.
+        for _ in 0..<2 {
+            #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key]) != nil)
+            #expect(LinkTLS.acceptsShown(connecting, .members({ _ in true })))
+            for now in [later, earlier] {
+                #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key], now: now) == nil)
+                #expect(!LinkTLS.acceptsShown(connecting, .members({ _ in true }), now: now))
+            }
+        }
         #expect(!LinkTLS.acceptsShown(Array(connecting.dropLast()), .members({ _ in true })), "not a certificate")
-        // The sealing key is HKDF's, whichever time it is asked for.
-        let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: key, info: LinkProof.keyInfo, outputByteCount: 32)
-        #expect(LinkProof.sealingKey(key) == derived && LinkProof.sealingKey(key) == derived)
-        // The kept certificates stay few, whatever a stranger shows.
-        for _ in 0..<(ReadCertificates.capacity + 6) { _ = ReadCertificates.read(LinkCertificates().current().certificateDER) }
-        #expect(ReadCertificates.count <= ReadCertificates.capacity)
+    }
+
+    @Test("A table of read certificates keeps each by its bytes, at most its capacity, and nothing over its size limit")
+    func keptTable() throws {
+        let table = ReadCertificates(capacity: 8, largestKept: 2048)
+        let first = LinkCertificates().current().certificateDER
+        let read = try #require(table.read(first))
+        #expect(table.keeps(first) && table.count == 1)
+        // Another certificate with the same name (every shown one is CN=Handoff) and other dates
+        // is read on its own, never taken for the one kept.
+        let expired = LinkCertificates.make(made: .now, now: Date().addingTimeInterval(-30 * 86_400)).certificateDER
+        let other = try #require(table.read(expired))
+        #expect(!other.isValid(now: Date()) && read.isValid(now: Date()))
+        #expect(other.key?.rawRepresentation != read.key?.rawRepresentation)
+        for _ in 0..<20 { _ = table.read(LinkCertificates().current().certificateDER) }
+        #expect(table.count <= 8)
+        // Over the size limit: read, not kept.
+        let small = ReadCertificates(capacity: 8, largestKept: first.count - 1)
+        #expect(small.read(first) != nil && !small.keeps(first) && small.count == 0)
+        #expect(table.read(Array(first.dropLast())) == nil && !table.keeps(Array(first.dropLast())))
+        // The tables the agent uses are two: a stranger's handshakes fill only the shown one.
+        #expect(ReadCertificates.shown !== ReadCertificates.members)
     }
 
     @Test("A box sealed with the account's key but holding a certificate another key signed for does not verify")
