@@ -167,8 +167,9 @@ func runWarmTLSClient(folder: String, host: String, port: Int, count: Int) throw
 }
 
 /// `count` exchanges (after 20 to warm up), each on a fresh connection; prints each latency in
-/// milliseconds. With `pacedMilliseconds`, each connection waits that long after the one before
-/// closed, so that each begins on idle processors, as a paced continuation does.
+/// milliseconds. With `pacedMilliseconds`, each measured connection waits that long after the
+/// one before closed, so that each begins on idle processors, as a paced continuation (or one
+/// after quiet) does; the warm-up runs back to back.
 func runBareTLSClient(folder: String, host: String, port: Int, count: Int, pacedMilliseconds: Int64? = nil) throws {
     let pace = pacedMilliseconds.map(TimeAmount.milliseconds)
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -201,7 +202,7 @@ func runBareTLSClient(folder: String, host: String, port: Int, count: Int, paced
                     state.latencies.append(now() - start)
                     if case .failure(let error) = outcome { return done.fail(error) }
                     channel.close().whenComplete { _ in
-                        if let pace { loop.scheduleTask(in: pace) { next() } } else { next() }
+                        if let pace, state.latencies.count >= warmUp { loop.scheduleTask(in: pace) { next() } } else { next() }
                     }
                 }
             }

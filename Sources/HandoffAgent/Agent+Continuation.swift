@@ -279,8 +279,11 @@ extension Agent {
     }
 
     func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<FetchedActivity, ContinuationFailure> {
-        switch await openLink(to: device) {
-        case .success(let link): return await link.fetch(activityID, deadline: configuration.fetchDeadline)
+        let deadline = configuration.fetchDeadline
+        // On a link this opens, the request leaves with `hello` (inside the membership proof).
+        let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        switch await openLink(to: device, first: LinkFirstFetch(activityID: activityID, deadline: deadline) { early.settle($0) }) {
+        case .success((let link, let asked)): return asked ? await early.value() : await link.fetch(activityID, deadline: deadline)
         case .failure(let failure): return .failure(failure)
         }
     }
@@ -295,25 +298,30 @@ extension Agent {
 
     /// The link to a nearby device: the open one, or a new one.
     func openLink(to device: NearbyDevice) async -> Result<any OutgoingLink, ContinuationFailure> {
+        await openLink(to: device, first: nil).map(\.link)
+    }
+
+    /// The link to a nearby device: the open one, or a new one that sends `first` with its
+    /// `hello` (`AgentNetwork.open`); `asked` says whether it did. A new link that turns out to
+    /// be another member's is closed and refused: `first` then ends with the link, having been
+    /// asked of that member.
+    func openLink(to device: NearbyDevice, first: LinkFirstFetch?) async -> Result<(link: any OutgoingLink, asked: Bool), ContinuationFailure> {
+        if let existing = openLinkNow(to: device) { return .success((existing, false)) }
+        links[device.sender]?.close()
         let link: any OutgoingLink
-        if let existing = openLinkNow(to: device) {
-            link = existing
-        } else {
-            links[device.sender]?.close()
-            do {
-                link = try await network.open(
-                    host: device.address, port: Int(device.linkPort), identity: identity, pins: { [pins] in pins.value },
-                    deadline: configuration.fetchDeadline, idle: configuration.linkIdle)
-            } catch {
-                return .failure(ContinuationFailure(code: error.code, message: "'\(memberName(device.sender))': \(error.message)"))
-            }
-            guard link.device == device.sender else {
-                link.close()
-                return .failure(ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'"))
-            }
-            links[device.sender] = link
+        do {
+            link = try await network.open(
+                host: device.address, port: Int(device.linkPort), identity: identity, pins: { [pins] in pins.value },
+                deadline: configuration.fetchDeadline, idle: configuration.linkIdle, first: first)
+        } catch {
+            return .failure(ContinuationFailure(code: error.code, message: "'\(memberName(device.sender))': \(error.message)"))
         }
-        return .success(link)
+        guard link.device == device.sender else {
+            link.close()
+            return .failure(ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'"))
+        }
+        links[device.sender] = link
+        return .success((link, first != nil))
     }
 
     func link(to device: NearbyDevice) -> (any OutgoingLink)? {

@@ -24,6 +24,20 @@ package protocol OutgoingLink: AnyObject, Sendable {
     func close()
 }
 
+/// A fetch sent as a link opens, with its `hello` (`AgentNetwork.open`).
+package struct LinkFirstFetch: Sendable {
+    package var activityID: UUID
+    package var deadline: Duration
+    /// Gets the one outcome, as `OutgoingLink.fetch` gives it.
+    package var done: @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void
+
+    package init(activityID: UUID, deadline: Duration, done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
+        self.activityID = activityID
+        self.deadline = deadline
+        self.done = done
+    }
+}
+
 /// A listener for other devices' links.
 package protocol LinkListening: Sendable {
     var port: Int { get }
@@ -47,8 +61,13 @@ package protocol AgentNetwork: Sendable {
     ) async throws -> any LinkListening
 
     /// Opens a link and exchanges `hello`; every failure is 4609, as `TLSLink.open`. A
-    /// link with nothing on it for `idle` closes (nil: it stays open).
-    func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any OutgoingLink
+    /// link with nothing on it for `idle` closes (nil: it stays open). `first` is a fetch sent
+    /// with `hello`, before the peer answers (for TLS, sealed in the membership proof); its
+    /// outcome goes to `first.done` whatever becomes of the link.
+    func open(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?,
+        first: LinkFirstFetch?
+    ) async throws(ContinuationFailure) -> any OutgoingLink
 
     /// A conversation on a link of its own (joining an account), accepting the server whose
     /// shown certificate `accepts` approves (`LinkTrust.shown`, pinned by an invitation):
@@ -66,7 +85,7 @@ package protocol AgentNetwork: Sendable {
 extension AgentNetwork {
     /// A link that stays open until closed (one message, then closed by the caller).
     func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(ContinuationFailure) -> any OutgoingLink {
-        try await open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: nil)
+        try await open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: nil, first: nil)
     }
 }
 
@@ -97,8 +116,11 @@ package struct SocketNetwork: AgentNetwork {
             acceptStream: acceptStream, answer: answer)
     }
 
-    package func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any OutgoingLink {
-        try await TLSLink.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, eventLoopGroup: eventLoopGroup)
+    package func open(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?,
+        first: LinkFirstFetch?
+    ) async throws(ContinuationFailure) -> any OutgoingLink {
+        try await TLSLink.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, eventLoopGroup: eventLoopGroup, first: first)
     }
 
     package func converse(

@@ -67,15 +67,22 @@ package final class LinkCertificates: Sendable {
         set { lifetimeStorage.withLock { $0 = newValue } }
     }
 
-    init(lifetime: Duration = .seconds(15 * 60)) {
+    /// Whether proofs are sealed with the retired keys too (`sealingWithRetiredKeys()`): such a
+    /// link's proof never carries early frames, which a removed device holding a retired key
+    /// could read.
+    let sealsWithRetiredKeys: Bool
+
+    init(lifetime: Duration = .seconds(15 * 60), sealsWithRetiredKeys: Bool = false) {
         self.lifetimeStorage = Mutex(lifetime)
         self.fixed = nil
+        self.sealsWithRetiredKeys = sealsWithRetiredKeys
     }
 
     /// Shows `certificate` (DER) with `key` in every handshake.
     init(showing certificate: [UInt8], key: P256.Signing.PrivateKey) {
         self.lifetimeStorage = Mutex(.seconds(0))
         self.fixed = Shown(certificateDER: certificate, privateKey: key, made: .now)
+        self.sealsWithRetiredKeys = false
     }
 
     /// The certificate to show now, made anew when the last one is older than `lifetime`.
@@ -120,7 +127,7 @@ package final class LinkCertificates: Sendable {
     /// telling a device removed while away). Ordinary links never seal with retired keys, so a
     /// removed device that draws a member's connection learns nothing from it.
     func sealingWithRetiredKeys() -> LinkCertificates {
-        let copy = LinkCertificates(lifetime: lifetime)
+        let copy = LinkCertificates(lifetime: lifetime, sealsWithRetiredKeys: true)
         let (current, retired) = keys.withLock { $0 }
         copy.keys.withLock { $0 = (current + retired, []) }
         return copy

@@ -43,6 +43,8 @@ package final class LinkListener: Sendable {
     package let floodWatch: FloodWatch
     /// The connections open, and those before their first frame by address.
     let connections: ConnectionGuard.Count
+    /// Frames its links took from connecting proofs (a first request and its hello).
+    package let earlyFramesRead: EarlyFrameCount
 
     /// The port it listens on (useful when it was asked for port 0).
     package let port: Int
@@ -73,11 +75,13 @@ package final class LinkListener: Sendable {
     /// until the peer is proven a member.
     ///
     /// `handshakeDeadline` is how long a connection may take to complete TLS, prove membership
-    /// and send its first frame (10 s; tests on a loaded machine give more).
+    /// and send its first frame (10 s; tests on a loaded machine give more). `readsEarlyFrames`
+    /// false ignores the frames a connecting proof carries, as a device of an earlier version
+    /// does (for tests).
     package init(
         identity: DeviceIdentity, trust: LinkTrust, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        logger: Logger = Logger(label: "handoff.link"), greeting: Frame? = nil, handshakeDeadline: TimeAmount = .seconds(10),
+        logger: Logger = Logger(label: "handoff.link"), greeting: Frame? = nil, handshakeDeadline: TimeAmount = .seconds(10), readsEarlyFrames: Bool = true,
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
@@ -89,6 +93,8 @@ package final class LinkListener: Sendable {
         let service = LinkServeHandler.Service(accepts: trust.accepts, acceptStream: acceptStream, answer: answer)
         let watch = FloodWatch(what: "link connections", threshold: 50, logger: logger)
         self.floodWatch = watch
+        let early = EarlyFrameCount()
+        self.earlyFramesRead = early
         self.connections = count
         let server = try await ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -102,7 +108,8 @@ package final class LinkListener: Sendable {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(trust)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                     let proof = try LinkTLS.addProof(
-                        to: channel, .answering, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, deadline: handshakeDeadline)
+                        to: channel, .answering, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, deadline: handshakeDeadline,
+                        readsEarly: readsEarlyFrames, earlyCount: early)
                     try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: count, limit: 256, deadline: handshakeDeadline, watch: watch))
                     // Held by the proof's handler, released with this side's proof.
                     if proof != nil, let greeting { channel.write(greeting, promise: nil) }

@@ -4,6 +4,7 @@ import HandoffWire
 import NIOCore
 import NIOSSL
 import NIOTLS
+import Synchronization
 import X509
 
 /// How a link decides who is at the other end.
@@ -69,10 +70,24 @@ enum LinkProof {
     /// their lengths) fits.
     static let maximumFrame = 16 * 1024
 
+    /// How many bytes of early frames a connecting proof of `identity` can carry: the room its
+    /// certificate leaves, less the section's 2-byte length.
+    static func earlyRoom(_ identity: DeviceIdentity) -> Int {
+        max(0, certificateRoom - identity.certificateDER.count - 2)
+    }
+
     /// The proof `identity` gives as `role` on the link whose shown certificates are
     /// `connecting` and `answering`: one box per key in `keys`, and for the connecting side
     /// random boxes up to `connectingBoxes`.
-    static func make(_ role: Role, identity: DeviceIdentity, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey]) -> [[UInt8]] {
+    ///
+    /// After the signature, in the room the certificate leaves (zeros in proofs made before),
+    /// the connecting side may carry `early` frames (its `hello` and first request: the
+    /// answering side, once it has accepted the proof, reads them as if they had followed it),
+    /// and the answering side says whether it `tookEarly` (then the connecting side does not
+    /// send them again). Frames that do not fit are left out: the caller sends them after.
+    static func make(
+        _ role: Role, identity: DeviceIdentity, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], early: [Frame] = [], tookEarly: Bool = false
+    ) -> [[UInt8]] {
         let signature: [UInt8]
         do {
             signature = Array(try identity.privateKey.signature(for: transcript(role, connecting: connecting, answering: answering)).rawRepresentation)
@@ -80,10 +95,18 @@ enum LinkProof {
             preconditionFailure("a P-256 key signs a short message: \(error)")
         }
         let certificate = identity.certificateDER
+        var tail: [UInt8] = []
+        switch role {
+        case .connecting:
+            let bytes = early.flatMap(\.encoded)
+            if !bytes.isEmpty, bytes.count <= earlyRoom(identity) { tail = [UInt8(bytes.count >> 8), UInt8(bytes.count & 0xFF)] + bytes }
+        case .answering:
+            tail = [tookEarly ? 1 : 0]
+        }
         // A certificate over the room (never one that joined) makes a box no member opens.
-        let size = max(boxSize, 12 + 2 + certificate.count + 64 + 16)
-        let padding = [UInt8](repeating: 0, count: size - (12 + 2 + certificate.count + 64 + 16))
-        let plain = [UInt8(certificate.count >> 8), UInt8(certificate.count & 0xFF)] + certificate + signature + padding
+        let size = max(boxSize, 12 + 2 + certificate.count + 64 + tail.count + 16)
+        let padding = [UInt8](repeating: 0, count: size - (12 + 2 + certificate.count + 64 + tail.count + 16))
+        let plain = [UInt8(certificate.count >> 8), UInt8(certificate.count & 0xFF)] + certificate + signature + tail + padding
         var boxes = keys.prefix(connectingBoxes).map { key in
             do {
                 return Array(try ChaChaPoly.seal(plain, using: sealingKey(key), authenticating: [role.rawValue]).combined)
@@ -100,15 +123,34 @@ enum LinkProof {
     }
 
     /// A proof opened and verified: the member's long-term certificate (DER), and the account
-    /// key that opened it (the answer is sealed with the same).
+    /// key that opened it (the answer is sealed with the same); in a connecting proof, the
+    /// frames it carried early; in an answering one, whether those were taken.
     struct Opened: Sendable {
         var certificate: [UInt8]
         var key: SymmetricKey
+        var early: [Frame] = []
+        var tookEarly = false
+    }
+
+    /// The frames in `bytes`, back to back; nil if the last one is cut short.
+    static func frames(in bytes: ArraySlice<UInt8>) -> [Frame]? {
+        var frames: [Frame] = []
+        var rest = bytes
+        while !rest.isEmpty {
+            guard rest.count >= Frame.headerSize else { return nil }
+            let start = rest.startIndex
+            let length = Int(rest[start]) << 24 | Int(rest[start + 1]) << 16 | Int(rest[start + 2]) << 8 | Int(rest[start + 3])
+            guard length <= rest.count - Frame.headerSize else { return nil }
+            frames.append(Frame(kind: rest[start + 4], payload: Array(rest[(start + Frame.headerSize)..<(start + Frame.headerSize + length)])))
+            rest = rest[(start + Frame.headerSize + length)...]
+        }
+        return frames
     }
 
     /// Opens the proof `boxes` that the side in `role` gave, with any of `keys`; nil unless a box
     /// opens, holds a certificate valid `now`, and that certificate's key signed this link's
-    /// transcript for `role`. Boxes of any other size than a proof's are refused unopened.
+    /// transcript for `role` (and early frames, if it carries any, are whole). Boxes of any
+    /// other size than a proof's are refused unopened.
     static func open(_ boxes: [[UInt8]], _ role: Role, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], now: Date = Date()) -> Opened? {
         guard !boxes.isEmpty, boxes.count <= LinkMessage.maximumProofBoxes, boxes.allSatisfy({ $0.count == boxSize }) else { return nil }
         let sealing = keys.map { ($0, sealingKey($0)) }
@@ -125,11 +167,32 @@ enum LinkProof {
                     let signature = try? P256.Signing.ECDSASignature(rawRepresentation: plain[(2 + length)..<(2 + length + 64)]),
                     publicKey.isValidSignature(signature, for: transcript(role, connecting: connecting, answering: answering))
                 else { return nil }
-                return Opened(certificate: certificate, key: key)
+                var opened = Opened(certificate: certificate, key: key)
+                // What follows the signature: zeros in a proof that carries nothing more.
+                let tail = plain[(2 + length + 64)...]
+                switch role {
+                case .connecting:
+                    guard tail.count >= 2 else { break }
+                    let size = Int(tail[tail.startIndex]) << 8 | Int(tail[tail.startIndex + 1])
+                    guard size <= tail.count - 2, let early = frames(in: tail.dropFirst(2).prefix(size)) else { return nil }
+                    opened.early = early
+                case .answering:
+                    opened.tookEarly = tail.first == 1
+                }
+                return opened
             }
         }
         return nil
     }
+}
+
+/// How many frames the answering sides of a listener's links took from connecting proofs (for
+/// tests, and to see that the first request rode in the proof).
+package final class EarlyFrameCount: Sendable {
+    private let count = Atomic<Int>(0)
+    package init() {}
+    package var value: Int { count.load(ordering: .relaxed) }
+    func add(_ frames: Int) { count.add(frames, ordering: .relaxed) }
 }
 
 /// Why a link's membership proof failed.
@@ -144,6 +207,14 @@ struct LinkProofError: Error, CustomStringConvertible {
 /// accepts. Until then frames are limited to `LinkProof.maximumFrame` bytes (raised to the
 /// link's own limit once proven), and the proof must come within `deadline`. Anything else
 /// closes the link. `peer` gives who the other side is, once proven.
+///
+/// With `carriesEarly`, the connecting side also seals the first frames it holds (its `hello`
+/// and first request, as many as fit) inside its proof; an answering side that accepts the
+/// proof reads them as the frames that follow it, says so in its own proof, and answers them
+/// at once: the first request's round trip overlaps the proof's. Sealed with the account's
+/// keys like the proof itself, they are read by no one who could not read the proof, and are
+/// acted on only once the proof is accepted. An answering side of an earlier version ignores
+/// them and says nothing; the connecting side then sends them as it always did.
 final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = Frame
     typealias InboundOut = Frame
@@ -165,16 +236,22 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let accepts: @Sendable (String) -> Bool
     private let maximumFrame: Int
     private let deadline: TimeAmount
+    private let carriesEarly: Bool
+    private let readsEarly: Bool
+    private let earlyCount: EarlyFrameCount?
     let peer: EventLoopPromise<LinkPeer>
     private var state = State.handshaking
     private var held: [(Frame, EventLoopPromise<Void>?)] = []
+    /// How many of the frames held went inside this (connecting) side's proof.
+    private var sentEarly = 0
     private var timer: Scheduled<Void>?
 
     /// `shown` is the certificate (DER) this side shows in the handshake; `maximumFrame` the
     /// link's frame limit once proven.
     init(
         _ role: LinkProof.Role, identity: DeviceIdentity, shown: [UInt8], accepting accepts: @escaping @Sendable (String) -> Bool,
-        maximumFrame: Int, deadline: TimeAmount = .seconds(10), eventLoop: any EventLoop
+        maximumFrame: Int, deadline: TimeAmount = .seconds(10), carriesEarly: Bool = false, readsEarly: Bool = true, earlyCount: EarlyFrameCount? = nil,
+        eventLoop: any EventLoop
     ) {
         self.role = role
         self.identity = identity
@@ -182,6 +259,11 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.accepts = accepts
         self.maximumFrame = maximumFrame
         self.deadline = deadline
+        // Never on a link sealed with retired keys, which a removed device may hold.
+        self.carriesEarly = carriesEarly && role == .connecting && !identity.links.sealsWithRetiredKeys
+        // False only to act as an answering side of an earlier version, which ignores them (tests).
+        self.readsEarly = readsEarly
+        self.earlyCount = earlyCount
         self.peer = eventLoop.makePromise(of: LinkPeer.self)
     }
 
@@ -209,7 +291,18 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     fail(context: context, "this device is in no account: it has no keys to prove membership with")
                     return
                 }
-                let boxes = LinkProof.make(.connecting, identity: identity, connecting: shown, answering: peerShown, keys: keys)
+                var early: [Frame] = []
+                if carriesEarly {
+                    var room = LinkProof.earlyRoom(identity)
+                    for (frame, _) in held {
+                        let size = Frame.headerSize + frame.payload.count
+                        guard size <= room else { break }
+                        early.append(frame)
+                        room -= size
+                    }
+                }
+                sentEarly = early.count
+                let boxes = LinkProof.make(.connecting, identity: identity, connecting: shown, answering: peerShown, keys: keys, early: early)
                 context.writeAndFlush(wrapOutboundOut(LinkMessage.proof(boxes: boxes).frame), promise: nil)
             }
         }
@@ -240,9 +333,22 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 fail(context: context, "the proven device is not accepted")
                 return
             }
-            proven(context: context, LinkPeer(fingerprint: fingerprint, certificate: opened.certificate, presented: peerShown, address: context.channel.remoteAddress?.ipAddress), answer: {
-                role == .answering ? LinkProof.make(.answering, identity: identity, connecting: connecting, answering: answering, keys: [opened.key]) : nil
-            }())
+            if role == .connecting, opened.tookEarly, sentEarly > 0 {
+                // The answering side read them from the proof: they are not sent again.
+                let sent = held.prefix(sentEarly)
+                held.removeFirst(sent.count)
+                for (_, promise) in sent { promise?.succeed() }
+            }
+            let peer = LinkPeer(fingerprint: fingerprint, certificate: opened.certificate, presented: peerShown, address: context.channel.remoteAddress?.ipAddress)
+            guard role == .answering else { return proven(context: context, peer, answer: nil) }
+            let early = readsEarly ? opened.early : []
+            proven(context: context, peer, answer: LinkProof.make(.answering, identity: identity, connecting: connecting, answering: answering, keys: [opened.key], tookEarly: !early.isEmpty))
+            // The frames the proof carried, as if they had followed it.
+            if !early.isEmpty { earlyCount?.add(early.count) }
+            for frame in early {
+                guard case .proven = state else { return }
+                context.fireChannelRead(wrapInboundOut(frame))
+            }
         }
     }
 

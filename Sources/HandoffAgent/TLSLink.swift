@@ -75,9 +75,14 @@ package final class TLSLink: Sendable {
     /// With `idle`, the link closes once nothing went over it for that long and nothing waits
     /// on it: an idle link then sends nothing at all (not even TCP keepalives), and the next
     /// request opens another.
+    ///
+    /// `first` is a fetch sent with `hello`, before the peer has answered: sealed inside this
+    /// side's membership proof, it is answered as soon as the peer accepts the proof
+    /// (`LinkProofHandler`), and its outcome goes to `first.done`, as `fetch` gives it.
     package static func open(
         host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5), idle: Duration? = nil,
-        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        first: LinkFirstFetch? = nil
     ) async throws(ContinuationFailure) -> TLSLink {
         let unavailable: @Sendable (String) -> ContinuationFailure = { why in ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
         // The peer's hello (or why there is none; nil once the deadline passed), and the
@@ -85,6 +90,8 @@ package final class TLSLink: Sendable {
         let hello = FirstOutcome<Result<UUID, ContinuationFailure>?>()
         let driver = LinkDriver(host: host, port: port, idle: idle)
         let connection = LockedValue<TLSLink?>(nil)
+        // Set as the channel is made, on its event loop, before any frame can be read.
+        let made = LockedValue<(channel: any Channel, writer: FrameWriter)?>(nil)
         let receiver = LinkReceiver(
             frame: { frame, isFirst in
                 guard isFirst else {
@@ -92,6 +99,13 @@ package final class TLSLink: Sendable {
                     return true
                 }
                 let greeting = driver.greeted(frame)
+                // The link is made here, on the event loop, before the frames after the hello
+                // (the first fetch's answer among them) are read.
+                if case .success(let device) = greeting, let (channel, writer) = made.value {
+                    let link = TLSLink(host: host, port: port, device: device, driver: driver, writer: writer, channel: channel)
+                    connection.value = link
+                    if let idle { link.closeWhenIdle(idle, on: channel.eventLoop) }
+                }
                 hello.settle(greeting)
                 return (try? greeting.get()) != nil
             },
@@ -113,13 +127,30 @@ package final class TLSLink: Sendable {
                     .connectTimeout(.nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000))
                     .connect(literalOrHost: host, port: port) { channel in
                         channel.eventLoop.makeCompletedFuture {
+                            // Written straight to the channel, in the order sent; closing it
+                            // (`close()`) writes what was sent, then closes the connection.
+                            let writer = FrameWriter(channel: channel, limit: .max)
+                            writer.whenDrained.whenComplete { _ in channel.close(promise: nil) }
+                            channel.closeFuture.whenComplete { _ in writer.finish() }
+                            made.value = (channel, writer)
+                            // Until the link is made, the first fetch is all the driver writes.
+                            driver.attach(LinkDriver.IO(write: { writer.write($0.frame) }))
                             try LinkTLS.watchForDeadPeers(channel)
                             let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(trust))
                             try channel.pipeline.syncOperations.addHandler(tls)
                             try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                             // Hello waits in it until the device answering proves it is a member.
-                            _ = try LinkTLS.addProof(to: channel, .connecting, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame)
+                            _ = try LinkTLS.addProof(
+                                to: channel, .connecting, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, carriesEarly: first != nil)
                             try channel.pipeline.syncOperations.addHandler(receiver)
+                            // Held by the proof's handler from now, before the connection is
+                            // made: the first fetch is there to ride in the proof.
+                            writer.write(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame)
+                            if let first {
+                                driver.request(deadline: first.deadline, streamsOpen: 0, { .fetch(request: $0, activityID: first.activityID) }) { answer in
+                                    first.done(LinkDriver.Machine.result(of: answer, for: first.activityID, host: host, port: port, deadline: first.deadline))
+                                }
+                            }
                             return channel
                         }
                     }
@@ -130,23 +161,16 @@ package final class TLSLink: Sendable {
             throw unavailable("cannot be reached: \(error)")
         }
 
-        // Written straight to the channel, in the order sent; closing it (`close()`) writes
-        // what was sent, then closes the connection.
-        let writer = FrameWriter(channel: channel, limit: .max)
-        writer.whenDrained.whenComplete { _ in channel.close(promise: nil) }
-        channel.closeFuture.whenComplete { _ in writer.finish() }
-        writer.write(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame)
+        guard let writer = made.value?.writer else { preconditionFailure("a connected channel was made by its initializer") }
         let timer = channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) { hello.settle(nil) }
         let first = await hello.value()
         timer.cancel()
         switch first {
-        case .success(let device)?:
-            let made = TLSLink(host: host, port: port, device: device, driver: driver, writer: writer, channel: channel)
-            connection.value = made
+        case .success?:
+            guard let link = connection.value else { preconditionFailure("the link is made as its hello is read") }
             // The link may have ended between the hello and now.
-            if !channel.isActive { made.end("closed by the peer") }
-            if let idle { made.closeWhenIdle(idle, on: channel.eventLoop) }
-            return made
+            if !channel.isActive { link.end("closed by the peer") }
+            return link
         case .failure(let failure)?:
             writer.finish()
             channel.close(promise: nil)

@@ -87,7 +87,10 @@ package final class InMemoryNetwork: AgentNetwork {
     }
 
     /// In memory a link costs nothing while idle: `idle` is not applied.
-    package func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?) async throws(ContinuationFailure) -> any OutgoingLink {
+    package func open(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?,
+        first: LinkFirstFetch?
+    ) async throws(ContinuationFailure) -> any OutgoingLink {
         let key = "\(host):\(port)"
         let unavailable = { (why: String) in ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(key) \(why)") }
         guard !unreachable.withLock({ $0.contains(host) }), let listener = listeners.withLock({ $0[key] }) else {
@@ -103,6 +106,7 @@ package final class InMemoryNetwork: AgentNetwork {
         let device = try driver.greeted(hello).get()
         let link = InMemoryLink(device: device, host: host, port: port, me: me, network: self, key: key, driver: driver)
         register(link)
+        if let first { link.fetch(first.activityID, deadline: first.deadline, then: first.done) }
         return link
     }
 

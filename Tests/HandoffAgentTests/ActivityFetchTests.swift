@@ -42,6 +42,26 @@ struct ActivityFetchTests {
         await service.close()
     }
 
+    @Test("A first fetch sent with the link's hello, inside the membership proof, is answered once, and the link goes on as any other")
+    func firstFetchWithTheHello() async throws {
+        let record = self.record
+        let asked = Shared(0)
+        let service = try await service { _ in
+            asked.update { $0 += 1 }
+            return .success(record)
+        }
+        defer { Task { await service.close() } }
+        let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        let link = try await TLSLink.open(
+            host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake,
+            first: LinkFirstFetch(activityID: record.record.activity.id, deadline: Self.handshake) { early.settle($0) })
+        defer { link.close() }
+        #expect(try await early.value().get() == record)
+        #expect(try await link.fetch(record.record.activity.id, deadline: Self.handshake).get() == record)
+        #expect(asked.value == 2, "the first fetch was answered \(asked.value - 1) times")
+        #expect(service.listener.earlyFramesRead.value == 2, "the hello and the fetch rode in the proof")
+    }
+
     @Test("An origin answers at most 64 requests of one link at once: past that it stops reading the link until one is answered, and then answers every one")
     func answersAtMost64AtOnce() async throws {
         let record = self.record

@@ -1197,9 +1197,11 @@ struct RecordingNetwork: AgentNetwork {
     }
 
     func open(
-        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?,
+        first: LinkFirstFetch?
     ) async throws(ContinuationFailure) -> any OutgoingLink {
-        let link = try await base.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle)
+        if first != nil { fetched() }
+        let link = try await base.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, first: first)
         opens.increment()
         return RecordingLink(base: link, fetched: fetched)
     }

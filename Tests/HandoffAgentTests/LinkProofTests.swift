@@ -115,6 +115,53 @@ struct LinkProofTests {
         #expect(SystemRandom.bytes(100_000).count == 100_000)
     }
 
+    @Test("A connecting proof carries early frames inside its seal, at no cost in size; an answer says whether it took them; frames that do not fit are left out")
+    func earlyFrames() throws {
+        let hello = LinkMessage.hello(version: LinkMessage.version, device: member.id).frame
+        let fetch = LinkMessage.fetch(request: 1, activityID: UUID()).frame
+        let plain = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
+        let carrying = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key], early: [hello, fetch])
+        #expect(carrying.map(\.count) == plain.map(\.count))
+        let opened = try #require(LinkProof.open(carrying, .connecting, connecting: connecting, answering: answering, keys: [key]))
+        #expect(opened.early == [hello, fetch])
+        #expect(try #require(LinkProof.open(plain, .connecting, connecting: connecting, answering: answering, keys: [key])).early.isEmpty)
+        // Sealed: the frames' bytes are nowhere in the boxes.
+        #expect(!carrying.contains { $0.contains(fetch.payload) })
+        // Too large for the room: left out, and the proof is what it would have been.
+        let large = Frame(kind: 9, payload: [UInt8](repeating: 7, count: LinkProof.earlyRoom(member)))
+        let tooMuch = try #require(LinkProof.open(
+            LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key], early: [hello, large]), .connecting,
+            connecting: connecting, answering: answering, keys: [key]))
+        #expect(tooMuch.early.isEmpty)
+        // The answering side's word.
+        for took in [true, false] {
+            let answer = LinkProof.make(.answering, identity: member, connecting: connecting, answering: answering, keys: [key], tookEarly: took)
+            #expect(try #require(LinkProof.open(answer, .answering, connecting: connecting, answering: answering, keys: [key])).tookEarly == took)
+        }
+    }
+
+    @Test("A connecting proof whose early frames are cut short, or whose section runs past the box, is refused (a member's proof, rightly signed and sealed)")
+    func earlyFramesCutShort() throws {
+        let signature = try member.privateKey.signature(for: LinkProof.transcript(.connecting, connecting: connecting, answering: answering)).rawRepresentation
+        let certificate = member.certificateDER
+        let head = [UInt8(certificate.count >> 8), UInt8(certificate.count & 0xFF)] + certificate + Array(signature)
+        let frame = LinkMessage.fetch(request: 1, activityID: UUID()).frame.encoded
+        func box(_ tail: [UInt8]) throws -> [UInt8] {
+            let plain = head + tail + [UInt8](repeating: 0, count: 2 + LinkProof.certificateRoom + 64 - head.count - tail.count)
+            return Array(try ChaChaPoly.seal(plain, using: LinkProof.sealingKey(key), authenticating: [LinkProof.Role.connecting.rawValue]).combined)
+        }
+        let whole = try box([0, UInt8(frame.count)] + frame)
+        #expect(try #require(LinkProof.open([whole], .connecting, connecting: connecting, answering: answering, keys: [key])).early.count == 1)
+        // The section says one byte fewer than the frame: the frame is cut short.
+        #expect(LinkProof.open([try box([0, UInt8(frame.count - 1)] + frame)], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
+        // A frame whose header declares more than the section holds.
+        var lying = frame
+        lying[3] &+= 40
+        #expect(LinkProof.open([try box([0, UInt8(lying.count)] + lying)], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
+        // A section longer than the room left in the box.
+        #expect(LinkProof.open([try box([0xFF, 0xFF])], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
+    }
+
     /// Whether `future` failed already (an embedded channel's future that is never completed
     /// would block `wait()` for ever).
     static func failed(_ future: EventLoopFuture<LinkPeer>) -> Bool {

@@ -76,10 +76,13 @@ struct LinkStateMachineTests {
         #expect(!rude.isOpen)
     }
 
-    @Test("A request before the hello, or after the end, is answered at once that the link ended")
+    @Test("A request before the peer's hello goes with this side's and waits for its answer (ending with a link that never opens); after the end one is answered at once that the link ended")
     func requestWhenNotOpen() {
         var greeting = Machine(host: "h", port: 1, idle: nil, now: start)
-        #expect(lines(greeting.request("a", deadline: .seconds(5), now: start, streamsOpen: 0, fetch)) == ["answer a ended (the link had ended)"])
+        #expect(lines(greeting.request("a", deadline: .seconds(5), now: start, streamsOpen: 0, fetch)).first == "write fetch #1")
+        #expect(greeting.requestsWaiting == 1)
+        _ = greeting.greeted(Frame(kind: 0x7F, payload: []), now: start)
+        #expect(lines(greeting.ended("no hello")).contains("answer a ended (no hello)"))
         var machine = machine()
         _ = machine.ended("closed by the peer")
         #expect(lines(machine.request("b", deadline: .seconds(5), now: start, streamsOpen: 0, fetch)) == ["answer b ended (the link had ended)"])

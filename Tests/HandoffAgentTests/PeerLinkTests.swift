@@ -213,4 +213,91 @@ struct PeerLinkTests {
         #expect(answered.value == 0)
         await listener.close()
     }
+
+    /// A fetch service of `identity`'s (answering for `origin`'s activities) that counts the
+    /// fetches it is asked.
+    func fetchService(_ identity: DeviceIdentity, pins: @escaping LinkPins, readsEarlyFrames: Bool = true) async throws -> (LinkListener, Shared<Int>, UUID) {
+        let asked = Shared(0)
+        let record = FetchedActivity(ActivityRecord(activity: ActivityAnnouncement(id: UUID(), activityType: "com.example.x", title: "X")))
+        // As the agent's listener: its hello leaves with its proof.
+        let listener = try await LinkListener(
+            identity: identity, trust: .members({ pins().contains($0) }), greeting: LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame,
+            handshakeDeadline: .seconds(60), readsEarlyFrames: readsEarlyFrames
+        ) { frame, _ in
+            guard let message = try? LinkMessage(frame: frame) else { return nil }
+            if case .fetch = message { asked.update { $0 += 1 } }
+            return await FetchService.answer(message, device: identity.id) { _ in .success(record) }
+        }
+        return (listener, asked, record.record.activity.id)
+    }
+
+    @Test("S5: A first fetch sealed inside the proof of a device that holds the account's key but is not a member is never answered")
+    func earlyFetchOfAStranger() async throws {
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let (listener, asked, activity) = try await fetchService(a, pins: { pins })
+        defer { Task { await listener.close() } }
+        let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        await #expect(throws: ContinuationFailure.self) {
+            _ = try await TLSLink.open(
+                host: "127.0.0.1", port: listener.port, identity: stranger, pins: { [a.fingerprint, self.stranger.fingerprint] }, deadline: .seconds(30),
+                first: LinkFirstFetch(activityID: activity, deadline: .seconds(30)) { outcome.settle($0) })
+        }
+        #expect(await outcome.value().failureValue != nil)
+        #expect(asked.value == 0)
+        #expect(listener.earlyFramesRead.value == 0)
+    }
+
+    @Test("S1, S5: A member's first fetch travels sealed in its proof: a listener at the member's address that is not one reads neither the activity nor who asks")
+    func earlyFetchIsSealed() async throws {
+        // The impostor shows a certificate of its own and takes every frame as it comes.
+        let impostor = try DeviceIdentity.generate(name: "impostor")
+        let received = Mutex<[Frame]>([])
+        let listener = try await LinkListener(identity: impostor, trust: .shown({ _ in true }), handshakeDeadline: .seconds(60)) { frame, _ in
+            received.withLock { $0.append(frame) }
+            return nil
+        }
+        defer { Task { await listener.close() } }
+        let activity = UUID()
+        let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        await #expect(throws: ContinuationFailure.self) {
+            _ = try await TLSLink.open(
+                host: "127.0.0.1", port: listener.port, identity: b, pins: { [self.a.fingerprint, self.b.fingerprint] }, deadline: .seconds(3),
+                first: LinkFirstFetch(activityID: activity, deadline: .seconds(3)) { outcome.settle($0) })
+        }
+        _ = await outcome.value()
+        let frames = received.withLock { $0 }
+        // All it got is the proof: nothing in clear names the activity or the device.
+        #expect(frames.map(\.kind) == [LinkMessage.proof(boxes: []).frame.kind])
+        let bytes = frames.flatMap(\.encoded)
+        for secret in [Array(activity.uuidString.utf8), withUnsafeBytes(of: activity.uuid) { Array($0) }, withUnsafeBytes(of: b.id.uuid) { Array($0) }] {
+            #expect(!bytes.contains(secret), "found in clear")
+        }
+        // Yet the fetch is in there, for a holder of the account's key to read once it proves it is a member.
+        guard case .proof(let boxes)? = try? LinkMessage(frame: try #require(frames.first)) else { return }
+        let opened = try #require(LinkProof.open(
+            boxes, .connecting, connecting: b.links.current().certificateDER, answering: impostor.links.current().certificateDER, keys: b.links.accountKeys))
+        #expect(opened.early.compactMap { try? LinkMessage(frame: $0) }.contains { if case .fetch(_, activity) = $0 { return true } else { return false } })
+    }
+
+    @Test("A first fetch sent in the proof to a device of an earlier version, which ignores it, is sent again after the proofs and answered once; to this version, answered once from the proof")
+    func earlyFetchToAnEarlierVersion() async throws {
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        for reads in [false, true] {
+            let (listener, asked, activity) = try await fetchService(a, pins: { pins }, readsEarlyFrames: reads)
+            let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+            let link = try await TLSLink.open(
+                host: "127.0.0.1", port: listener.port, identity: b, pins: { pins }, deadline: .seconds(30),
+                first: LinkFirstFetch(activityID: activity, deadline: .seconds(30)) { outcome.settle($0) })
+            #expect(try await outcome.value().get().record.activity.id == activity, "reads early frames: \(reads)")
+            #expect(link.device == a.id)
+            // A second fetch on the same link, to see that nothing else was queued before it.
+            #expect(try await link.fetch(activity, deadline: .seconds(30)).get().record.activity.id == activity)
+            #expect(asked.value == 2, "reads early frames: \(reads)")
+            // Its hello and the fetch came inside the proof, or (an earlier version) not at all.
+            #expect(listener.earlyFramesRead.value == (reads ? 2 : 0))
+            link.close()
+            await listener.close()
+        }
+    }
+
 }

@@ -112,10 +112,12 @@ package struct LinkStateMachine<Waiter: Sendable>: Sendable {
     // MARK: Requests
 
     /// Sends the request `make` makes with the next number; `waiter` gets what becomes of it.
+    /// A first request may go before the peer's hello, with this side's own (it waits for its
+    /// answer as any other; a link that never opens ends it).
     mutating func request(
         _ waiter: Waiter, deadline: Duration, now: ContinuousClock.Instant, streamsOpen: Int, _ make: (UInt64) -> LinkMessage
     ) -> [Action] {
-        guard case .open = state else { return [.answer(waiter, .ended("the link had ended"))] }
+        if case .closed = state { return [.answer(waiter, .ended("the link had ended"))] }
         guard let number = pending.issue(waiter) else { return [.answer(waiter, .ended("the link had ended"))] }
         lastUse = now
         // The request first: what follows only matters once its answer is due.
