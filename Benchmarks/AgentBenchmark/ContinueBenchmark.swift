@@ -113,7 +113,10 @@ func orchestrate() async throws -> Targets {
         guard let pid = agents["b"]?.processIdentifier else { return false }
         let port = String(format: ":%04X", a.port)
         for table in ["tcp", "tcp6"] {
-            let text = (try? String(contentsOfFile: "/proc/\(pid)/net/\(table)", encoding: .utf8)) ?? ""
+            // Read to its end: the kernel makes the table a page at a time, and says its size is 0.
+            guard let file = FileHandle(forReadingAtPath: "/proc/\(pid)/net/\(table)") else { continue }
+            let text = String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
+            try? file.close()
             // "sl local_address rem_address st ...": 01 is ESTABLISHED.
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
