@@ -23,6 +23,12 @@ import Glibc
 import HandoffProcess
 #endif
 
+/// From `start` to `end` in milliseconds, negative if `end` is earlier: `end` may be stamped by
+/// another process (the app on B), and a late stamp of an earlier continuation must not trap.
+func signedMilliseconds(from start: UInt64, to end: UInt64) -> Double {
+    (Double(end) - Double(start)) / 1e6
+}
+
 /// Spawns `path` with `arguments`, its output thrown away, and returns at once.
 func spawn(_ path: String, _ arguments: [String]) -> pid_t {
     var pid = pid_t()
@@ -187,7 +193,7 @@ func orchestrate() async throws -> Targets {
             legs[legNames[2], default: []].append(milliseconds(restored) - milliseconds(save.answered))
             legs[legNames[3], default: []].append(milliseconds(answered) - milliseconds(restored))
         }
-        return (milliseconds(answered - start), milliseconds(restored - start))
+        return (milliseconds(answered - start), signedMilliseconds(from: start, to: restored))
     }
     for _ in 0..<5 { _ = try await continueOnce(control) }  // the app started, the link open
     legs = [:]
@@ -260,7 +266,7 @@ func orchestrate() async throws -> Targets {
             let pid = spawn(cli, ["continue", activityID.uuidString, "--socket", b.socket])
             if waitForExit(pid) != 0 { fail("handoff continue failed") }
             run["CLI continue", default: []].append(milliseconds(now() - start))
-            run["CLI to the app", default: []].append(milliseconds(await restoredAt(iteration) - start))
+            run["CLI to the app", default: []].append(signedMilliseconds(from: start, to: await restoredAt(iteration)))
         }
         // The same continuations with a pause before each: each begins on idle processors, with
         // nothing of the one before still running (B's `continued` to A, the origin app's
