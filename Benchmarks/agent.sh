@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The agent's benchmark: continue (warm link, from the command line, and after the link went
-# quiet) against the fastest bare TLS 1.3 exchange NIO makes, discovery, and two paired idle
+# quiet) against the fastest bare TLS 1.3 exchange NIO makes (back to back, paced, and after
+# the same quiet as the continuation), discovery, and two paired idle
 # agents' memory (RSS, PSS, USS) and CPU over MEMORY_SECONDS (default 300), between real
 # handoffd processes. As root in two network namespaces on a bridge it makes (and removes),
 # otherwise on loopback; nothing is sent outside this machine. Runs repeat until their medians

@@ -280,9 +280,12 @@ extension Agent {
 
     func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<FetchedActivity, ContinuationFailure> {
         let deadline = configuration.fetchDeadline
-        // On a link this opens, the request leaves with `hello` (inside the membership proof).
+        // On a link this opens, the request leaves with `hello`, inside the membership proof, for
+        // the member it is meant for alone (by the fingerprint of its pinned certificate).
         let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
-        switch await openLink(to: device, first: LinkFirstFetch(activityID: activityID, deadline: deadline) { early.settle($0) }) {
+        let target = account?.members.first { $0.id == device.sender }?.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) }
+        let first = target.map { LinkFirstFetch(activityID: activityID, target: $0, deadline: deadline) { early.settle($0) } }
+        switch await openLink(to: device, first: first) {
         case .success((let link, let asked)): return asked ? await early.value() : await link.fetch(activityID, deadline: deadline)
         case .failure(let failure): return .failure(failure)
         }

@@ -27,12 +27,17 @@ package protocol OutgoingLink: AnyObject, Sendable {
 /// A fetch sent as a link opens, with its `hello` (`AgentNetwork.open`).
 package struct LinkFirstFetch: Sendable {
     package var activityID: UUID
+    /// The fingerprint of the member the link is opened to: only it takes the fetch, and a
+    /// link another member answers is closed before anything is sent.
+    package var target: String
+    /// From the moment the link is asked for: connecting, the handshake and the proofs are in it.
     package var deadline: Duration
-    /// Gets the one outcome, as `OutgoingLink.fetch` gives it.
+    /// Gets the one outcome, as `OutgoingLink.fetch` gives it (also when the link never opens).
     package var done: @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void
 
-    package init(activityID: UUID, deadline: Duration, done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
+    package init(activityID: UUID, target: String, deadline: Duration, done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) {
         self.activityID = activityID
+        self.target = target
         self.deadline = deadline
         self.done = done
     }

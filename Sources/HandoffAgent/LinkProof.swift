@@ -71,22 +71,27 @@ enum LinkProof {
     static let maximumFrame = 16 * 1024
 
     /// How many bytes of early frames a connecting proof of `identity` can carry: the room its
-    /// certificate leaves, less the section's 2-byte length.
+    /// certificate leaves, less the section's 2-byte length and the target's fingerprint.
     static func earlyRoom(_ identity: DeviceIdentity) -> Int {
-        max(0, certificateRoom - identity.certificateDER.count - 2)
+        max(0, certificateRoom - identity.certificateDER.count - 2 - targetSize)
     }
+
+    /// The size of the target's fingerprint in early frames' section (SHA-256 in hex).
+    static let targetSize = 64
 
     /// The proof `identity` gives as `role` on the link whose shown certificates are
     /// `connecting` and `answering`: one box per key in `keys`, and for the connecting side
     /// random boxes up to `connectingBoxes`.
     ///
     /// After the signature, in the room the certificate leaves (zeros in proofs made before),
-    /// the connecting side may carry `early` frames (its `hello` and first request: the
-    /// answering side, once it has accepted the proof, reads them as if they had followed it),
-    /// and the answering side says whether it `tookEarly` (then the connecting side does not
-    /// send them again). Frames that do not fit are left out: the caller sends them after.
+    /// the connecting side may carry `early` frames for the member whose fingerprint is
+    /// `target` (its `hello` and first request: that member, once it has accepted the proof,
+    /// reads them as if they had followed it), and the answering side says whether it
+    /// `tookEarly` (then the connecting side does not send them again). Frames that do not fit
+    /// are left out: the caller sends them after.
     static func make(
-        _ role: Role, identity: DeviceIdentity, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], early: [Frame] = [], tookEarly: Bool = false
+        _ role: Role, identity: DeviceIdentity, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], early: [Frame] = [], target: String? = nil,
+        tookEarly: Bool = false
     ) -> [[UInt8]] {
         let signature: [UInt8]
         do {
@@ -99,7 +104,10 @@ enum LinkProof {
         switch role {
         case .connecting:
             let bytes = early.flatMap(\.encoded)
-            if !bytes.isEmpty, bytes.count <= earlyRoom(identity) { tail = [UInt8(bytes.count >> 8), UInt8(bytes.count & 0xFF)] + bytes }
+            if !bytes.isEmpty, bytes.count <= earlyRoom(identity), let target, target.utf8.count == targetSize {
+                let section = Array(target.utf8) + bytes
+                tail = [UInt8(section.count >> 8), UInt8(section.count & 0xFF)] + section
+            }
         case .answering:
             tail = [tookEarly ? 1 : 0]
         }
@@ -124,11 +132,13 @@ enum LinkProof {
 
     /// A proof opened and verified: the member's long-term certificate (DER), and the account
     /// key that opened it (the answer is sealed with the same); in a connecting proof, the
-    /// frames it carried early; in an answering one, whether those were taken.
+    /// frames it carried early and the fingerprint of the member they are for; in an answering
+    /// one, whether those were taken.
     struct Opened: Sendable {
         var certificate: [UInt8]
         var key: SymmetricKey
         var early: [Frame] = []
+        var earlyTarget: String?
         var tookEarly = false
     }
 
@@ -139,8 +149,8 @@ enum LinkProof {
         while !rest.isEmpty {
             guard rest.count >= Frame.headerSize else { return nil }
             let start = rest.startIndex
-            let length = Int(rest[start]) << 24 | Int(rest[start + 1]) << 16 | Int(rest[start + 2]) << 8 | Int(rest[start + 3])
-            guard length <= rest.count - Frame.headerSize else { return nil }
+            let length = Int(UInt32(rest[start]) << 24 | UInt32(rest[start + 1]) << 16 | UInt32(rest[start + 2]) << 8 | UInt32(rest[start + 3]))
+            guard length >= 0, length <= rest.count - Frame.headerSize else { return nil }
             frames.append(Frame(kind: rest[start + 4], payload: Array(rest[(start + Frame.headerSize)..<(start + Frame.headerSize + length)])))
             rest = rest[(start + Frame.headerSize + length)...]
         }
@@ -174,8 +184,10 @@ enum LinkProof {
                 case .connecting:
                     guard tail.count >= 2 else { break }
                     let size = Int(tail[tail.startIndex]) << 8 | Int(tail[tail.startIndex + 1])
-                    guard size <= tail.count - 2, let early = frames(in: tail.dropFirst(2).prefix(size)) else { return nil }
+                    guard size > 0 else { break }
+                    guard size >= targetSize, size <= tail.count - 2, let early = frames(in: tail.dropFirst(2 + targetSize).prefix(size - targetSize)) else { return nil }
                     opened.early = early
+                    opened.earlyTarget = String(decoding: tail.dropFirst(2).prefix(targetSize), as: UTF8.self)
                 case .answering:
                     opened.tookEarly = tail.first == 1
                 }
@@ -208,13 +220,16 @@ struct LinkProofError: Error, CustomStringConvertible {
 /// link's own limit once proven), and the proof must come within `deadline`. Anything else
 /// closes the link. `peer` gives who the other side is, once proven.
 ///
-/// With `carriesEarly`, the connecting side also seals the first frames it holds (its `hello`
-/// and first request, as many as fit) inside its proof; an answering side that accepts the
-/// proof reads them as the frames that follow it, says so in its own proof, and answers them
+/// With `target` (the fingerprint of the member the link is opened to), the connecting side
+/// also seals the first frames it holds (its `hello` and first request, as many as fit) inside
+/// its proof, with that fingerprint; the answering side, if it is that member and accepts the
+/// proof, reads them as the frames that follow it, says so in its own proof, and answers them
 /// at once: the first request's round trip overlaps the proof's. Sealed with the account's
 /// keys like the proof itself, they are read by no one who could not read the proof, and are
-/// acted on only once the proof is accepted. An answering side of an earlier version ignores
-/// them and says nothing; the connecting side then sends them as it always did.
+/// acted on only by the member they are for, once the proof is accepted. An answering side of
+/// an earlier version ignores them and says nothing; the connecting side then sends them as it
+/// always did. A link opened to one member that another answers is closed before anything held
+/// is sent.
 final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = Frame
     typealias InboundOut = Frame
@@ -236,7 +251,8 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let accepts: @Sendable (String) -> Bool
     private let maximumFrame: Int
     private let deadline: TimeAmount
-    private let carriesEarly: Bool
+    /// The member the link is opened to (connecting side, with a first request), by fingerprint.
+    private let target: String?
     private let readsEarly: Bool
     private let earlyCount: EarlyFrameCount?
     let peer: EventLoopPromise<LinkPeer>
@@ -250,7 +266,7 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// link's frame limit once proven.
     init(
         _ role: LinkProof.Role, identity: DeviceIdentity, shown: [UInt8], accepting accepts: @escaping @Sendable (String) -> Bool,
-        maximumFrame: Int, deadline: TimeAmount = .seconds(10), carriesEarly: Bool = false, readsEarly: Bool = true, earlyCount: EarlyFrameCount? = nil,
+        maximumFrame: Int, deadline: TimeAmount = .seconds(10), target: String? = nil, readsEarly: Bool = true, earlyCount: EarlyFrameCount? = nil,
         eventLoop: any EventLoop
     ) {
         self.role = role
@@ -260,7 +276,7 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.maximumFrame = maximumFrame
         self.deadline = deadline
         // Never on a link sealed with retired keys, which a removed device may hold.
-        self.carriesEarly = carriesEarly && role == .connecting && !identity.links.sealsWithRetiredKeys
+        self.target = role == .connecting && !identity.links.sealsWithRetiredKeys ? target : nil
         // False only to act as an answering side of an earlier version, which ignores them (tests).
         self.readsEarly = readsEarly
         self.earlyCount = earlyCount
@@ -292,7 +308,7 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     return
                 }
                 var early: [Frame] = []
-                if carriesEarly {
+                if target != nil {
                     var room = LinkProof.earlyRoom(identity)
                     for (frame, _) in held {
                         let size = Frame.headerSize + frame.payload.count
@@ -302,7 +318,7 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     }
                 }
                 sentEarly = early.count
-                let boxes = LinkProof.make(.connecting, identity: identity, connecting: shown, answering: peerShown, keys: keys, early: early)
+                let boxes = LinkProof.make(.connecting, identity: identity, connecting: shown, answering: peerShown, keys: keys, early: early, target: target)
                 context.writeAndFlush(wrapOutboundOut(LinkMessage.proof(boxes: boxes).frame), promise: nil)
             }
         }
@@ -333,6 +349,11 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 fail(context: context, "the proven device is not accepted")
                 return
             }
+            if let target, fingerprint != target {
+                // Nothing held (a first request) goes to a member it was not meant for.
+                fail(context: context, "the proven device is not the one the link was opened to")
+                return
+            }
             if role == .connecting, opened.tookEarly, sentEarly > 0 {
                 // The answering side read them from the proof: they are not sent again.
                 let sent = held.prefix(sentEarly)
@@ -341,7 +362,8 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             let peer = LinkPeer(fingerprint: fingerprint, certificate: opened.certificate, presented: peerShown, address: context.channel.remoteAddress?.ipAddress)
             guard role == .answering else { return proven(context: context, peer, answer: nil) }
-            let early = readsEarly ? opened.early : []
+            // Only the member they are for takes them.
+            let early = readsEarly && opened.earlyTarget == identity.fingerprint ? opened.early : []
             proven(context: context, peer, answer: LinkProof.make(.answering, identity: identity, connecting: connecting, answering: answering, keys: [opened.key], tookEarly: !early.isEmpty))
             // The frames the proof carried, as if they had followed it.
             if !early.isEmpty { earlyCount?.add(early.count) }

@@ -94,13 +94,13 @@ package enum LinkTLS {
     /// `LinkProofHandler` for members (returned, to learn the peer from), nothing for pairing.
     static func addProof(
         to channel: any Channel, _ role: LinkProof.Role, trust: LinkTrust, identity: DeviceIdentity, shown: LinkCertificates.Shown, maximumFrame: Int,
-        deadline: TimeAmount = .seconds(10), carriesEarly: Bool = false, readsEarly: Bool = true,
+        deadline: TimeAmount = .seconds(10), target: String? = nil, readsEarly: Bool = true,
         earlyCount: EarlyFrameCount? = nil
     ) throws -> LinkProofHandler? {
         guard case .members(let accepts) = trust else { return nil }
         let handler = LinkProofHandler(
             role, identity: identity, shown: shown.certificateDER, accepting: accepts, maximumFrame: maximumFrame, deadline: deadline,
-            carriesEarly: carriesEarly, readsEarly: readsEarly, earlyCount: earlyCount, eventLoop: channel.eventLoop)
+            target: target, readsEarly: readsEarly, earlyCount: earlyCount, eventLoop: channel.eventLoop)
         do {
             try channel.pipeline.syncOperations.addHandler(handler)
         } catch {

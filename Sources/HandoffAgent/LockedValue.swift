@@ -13,4 +13,12 @@ final class LockedValue<Value: Sendable>: Sendable {
     func update(_ change: (inout Value) -> Void) {
         storage.withLock { change(&$0) }
     }
+
+    /// Sets `new` and returns what it replaced, in one step.
+    func exchange(_ new: Value) -> Value {
+        storage.withLock { value in
+            defer { value = new }
+            return value
+        }
+    }
 }

@@ -77,8 +77,9 @@ package final class TLSLink: Sendable {
     /// request opens another.
     ///
     /// `first` is a fetch sent with `hello`, before the peer has answered: sealed inside this
-    /// side's membership proof, it is answered as soon as the peer accepts the proof
-    /// (`LinkProofHandler`), and its outcome goes to `first.done`, as `fetch` gives it.
+    /// side's membership proof, it is answered as soon as the peer (the member `first.target`
+    /// names, else the link is refused) accepts the proof (`LinkProofHandler`), and its outcome
+    /// goes to `first.done` exactly once, as `fetch` gives it, whatever becomes of the link.
     package static func open(
         host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5), idle: Duration? = nil,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
@@ -90,10 +91,13 @@ package final class TLSLink: Sendable {
         let hello = FirstOutcome<Result<UUID, ContinuationFailure>?>()
         let driver = LinkDriver(host: host, port: port, idle: idle)
         let connection = LockedValue<TLSLink?>(nil)
-        // Set as the channel is made, on its event loop, before any frame can be read.
-        let made = LockedValue<(channel: any Channel, writer: FrameWriter)?>(nil)
+        // Each channel's writer, set as the channel is made, on its event loop, before any frame
+        // can be read (a name's lookup may try several addresses, each with a channel).
+        let made = LockedValue<[ObjectIdentifier: FrameWriter]>([:])
+        // Whether the first fetch was asked (it then has its outcome from the link's driver).
+        let asked = LockedValue(false)
         let receiver = LinkReceiver(
-            frame: { frame, isFirst in
+            frame: { frame, channel, isFirst in
                 guard isFirst else {
                     if let message = try? LinkMessage(frame: frame) { connection.value?.received(message) }
                     return true
@@ -101,7 +105,7 @@ package final class TLSLink: Sendable {
                 let greeting = driver.greeted(frame)
                 // The link is made here, on the event loop, before the frames after the hello
                 // (the first fetch's answer among them) are read.
-                if case .success(let device) = greeting, let (channel, writer) = made.value {
+                if case .success(let device) = greeting, let writer = made.value[ObjectIdentifier(channel)] {
                     let link = TLSLink(host: host, port: port, device: device, driver: driver, writer: writer, channel: channel)
                     connection.value = link
                     if let idle { link.closeWhenIdle(idle, on: channel.eventLoop) }
@@ -117,6 +121,18 @@ package final class TLSLink: Sendable {
                 driver.ended(reason)
                 connection.value?.streams.linkEnded(reason)
             })
+        /// Hello, then the first fetch: held by the proof's handler until the peer is proven.
+        @Sendable func greet(_ writer: FrameWriter) {
+            writer.write(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame)
+            guard let first, !asked.exchange(true) else { return }
+            driver.request(deadline: first.deadline, streamsOpen: 0, { .fetch(request: $0, activityID: first.activityID) }) { answer in
+                first.done(LinkDriver.Machine.result(of: answer, for: first.activityID, host: host, port: port, deadline: first.deadline))
+            }
+        }
+        // An address is connected to as it is, with one channel: its hello and first fetch go in
+        // as it is made, so that they are held when the handshake ends and ride in the proof.
+        // A name may be tried at several addresses: they go once the connection is made.
+        let literal = (try? SocketAddress(ipAddress: host, port: port)) != nil
         let channel: any Channel
         do {
             let shown = identity.links.current()
@@ -132,36 +148,38 @@ package final class TLSLink: Sendable {
                             let writer = FrameWriter(channel: channel, limit: .max)
                             writer.whenDrained.whenComplete { _ in channel.close(promise: nil) }
                             channel.closeFuture.whenComplete { _ in writer.finish() }
-                            made.value = (channel, writer)
-                            // Until the link is made, the first fetch is all the driver writes.
-                            driver.attach(LinkDriver.IO(write: { writer.write($0.frame) }))
+                            made.update { $0[ObjectIdentifier(channel)] = writer }
                             try LinkTLS.watchForDeadPeers(channel)
                             let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(trust))
                             try channel.pipeline.syncOperations.addHandler(tls)
                             try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                             // Hello waits in it until the device answering proves it is a member.
                             _ = try LinkTLS.addProof(
-                                to: channel, .connecting, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, carriesEarly: first != nil)
+                                to: channel, .connecting, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, target: first?.target)
                             try channel.pipeline.syncOperations.addHandler(receiver)
-                            // Held by the proof's handler from now, before the connection is
-                            // made: the first fetch is there to ride in the proof.
-                            writer.write(LinkMessage.hello(version: LinkMessage.version, device: identity.id).frame)
-                            if let first {
-                                driver.request(deadline: first.deadline, streamsOpen: 0, { .fetch(request: $0, activityID: first.activityID) }) { answer in
-                                    first.done(LinkDriver.Machine.result(of: answer, for: first.activityID, host: host, port: port, deadline: first.deadline))
-                                }
+                            if literal {
+                                // Until the link is made, the first fetch is all the driver writes.
+                                driver.attach(LinkDriver.IO(write: { writer.write($0.frame) }))
+                                greet(writer)
                             }
                             return channel
                         }
                     }
             }
-        } catch is DeadlineExceeded {
-            throw unavailable("did not answer within \(deadline)")
         } catch {
-            throw unavailable("cannot be reached: \(error)")
+            let failure = error is DeadlineExceeded ? unavailable("did not answer within \(deadline)") : unavailable("cannot be reached: \(error)")
+            // A fetch asked ends with the link's driver; one never asked ends here.
+            if let first, !asked.exchange(true) { first.done(.failure(failure)) }
+            throw failure
         }
 
-        guard let writer = made.value?.writer else { preconditionFailure("a connected channel was made by its initializer") }
+        guard let writer = made.value[ObjectIdentifier(channel)] else { preconditionFailure("a connected channel was made by its initializer") }
+        // Only the channel connected stays (a name's other tries closed).
+        made.update { $0 = [ObjectIdentifier(channel): writer] }
+        if !literal {
+            driver.attach(LinkDriver.IO(write: { writer.write($0.frame) }))
+            greet(writer)
+        }
         let timer = channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) { hello.settle(nil) }
         let first = await hello.value()
         timer.cancel()
@@ -259,12 +277,12 @@ package final class TLSLink: Sendable {
 private final class LinkReceiver: ChannelInboundHandler, Sendable {
     typealias InboundIn = Frame
 
-    private let frame: @Sendable (Frame, _ isFirst: Bool) -> Bool
+    private let frame: @Sendable (Frame, any Channel, _ isFirst: Bool) -> Bool
     private let end: @Sendable ((any Error)?) -> Void
     /// Used on the channel's event loop only (locked so that the handler can be `Sendable`).
     private let state = Mutex<(first: Bool, error: (any Error)?, ended: Bool)>((true, nil, false))
 
-    init(frame: @escaping @Sendable (Frame, Bool) -> Bool, end: @escaping @Sendable ((any Error)?) -> Void) {
+    init(frame: @escaping @Sendable (Frame, any Channel, Bool) -> Bool, end: @escaping @Sendable ((any Error)?) -> Void) {
         self.frame = frame
         self.end = end
     }
@@ -275,7 +293,7 @@ private final class LinkReceiver: ChannelInboundHandler, Sendable {
             return (state.first, state.ended)
         }
         guard !ended else { return }
-        if !frame(unwrapInboundIn(data), isFirst) { context.close(promise: nil) }
+        if !frame(unwrapInboundIn(data), context.channel, isFirst) { context.close(promise: nil) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

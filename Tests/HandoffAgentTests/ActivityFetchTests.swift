@@ -54,7 +54,7 @@ struct ActivityFetchTests {
         let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
         let link = try await TLSLink.open(
             host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake,
-            first: LinkFirstFetch(activityID: record.record.activity.id, deadline: Self.handshake) { early.settle($0) })
+            first: LinkFirstFetch(activityID: record.record.activity.id, target: origin.fingerprint, deadline: Self.handshake) { early.settle($0) })
         defer { link.close() }
         #expect(try await early.value().get() == record)
         #expect(try await link.fetch(record.record.activity.id, deadline: Self.handshake).get() == record)

@@ -120,17 +120,22 @@ struct LinkProofTests {
         let hello = LinkMessage.hello(version: LinkMessage.version, device: member.id).frame
         let fetch = LinkMessage.fetch(request: 1, activityID: UUID()).frame
         let plain = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
-        let carrying = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key], early: [hello, fetch])
+        let target = String(repeating: "ab", count: 32)
+        let carrying = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key], early: [hello, fetch], target: target)
         #expect(carrying.map(\.count) == plain.map(\.count))
         let opened = try #require(LinkProof.open(carrying, .connecting, connecting: connecting, answering: answering, keys: [key]))
         #expect(opened.early == [hello, fetch])
+        #expect(opened.earlyTarget == target)
+        // Without a target, nothing is carried.
+        let untargeted = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key], early: [hello, fetch])
+        #expect(try #require(LinkProof.open(untargeted, .connecting, connecting: connecting, answering: answering, keys: [key])).early.isEmpty)
         #expect(try #require(LinkProof.open(plain, .connecting, connecting: connecting, answering: answering, keys: [key])).early.isEmpty)
         // Sealed: the frames' bytes are nowhere in the boxes.
         #expect(!carrying.contains { $0.contains(fetch.payload) })
         // Too large for the room: left out, and the proof is what it would have been.
         let large = Frame(kind: 9, payload: [UInt8](repeating: 7, count: LinkProof.earlyRoom(member)))
         let tooMuch = try #require(LinkProof.open(
-            LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key], early: [hello, large]), .connecting,
+            LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key], early: [hello, large], target: target), .connecting,
             connecting: connecting, answering: answering, keys: [key]))
         #expect(tooMuch.early.isEmpty)
         // The answering side's word.
@@ -145,7 +150,7 @@ struct LinkProofTests {
         let signature = try member.privateKey.signature(for: LinkProof.transcript(.connecting, connecting: connecting, answering: answering)).rawRepresentation
         let certificate = member.certificateDER
         let head = [UInt8(certificate.count >> 8), UInt8(certificate.count & 0xFF)] + certificate + Array(signature)
-        let frame = LinkMessage.fetch(request: 1, activityID: UUID()).frame.encoded
+        let frame = Array(String(repeating: "ab", count: 32).utf8) + LinkMessage.fetch(request: 1, activityID: UUID()).frame.encoded
         func box(_ tail: [UInt8]) throws -> [UInt8] {
             let plain = head + tail + [UInt8](repeating: 0, count: 2 + LinkProof.certificateRoom + 64 - head.count - tail.count)
             return Array(try ChaChaPoly.seal(plain, using: LinkProof.sealingKey(key), authenticating: [LinkProof.Role.connecting.rawValue]).combined)
@@ -156,10 +161,14 @@ struct LinkProofTests {
         #expect(LinkProof.open([try box([0, UInt8(frame.count - 1)] + frame)], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
         // A frame whose header declares more than the section holds.
         var lying = frame
-        lying[3] &+= 40
+        lying[LinkProof.targetSize + 3] &+= 40
         #expect(LinkProof.open([try box([0, UInt8(lying.count)] + lying)], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
-        // A section longer than the room left in the box.
+        // A section longer than the room left in the box; one too short for its target.
         #expect(LinkProof.open([try box([0xFF, 0xFF])], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
+        #expect(LinkProof.open([try box([0, 10] + Array(frame.prefix(10)))], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
+        // A frame that declares 4 GiB less one byte (the length's top bit set).
+        let huge = Array(frame.prefix(64)) + [0xFF, 0xFF, 0xFF, 0xFF, 1]
+        #expect(LinkProof.open([try box([0, UInt8(huge.count)] + huge)], .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
     }
 
     /// Whether `future` failed already (an embedded channel's future that is never completed

@@ -237,12 +237,19 @@ struct PeerLinkTests {
         let (listener, asked, activity) = try await fetchService(a, pins: { pins })
         defer { Task { await listener.close() } }
         let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        let outcomes = Shared(0)
         await #expect(throws: ContinuationFailure.self) {
             _ = try await TLSLink.open(
-                host: "127.0.0.1", port: listener.port, identity: stranger, pins: { [a.fingerprint, self.stranger.fingerprint] }, deadline: .seconds(30),
-                first: LinkFirstFetch(activityID: activity, deadline: .seconds(30)) { outcome.settle($0) })
+                host: "127.0.0.1", port: listener.port, identity: stranger, pins: { [self.a.fingerprint, self.stranger.fingerprint] }, deadline: .seconds(30),
+                first: LinkFirstFetch(activityID: activity, target: a.fingerprint, deadline: .seconds(30)) {
+                    outcomes.update { $0 += 1 }
+                    outcome.settle($0)
+                })
         }
         #expect(await outcome.value().failureValue != nil)
+        // Time for a second outcome, or a late frame, to arrive if one were coming.
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(outcomes.value == 1)
         #expect(asked.value == 0)
         #expect(listener.earlyFramesRead.value == 0)
     }
@@ -262,7 +269,7 @@ struct PeerLinkTests {
         await #expect(throws: ContinuationFailure.self) {
             _ = try await TLSLink.open(
                 host: "127.0.0.1", port: listener.port, identity: b, pins: { [self.a.fingerprint, self.b.fingerprint] }, deadline: .seconds(3),
-                first: LinkFirstFetch(activityID: activity, deadline: .seconds(3)) { outcome.settle($0) })
+                first: LinkFirstFetch(activityID: activity, target: a.fingerprint, deadline: .seconds(3)) { outcome.settle($0) })
         }
         _ = await outcome.value()
         let frames = received.withLock { $0 }
@@ -287,7 +294,7 @@ struct PeerLinkTests {
             let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
             let link = try await TLSLink.open(
                 host: "127.0.0.1", port: listener.port, identity: b, pins: { pins }, deadline: .seconds(30),
-                first: LinkFirstFetch(activityID: activity, deadline: .seconds(30)) { outcome.settle($0) })
+                first: LinkFirstFetch(activityID: activity, target: a.fingerprint, deadline: .seconds(30)) { outcome.settle($0) })
             #expect(try await outcome.value().get().record.activity.id == activity, "reads early frames: \(reads)")
             #expect(link.device == a.id)
             // A second fetch on the same link, to see that nothing else was queued before it.
@@ -298,6 +305,65 @@ struct PeerLinkTests {
             link.close()
             await listener.close()
         }
+    }
+
+
+    @Test("A first fetch meant for one member is acted on by no other: a member answering at that address takes nothing from the proof, and the link is closed before anything held is sent")
+    func earlyFetchForAnotherMember() async throws {
+        let c = try DeviceIdentity.generate(name: "c")
+        shareAccountKey(a, b, c)
+        let pins: Set<String> = [a.fingerprint, b.fingerprint, c.fingerprint]
+        // C answers at the address where B expects A.
+        let (listener, asked, activity) = try await fetchService(c, pins: { pins })
+        defer { Task { await listener.close() } }
+        let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        await #expect(throws: ContinuationFailure.self) {
+            _ = try await TLSLink.open(
+                host: "127.0.0.1", port: listener.port, identity: b, pins: { pins }, deadline: .seconds(30),
+                first: LinkFirstFetch(activityID: activity, target: a.fingerprint, deadline: .seconds(30)) { outcome.settle($0) })
+        }
+        #expect(await outcome.value().failureValue != nil)
+        // Time for a second outcome, or a late frame, to arrive if one were coming.
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(listener.earlyFramesRead.value == 0)
+        #expect(asked.value == 0)
+    }
+
+    @Test("A link sealed with the retired keys too (account changes, removal notices) carries nothing in its proof: its first fetch is sent after the proofs")
+    func noEarlyFramesWithRetiredKeys() async throws {
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let (listener, asked, activity) = try await fetchService(a, pins: { pins })
+        defer { Task { await listener.close() } }
+        let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        let link = try await TLSLink.open(
+            host: "127.0.0.1", port: listener.port, identity: b.sealingWithRetiredKeys(), pins: { pins }, deadline: .seconds(30),
+            first: LinkFirstFetch(activityID: activity, target: a.fingerprint, deadline: .seconds(30)) { outcome.settle($0) })
+        defer { link.close() }
+        #expect(try await outcome.value().get().record.activity.id == activity)
+        #expect(asked.value == 1)
+        #expect(listener.earlyFramesRead.value == 0)
+    }
+
+    @Test("A first fetch on a link that cannot be made ends once, with the link's failure")
+    func firstFetchOfALinkNeverMade() async throws {
+        // A port nothing listens on: connecting is refused.
+        let (listener, _, activity) = try await fetchService(a, pins: { [] })
+        let port = listener.port
+        await listener.close()
+        let outcomes = Shared(0)
+        let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        await #expect(throws: ContinuationFailure.self) {
+            _ = try await TLSLink.open(
+                host: "127.0.0.1", port: port, identity: b, pins: { [self.a.fingerprint] }, deadline: .seconds(5),
+                first: LinkFirstFetch(activityID: activity, target: a.fingerprint, deadline: .seconds(5)) {
+                    outcomes.update { $0 += 1 }
+                    outcome.settle($0)
+                })
+        }
+        #expect(await outcome.value().failureValue != nil)
+        // Time for a second outcome, or a late frame, to arrive if one were coming.
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(outcomes.value == 1)
     }
 
 }

@@ -214,7 +214,7 @@ struct FabricTests {
         #expect(outcomes.allSatisfy { outcome in
             if case .failed(let failure) = outcome { return failure.code == 3072 }
             return outcome == .continued(bundleIdentifier: "com.example.notes")
-        })
+        }, "outcomes: \(outcomes)")
         #expect(events.last == .continued(notesType))
     }
 
