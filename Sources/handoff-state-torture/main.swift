@@ -8,6 +8,17 @@
 import Foundation
 import HandoffAgent
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The process that started this one. The writing goes on only while it is there: a test run
+/// that crashed would otherwise leave this writing, and taking a processor, for good.
+let parent = getppid()
+func goOnlyWhileStarted() {
+    if getppid() != parent { exit(3) }
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 let usage = "usage: handoff-state-torture [account|keys] STATE_DIR | account STATE_DIR N | install STATE_DIR APP_DIR\n"
 let (mode, rest): (String, [String]) = arguments.count == 1 ? ("account", arguments) : (arguments.first ?? "", Array(arguments.dropFirst()))
@@ -24,6 +35,7 @@ do {
             ?? AccountState(name: "torture", members: [], beaconKeys: [Data(repeating: 7, count: 32)], revision: 0)
         let limit = rest.count > 1 ? UInt64(rest[1]) ?? .max : .max
         for _ in 0..<limit {
+            goOnlyWhileStarted()
             state.revision += 1
             // Grow and shrink, so that a torn write would show as a short or mixed file.
             let count = Int(state.revision % 50)
@@ -34,6 +46,7 @@ do {
         let store = try StateStore(directory: stateDirectory)
         var round = 0
         while true {
+            goOnlyWhileStarted()
             round += 1
             // Names of changing length, so that a torn write would show.
             try DeviceIdentity.generate(name: "device \(String(repeating: "x", count: round % 40))").save(to: store)
@@ -45,6 +58,7 @@ do {
         }
         let registry = AppRegistry(stateDirectory: stateDirectory, allowsUnsignedApps: true)
         while true {
+            goOnlyWhileStarted()
             do {
                 try registry.install(from: URL(fileURLWithPath: rest[1]))
             } catch {

@@ -91,6 +91,32 @@ struct StateStoreTests {
         }
     }
 
+    @Test("The torture writer stops once the process that started it is gone (a crashed test run leaves no writer behind)", arguments: ["account", "keys"])
+    func tortureStopsWithItsParent(_ mode: String) async throws {
+        let binary = try #require(Self.tortureBinary(), "handoff-state-torture was not built next to the tests")
+        let store = try temporaryStore()
+        // A shell starts the writer and ends: the writer loses its parent, as it would if the
+        // test run that started it crashed.
+        let shell = ChildProcess()
+        let output = Pipe()
+        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+        shell.arguments = ["-c", "\"$0\" \"$1\" \"$2\" >/dev/null 2>&1 & echo $!; sleep 0.5", binary.path, mode, store.directory.path]
+        shell.standardOutput = output
+        try shell.run()
+        shell.waitUntilExit()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let writer = try #require(Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), "no pid in \(text)")
+        // Gone, or a zombie left for whoever took it in.
+        func running() -> Bool {
+            guard let stat = try? String(contentsOfFile: "/proc/\(writer)/stat", encoding: .utf8) else { return false }
+            return !stat.contains(") Z ")
+        }
+        let stopped = await eventually(within: .seconds(10)) { !running() }
+        if !stopped { kill(writer, SIGKILL) }
+        #expect(stopped, "the \(mode) writer went on after its parent ended")
+        store.sweep()
+    }
+
     /// Runs the torture writer with `arguments` and kills it with SIGKILL after a random moment,
     /// `rounds` times, calling `check` after each kill.
     func killRepeatedly(_ arguments: [String], rounds: Int, check: (Int) throws -> Void) async throws {
