@@ -177,8 +177,12 @@ package final class TLSLink: Sendable {
         // Only the channel connected stays (a name's other tries closed).
         made.update { $0 = [ObjectIdentifier(channel): writer] }
         if !literal {
-            driver.attach(LinkDriver.IO(write: { writer.write($0.frame) }))
-            greet(writer)
+            // On the event loop, where the link is made as the hello is read: the link's own IO,
+            // once there, is not replaced by this one.
+            channel.eventLoop.execute {
+                if connection.value == nil { driver.attach(LinkDriver.IO(write: { writer.write($0.frame) })) }
+                greet(writer)
+            }
         }
         let timer = channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) { hello.settle(nil) }
         let first = await hello.value()
