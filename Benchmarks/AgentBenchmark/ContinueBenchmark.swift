@@ -315,23 +315,25 @@ func orchestrate() async throws -> Targets {
     _ = try await offer(origin)
     let quietControl = try LocalClient(path: b.socket, role: .control)
     _ = try await continueOnce(quietControl)  // the app reconnected to the new agent
-    // PROFILE_QUIET=N: only continuations after quiet (each opens a link), for N seconds, after
-    // printing the agents' process ids (for `strace -tt` or `perf record -p`).
+    // Each continuation after quiet begins `quietGap` after the one before ended: the link has
+    // closed (1 s unused, looked at every 250 ms) and nothing has run since. Its baseline is the
+    // bare exchange after the same quiet.
+    let quietGap = 1_400
+    // PROFILE_QUIET=N: only continuations after quiet (each opens a link, `quietGap` after the
+    // one before), for N seconds, after printing the agents' process ids (for `strace -tt` or
+    // `perf record -p`).
     if let seconds = ProcessInfo.processInfo.environment["PROFILE_QUIET"].flatMap(Double.init) {
         FileHandle.standardError.write(Data("profile: A's agent \(agents["a"]!.processIdentifier), B's agent \(agents["b"]!.processIdentifier)\n".utf8))
         let end = now() + UInt64(seconds * 1e9)
         var daemon: [Double] = []
         while now() < end {
+            try await Task.sleep(for: .milliseconds(quietGap))
             await waitFor("the link to close", seconds: 10) { !linkOpen() }
             daemon.append(try await continueOnce(quietControl).daemon)
         }
         FileHandle.standardError.write(Data("profile: \(daemon.count) continuations after quiet, p50 \(format(percentile(daemon, 0.5), 3)) ms\n".utf8))
         return Targets()
     }
-    // Each continuation after quiet begins `quietGap` after the one before ended: the link has
-    // closed (1 s unused, looked at every 250 ms) and nothing has run since. Its baseline is the
-    // bare exchange after the same quiet.
-    let quietGap = 1_400
     let quietBareIterations = max(10, quietIterations / 2)
     let quiet = try await repeatRuns(["continue after quiet", "after quiet to the app", "bare TLS after quiet"]) { _ in
         var run: [String: [Double]] = [:]

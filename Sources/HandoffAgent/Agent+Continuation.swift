@@ -108,9 +108,12 @@ extension Agent {
                         self?.tasks.start("fetched") { await self?.fetched(id, result) }
                     }
                 } else {
-                    tasks.start("fetch") {
-                        let result = await self.fetch(offer.id, from: device)
-                        self.fetched(id, result)
+                    // The new link is opened off the actor: its connection starts while the
+                    // actor goes on to tell the app `willContinue`, not after.
+                    let fetch = newLinkFetch(offer.id, from: device)
+                    tasks.startConcurrent("fetch") {
+                        let result = await fetch.run(self)
+                        await self.fetched(id, result)
                     }
                 }
             }
@@ -279,15 +282,36 @@ extension Agent {
     }
 
     func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<FetchedActivity, ContinuationFailure> {
+        if let link = openLinkNow(to: device) { return await link.fetch(activityID, deadline: configuration.fetchDeadline) }
+        return await newLinkFetch(activityID, from: device).run(self)
+    }
+
+    /// The fetch of `activityID` on a new link to `device`, made ready here (the old link
+    /// closed, what the opening needs read) and made by `run` wherever it is called. On the
+    /// new link the request leaves with `hello`, inside the membership proof, for the member it
+    /// is meant for alone (by the fingerprint of its pinned certificate).
+    func newLinkFetch(_ activityID: UUID, from device: NearbyDevice) -> NewLinkFetch {
         let deadline = configuration.fetchDeadline
-        // On a link this opens, the request leaves with `hello`, inside the membership proof, for
-        // the member it is meant for alone (by the fingerprint of its pinned certificate).
         let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
         let target = account?.members.first { $0.id == device.sender }?.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) }
         let first = target.map { LinkFirstFetch(activityID: activityID, target: $0, deadline: deadline) { early.settle($0) } }
-        switch await openLink(to: device, first: first) {
-        case .success((let link, let asked)): return asked ? await early.value() : await link.fetch(activityID, deadline: deadline)
-        case .failure(let failure): return .failure(failure)
+        return NewLinkFetch(opening: linkOpening(to: device, first: first), activityID: activityID, deadline: deadline, early: early)
+    }
+
+    /// A fetch on a link that is not open yet (`newLinkFetch`).
+    struct NewLinkFetch: Sendable {
+        let opening: LinkOpening
+        let activityID: UUID
+        let deadline: Duration
+        let early: FirstOutcome<Result<FetchedActivity, ContinuationFailure>>
+
+        /// Opens the link, has `agent` keep it, and fetches (the answer to the request sent with
+        /// `hello`, if it was).
+        func run(_ agent: Agent) async -> Result<FetchedActivity, ContinuationFailure> {
+            switch await agent.keep(opening.open(), opening) {
+            case .success(let link): return opening.first != nil ? await early.value() : await link.fetch(activityID, deadline: deadline)
+            case .failure(let failure): return .failure(failure)
+            }
         }
     }
 
@@ -301,30 +325,55 @@ extension Agent {
 
     /// The link to a nearby device: the open one, or a new one.
     func openLink(to device: NearbyDevice) async -> Result<any OutgoingLink, ContinuationFailure> {
-        await openLink(to: device, first: nil).map(\.link)
+        if let existing = openLinkNow(to: device) { return .success(existing) }
+        let opening = linkOpening(to: device, first: nil)
+        return await keep(opening.open(), opening)
     }
 
-    /// The link to a nearby device: the open one, or a new one that sends `first` with its
-    /// `hello` (`AgentNetwork.open`); `asked` says whether it did. A new link that turns out to
-    /// be another member's is closed and refused: `first` then ends with the link, having been
-    /// asked of that member.
-    func openLink(to device: NearbyDevice, first: LinkFirstFetch?) async -> Result<(link: any OutgoingLink, asked: Bool), ContinuationFailure> {
-        if let existing = openLinkNow(to: device) { return .success((existing, false)) }
-        links[device.sender]?.close()
-        let link: any OutgoingLink
-        do {
-            link = try await network.open(
-                host: device.address, port: Int(device.linkPort), identity: identity, pins: { [pins] in pins.value },
-                deadline: configuration.fetchDeadline, idle: configuration.linkIdle, first: first)
-        } catch {
-            return .failure(ContinuationFailure(code: error.code, message: "'\(memberName(device.sender))': \(error.message)"))
+    /// A new link to `device`, made ready on the actor (the old link closed, what the opening
+    /// needs read) and opened by `open` wherever it is called; `keep` then keeps it, on the actor.
+    struct LinkOpening: Sendable {
+        let device: NearbyDevice
+        let name: String
+        let network: any AgentNetwork
+        let identity: DeviceIdentity
+        let pins: LinkPins
+        let deadline: Duration
+        let idle: Duration?
+        /// A fetch sent with `hello` (`AgentNetwork.open`): on a link that turns out to be
+        /// another member's, it ends with the link, having been asked of that member.
+        let first: LinkFirstFetch?
+
+        func open() async -> Result<any OutgoingLink, ContinuationFailure> {
+            do {
+                return .success(
+                    try await network.open(
+                        host: device.address, port: Int(device.linkPort), identity: identity, pins: pins, deadline: deadline, idle: idle, first: first))
+            } catch {
+                return .failure(ContinuationFailure(code: error.code, message: "'\(name)': \(error.message)"))
+            }
         }
+    }
+
+    func linkOpening(to device: NearbyDevice, first: LinkFirstFetch?) -> LinkOpening {
+        links[device.sender]?.close()
+        links[device.sender] = nil
+        return LinkOpening(
+            device: device, name: memberName(device.sender), network: network, identity: identity, pins: { [pins] in pins.value },
+            deadline: configuration.fetchDeadline, idle: configuration.linkIdle, first: first)
+    }
+
+    /// Keeps a link `opening` opened, if it is the device's it was opened to; one that turns
+    /// out to be another member's is closed and refused.
+    func keep(_ opened: Result<any OutgoingLink, ContinuationFailure>, _ opening: LinkOpening) -> Result<any OutgoingLink, ContinuationFailure> {
+        guard case .success(let link) = opened else { return opened }
+        let device = opening.device
         guard link.device == device.sender else {
             link.close()
-            return .failure(ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(device.address):\(device.linkPort) is not '\(memberName(device.sender))'"))
+            return .failure(ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(device.address):\(device.linkPort) is not '\(opening.name)'"))
         }
         links[device.sender] = link
-        return .success((link, first != nil))
+        return .success(link)
     }
 
     func link(to device: NearbyDevice) -> (any OutgoingLink)? {

@@ -60,6 +60,9 @@ package final class LinkCertificates: Sendable {
     private let fixed: Shown?
     private let lifetimeStorage: Mutex<Duration>
     private let keys = Mutex<(current: [SymmetricKey], retired: [SymmetricKey])>(([], []))
+    /// The TLS context made ahead for the next handshake, with the certificate it shows.
+    private let spare = Mutex<(certificate: [UInt8], context: NIOSSLContext)?>(nil)
+    private let makingSpare = Atomic<Bool>(false)
 
     /// How long one shown certificate is used at most.
     package var lifetime: Duration {
@@ -100,7 +103,40 @@ package final class LinkCertificates: Sendable {
     /// Shows a new certificate from the next handshake on (the DNS-SD names were renewed).
     package func renew() {
         shown.withLock { $0 = nil }
+        if spare.withLock({ $0 != nil }) { makeContextAhead() }
     }
+
+    /// A TLS context for one handshake that shows `shown`, never used for another: a context
+    /// keeps the keys of the session tickets it issues (and a cache of sessions), and a resumed
+    /// session skips the certificate check, so no two connections share one (`LinkTLS`). It is
+    /// the one made ahead when that shows `shown`, and taking it has the next one made off the
+    /// event loops, a little later: making one (0.05 to 0.3 ms; NIOSSL advises against making
+    /// them on an event loop) is then no part of a link's opening.
+    func context(for shown: Shown) throws -> NIOSSLContext {
+        let ahead = spare.withLock { spare -> NIOSSLContext? in
+            defer { spare = nil }
+            return spare.flatMap { $0.certificate == shown.certificateDER ? $0.context : nil }
+        }
+        makeContextAhead()
+        return try ahead ?? LinkTLS.context(showing: shown)
+    }
+
+    /// Makes a context for the next handshake after `delay`, on a task of its own, unless one
+    /// is being made; none for a copy that seals with retired keys, which lives for one link.
+    func makeContextAhead(after delay: Duration = .milliseconds(200)) {
+        guard !sealsWithRetiredKeys, !makingSpare.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        Task.detached(priority: .utility) { [self] in
+            if delay > .zero { try? await Task.sleep(for: delay) }
+            let shown = current()
+            if spare.withLock({ $0?.certificate != shown.certificateDER }), let context = try? LinkTLS.context(showing: shown) {
+                spare.withLock { $0 = (shown.certificateDER, context) }
+            }
+            makingSpare.store(false, ordering: .releasing)
+        }
+    }
+
+    /// The context made ahead, if there is one (for tests).
+    var contextAhead: NIOSSLContext? { spare.withLock { $0?.context } }
 
     /// The account keys membership proofs are sealed with: the account's current beacon keys.
     /// No keys, no account: every link that proves membership is refused.

@@ -55,7 +55,7 @@ package enum LinkClient {
         next: @escaping @Sendable (Frame) -> Frame?
     ) async throws -> [Frame] {
         let shown = identity.links.current()
-        let context = try LinkTLS.context(showing: shown)
+        let context = try identity.links.context(for: shown)
         let channel = try await ClientBootstrap(group: eventLoopGroup)
             .connect(literalOrHost: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {

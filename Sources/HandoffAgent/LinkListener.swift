@@ -96,15 +96,16 @@ package final class LinkListener: Sendable {
         let early = EarlyFrameCount()
         self.earlyFramesRead = early
         self.connections = count
+        identity.links.makeContextAhead(after: .zero)
         let server = try await ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try LinkTLS.watchForDeadPeers(channel, silence: LinkTLS.acceptedSilence)
                     // A context of its own, with the certificate of this period: no session of
-                    // another connection resumes here.
+                    // another connection resumes here. Made ahead, off the event loop.
                     let shown = identity.links.current()
-                    let context = try LinkTLS.context(showing: shown)
+                    let context = try identity.links.context(for: shown)
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(trust)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                     let proof = try LinkTLS.addProof(

@@ -93,12 +93,8 @@ enum LinkProof {
         _ role: Role, identity: DeviceIdentity, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], early: [Frame] = [], target: String? = nil,
         tookEarly: Bool = false
     ) -> [[UInt8]] {
-        let signature: [UInt8]
-        do {
-            signature = Array(try identity.privateKey.signature(for: transcript(role, connecting: connecting, answering: answering)).rawRepresentation)
-        } catch {
-            preconditionFailure("a P-256 key signs a short message: \(error)")
-        }
+        let signature = ProofSignatures.shared.signature(
+            by: identity.privateKey, signer: identity.fingerprint, over: transcript(role, connecting: connecting, answering: answering))
         let certificate = identity.certificateDER
         var tail: [UInt8] = []
         switch role {
@@ -174,8 +170,9 @@ enum LinkProof {
                 guard plain.count >= 2 + length + 64 else { return nil }
                 let certificate = Array(plain[2..<2 + length])
                 guard let read = ReadCertificates.members.read(certificate), read.isValid(now: now), let publicKey = read.key,
-                    let signature = try? P256.Signing.ECDSASignature(rawRepresentation: plain[(2 + length)..<(2 + length + 64)]),
-                    publicKey.isValidSignature(signature, for: transcript(role, connecting: connecting, answering: answering))
+                    ProofSignatures.shared.isValid(
+                        plain[(2 + length)..<(2 + length + 64)], certificate: certificate, key: publicKey,
+                        over: transcript(role, connecting: connecting, answering: answering))
                 else { return nil }
                 var opened = Opened(certificate: certificate, key: key)
                 // What follows the signature: zeros in a proof that carries nothing more.

@@ -18,11 +18,12 @@ package enum LinkTLS {
         try NIOSSLContext(configuration: configuration(showing: shown))
     }
 
-    /// The configuration both ends of a link use. A listener makes a new context from it for
-    /// every connection: a TLS context keeps the keys of the session tickets it issues (and a
-    /// cache of sessions), and a resumed session skips the certificate check. A context that
-    /// lives for one connection can resume nothing, so every handshake presents and checks a
-    /// certificate, and every link between members proves membership anew.
+    /// The configuration both ends of a link use. Every connection has a context of its own
+    /// from it (`LinkCertificates.context(for:)`, made ahead): a TLS context keeps the keys of
+    /// the session tickets it issues (and a cache of sessions), and a resumed session skips the
+    /// certificate check. A context that lives for one connection can resume nothing, so every
+    /// handshake presents and checks a certificate, and every link between members proves
+    /// membership anew.
     static func configuration(showing shown: LinkCertificates.Shown) throws -> TLSConfiguration {
         let tls = try shown.tls.get()
         var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(tls.certificate)], privateKey: .privateKey(tls.key))

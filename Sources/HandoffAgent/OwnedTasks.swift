@@ -57,6 +57,13 @@ final class OwnedTasks: Sendable {
         return true
     }
 
+    /// Runs `body` as `start` does, but on no actor: it starts at once, even while the caller's
+    /// actor is busy (the caller goes on with what it was doing).
+    @discardableResult
+    func startConcurrent(_ name: String, _ body: @escaping @Sendable () async -> Void) -> Bool {
+        start(name) { @concurrent in await body() }
+    }
+
     /// How many tasks run now.
     var count: Int { state.withLock { $0.running.count } }
 

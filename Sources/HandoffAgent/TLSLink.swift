@@ -136,7 +136,7 @@ package final class TLSLink: Sendable {
         let channel: any Channel
         do {
             let shown = identity.links.current()
-            let context = try LinkTLS.context(showing: shown)
+            let context = try identity.links.context(for: shown)
             let trust = LinkTrust.members({ pins().contains($0) })
             channel = try await withDeadline(deadline) {
                 try await ClientBootstrap(group: eventLoopGroup)

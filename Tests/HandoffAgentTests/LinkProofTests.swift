@@ -35,6 +35,83 @@ struct LinkProofTests {
         #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key], now: Date().addingTimeInterval(20 * 365 * 86_400)) == nil)
     }
 
+    /// The signature inside the first box of `boxes`, opened with `key`.
+    func signature(in boxes: [[UInt8]], _ role: LinkProof.Role) throws -> [UInt8] {
+        let plain = Array(try ChaChaPoly.open(ChaChaPoly.SealedBox(combined: boxes[0]), using: LinkProof.sealingKey(key), authenticating: [role.rawValue]))
+        let length = Int(plain[0]) << 8 | Int(plain[1])
+        return Array(plain[(2 + length)..<(2 + length + 64)])
+    }
+
+    /// `boxes`' first box with `change` made to its signature, sealed again with `key`.
+    func resealed(_ boxes: [[UInt8]], _ role: LinkProof.Role, signature change: ([UInt8]) throws -> [UInt8]) throws -> [[UInt8]] {
+        var plain = Array(try ChaChaPoly.open(ChaChaPoly.SealedBox(combined: boxes[0]), using: LinkProof.sealingKey(key), authenticating: [role.rawValue]))
+        let length = Int(plain[0]) << 8 | Int(plain[1])
+        plain.replaceSubrange((2 + length)..<(2 + length + 64), with: try change(Array(plain[(2 + length)..<(2 + length + 64)])))
+        return [Array(try ChaChaPoly.seal(plain, using: LinkProof.sealingKey(key), authenticating: [role.rawValue]).combined)]
+    }
+
+    @Test("A link opened again between the same shown certificates carries the signature made for the last one; another link's is made anew; the boxes are sealed anew")
+    func signatureMadeOnce() throws {
+        let first = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
+        let again = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
+        // ECDSA signatures are randomized: made twice, they would differ.
+        #expect(try signature(in: first, .connecting) == signature(in: again, .connecting))
+        #expect(first[0] != again[0], "a box is sealed with a fresh nonce every time")
+        let other = LinkCertificates().current().certificateDER
+        let elsewhere = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: other, keys: [key])
+        #expect(try signature(in: elsewhere, .connecting) != signature(in: first, .connecting))
+        let answer = LinkProof.make(.answering, identity: member, connecting: connecting, answering: answering, keys: [key])
+        #expect(try signature(in: answer, .answering) != signature(in: first, .connecting))
+        let otherMember = try DeviceIdentity.generate(name: "other member")
+        let theirs = LinkProof.make(.connecting, identity: otherMember, connecting: connecting, answering: answering, keys: [key])
+        #expect(try signature(in: theirs, .connecting) != signature(in: first, .connecting))
+        #expect(LinkProof.open(theirs, .connecting, connecting: connecting, answering: answering, keys: [key])?.certificate == otherMember.certificateDER)
+    }
+
+    @Test("A signature checked once is known only byte for byte: a changed one, one moved to another link or role, or one under an expired certificate is refused after it")
+    func signatureCheckedOnce() throws {
+        let boxes = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
+        for _ in 0..<2 { #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key]) != nil) }
+        // Every byte of the signature matters.
+        for index in [0, 31, 32, 63] {
+            let changed = try resealed(boxes, .connecting) { signature in
+                var signature = signature
+                signature[index] ^= 0x01
+                return signature
+            }
+            #expect(LinkProof.open(changed, .connecting, connecting: connecting, answering: answering, keys: [key]) == nil, "byte \(index) changed")
+        }
+        // The signature of the link checked is refused on another one, and in the other role.
+        let other = LinkCertificates().current().certificateDER
+        let moved = try resealed(LinkProof.make(.connecting, identity: member, connecting: connecting, answering: other, keys: [key]), .connecting) { _ in
+            try signature(in: boxes, .connecting)
+        }
+        #expect(LinkProof.open(moved, .connecting, connecting: connecting, answering: other, keys: [key]) == nil)
+        let reflected = try resealed(LinkProof.make(.answering, identity: member, connecting: connecting, answering: answering, keys: [key]), .answering) { _ in
+            try signature(in: boxes, .connecting)
+        }
+        #expect(LinkProof.open(reflected, .answering, connecting: connecting, answering: answering, keys: [key]) == nil)
+        // Known valid, but its certificate is not valid then.
+        #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key], now: Date().addingTimeInterval(20 * 365 * 86_400)) == nil)
+        // Another member's certificate with this signature.
+        let otherMember = try DeviceIdentity.generate(name: "other member")
+        let theirs = LinkProof.make(.connecting, identity: otherMember, connecting: connecting, answering: answering, keys: [key])
+        let borrowed = try resealed(theirs, .connecting) { _ in try signature(in: boxes, .connecting) }
+        #expect(LinkProof.open(borrowed, .connecting, connecting: connecting, answering: answering, keys: [key]) == nil)
+    }
+
+    @Test("The made and checked signatures kept start again when full")
+    func signaturesKeptAreBounded() throws {
+        let kept = ProofSignatures(capacity: 4)
+        let transcripts = (0..<9).map { LinkProof.transcript(.connecting, connecting: [UInt8($0)], answering: answering) }
+        for transcript in transcripts {
+            let signature = kept.signature(by: member.privateKey, signer: member.fingerprint, over: transcript)
+            #expect(kept.isValid(signature[...], certificate: member.certificateDER, key: member.privateKey.publicKey, over: transcript))
+            #expect(kept.counts.made <= 4 && kept.counts.checked <= 4)
+        }
+        #expect(kept.counts.made == 1 && kept.counts.checked == 1)
+    }
+
     @Test("The certificates a link's opening keeps are checked again at every use: past or before its validity, a kept one is refused")
     func keptIsCheckedAgain() throws {
         let boxes = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
