@@ -614,7 +614,7 @@ extension Agent {
         endpoints.pairing.identity = shown
         do {
             endpoints.pairing.listener = try await network.listen(
-                identity: shown, trust: .shown({ _ in true }), host: listenHost, port: port,
+                identity: shown, trust: .shown({ _ in true }), host: listenHost, port: port, whenAccepted: { _ in },
                 acceptStream: { _, _, _ in ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the pairing listener carries no streams") }
             ) { [weak self] frame, peer in
                 await self?.answerJoin(frame, from: peer)

@@ -52,6 +52,9 @@ public actor Agent {
     var sessions: [UUID: Session] = [:]
     /// The links this agent opened to the account's devices, one per device, reused.
     var links: [UUID: any OutgoingLink] = [:]
+    /// Saves of the offered activity begun as a link connection was accepted, for that
+    /// connection's first fetch (`Agent+EarlySave.swift`).
+    nonisolated let earlySaves = EarlySaves()
     /// Who watches what is nearby, and what they were told of it.
     var nearbyWatch = NearbyWatch()
     /// Delivered continuations that may open streams, and streams waiting for an app here.
@@ -341,6 +344,7 @@ public actor Agent {
                 made = try await network.listen(
                     identity: identity, trust: .members({ [pins] in pins.value.contains($0) }), host: listenHost,
                     port: configuration.listen.port,
+                    whenAccepted: { [weak self] connection in self?.linkAccepted(connection) },
                     acceptStream: { [weak self] activityID, stream, peer in
                         guard let self else { return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the agent stopped") }
                         return await self.acceptStream(activityID, stream, from: peer)
@@ -872,7 +876,7 @@ public actor Agent {
         case .proof, .joinRequest, .joinAccepted, .joinRefused, .joinConfirmed:
             return nil
         case .hello, .fetch:
-            return await FetchService.answer(message, device: identity.id) { await self.save($0) }
+            return await FetchService.answer(message, device: identity.id) { await self.save($0, for: peer) }
         case .continued(let activityID):
             for sessionID in activities.sessions(holding: activityID) {
                 sessions[sessionID]?.peer.send(.wasContinued(activity: activityID))

@@ -58,9 +58,11 @@ extension LinkListener: LinkListening {}
 package protocol AgentNetwork: Sendable {
     /// Listens for links, accepting the peers `trust` approves (asked again before each
     /// frame), answering each frame with `answer` and giving the continuation streams peers
-    /// open to `acceptStream`.
+    /// open to `acceptStream`. `whenAccepted` learns of each connection between members as it
+    /// is accepted, before its peer is known (`LinkListener`).
     func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
+        whenAccepted: @escaping @Sendable (UInt64) -> Void,
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening
@@ -107,6 +109,7 @@ package struct SocketNetwork: AgentNetwork {
 
     package func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
+        whenAccepted: @escaping @Sendable (UInt64) -> Void,
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
@@ -118,7 +121,7 @@ package struct SocketNetwork: AgentNetwork {
         }
         return try await LinkListener(
             identity: identity, trust: trust, host: host, port: port, eventLoopGroup: eventLoopGroup, logger: logger, greeting: greeting,
-            acceptStream: acceptStream, answer: answer)
+            whenAccepted: whenAccepted, acceptStream: acceptStream, answer: answer)
     }
 
     package func open(

@@ -125,7 +125,10 @@ package final class LinkCertificates: Sendable {
     /// is being made; none for a copy that seals with retired keys, which lives for one link.
     func makeContextAhead(after delay: Duration = .milliseconds(200)) {
         guard !sealsWithRetiredKeys, !makingSpare.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // Needs no owner: it ends within `delay` and one context's making, and holds only this
+        // object, which it keeps alive that long.
         Task.detached(priority: .utility) { [self] in
+            // After the handshake that took the last one, so as not to compete with it.
             if delay > .zero { try? await Task.sleep(for: delay) }
             let shown = current()
             if spare.withLock({ $0?.certificate != shown.certificateDER }), let context = try? LinkTLS.context(showing: shown) {

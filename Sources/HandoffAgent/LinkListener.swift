@@ -78,10 +78,15 @@ package final class LinkListener: Sendable {
     /// and send its first frame (10 s; tests on a loaded machine give more). `readsEarlyFrames`
     /// false ignores the frames a connecting proof carries, as a device of an earlier version
     /// does (for tests).
+    ///
+    /// `whenAccepted` is told of every connection between members as it is accepted, before anything is known of
+    /// who made it, by a number that the peer of its frames then carries (`LinkPeer.connection`);
+    /// it is called on an event loop and must return at once.
     package init(
         identity: DeviceIdentity, trust: LinkTrust, host: String = "127.0.0.1", port: Int = 0,
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "handoff.link"), greeting: Frame? = nil, handshakeDeadline: TimeAmount = .seconds(10), readsEarlyFrames: Bool = true,
+        whenAccepted: (@Sendable (UInt64) -> Void)? = nil,
         acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
@@ -97,6 +102,7 @@ package final class LinkListener: Sendable {
         self.earlyFramesRead = early
         self.connections = count
         identity.links.makeContextAhead(after: .zero)
+        let numbers = Atomic<UInt64>(0)
         let server = try await ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .bind(host: host, port: port) { channel in
@@ -108,15 +114,17 @@ package final class LinkListener: Sendable {
                     let context = try identity.links.context(for: shown)
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(trust)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
+                    let connection = numbers.add(1, ordering: .relaxed).newValue
                     let proof = try LinkTLS.addProof(
                         to: channel, .answering, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, deadline: handshakeDeadline,
-                        readsEarly: readsEarlyFrames, earlyCount: early)
+                        readsEarly: readsEarlyFrames, earlyCount: early, connection: connection)
                     try channel.pipeline.syncOperations.addHandler(ConnectionGuard(count: count, limit: 256, deadline: handshakeDeadline, watch: watch))
                     // Held by the proof's handler, released with this side's proof.
                     if proof != nil, let greeting { channel.write(greeting, promise: nil) }
                     try channel.pipeline.syncOperations.addHandler(
                         LinkServeHandler(service: service, proven: proof?.peer.futureResult, greeted: proof != nil && greeting != nil))
                     accepted.add(channel)
+                    if let whenAccepted, proof != nil { whenAccepted(connection) }
                 }
             }
         self.server = server

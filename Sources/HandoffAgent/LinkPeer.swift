@@ -19,11 +19,15 @@ package struct LinkPeer: Sendable, Hashable {
     package var presented: [UInt8]
     /// The address it connected from, where known.
     package var address: String?
+    /// On a link it opened to this device's listener, which of the listener's connections it
+    /// is (`LinkListener`'s `accepted`).
+    package var connection: UInt64?
 
-    package init(fingerprint: String, certificate: [UInt8], presented: [UInt8]? = nil, address: String? = nil) {
+    package init(fingerprint: String, certificate: [UInt8], presented: [UInt8]? = nil, address: String? = nil, connection: UInt64? = nil) {
         self.fingerprint = fingerprint
         self.certificate = certificate
         self.presented = presented ?? certificate
         self.address = address
+        self.connection = connection
     }
 }

@@ -252,6 +252,8 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let target: String?
     private let readsEarly: Bool
     private let earlyCount: EarlyFrameCount?
+    /// The listener's number for this connection (answering side), given to the peer.
+    private let connection: UInt64?
     let peer: EventLoopPromise<LinkPeer>
     private var state = State.handshaking
     private var held: [(Frame, EventLoopPromise<Void>?)] = []
@@ -264,8 +266,9 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     init(
         _ role: LinkProof.Role, identity: DeviceIdentity, shown: [UInt8], accepting accepts: @escaping @Sendable (String) -> Bool,
         maximumFrame: Int, deadline: TimeAmount = .seconds(10), target: String? = nil, readsEarly: Bool = true, earlyCount: EarlyFrameCount? = nil,
-        eventLoop: any EventLoop
+        connection: UInt64? = nil, eventLoop: any EventLoop
     ) {
+        self.connection = connection
         self.role = role
         self.identity = identity
         self.shown = shown
@@ -357,7 +360,9 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 held.removeFirst(sent.count)
                 for (_, promise) in sent { promise?.succeed() }
             }
-            let peer = LinkPeer(fingerprint: fingerprint, certificate: opened.certificate, presented: peerShown, address: context.channel.remoteAddress?.ipAddress)
+            let peer = LinkPeer(
+                fingerprint: fingerprint, certificate: opened.certificate, presented: peerShown, address: context.channel.remoteAddress?.ipAddress,
+                connection: connection)
             guard role == .answering else { return proven(context: context, peer, answer: nil) }
             // Only the member they are for takes them.
             let early = readsEarly && opened.earlyTarget == identity.fingerprint ? opened.early : []

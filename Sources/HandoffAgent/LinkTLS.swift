@@ -96,12 +96,12 @@ package enum LinkTLS {
     static func addProof(
         to channel: any Channel, _ role: LinkProof.Role, trust: LinkTrust, identity: DeviceIdentity, shown: LinkCertificates.Shown, maximumFrame: Int,
         deadline: TimeAmount = .seconds(10), target: String? = nil, readsEarly: Bool = true,
-        earlyCount: EarlyFrameCount? = nil
+        earlyCount: EarlyFrameCount? = nil, connection: UInt64? = nil
     ) throws -> LinkProofHandler? {
         guard case .members(let accepts) = trust else { return nil }
         let handler = LinkProofHandler(
             role, identity: identity, shown: shown.certificateDER, accepting: accepts, maximumFrame: maximumFrame, deadline: deadline,
-            target: target, readsEarly: readsEarly, earlyCount: earlyCount, eventLoop: channel.eventLoop)
+            target: target, readsEarly: readsEarly, earlyCount: earlyCount, connection: connection, eventLoop: channel.eventLoop)
         do {
             try channel.pipeline.syncOperations.addHandler(handler)
         } catch {

@@ -71,6 +71,7 @@ package final class InMemoryNetwork: AgentNetwork {
     /// streams directly.
     package func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
+        whenAccepted: @escaping @Sendable (UInt64) -> Void,
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {

@@ -136,7 +136,7 @@ struct AgentTests {
             let frames = Mutex(0)
             let attacker = try await network.listen(
                 identity: try DeviceIdentity.generate(name: "attacker").showingOwnCertificates(), trust: .shown({ _ in true }), host: "127.0.0.1", port: 0,
-                acceptStream: { _, _, _ in nil }
+                whenAccepted: { _ in }, acceptStream: { _, _, _ in nil }
             ) { _, _ in
                 frames.withLock { $0 += 1 }
                 return LinkMessage.joinRefused(reason: "no").frame
@@ -215,6 +215,73 @@ struct AgentTests {
             // The next continuation opens a new one.
             try await b.call(.continue(activity: activity.id))
             #expect(await openOnAlpha() == 1)
+        }
+    }
+
+    @Test("A link's opening has the origin's app save as its connection is accepted: that save answers the connection's first fetch, and a fetch on the open link asks again")
+    func earlySave() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.linkIdle = .seconds(1) }
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
+            defer { origin.client.close() }
+            func saves() -> Int { origin.messages.count { if case .save = $0 { true } else { false } } }
+            func begun() -> Int { a.agent?.earlySaves.counts.begun ?? -1 }
+            try await b.call(.continue(activity: activity.id))
+            // One save: the one begun as beta's connection was accepted answered its fetch.
+            #expect(begun() == 1)
+            #expect(saves() == 1, "the early save did not answer the fetch: \(saves()) saves")
+            // On the open link, nothing is accepted: the fetch asks the app.
+            try await b.call(.continue(activity: activity.id))
+            #expect(begun() == 1)
+            #expect(saves() == 2)
+            // Once the link has closed, the next opening saves early again.
+            #expect(await eventually(within: .seconds(5)) { await b.agent?.links.values.contains { $0.isOpen } == false })
+            try await b.call(.continue(activity: activity.id))
+            #expect(begun() == 2)
+            #expect(saves() == 3)
+        }
+    }
+
+    @Test("Strangers connecting to the link port from many addresses make the origin's app save at most 4 times in 10 s, and a member's continuation after them gets a save of its own")
+    func earlySavesOfStrangers() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
+            defer { origin.client.close() }
+            func saves() -> Int { origin.messages.count { if case .save = $0 { true } else { false } } }
+            let port = try #require(await a.agent?.endpoints.links?.port)
+            // 24 connections from 6 addresses, each closed at once or left silent.
+            var sockets: [Int32] = []
+            for index in 0..<24 {
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                var source = sockaddr_in()
+                source.sin_family = sa_family_t(AF_INET)
+                source.sin_addr.s_addr = inet_addr("127.0.0.\(2 + index % 6)")
+                var target = sockaddr_in()
+                target.sin_family = sa_family_t(AF_INET)
+                target.sin_port = in_port_t(UInt16(port).bigEndian)
+                target.sin_addr.s_addr = inet_addr("127.0.0.1")
+                let bound = withUnsafePointer(to: &source) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+                let connected = withUnsafePointer(to: &target) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+                #expect(bound == 0 && connected == 0)
+                if index.isMultiple(of: 2) { close(fd) } else { sockets.append(fd) }
+            }
+            defer { for fd in sockets { close(fd) } }
+            #expect(await eventually { saves() == EarlySaves.limit }, "\(saves()) saves")
+            // Nothing to wait for: saves beyond the limit would be asked within milliseconds.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(saves() == EarlySaves.limit)
+            // None of them answers the member's fetch: it asks the app itself.
+            try await b.call(.continue(activity: activity.id))
+            #expect(saves() == EarlySaves.limit + 1)
         }
     }
 
@@ -1190,10 +1257,12 @@ struct RecordingNetwork: AgentNetwork {
 
     func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
+        whenAccepted: @escaping @Sendable (UInt64) -> Void,
         acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
-        try await base.listen(identity: identity, trust: trust, host: host, port: port, acceptStream: acceptStream, answer: answer)
+        try await base.listen(
+            identity: identity, trust: trust, host: host, port: port, whenAccepted: whenAccepted, acceptStream: acceptStream, answer: answer)
     }
 
     func open(
