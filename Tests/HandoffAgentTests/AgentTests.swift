@@ -193,15 +193,21 @@ struct AgentTests {
         }
     }
 
+    /// Alpha and beta paired, the map viewer installed on beta, and a raw app on alpha offering a
+    /// map activity (saving it as it is) that beta lists; beta's links close after `linkIdle`.
+    func mapOrigin(_ harness: AgentHarness, linkIdle: Duration? = nil) async throws -> (TestDevice, TestDevice, ActivityAnnouncement, RawApp) {
+        let a = try await harness.start("alpha")
+        let b = try await harness.start("beta") { if let linkIdle { $0.linkIdle = linkIdle } }
+        try await harness.pair([a, b])
+        try await harness.installMapViewer(on: b)
+        let activity = mapActivity()
+        return (a, b, activity, try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b))
+    }
+
     @Test("A link with nothing on it for --link-idle is closed, so nothing stays on the wire, and the next continuation opens another")
     func idleLinkCloses() async throws {
         try await withHarness { harness in
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta") { $0.linkIdle = .seconds(1) }
-            try await harness.pair([a, b])
-            try await harness.installMapViewer(on: b)
-            let activity = mapActivity()
-            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
+            let (a, b, activity, origin) = try await mapOrigin(harness, linkIdle: .seconds(1))
             defer { origin.client.close() }
             func openOnAlpha() async -> Int {
                 guard let listener = await a.agent?.endpoints.links as? LinkListener else { return -1 }
@@ -221,12 +227,7 @@ struct AgentTests {
     @Test("A link's opening has the origin's app save as its connection is accepted: that save answers the connection's first fetch, and a fetch on the open link asks again")
     func earlySave() async throws {
         try await withHarness { harness in
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta") { $0.linkIdle = .seconds(1) }
-            try await harness.pair([a, b])
-            try await harness.installMapViewer(on: b)
-            let activity = mapActivity()
-            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
+            let (a, b, activity, origin) = try await mapOrigin(harness, linkIdle: .seconds(1))
             defer { origin.client.close() }
             func saves() -> Int { origin.messages.count { if case .save = $0 { true } else { false } } }
             func begun() -> Int { a.agent?.earlySaves.counts.begun ?? -1 }
@@ -249,12 +250,7 @@ struct AgentTests {
     @Test("Strangers connecting to the link port from many addresses make the origin's app save at most 4 times in 10 s, and a member's continuation after them gets a save of its own")
     func earlySavesOfStrangers() async throws {
         try await withHarness { harness in
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta")
-            try await harness.pair([a, b])
-            try await harness.installMapViewer(on: b)
-            let activity = mapActivity()
-            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
+            let (a, b, activity, origin) = try await mapOrigin(harness)
             defer { origin.client.close() }
             func saves() -> Int { origin.messages.count { if case .save = $0 { true } else { false } } }
             let port = try #require(await a.agent?.endpoints.links?.port)
