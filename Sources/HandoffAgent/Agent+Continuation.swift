@@ -108,13 +108,14 @@ extension Agent {
                         self?.tasks.start("fetched") { await self?.fetched(id, result) }
                     }
                 } else {
-                    // The new link is opened off the actor: its connection starts while the
-                    // actor goes on to tell the app `willContinue`, not after.
+                    // The new link's connection starts here, before the actor goes on to tell
+                    // the app `willContinue`; the rest of its opening is waited for off the actor.
                     let fetch = newLinkFetch(offer.id, from: device)
-                    tasks.startConcurrent("fetch") {
+                    let started = tasks.startConcurrent("fetch") {
                         let result = await fetch.run(self)
                         await self.fetched(id, result)
                     }
+                    if !started { fetch.opening.started.abandon() }
                 }
             }
             let context = ReceivingContinuation(
@@ -330,25 +331,20 @@ extension Agent {
         return await keep(opening.open(), opening)
     }
 
-    /// A new link to `device`, made ready on the actor (the old link closed, what the opening
-    /// needs read) and opened by `open` wherever it is called; `keep` then keeps it, on the actor.
+    /// A new link to `device`, begun on the actor (the old link closed, the connection to an
+    /// address started: `AgentNetwork.start`) and finished by `open` wherever it is called;
+    /// `keep` then keeps it, on the actor.
     struct LinkOpening: Sendable {
         let device: NearbyDevice
         let name: String
-        let network: any AgentNetwork
-        let identity: DeviceIdentity
-        let pins: LinkPins
-        let deadline: Duration
-        let idle: Duration?
         /// A fetch sent with `hello` (`AgentNetwork.open`): on a link that turns out to be
         /// another member's, it ends with the link, having been asked of that member.
         let first: LinkFirstFetch?
+        let started: LinkStart<any OutgoingLink>
 
         func open() async -> Result<any OutgoingLink, ContinuationFailure> {
             do {
-                return .success(
-                    try await network.open(
-                        host: device.address, port: Int(device.linkPort), identity: identity, pins: pins, deadline: deadline, idle: idle, first: first))
+                return .success(try await started.finish())
             } catch {
                 return .failure(ContinuationFailure(code: error.code, message: "'\(name)': \(error.message)"))
             }
@@ -358,9 +354,10 @@ extension Agent {
     func linkOpening(to device: NearbyDevice, first: LinkFirstFetch?) -> LinkOpening {
         links[device.sender]?.close()
         links[device.sender] = nil
-        return LinkOpening(
-            device: device, name: memberName(device.sender), network: network, identity: identity, pins: { [pins] in pins.value },
+        let started = network.start(
+            host: device.address, port: Int(device.linkPort), identity: identity, pins: { [pins] in pins.value },
             deadline: configuration.fetchDeadline, idle: configuration.linkIdle, first: first)
+        return LinkOpening(device: device, name: memberName(device.sender), first: first, started: started)
     }
 
     /// Keeps a link `opening` opened, if it is the device's it was opened to; one that turns

@@ -43,6 +43,18 @@ package struct LinkFirstFetch: Sendable {
     }
 }
 
+/// A link being opened (`AgentNetwork.start`): `finish` waits for it, once; `abandon` closes a
+/// connection begun for a link whose `finish` will never be called.
+package struct LinkStart<Link: Sendable>: Sendable {
+    package let finish: @Sendable () async throws(ContinuationFailure) -> Link
+    package let abandon: @Sendable () -> Void
+
+    package init(finish: @escaping @Sendable () async throws(ContinuationFailure) -> Link, abandon: @escaping @Sendable () -> Void) {
+        self.finish = finish
+        self.abandon = abandon
+    }
+}
+
 /// A listener for other devices' links.
 package protocol LinkListening: Sendable {
     var port: Int { get }
@@ -76,6 +88,13 @@ package protocol AgentNetwork: Sendable {
         first: LinkFirstFetch?
     ) async throws(ContinuationFailure) -> any OutgoingLink
 
+    /// `open`, begun now and finished by the result's `finish`: a network whose connection can
+    /// start before this returns starts it here (`TLSLink.start`).
+    func start(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?,
+        first: LinkFirstFetch?
+    ) -> LinkStart<any OutgoingLink>
+
     /// A conversation on a link of its own (joining an account), accepting the server whose
     /// shown certificate `accepts` approves (`LinkTrust.shown`, pinned by an invitation):
     /// `first`, then whatever `next` makes of each answer, until it makes nothing. Returns the
@@ -90,6 +109,18 @@ package protocol AgentNetwork: Sendable {
 }
 
 extension AgentNetwork {
+    /// Nothing begins before `finish`, which opens the link.
+    package func start(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?,
+        first: LinkFirstFetch?
+    ) -> LinkStart<any OutgoingLink> {
+        LinkStart(
+            finish: { () async throws(ContinuationFailure) -> any OutgoingLink in
+                try await open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, first: first)
+            },
+            abandon: {})
+    }
+
     /// A link that stays open until closed (one message, then closed by the caller).
     func open(host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration) async throws(ContinuationFailure) -> any OutgoingLink {
         try await open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: nil, first: nil)
@@ -129,6 +160,15 @@ package struct SocketNetwork: AgentNetwork {
         first: LinkFirstFetch?
     ) async throws(ContinuationFailure) -> any OutgoingLink {
         try await TLSLink.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, eventLoopGroup: eventLoopGroup, first: first)
+    }
+
+    package func start(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?,
+        first: LinkFirstFetch?
+    ) -> LinkStart<any OutgoingLink> {
+        let started = TLSLink.start(
+            host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, eventLoopGroup: eventLoopGroup, first: first)
+        return LinkStart(finish: { () async throws(ContinuationFailure) -> any OutgoingLink in try await started.finish() }, abandon: started.abandon)
     }
 
     package func converse(

@@ -85,6 +85,22 @@ package final class TLSLink: Sendable {
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         first: LinkFirstFetch? = nil
     ) async throws(ContinuationFailure) -> TLSLink {
+        try await start(
+            host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, maximumFrame: maximumFrame,
+            eventLoopGroup: eventLoopGroup, first: first
+        ).finish()
+    }
+
+    /// `open` in two halves: this one returns at once, and `finish` on what it returns waits for
+    /// the link. A link to an address (not a name) has its connection begun before this
+    /// returns: called on the event loop's own thread (where the agent's tasks run in
+    /// handoffd), the SYN leaves before the caller goes on to anything else (a continuation's
+    /// `willContinue` to the app), not once a task gets to it.
+    package static func start(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration = .seconds(5), idle: Duration? = nil,
+        maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        first: LinkFirstFetch? = nil
+    ) -> LinkStart<TLSLink> {
         let unavailable: @Sendable (String) -> ContinuationFailure = { why in ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
         // The peer's hello (or why there is none; nil once the deadline passed), and the
         // connection once made: frames are handed to it from the event loop as they are read.
@@ -132,76 +148,101 @@ package final class TLSLink: Sendable {
         // An address is connected to as it is, with one channel: its hello and first fetch go in
         // as it is made, so that they are held when the handshake ends and ride in the proof.
         // A name may be tried at several addresses: they go once the connection is made.
-        let literal = (try? SocketAddress(ipAddress: host, port: port)) != nil
-        let channel: any Channel
+        let address = try? SocketAddress(ipAddress: host, port: port)
+        let literal = address != nil
+        let shown = identity.links.current()
+        let context: NIOSSLContext
         do {
-            let shown = identity.links.current()
-            let context = try identity.links.context(for: shown)
-            let trust = LinkTrust.members({ pins().contains($0) })
-            channel = try await withDeadline(deadline) {
-                try await ClientBootstrap(group: eventLoopGroup)
-                    .connectTimeout(.nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000))
-                    .connect(literalOrHost: host, port: port) { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            // Written straight to the channel, in the order sent; closing it
-                            // (`close()`) writes what was sent, then closes the connection.
-                            let writer = FrameWriter(channel: channel, limit: .max)
-                            writer.whenDrained.whenComplete { _ in channel.close(promise: nil) }
-                            channel.closeFuture.whenComplete { _ in writer.finish() }
-                            made.update { $0[ObjectIdentifier(channel)] = writer }
-                            try LinkTLS.watchForDeadPeers(channel)
-                            let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(trust))
-                            try channel.pipeline.syncOperations.addHandler(tls)
-                            try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
-                            // Hello waits in it until the device answering proves it is a member.
-                            _ = try LinkTLS.addProof(
-                                to: channel, .connecting, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, target: first?.target)
-                            try channel.pipeline.syncOperations.addHandler(receiver)
-                            if literal {
-                                // Until the link is made, the first fetch is all the driver writes.
-                                driver.attach(LinkDriver.IO(write: { writer.write($0.frame) }))
-                                greet(writer)
-                            }
-                            return channel
-                        }
-                    }
-            }
+            context = try identity.links.context(for: shown)
         } catch {
-            let failure = error is DeadlineExceeded ? unavailable("did not answer within \(deadline)") : unavailable("cannot be reached: \(error)")
-            // A fetch asked ends with the link's driver; one never asked ends here.
+            let failure = unavailable("cannot be reached: \(error)")
             if let first, !asked.exchange(true) { first.done(.failure(failure)) }
-            throw failure
+            return LinkStart(finish: { () async throws(ContinuationFailure) -> TLSLink in throw failure }, abandon: {})
         }
-
-        guard let writer = made.value[ObjectIdentifier(channel)] else { preconditionFailure("a connected channel was made by its initializer") }
-        // Only the channel connected stays (a name's other tries closed).
-        made.update { $0 = [ObjectIdentifier(channel): writer] }
-        if !literal {
-            // On the event loop, where the link is made as the hello is read: the link's own IO,
-            // once there, is not replaced by this one.
-            channel.eventLoop.execute {
-                if connection.value == nil { driver.attach(LinkDriver.IO(write: { writer.write($0.frame) })) }
+        let trust = LinkTrust.members({ pins().contains($0) })
+        @Sendable func initialize(_ channel: any Channel) throws {
+            // Written straight to the channel, in the order sent; closing it
+            // (`close()`) writes what was sent, then closes the connection.
+            let writer = FrameWriter(channel: channel, limit: .max)
+            writer.whenDrained.whenComplete { _ in channel.close(promise: nil) }
+            channel.closeFuture.whenComplete { _ in writer.finish() }
+            made.update { $0[ObjectIdentifier(channel)] = writer }
+            try LinkTLS.watchForDeadPeers(channel)
+            let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(trust))
+            try channel.pipeline.syncOperations.addHandler(tls)
+            try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
+            // Hello waits in it until the device answering proves it is a member.
+            _ = try LinkTLS.addProof(
+                to: channel, .connecting, trust: trust, identity: identity, shown: shown, maximumFrame: maximumFrame, target: first?.target)
+            try channel.pipeline.syncOperations.addHandler(receiver)
+            if literal {
+                // Until the link is made, the first fetch is all the driver writes.
+                driver.attach(LinkDriver.IO(write: { writer.write($0.frame) }))
                 greet(writer)
             }
         }
-        let timer = channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) { hello.settle(nil) }
-        let first = await hello.value()
-        timer.cancel()
-        switch first {
-        case .success?:
-            guard let link = connection.value else { preconditionFailure("the link is made as its hello is read") }
-            // The link may have ended between the hello and now.
-            if !channel.isActive { link.end("closed by the peer") }
-            return link
-        case .failure(let failure)?:
-            writer.finish()
-            channel.close(promise: nil)
-            throw failure
-        case nil:
-            writer.finish()
-            channel.close(promise: nil)
-            throw unavailable("did not complete the handshake within \(deadline)")
+        @Sendable func bootstrap() -> ClientBootstrap {
+            ClientBootstrap(group: eventLoopGroup)
+                .connectTimeout(.nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000))
         }
+        // Begun now (on the event loop at once, when this is its thread); the connect timeout
+        // bounds it, and the hello's timer the rest.
+        let connecting = address.map { address in
+            bootstrap().channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try initialize(channel) } }.connect(to: address)
+        }
+        let finish = { @Sendable () async throws(ContinuationFailure) -> TLSLink in
+            let channel: any Channel
+            do {
+                if let connecting {
+                    channel = try await connecting.get()
+                } else {
+                    channel = try await withDeadline(deadline) {
+                        try await bootstrap().connect(host: host, port: port) { channel in
+                            channel.eventLoop.makeCompletedFuture {
+                                try initialize(channel)
+                                return channel
+                            }
+                        }
+                    }
+                }
+            } catch {
+                let failure = error is DeadlineExceeded ? unavailable("did not answer within \(deadline)") : unavailable("cannot be reached: \(error)")
+                // A fetch asked ends with the link's driver; one never asked ends here.
+                if let first, !asked.exchange(true) { first.done(.failure(failure)) }
+                throw failure
+            }
+
+            guard let writer = made.value[ObjectIdentifier(channel)] else { preconditionFailure("a connected channel was made by its initializer") }
+            // Only the channel connected stays (a name's other tries closed).
+            made.update { $0 = [ObjectIdentifier(channel): writer] }
+            if !literal {
+                // On the event loop, where the link is made as the hello is read: the link's own IO,
+                // once there, is not replaced by this one.
+                channel.eventLoop.execute {
+                    if connection.value == nil { driver.attach(LinkDriver.IO(write: { writer.write($0.frame) })) }
+                    greet(writer)
+                }
+            }
+            let timer = channel.eventLoop.scheduleTask(in: TimeAmount(deadline)) { hello.settle(nil) }
+            let first = await hello.value()
+            timer.cancel()
+            switch first {
+            case .success?:
+                guard let link = connection.value else { preconditionFailure("the link is made as its hello is read") }
+                // The link may have ended between the hello and now.
+                if !channel.isActive { link.end("closed by the peer") }
+                return link
+            case .failure(let failure)?:
+                writer.finish()
+                channel.close(promise: nil)
+                throw failure
+            case nil:
+                writer.finish()
+                channel.close(promise: nil)
+                throw unavailable("did not complete the handshake within \(deadline)")
+            }
+        }
+        return LinkStart(finish: finish, abandon: { connecting?.whenSuccess { $0.close(promise: nil) } })
     }
 
     /// Fetches activity `activityID`. Exactly one outcome: the record, the origin's own

@@ -62,6 +62,27 @@ struct ActivityFetchTests {
         #expect(service.listener.earlyFramesRead.value == 2, "the hello and the fetch rode in the proof")
     }
 
+    @Test("A link to an address is begun by start alone: its connection, handshake and first fetch go on before anyone waits for it; abandoned, it closes")
+    func startBeginsTheLink() async throws {
+        let record = self.record
+        let asked = Shared(0)
+        let service = try await service { _ in
+            asked.update { $0 += 1 }
+            return .success(record)
+        }
+        defer { Task { await service.close() } }
+        let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        let started = TLSLink.start(
+            host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake,
+            first: LinkFirstFetch(activityID: record.record.activity.id, target: origin.fingerprint, deadline: Self.handshake) { early.settle($0) })
+        #expect(await eventually { asked.value == 1 }, "the origin was asked nothing before finish was called")
+        #expect(try await early.value().get() == record)
+        started.abandon()
+        let link = try? await started.finish()
+        if let link { #expect(await eventually { !link.isOpen }, "an abandoned link stayed open") }
+        #expect(asked.value == 1)
+    }
+
     @Test("An origin answers at most 64 requests of one link at once: past that it stops reading the link until one is answered, and then answers every one")
     func answersAtMost64AtOnce() async throws {
         let record = self.record

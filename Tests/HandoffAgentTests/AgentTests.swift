@@ -552,6 +552,9 @@ struct AgentTests {
             let app = try await a.offer(activity, answering: .neverAnswer, seenBy: b)
             let continuing = Task { try await b.attempt(.continue(activity: activity.id)) }
             #expect(await eventually { app.messages.contains { if case .save = $0 { true } else { false } } }, "alpha's app was never asked to save")
+            // The save is asked as A accepts the connection (its early save): the fetch is under
+            // way once the link is open, not before.
+            #expect(await eventually { await b.agent?.links.values.contains { $0.isOpen } == true }, "beta's link never opened")
             await a.agent?.stop()
             let reply = try await continuing.value
             #expect(reply.error?.code == 4608, "\(String(describing: reply.error))")
@@ -1234,6 +1237,41 @@ extension AgentTests {
     }
 }
 
+extension AgentTests {
+    @Test(
+        "On a new link the connection, with the fetch, is begun before the running app hears willContinue",
+        arguments: [true, false])
+    func newLinkBegunBeforeTheAppHears(inMemory: Bool) async throws {
+        try await withHarness(inMemory: inMemory) { harness in
+            let order = Mutex<[String]>([])
+            var quiet = Logger(label: "handoff.link")
+            quiet.logLevel = .error
+            let network = RecordingNetwork(base: harness.network ?? SocketNetwork(logger: quiet)) { order.withLock { $0.append("fetch") } }
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta", network: network)
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
+            defer { origin.client.close() }
+            let agentB = try #require(b.agent)
+            let replies = Heard()
+            let app = await agentB.connectInProcess { message in
+                if case .willContinue = message { order.withLock { $0.append("willContinue") } }
+                if case .reply = message { replies.append(message) }
+            }
+            defer { app.close() }
+            app.send(.call(request: 1, .hello(version: LocalMessage.version, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")))
+            try #require(await eventually { !replies.messages.isEmpty }, "the app's hello was not answered")
+            // Pairing opened no link of B's own: this continuation begins one.
+            #expect(network.opened == 0)
+            try await b.call(.continue(activity: activity.id))
+            #expect(network.opened == 1, "the continuation did not open a link")
+            #expect(order.withLock { $0 } == ["fetch", "willContinue"])
+        }
+    }
+}
+
 /// A network that tells a test when a fetch is started on one of its links, and counts the
 /// links it opened; otherwise it is `base`.
 struct RecordingNetwork: AgentNetwork {
@@ -1269,6 +1307,22 @@ struct RecordingNetwork: AgentNetwork {
         let link = try await base.open(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, first: first)
         opens.increment()
         return RecordingLink(base: link, fetched: fetched)
+    }
+
+    /// A fetch sent with `hello` counts as started when the link is begun.
+    func start(
+        host: String, port: Int, identity: DeviceIdentity, pins: @escaping LinkPins, deadline: Duration, idle: Duration?,
+        first: LinkFirstFetch?
+    ) -> LinkStart<any OutgoingLink> {
+        if first != nil { fetched() }
+        let started = base.start(host: host, port: port, identity: identity, pins: pins, deadline: deadline, idle: idle, first: first)
+        return LinkStart(
+            finish: { [opens, fetched] () async throws(ContinuationFailure) -> any OutgoingLink in
+                let link = try await started.finish()
+                opens.increment()
+                return RecordingLink(base: link, fetched: fetched)
+            },
+            abandon: started.abandon)
     }
 
     func converse(
