@@ -294,7 +294,7 @@ extension Agent {
     func newLinkFetch(_ activityID: UUID, from device: NearbyDevice) -> NewLinkFetch {
         let deadline = configuration.fetchDeadline
         let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
-        let target = account?.members.first { $0.id == device.sender }?.certificate.map { DeviceIdentity.fingerprint(ofCertificate: Array($0)) }
+        let target = memberFingerprints[device.sender]
         let first = target.map { LinkFirstFetch(activityID: activityID, target: $0, deadline: deadline) { early.settle($0) } }
         return NewLinkFetch(opening: linkOpening(to: device, first: first), activityID: activityID, deadline: deadline, early: early)
     }

@@ -37,6 +37,8 @@ public actor Agent {
     var identity: DeviceIdentity!
     var account: AccountState?
     let pins = LockedValue<Set<String>>([])
+    /// Each member's fingerprint, by device (as `pins`, made with them).
+    var memberFingerprints: [UUID: String] = [:]
     /// The apps it starts and accepts, and the browser app that takes web pages itself.
     var installed = InstalledApps()
     /// When the agent last did something, and whether memory was given back since (`--idle-release`).
@@ -391,11 +393,15 @@ public actor Agent {
     }
 
     func updatePins() {
-        let certificates = (account?.members ?? []).compactMap { $0.certificate.map(Array.init) }
+        var fingerprints: [UUID: String] = [:]
+        for member in account?.members ?? [] {
+            if let certificate = member.certificate { fingerprints[member.id] = DeviceIdentity.fingerprint(ofCertificate: Array(certificate)) }
+        }
         // Links prove membership sealed with the account's keys; retired ones open proofs (a
         // member that was away holds only those) and seal only where a link needs them.
         identity.links.useAccountKeys((account?.beaconKeys ?? []).map(Array.init), retired: (account?.retiredBeaconKeys ?? []).map(Array.init))
-        pins.value = Set(certificates.map { DeviceIdentity.fingerprint(ofCertificate: $0) })
+        memberFingerprints = fingerprints
+        pins.value = Set(fingerprints.values)
     }
 
     func reloadApps() {

@@ -59,7 +59,30 @@ package final class LinkCertificates: Sendable {
     /// What is shown instead of certificates made for a period (`init(showing:)`).
     private let fixed: Shown?
     private let lifetimeStorage: Mutex<Duration>
-    private let keys = Mutex<(current: [SymmetricKey], retired: [SymmetricKey])>(([], []))
+    private let keys = Mutex(Keys())
+
+    /// The account keys, and the key each seals proofs with (`LinkProof.sealingKey`), derived
+    /// once as they are set and dropped with them: a link's opening derived four, 30–70 µs each
+    /// on cold caches, on its path.
+    private struct Keys {
+        private(set) var current: [SymmetricKey] = []
+        private(set) var retired: [SymmetricKey] = []
+        private var sealing: [(account: SymmetricKey, sealing: SymmetricKey)] = []
+
+        init() {}
+
+        init(current: [SymmetricKey], retired: [SymmetricKey]) {
+            self.current = current
+            self.retired = retired
+            sealing = (current + retired).map { ($0, LinkProof.sealingKey($0)) }
+        }
+
+        func sealingKey(for key: SymmetricKey) -> SymmetricKey? {
+            sealing.first { $0.account == key }?.sealing
+        }
+
+        var keptSealingKeys: Int { sealing.count }
+    }
     /// The TLS context made ahead for the next handshake, with the certificate it shows.
     private let spare = Mutex<(certificate: [UInt8], context: NIOSSLContext)?>(nil)
     private let makingSpare = Atomic<Bool>(false)
@@ -145,20 +168,30 @@ package final class LinkCertificates: Sendable {
     /// No keys, no account: every link that proves membership is refused.
     package var accountKeys: [SymmetricKey] {
         get { keys.withLock { $0.current } }
-        set { keys.withLock { $0.current = newValue } }
+        set { keys.withLock { $0 = Keys(current: newValue, retired: $0.retired) } }
     }
 
     /// Keys that only open proofs: the account's retired beacon keys, all that a member that
     /// was away (or a device removed while away) still seals with.
     package var retiredKeys: [SymmetricKey] {
         get { keys.withLock { $0.retired } }
-        set { keys.withLock { $0.retired = newValue } }
+        set { keys.withLock { $0 = Keys(current: $0.current, retired: newValue) } }
     }
+
+    /// The key that `key` (an account key) seals proofs with: kept with this object's keys,
+    /// derived now for any other.
+    func sealingKey(for key: SymmetricKey) -> SymmetricKey {
+        keys.withLock { $0.sealingKey(for: key) } ?? LinkProof.sealingKey(key)
+    }
+
+    /// How many derived sealing keys are kept (for tests): one per account key held.
+    var keptSealingKeys: Int { keys.withLock { $0.keptSealingKeys } }
 
     /// Uses the raw keys (32 bytes each; others are skipped) as the account's.
     package func useAccountKeys(_ current: [[UInt8]], retired: [[UInt8]] = []) {
         let keys = { (raw: [[UInt8]]) in raw.filter { $0.count == 32 }.map { SymmetricKey(data: $0) } }
-        self.keys.withLock { $0 = (keys(current), keys(retired)) }
+        let made = Keys(current: keys(current), retired: keys(retired))
+        self.keys.withLock { $0 = made }
     }
 
     /// A copy that shows its own certificates and seals its proofs with the retired keys too:
@@ -167,8 +200,9 @@ package final class LinkCertificates: Sendable {
     /// removed device that draws a member's connection learns nothing from it.
     func sealingWithRetiredKeys() -> LinkCertificates {
         let copy = LinkCertificates(lifetime: lifetime, sealsWithRetiredKeys: true)
-        let (current, retired) = keys.withLock { $0 }
-        copy.keys.withLock { $0 = (current + retired, []) }
+        let (current, retired) = keys.withLock { ($0.current, $0.retired) }
+        let made = Keys(current: current + retired, retired: [])
+        copy.keys.withLock { $0 = made }
         return copy
     }
 

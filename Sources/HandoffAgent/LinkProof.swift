@@ -50,8 +50,8 @@ enum LinkProof {
         context + [role.rawValue] + Array(SHA256.hash(data: connecting)) + Array(SHA256.hash(data: answering))
     }
 
-    /// The key a proof is sealed with, from one of the account's keys. (Derived at each use:
-    /// kept, the derived keys and copies of the account keys would outlive the account.)
+    /// The key a proof is sealed with, from one of the account's keys. `LinkCertificates`
+    /// keeps it beside the account key it holds, and drops both together; nothing else keeps it.
     static func sealingKey(_ accountKey: SymmetricKey) -> SymmetricKey {
         HKDF<SHA256>.deriveKey(inputKeyMaterial: accountKey, info: keyInfo, outputByteCount: 32)
     }
@@ -93,6 +93,7 @@ enum LinkProof {
         _ role: Role, identity: DeviceIdentity, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], early: [Frame] = [], target: String? = nil,
         tookEarly: Bool = false
     ) -> [[UInt8]] {
+        let sealingKey = identity.links.sealingKey(for:)
         let signature = ProofSignatures.shared.signature(
             by: identity.privateKey, signer: identity.fingerprint, over: transcript(role, connecting: connecting, answering: answering))
         let certificate = identity.certificateDER
@@ -157,7 +158,10 @@ enum LinkProof {
     /// opens, holds a certificate valid `now`, and that certificate's key signed this link's
     /// transcript for `role` (and early frames, if it carries any, are whole). Boxes of any
     /// other size than a proof's are refused unopened.
-    static func open(_ boxes: [[UInt8]], _ role: Role, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], now: Date = Date()) -> Opened? {
+    static func open(
+        _ boxes: [[UInt8]], _ role: Role, connecting: [UInt8], answering: [UInt8], keys: [SymmetricKey], now: Date = Date(),
+        sealingKey: (SymmetricKey) -> SymmetricKey = sealingKey
+    ) -> Opened? {
         guard !boxes.isEmpty, boxes.count <= LinkMessage.maximumProofBoxes, boxes.allSatisfy({ $0.count == boxSize }) else { return nil }
         let sealing = keys.map { ($0, sealingKey($0)) }
         for box in boxes {
@@ -340,7 +344,7 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             let (connecting, answering) = role == .connecting ? (shown, peerShown) : (peerShown, shown)
             let keys = identity.links.accountKeys + identity.links.retiredKeys
-            guard let opened = LinkProof.open(boxes, role.other, connecting: connecting, answering: answering, keys: keys) else {
+            guard let opened = LinkProof.open(boxes, role.other, connecting: connecting, answering: answering, keys: keys, sealingKey: identity.links.sealingKey(for:)) else {
                 fail(context: context, "the membership proof did not verify")
                 return
             }

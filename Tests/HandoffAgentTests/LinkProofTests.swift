@@ -24,6 +24,27 @@ struct LinkProofTests {
         #expect(opened.key == key)
     }
 
+    @Test("The sealing keys are derived as the account keys are set, kept beside them and dropped with them; a proof sealed with a kept one opens with a derived one")
+    func sealingKeysKeptWithTheAccountKeys() throws {
+        let links = LinkCertificates()
+        let (first, second, third) = (SymmetricKey(size: .bits256), SymmetricKey(size: .bits256), SymmetricKey(size: .bits256))
+        links.useAccountKeys([first, second].map { $0.withUnsafeBytes { Array($0) } })
+        #expect(links.keptSealingKeys == 2)
+        #expect(links.sealingKey(for: first) == LinkProof.sealingKey(first))
+        #expect(links.sealingKey(for: second) == LinkProof.sealingKey(second))
+        #expect(links.sealingKey(for: first) != links.sealingKey(for: second))
+        links.retiredKeys = [third]
+        #expect(links.keptSealingKeys == 3)
+        links.useAccountKeys([third.withUnsafeBytes { Array($0) }])
+        #expect(links.keptSealingKeys == 1, "the replaced keys' derived keys were kept")
+        // A key not held is derived at its use.
+        #expect(links.sealingKey(for: first) == LinkProof.sealingKey(first))
+        #expect(links.sealingWithRetiredKeys().keptSealingKeys == 1)
+        member.links.useAccountKeys([key.withUnsafeBytes { Array($0) }])
+        let boxes = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
+        #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key])?.certificate == member.certificateDER)
+    }
+
     @Test("A proof does not open with another key, on another link, in the other role, or past its certificate's validity")
     func refuses() throws {
         let boxes = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
