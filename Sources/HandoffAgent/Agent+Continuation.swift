@@ -104,8 +104,10 @@ extension Agent {
             // for meanwhile): the origin's app would save for nothing.
             if prefetched == nil, !continuations.isStopped, ticket == continuations.asked {
                 if let link = openLinkNow(to: device) {
+                    // The answer is read on the event loop: it reaches the actor from there.
                     link.fetch(offer.id, deadline: configuration.fetchDeadline) { [weak self] result in
-                        self?.tasks.start("fetched") { await self?.fetched(id, result) }
+                        guard let self else { return }
+                        tasks.startImmediate("fetched") { await self.fetched(id, result) }
                     }
                 } else {
                     // The new link's connection starts here, before the actor goes on to tell

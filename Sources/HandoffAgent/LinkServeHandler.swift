@@ -130,8 +130,11 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loop = context.eventLoop
         // Not owned, and not cancelled when the link ends: an answer may change the account
-        // (a sender writes an update and closes at once), which must not stop halfway.
-        Task {
+        // (a sender writes an update and closes at once), which must not stop halfway. Begun
+        // here, on the event loop's thread, up to its first suspension: the hop onto the agent
+        // (free, where its tasks share this thread) and an answer that waits for nothing (an
+        // early save) are made now, not after the loop's other work.
+        Task.immediate {
             if let reply = await answer(frame, peer) { writer?.write(reply) }
             loop.execute {
                 let handler = bound.value

@@ -38,16 +38,42 @@ final class OwnedTasks: Sendable {
     /// called: work for a stopped owner is not done.
     @discardableResult
     func start(_ name: String, @_inheritActorContext _ body: sending @escaping @isolated(any) () async -> Void) -> Bool {
-        guard let id = state.withLock({ state -> UInt64? in
+        guard let id = listed(name) else { return false }
+        return started(
+            id,
+            // Held in `running` by `started`.
+            Task { [weak self] in
+                await body()
+                self?.returned(id)
+            })
+    }
+
+    /// Runs `body` as `start` does, but begins it on the calling thread (`Task.immediate`), up
+    /// to its first suspension: called from an event loop's callback, the hop onto an actor
+    /// that is free is made there and then, not once the loop has done its other work.
+    @discardableResult
+    func startImmediate(_ name: String, _ body: @escaping @Sendable () async -> Void) -> Bool {
+        guard let id = listed(name) else { return false }
+        return started(
+            id,
+            // Held in `running` by `started`.
+            Task.immediate { [weak self] in
+                await body()
+                self?.returned(id)
+            })
+    }
+
+    /// Lists a task about to start; nil once `end()` was called.
+    private func listed(_ name: String) -> UInt64? {
+        state.withLock { state -> UInt64? in
             guard !state.ended else { return nil }
             state.next += 1
             state.running[state.next] = (name, nil)
             return state.next
-        }) else { return false }
-        let task = Task { [weak self] in
-            await body()
-            self?.returned(id)
         }
+    }
+
+    private func started(_ id: UInt64, _ task: Task<Void, Never>) -> Bool {
         let ended = state.withLock { state -> Bool in
             state.running[id]?.task = task
             return state.ended

@@ -40,7 +40,7 @@ struct TimedWaitTests {
             for (index, line) in lines.enumerated() {
                 let code = line.trimmingCharacters(in: .whitespaces)
                 // A statement that starts a task and keeps nothing of it.
-                guard code.hasPrefix("Task {") || code.hasPrefix("Task(") || code.hasPrefix("Task.detached") else { continue }
+                guard code.hasPrefix("Task {") || code.hasPrefix("Task(") || code.hasPrefix("Task.detached") || code.hasPrefix("Task.immediate") else { continue }
                 if !lines[max(0, index - 3)..<index].contains(where: { $0.contains("//") }) { loose.append("\(file):\(index + 1): \(code)") }
             }
         }
