@@ -92,10 +92,12 @@ extension Agent {
     /// The save that answers `peer`'s fetch of `activityID`: the early one begun for its
     /// connection, if that saved this activity and succeeded, else one asked now.
     func save(_ activityID: UUID, for peer: LinkPeer) async -> Result<FetchedActivity, ContinuationFailure> {
-        if let connection = peer.connection, let early = earlySaves.take(connection, now: .now),
-            let made = await early.value(), made.activity == activityID, case .success(let fetched) = made.result
-        {
-            return .success(fetched)
+        // Settled already (the app answered during the handshake), it is used without a
+        // suspension: the answer goes out in the same turn of the event loop.
+        if let connection = peer.connection, let early = earlySaves.take(connection, now: .now) {
+            let made: EarlySaves.Made
+            if let settled = early.settled { made = settled } else { made = await early.value() }
+            if let made, made.activity == activityID, case .success(let fetched) = made.result { return .success(fetched) }
         }
         return await save(activityID)
     }

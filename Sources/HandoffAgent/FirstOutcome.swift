@@ -29,6 +29,14 @@ package final class FirstOutcome<Value: Sendable>: Sendable {
         waiter?.resume(returning: value)
     }
 
+    /// The outcome, if it is set already (read without waiting).
+    package var settled: Value? {
+        state.withLock { state in
+            if case .settled(let value) = state { return value }
+            return nil
+        }
+    }
+
     package func value() async -> Value {
         await withCheckedContinuation { continuation in
             let ready = state.withLock { state -> Value? in

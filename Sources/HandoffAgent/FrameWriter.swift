@@ -18,6 +18,8 @@ final class FrameWriter: Sendable {
         var unwritten = 0
         /// Bytes handed to NIO that the socket has not taken yet (counted on the event loop).
         var waiting = 0
+        /// Frames handed to the event loop's queue that it has not got to yet.
+        var queued = 0
         var finished = false
     }
     private let channel: any Channel
@@ -40,16 +42,34 @@ final class FrameWriter: Sendable {
     /// Writes `frame` after every frame written before, unless finished.
     @discardableResult
     func write(_ frame: Frame) -> Outcome {
-        let taken = state.withLock { state -> Bool in
-            guard !state.finished else { return false }
-            state.unwritten += 1
-            return true
-        }
-        guard taken else { return .finished }
-        // Always through the event loop's queue, even from the loop itself: a frame sent
-        // there must not overtake one another thread sent just before.
         let channel = self.channel
-        channel.eventLoop.execute {
+        // On the event loop's own thread (where handoffd's tasks run), with nothing in its
+        // queue from another thread, the frame is written now; otherwise through the queue, so
+        // that it does not overtake a frame another thread sent just before.
+        let onLoop = channel.eventLoop.inEventLoop
+        let taken = state.withLock { state -> Bool? in
+            guard !state.finished else { return nil }
+            state.unwritten += 1
+            if onLoop, state.queued == 0 { return true }
+            state.queued += 1
+            return false
+        }
+        guard let now = taken else { return .finished }
+        if now {
+            send(frame)
+        } else {
+            channel.eventLoop.execute {
+                self.state.withLock { $0.queued -= 1 }
+                self.send(frame)
+            }
+        }
+        return .accepted
+    }
+
+    /// Hands `frame` to the channel, on its event loop.
+    private func send(_ frame: Frame) {
+        let channel = self.channel
+        do {
             let size = Frame.headerSize + frame.payload.count
             let cutOff = self.state.withLock { state -> Bool in
                 guard state.waiting < self.limit else {
@@ -71,7 +91,6 @@ final class FrameWriter: Sendable {
                 self.written()
             }
         }
-        return .accepted
     }
 
     private func written() {

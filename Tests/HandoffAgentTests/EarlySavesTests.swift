@@ -29,4 +29,14 @@ struct EarlySavesTests {
         #expect(saves.begin(12, now: start + EarlySaves.period + .milliseconds(2)) != nil, "one more once the first has aged out")
         #expect(saves.counts.waiting == 1, "entries past the window are dropped")
     }
+
+    @Test("An outcome can be read without waiting once settled, and only the first settling counts")
+    func settledWithoutWaiting() async {
+        let outcome = FirstOutcome<Int>()
+        #expect(outcome.settled == nil)
+        outcome.settle(1)
+        outcome.settle(2)
+        #expect(outcome.settled == 1)
+        #expect(await outcome.value() == 1)
+    }
 }

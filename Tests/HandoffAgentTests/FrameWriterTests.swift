@@ -127,20 +127,64 @@ struct FrameWriterTests {
 
     @Test("After finishing, what was taken is still written, and then whenDrained completes")
     func finishWritesWhatWasTaken() throws {
-        let channel = EmbeddedChannel()
-        let writer = FrameWriter(channel: channel, limit: 2)
+        let held = HeldWrites()
+        let channel = EmbeddedChannel(handler: held)
+        let writer = FrameWriter(channel: channel, limit: 1_000)
         #expect(writer.write(Self.frame(1)) == .accepted)
         #expect(writer.write(Self.frame(2)) == .accepted)
         writer.finish()
         #expect(writer.write(Self.frame(3)) == .finished)
         let drained = Shared(false)
         writer.whenDrained.whenSuccess { drained.update { $0 = true } }
-        #expect(!drained.value)
+        channel.embeddedEventLoop.run()
+        #expect(!drained.value, "drained while two frames were still being written")
+        held.release()
         channel.embeddedEventLoop.run()
         #expect(drained.value)
         var written: [UInt8] = []
         while let frame = try channel.readOutbound(as: Frame.self) { written += frame.payload }
         #expect(written == [1, 2])
+    }
+
+    @Test("On the event loop's thread, with nothing queued from another thread, a frame is in the socket before write returns (no turn of the loop's queue first)")
+    func writtenAtOnceOnTheLoop() async throws {
+        let (channel, peer, group) = try await Self.socketPair()
+        defer { close(peer) }
+        _ = fcntl(peer, F_SETFL, fcntl(peer, F_GETFL) | O_NONBLOCK)
+        let writer = FrameWriter(channel: channel, limit: .max)
+        let atOnce = try await channel.eventLoop.submit { () -> Int in
+            #expect(writer.write(Self.frame(1)) == .accepted)
+            var buffer = [UInt8](repeating: 0, count: 256)
+            return read(peer, &buffer, buffer.count)
+        }.get()
+        #expect(atOnce == Frame.headerSize + 1, "a frame written on the loop waited for the loop's queue")
+        writer.finish()
+        try await writer.whenDrained.get()
+        try await channel.close()
+        try await group.shutdownGracefully()
+    }
+}
+
+/// An outbound end that holds every write until `release`, then passes them on in order.
+private final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
+    typealias OutboundIn = Frame
+    typealias OutboundOut = Frame
+    private var held: [(NIOAny, EventLoopPromise<Void>?)] = []
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        held.append((data, promise))
+    }
+
+    func flush(context: ChannelHandlerContext) {}
+
+    func release() {
+        guard let context else { return }
+        for (data, promise) in held { context.write(data, promise: promise) }
+        held = []
+        context.flush()
     }
 }
 

@@ -34,6 +34,31 @@ import Testing
         #expect(await eventually { tasks.count == 0 }, "still listed: \(tasks.names)")
     }
 
+    @Test("An immediate task runs on the caller's thread up to its first suspension, then as any other; it is listed while it runs and forgotten when it returns; none starts once ended")
+    func immediate() async {
+        let tasks = OwnedTasks(logger: logger)
+        let steps = Shared<[String]>([])
+        let gate = Gate()
+        #expect(tasks.startImmediate("immediate") {
+            steps.update { $0.append("began") }
+            await gate.wait()
+            steps.update { $0.append("resumed") }
+        })
+        // Before any other thread could have run it.
+        #expect(steps.value == ["began"], "the body did not begin on the caller's thread")
+        #expect(tasks.count == 1)
+        gate.open()
+        #expect(await eventually { steps.value == ["began", "resumed"] })
+        #expect(await eventually { tasks.count == 0 }, "still listed: \(tasks.names)")
+        // One that never suspends is over when startImmediate returns.
+        #expect(tasks.startImmediate("at once") { steps.update { $0.append("at once") } })
+        #expect(steps.value.last == "at once")
+        #expect(await eventually { tasks.count == 0 })
+        await tasks.end()
+        #expect(!tasks.startImmediate("late") { steps.update { $0.append("late") } })
+        #expect(steps.value.last == "at once")
+    }
+
     @Test("Tasks that return at once, started from many threads, are all forgotten: none stays listed")
     func returnedBeforeRecorded() async {
         let tasks = OwnedTasks(logger: logger)
