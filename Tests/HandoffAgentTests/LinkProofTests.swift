@@ -40,6 +40,9 @@ struct LinkProofTests {
         // A key not held is derived at its use.
         #expect(links.sealingKey(for: first) == LinkProof.sealingKey(first))
         #expect(links.sealingWithRetiredKeys().keptSealingKeys == 1)
+        // A device that leaves its account forgets its keys: the derived ones go with them.
+        links.useAccountKeys([])
+        #expect(links.keptSealingKeys == 0)
         member.links.useAccountKeys([key.withUnsafeBytes { Array($0) }])
         let boxes = LinkProof.make(.connecting, identity: member, connecting: connecting, answering: answering, keys: [key])
         #expect(LinkProof.open(boxes, .connecting, connecting: connecting, answering: answering, keys: [key])?.certificate == member.certificateDER)
