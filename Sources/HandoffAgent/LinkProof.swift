@@ -374,7 +374,8 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // The frames the proof carried, as if they had followed it.
             if !early.isEmpty { earlyCount?.add(early.count) }
             for frame in early {
-                guard case .proven = state else { return }
+                // An answer written inline may have found the connection gone and closed it.
+                guard case .proven = state, context.channel.isActive else { return }
                 context.fireChannelRead(wrapInboundOut(frame))
             }
         }

@@ -182,7 +182,8 @@ package final class TLSLink: Sendable {
             }
         }
         @Sendable func bootstrap() -> ClientBootstrap {
-            ClientBootstrap(group: eventLoopGroup)
+            // The calling thread's own loop when it is one (`any()`; `next()` takes turns).
+            ClientBootstrap(group: eventLoopGroup.any())
                 .connectTimeout(.nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000))
         }
         // Begun now (on the event loop at once, when this is its thread); the connect timeout
@@ -206,7 +207,12 @@ package final class TLSLink: Sendable {
                     }
                 }
             } catch {
-                let failure = error is DeadlineExceeded ? unavailable("did not answer within \(deadline)") : unavailable("cannot be reached: \(error)")
+                let timedOut: Bool
+                switch error {
+                case is DeadlineExceeded, ChannelError.connectTimeout: timedOut = true
+                default: timedOut = false
+                }
+                let failure = timedOut ? unavailable("did not answer within \(deadline)") : unavailable("cannot be reached: \(error)")
                 // A fetch asked ends with the link's driver; one never asked ends here.
                 if let first, !asked.exchange(true) { first.done(.failure(failure)) }
                 throw failure
@@ -242,7 +248,14 @@ package final class TLSLink: Sendable {
                 throw unavailable("did not complete the handshake within \(deadline)")
             }
         }
-        return LinkStart(finish: finish, abandon: { connecting?.whenSuccess { $0.close(promise: nil) } })
+        return LinkStart(
+            finish: finish,
+            abandon: {
+                connecting?.whenSuccess { $0.close(promise: nil) }
+                // A first fetch never sent (a name, or a connection that failed before its
+                // hello) ends here; one sent ends with the link's driver as it closes.
+                if let first, !asked.exchange(true) { first.done(.failure(unavailable("was given up before the link opened"))) }
+            })
     }
 
     /// Fetches activity `activityID`. Exactly one outcome: the record, the origin's own

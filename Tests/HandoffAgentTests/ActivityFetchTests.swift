@@ -83,6 +83,28 @@ struct ActivityFetchTests {
         #expect(asked.value == 1)
     }
 
+    @Test("A link to a name, begun and abandoned before it was waited for, ends its first fetch once, with a failure, and asks the origin nothing")
+    func abandonedBeforeConnecting() async throws {
+        let asked = Shared(0)
+        let record = self.record
+        let service = try await service { _ in
+            asked.update { $0 += 1 }
+            return .success(record)
+        }
+        defer { Task { await service.close() } }
+        let outcomes = Shared<[Result<FetchedActivity, ContinuationFailure>]>([])
+        let started = TLSLink.start(
+            host: "localhost", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake,
+            first: LinkFirstFetch(activityID: record.record.activity.id, target: origin.fingerprint, deadline: Self.handshake) { result in
+                outcomes.update { $0.append(result) }
+            })
+        started.abandon()
+        started.abandon()
+        #expect(outcomes.value.count == 1)
+        #expect((try? outcomes.value.first?.get()) == nil, "an abandoned link's fetch succeeded")
+        #expect(asked.value == 0)
+    }
+
     @Test("An origin answers at most 64 requests of one link at once: past that it stops reading the link until one is answered, and then answers every one")
     func answersAtMost64AtOnce() async throws {
         let record = self.record
