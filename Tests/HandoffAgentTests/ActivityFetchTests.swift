@@ -33,6 +33,21 @@ struct ActivityFetchTests {
         try await FetchService(device: origin.id, identity: origin, pins: pins, save: save)
     }
 
+    /// A service that answers every fetch with `record` and counts the fetches it answered.
+    func countingService() async throws -> (FetchService, Shared<Int>) {
+        let (record, asked) = (self.record, Shared(0))
+        let service = try await service { _ in
+            asked.update { $0 += 1 }
+            return .success(record)
+        }
+        return (service, asked)
+    }
+
+    /// A first fetch of `record`, for the origin, whose outcome goes to `done`.
+    func firstFetch(_ done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void) -> LinkFirstFetch {
+        LinkFirstFetch(activityID: record.record.activity.id, target: origin.fingerprint, deadline: Self.handshake, done: done)
+    }
+
     @Test("The continuing device receives the record the origin saved")
     func fetched() async throws {
         let record = self.record
@@ -44,17 +59,12 @@ struct ActivityFetchTests {
 
     @Test("A first fetch sent with the link's hello, inside the membership proof, is answered once, and the link goes on as any other")
     func firstFetchWithTheHello() async throws {
-        let record = self.record
-        let asked = Shared(0)
-        let service = try await service { _ in
-            asked.update { $0 += 1 }
-            return .success(record)
-        }
+        let (service, asked) = try await countingService()
         defer { Task { await service.close() } }
         let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
         let link = try await TLSLink.open(
             host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake,
-            first: LinkFirstFetch(activityID: record.record.activity.id, target: origin.fingerprint, deadline: Self.handshake) { early.settle($0) })
+            first: firstFetch { early.settle($0) })
         defer { link.close() }
         #expect(try await early.value().get() == record)
         #expect(try await link.fetch(record.record.activity.id, deadline: Self.handshake).get() == record)
@@ -64,17 +74,12 @@ struct ActivityFetchTests {
 
     @Test("A link to an address is begun by start alone: its connection, handshake and first fetch go on before anyone waits for it; abandoned, it closes")
     func startBeginsTheLink() async throws {
-        let record = self.record
-        let asked = Shared(0)
-        let service = try await service { _ in
-            asked.update { $0 += 1 }
-            return .success(record)
-        }
+        let (service, asked) = try await countingService()
         defer { Task { await service.close() } }
         let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
         let started = TLSLink.start(
             host: "127.0.0.1", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake,
-            first: LinkFirstFetch(activityID: record.record.activity.id, target: origin.fingerprint, deadline: Self.handshake) { early.settle($0) })
+            first: firstFetch { early.settle($0) })
         #expect(await eventually { asked.value == 1 }, "the origin was asked nothing before finish was called")
         #expect(try await early.value().get() == record)
         started.abandon()
@@ -85,19 +90,12 @@ struct ActivityFetchTests {
 
     @Test("A link to a name, begun and abandoned before it was waited for, ends its first fetch once, with a failure, and asks the origin nothing")
     func abandonedBeforeConnecting() async throws {
-        let asked = Shared(0)
-        let record = self.record
-        let service = try await service { _ in
-            asked.update { $0 += 1 }
-            return .success(record)
-        }
+        let (service, asked) = try await countingService()
         defer { Task { await service.close() } }
         let outcomes = Shared<[Result<FetchedActivity, ContinuationFailure>]>([])
         let started = TLSLink.start(
             host: "localhost", port: service.port, identity: continuing, pins: pins, deadline: Self.handshake,
-            first: LinkFirstFetch(activityID: record.record.activity.id, target: origin.fingerprint, deadline: Self.handshake) { result in
-                outcomes.update { $0.append(result) }
-            })
+            first: firstFetch { result in outcomes.update { $0.append(result) } })
         started.abandon()
         started.abandon()
         #expect(outcomes.value.count == 1)

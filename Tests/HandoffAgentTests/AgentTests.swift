@@ -1200,9 +1200,9 @@ struct AgentTests {
 
 extension AgentTests {
     @Test(
-        "On an open link the fetch is started before the running app hears willContinue, which would wake it while the origin should run",
+        "The fetch is started before the running app hears willContinue, which would wake it while the origin should run: on a new link its connection is begun first, on an open link its request is written first",
         arguments: [true, false])
-    func fetchIsWrittenBeforeTheAppHears(inMemory: Bool) async throws {
+    func fetchIsStartedBeforeTheAppHears(inMemory: Bool) async throws {
         try await withHarness(inMemory: inMemory) { harness in
             let order = Mutex<[String]>([])
             var quiet = Logger(label: "handoff.link")
@@ -1225,49 +1225,16 @@ extension AgentTests {
             defer { app.close() }
             app.send(.call(request: 1, .hello(version: LocalMessage.version, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")))
             try #require(await eventually { !replies.messages.isEmpty }, "the app's hello was not answered")
-            // The first continuation opens the link; the second finds it open.
-            try await b.call(.continue(activity: activity.id))
-            order.withLock { $0 = [] }
-            try await b.call(.continue(activity: activity.id))
-            // On a link opened for it, the fetch would come after willContinue however the
-            // agent orders them: the second continuation must have found the first's link.
-            #expect(network.opened == 1, "the second continuation opened a link of its own")
-            #expect(order.withLock { $0 } == ["fetch", "willContinue"])
-        }
-    }
-}
-
-extension AgentTests {
-    @Test(
-        "On a new link the connection, with the fetch, is begun before the running app hears willContinue",
-        arguments: [true, false])
-    func newLinkBegunBeforeTheAppHears(inMemory: Bool) async throws {
-        try await withHarness(inMemory: inMemory) { harness in
-            let order = Mutex<[String]>([])
-            var quiet = Logger(label: "handoff.link")
-            quiet.logLevel = .error
-            let network = RecordingNetwork(base: harness.network ?? SocketNetwork(logger: quiet)) { order.withLock { $0.append("fetch") } }
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta", network: network)
-            try await harness.pair([a, b])
-            try await harness.installMapViewer(on: b)
-            let activity = mapActivity()
-            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
-            defer { origin.client.close() }
-            let agentB = try #require(b.agent)
-            let replies = Heard()
-            let app = await agentB.connectInProcess { message in
-                if case .willContinue = message { order.withLock { $0.append("willContinue") } }
-                if case .reply = message { replies.append(message) }
-            }
-            defer { app.close() }
-            app.send(.call(request: 1, .hello(version: LocalMessage.version, role: .app, bundleIdentifier: "com.example.handoff.MapViewer")))
-            try #require(await eventually { !replies.messages.isEmpty }, "the app's hello was not answered")
-            // Pairing opened no link of B's own: this continuation begins one.
+            // Pairing opened no link of B's own: the first continuation begins one.
             #expect(network.opened == 0)
             try await b.call(.continue(activity: activity.id))
-            #expect(network.opened == 1, "the continuation did not open a link")
-            #expect(order.withLock { $0 } == ["fetch", "willContinue"])
+            #expect(network.opened == 1, "the first continuation did not open a link")
+            #expect(order.withLock { $0 } == ["fetch", "willContinue"], "on a new link")
+            // The second finds it open.
+            order.withLock { $0 = [] }
+            try await b.call(.continue(activity: activity.id))
+            #expect(network.opened == 1, "the second continuation opened a link of its own")
+            #expect(order.withLock { $0 } == ["fetch", "willContinue"], "on an open link")
         }
     }
 }
