@@ -90,14 +90,16 @@ extension Agent {
     }
 
     /// The save that answers `peer`'s fetch of `activityID`: the early one begun for its
-    /// connection, if that saved this activity and succeeded, else one asked now.
+    /// connection, if that was of this activity, else one asked now. An early save that failed
+    /// answers with its failure: the app was asked, and had its deadline (asking again would make
+    /// the fetch wait two save deadlines, past the other side's fetch deadline).
     func save(_ activityID: UUID, for peer: LinkPeer) async -> Result<FetchedActivity, ContinuationFailure> {
         // Settled already (the app answered during the handshake), it is used without a
         // suspension: the answer goes out in the same turn of the event loop.
         if let connection = peer.connection, let early = earlySaves.take(connection, now: .now) {
             let made: EarlySaves.Made
             if let settled = early.settled { made = settled } else { made = await early.value() }
-            if let made, made.activity == activityID, case .success(let fetched) = made.result { return .success(fetched) }
+            if let made, made.activity == activityID { return made.result }
         }
         return await save(activityID)
     }

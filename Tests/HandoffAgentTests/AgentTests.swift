@@ -309,6 +309,24 @@ struct AgentTests {
         }
     }
 
+    @Test("S11: On a new link, an origin app that does not save in time fails the continuation with 4610 at its save deadline: the save begun as the connection was accepted is the one the app had, and it is not asked again")
+    func originTooSlowOnANewLink() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha") { $0.saveDeadline = .seconds(2) }
+            // Longer than one save deadline and shorter than two.
+            let b = try await harness.start("beta") { $0.fetchDeadline = .seconds(3) }
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: b)
+            let activity = mapActivity()
+            let app = try await a.offer(activity, answering: .neverAnswer, seenBy: b)
+            #expect(await b.agent?.links.values.contains { $0.isOpen } == false, "the test needs beta to open a new link")
+            let reply = try await b.attempt(.continue(activity: activity.id))
+            #expect(reply.error?.code == 4610, "\(String(describing: reply.error))")
+            #expect(app.messages.count { if case .save = $0 { true } else { false } } == 1)
+            #expect(await eventually { b.mapViewerEvents.contains { $0.hasPrefix("failed \(mapViewing)") && $0.contains("4610") } }, "events: \(b.mapViewerEvents)")
+        }
+    }
+
     @Test("S11: A userInfo over the limit fails with 4611; an origin app that quits mid-save fails with 4608", arguments: Network.allCases)
     func tooLargeAndQuit(network: Network) async throws {
         try await withHarness(inMemory: network == .memory) { harness in
