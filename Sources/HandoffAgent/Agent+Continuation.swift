@@ -420,6 +420,7 @@ extension Agent {
         let events: [LocalEvent]
         switch change {
         case .heard(let device):
+            clipboardHeard(device)
             let name = memberName(device.sender)
             switch nearbyWatch.heard(device.sender, activity: device.activity) {
             case .appeared(let now): events = [LocalEvent(change: .appeared, device: device.sender, deviceName: name, activity: nearbyActivity(device, now))]
@@ -428,6 +429,7 @@ extension Agent {
             case nil: events = []
             }
         case .gone(let sender):
+            clipboardGone(sender)
             events = nearbyWatch.gone(sender) == nil ? [] : [LocalEvent(change: .gone, device: sender, deviceName: memberName(sender), activity: nil)]
         case .stale(let device):
             tasks.start("catch up") { await self.catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
@@ -554,7 +556,8 @@ extension Agent {
             discovery: counters.map {
                 LocalDiscoveryCounters(datagrams: $0.datagrams, unopened: $0.unopened, replayed: $0.replayed, outsideWindow: $0.outsideWindow, accepted: $0.accepted)
             },
-            removed: account == nil ? (try? store.load(LocalRemoval.self, from: Self.removalFileName)) ?? nil : nil)
+            removed: account == nil ? (try? store.load(LocalRemoval.self, from: Self.removalFileName)) ?? nil : nil, clipboard: localClipboard(),
+            clipboardOn: configuration.clipboard)
     }
 
     func localApp(_ app: InstalledApp) -> LocalApp {

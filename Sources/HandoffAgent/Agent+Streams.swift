@@ -38,6 +38,14 @@ extension Agent {
         _ client: LocalStreamClient, _ inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator,
         _ outbound: NIOAsyncChannelOutboundWriter<Frame>
     ) async {
+        switch client.call {
+        case .copy(let version, let type):
+            return await serveCopy(client, version: version, type: type, &inbound, outbound)
+        case .paste(let version, let type):
+            return await servePaste(client, version: version, type: type, &inbound, outbound)
+        default:
+            break
+        }
         let prepared: Result<LinkStream, LocalError>
         switch client.call {
         case .openStream(let version, _) where version != LocalMessage.version, .acceptStream(let version, _) where version != LocalMessage.version:
@@ -160,7 +168,7 @@ extension Agent {
         case .success(let open): link = open
         case .failure(let failure): return .failure(LocalError(.continuation, code: failure.code, failure.message))
         }
-        switch await link.openStream(activityID: source.activityID, deadline: configuration.fetchDeadline) {
+        switch await link.openStream(.activity(source.activityID), deadline: configuration.fetchDeadline) {
         case .success(let stream):
             logger.info("opened continuation streams", metadata: ["to": "\(memberName(source.device.sender))", "type": "\(source.activityType)"])
             return .success(stream)

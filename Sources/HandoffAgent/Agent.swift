@@ -63,6 +63,10 @@ public actor Agent {
     var streams = ContinuationStreams()
     /// Desktop notifications of activities nearby (`--notifications`), once connected.
     var desktop = DesktopConnection.notTried
+    /// This device's copy and the offers of the account's devices (`Agent+Clipboard.swift`),
+    /// and the timer that looks again when the next one expires.
+    var clipboardBoard = ClipboardBoard()
+    var clipboardTimer: LoopTimer?
     /// Not started, running (holding the state folder's lock), or stopped.
     var lifecycle = Lifecycle.notStarted
     /// The account's recent signed changes for members that missed them, and when each was
@@ -248,6 +252,8 @@ public actor Agent {
         }
         lifecycle = .running(lockFile: lockFile)
         store.sweep()
+        // Copies kept by an agent that did not stop (it was killed) are offered by no one.
+        try? FileManager.default.removeItem(at: clipboardFolder)
         if configuration.allowsUnsignedApps {
             logger.warning("development mode: apps that are not signed are installed too (each with a warning); turn it off for everyday use")
         }
@@ -326,7 +332,11 @@ public actor Agent {
         run(continuations.stopped())
         for timer in deadlines.values { timer.cancel() }
         deadlines = [:]
+        clipboardTimer?.cancel()
+        clipboardTimer = nil
         await tasks.end()
+        // A copy is offered while the agent runs: its bytes go with it.
+        removeClipboardContent(clipboardBoard.clear())
     }
 
     /// Opens the link listener and, on real networks, the UDP sockets on its port. A port the
@@ -347,9 +357,12 @@ public actor Agent {
                     identity: identity, trust: .members({ [pins] in pins.value.contains($0) }), host: listenHost,
                     port: configuration.listen.port,
                     whenAccepted: { [weak self] connection in self?.linkAccepted(connection) },
-                    acceptStream: { [weak self] activityID, stream, peer in
+                    acceptStream: { [weak self] target, stream, peer in
                         guard let self else { return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the agent stopped") }
-                        return await self.acceptStream(activityID, stream, from: peer)
+                        switch target {
+                        case .activity(let activityID): return await self.acceptStream(activityID, stream, from: peer)
+                        case .clipboard(let generation, let type): return await self.acceptPaste(generation: generation, type: type, stream, from: peer)
+                        }
                     }
                 ) { [weak self] frame, peer in
                     await self?.answer(frame, from: peer)
@@ -402,6 +415,8 @@ public actor Agent {
         identity.links.useAccountKeys((account?.beaconKeys ?? []).map(Array.init), retired: (account?.retiredBeaconKeys ?? []).map(Array.init))
         memberFingerprints = fingerprints
         pins.value = Set(fingerprints.values)
+        // A device that left the account (or this device, leaving it) offers nothing here.
+        for device in clipboardBoard.remote.keys where fingerprints[device] == nil { clipboardBoard.gone(device) }
     }
 
     func reloadApps() {
@@ -723,8 +738,8 @@ public actor Agent {
             reply = LocalReply(probe: await probe(host: host, port: port))
         case .doctor:
             reply = LocalReply(checks: await doctor())
-        case .openStream, .acceptStream:
-            reply = .failure(LocalError(.badRequest, "'openStream' and 'acceptStream' open a connection of their own: send one as the first message of a new connection"))
+        case .openStream, .acceptStream, .copy, .paste:
+            reply = .failure(LocalError(.badRequest, "'openStream', 'acceptStream', 'copy' and 'paste' open a connection of their own: send one as the first message of a new connection"))
         case .watch:
             nearbyWatch.watch(session.id, through: session.peer)
             reply = LocalReply(activities: await nearbyActivities())
@@ -890,7 +905,7 @@ public actor Agent {
             return nil
         case .fetched, .fetchFailed:
             return nil
-        case .streamOpen, .streamAccepted, .streamRefused, .streamData, .streamCredit, .streamEnd, .streamStop, .streamReset:
+        case .streamOpen, .streamAccepted, .streamRefused, .streamData, .streamCredit, .streamEnd, .streamStop, .streamReset, .clipboardOpen:
             // Stream frames are the link's own business (`LinkStreamMux`).
             return nil
         }

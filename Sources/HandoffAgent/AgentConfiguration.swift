@@ -66,6 +66,13 @@ public struct AgentConfiguration: Sendable {
     /// Development mode: apps that are not signed are installed too, with a warning. Off by
     /// default; an app whose signature does not hold is refused either way.
     package var allowsUnsignedApps = false
+    /// Whether this device offers what is copied on it to the account's devices, and pastes
+    /// what they offer (docs/clipboard.md).
+    package var clipboard = true
+    /// How long a copy is offered to the account's other devices.
+    package var clipboardLifetime: Duration = .seconds(120)
+    /// The most bytes one copy may hold (a `handoff copy`), and one paste may bring.
+    package var clipboardSizeLimit: UInt64 = 256 << 20
 
     package init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "::", port: 47_170),
@@ -171,7 +178,8 @@ public struct ConfigurationFile: Sendable, Hashable {
     package static let keys: Set<String> = [
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
         "maximum-payload", "browser", "default-browser", "idle-release", "dns-sd", "name-rotation", "link-idle", "container",
-        "association-ca", "association-refresh", "notifications", "development-mode",
+        "association-ca", "association-refresh", "notifications", "development-mode", "clipboard", "clipboard-expiry",
+        "clipboard-size-limit",
     ]
     package static let repeatable: Set<String> = ["interface", "peer", "container"]
 
@@ -272,11 +280,26 @@ public struct AgentSettings: Sendable {
     public var associationRefresh: String?
     public var notifications: String?
     public var developmentMode: String?
+    public var clipboard: String?
+    public var clipboardExpiry: String?
+    public var clipboardSizeLimit: String?
 
     public init() {}
 }
 
 extension AgentConfiguration {
+    /// A size such as `256MiB`, `64KiB`, `1GiB` or a number of bytes: from 1 byte to 16 GiB.
+    package static func byteSize(_ text: String) throws(ConfigurationError) -> UInt64 {
+        let units: [(String, UInt64)] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1), ("", 1)]
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        for (unit, scale) in units where trimmed.hasSuffix(unit) {
+            let number = trimmed.dropLast(unit.count).trimmingCharacters(in: .whitespaces)
+            guard let value = UInt64(number), value > 0, value <= (16 << 30) / scale else { break }
+            return value * scale
+        }
+        throw ConfigurationError("'\(text)' is not a size from 1 byte to 16GiB, such as 256MiB, 64KiB or 1000000")
+    }
+
     /// Flags win over the configuration file, which wins over the defaults. Repeatable
     /// settings (`interface`, `peer`) given as flags replace the file's.
     public static func resolve(
@@ -412,6 +435,22 @@ extension AgentConfiguration {
         case nil, "on": configuration.desktopBus = environment["DBUS_SESSION_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 }
         case "off": configuration.desktopBus = nil
         case let other?: throw ConfigurationError("\(notifications!.origin): '\(other)' is not 'on' or 'off'")
+        }
+        let clipboard = pick(flags.clipboard, "clipboard")
+        switch clipboard?.value {
+        case nil, "on": configuration.clipboard = true
+        case "off": configuration.clipboard = false
+        case let other?: throw ConfigurationError("\(clipboard!.origin): '\(other)' is not 'on' or 'off'")
+        }
+        if let expiry = pick(flags.clipboardExpiry, "clipboard-expiry") {
+            let period = try checked(expiry.origin) { () throws(ConfigurationError) in try Duration(parsing: expiry.value) }
+            guard period >= .seconds(1), period <= .seconds(3600) else {
+                throw ConfigurationError("\(expiry.origin): give from 1s to 1h (how long a copy is offered to the account's other devices)")
+            }
+            configuration.clipboardLifetime = period
+        }
+        if let limit = pick(flags.clipboardSizeLimit, "clipboard-size-limit") {
+            configuration.clipboardSizeLimit = try checked(limit.origin) { () throws(ConfigurationError) in try Self.byteSize(limit.value) }
         }
         let development = pick(flags.developmentMode, "development-mode")
         switch development?.value {

@@ -18,8 +18,9 @@ package protocol OutgoingLink: AnyObject, Sendable {
     /// The same fetch, started before this returns (the request is on its way when the link
     /// writes straight to its connection); `done` gets the one outcome.
     func fetch(_ activityID: UUID, deadline: Duration, then done: @escaping @Sendable (Result<FetchedActivity, ContinuationFailure>) -> Void)
-    /// Opens a continuation stream to the app whose activity is `activityID` on the peer.
-    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure>
+    /// Opens a stream to `target` on the peer: a continuation stream to the app offering an
+    /// activity, or a paste of its clipboard.
+    func openStream(_ target: LinkStreamTarget, deadline: Duration) async -> Result<LinkStream, ContinuationFailure>
     func send(_ message: LinkMessage)
     func close()
 }
@@ -75,7 +76,7 @@ package protocol AgentNetwork: Sendable {
     func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
         whenAccepted: @escaping @Sendable (UInt64) -> Void,
-        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
+        acceptStream: @escaping @Sendable (LinkStreamTarget, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening
 
@@ -141,7 +142,7 @@ package struct SocketNetwork: AgentNetwork {
     package func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
         whenAccepted: @escaping @Sendable (UInt64) -> Void,
-        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
+        acceptStream: @escaping @Sendable (LinkStreamTarget, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
         // A member link's answering side says hello with its proof (`LinkListener`'s greeting);

@@ -94,6 +94,9 @@ package struct NearbyDevice: Sendable, Hashable {
     package var accountRevision: UInt64 = 0
     /// How often it says it repeats its beacon (nil: it did not say).
     package var refreshSeconds: UInt16?
+    /// What it offers to paste, and when (on its clock) the beacon that said so was sent.
+    package var clipboard: ClipboardOffer?
+    package var sent: Date = .distantPast
 }
 
 /// A device heard with a beacon key the account has retired: a member that missed a change
@@ -232,6 +235,8 @@ package actor Discovery {
     private var recentDatagrams: [(digest: [UInt8], via: String, at: ContinuousClock.Instant, sender: UUID?)] = []
     private var sequence: UInt64
     private var current: ActivityAnnouncement?
+    /// What this device offers to paste, carried in every beacon while it is offered.
+    private var clipboard: ClipboardOffer?
     private var replayGuard: BeaconReplayGuard
     private var devices: [UUID: NearbyDevice] = [:]
     private var subscribers: [UUID: AsyncStream<DiscoveryEvent>.Continuation] = [:]
@@ -419,6 +424,13 @@ package actor Discovery {
         try await send()
     }
 
+    /// Announces what this device offers to paste (or nothing) at once.
+    package func announce(clipboard offer: ClipboardOffer?) async throws {
+        guard offer != clipboard else { return }
+        clipboard = offer
+        try await send()
+    }
+
     /// A new revision of the account, carried from the next beacon on.
     package func setAccountRevision(_ revision: UInt64) {
         accountRevision = revision
@@ -459,7 +471,7 @@ package actor Discovery {
 
     /// How often the beacon is repeated now: often while an activity is offered, rarely without.
     private var currentRefresh: Duration {
-        current == nil ? configuration.idleRefreshInterval : configuration.refreshInterval
+        current == nil && clipboard == nil ? configuration.idleRefreshInterval : configuration.refreshInterval
     }
 
     /// Sends a beacon on every path and to every static peer. A refresh (`refresh: true`)
@@ -472,7 +484,7 @@ package actor Discovery {
         let content = BeaconContent(
             sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision,
             refreshSeconds: UInt16(clamping: Int((interval.seconds * 1.05).rounded(.up))), asksForAnswers: askForAnswers,
-            wantsIPv6: Set(paths.keys.map(\.interface)).contains { hearsOnlyIPv6(on: $0) })
+            wantsIPv6: Set(paths.keys.map(\.interface)).contains { hearsOnlyIPv6(on: $0) }, clipboard: clipboard)
         askForAnswers = false
         let beacon = try Beacon.seal(content, with: keys[0])
         if sentBeacons.count >= 8 { sentBeacons.removeFirst() }
@@ -663,7 +675,7 @@ package actor Discovery {
         }
         let heard = NearbyDevice(
             sender: content.sender, address: address, linkPort: content.linkPort, activity: content.activity, lastHeard: Date(),
-            accountRevision: content.accountRevision, refreshSeconds: content.refreshSeconds)
+            accountRevision: content.accountRevision, refreshSeconds: content.refreshSeconds, clipboard: content.clipboard, sent: content.timestamp)
         let previous = devices[content.sender]
         devices[content.sender] = heard
         // A newcomer, or a device that asks (it just started, or its interface came back),
@@ -672,7 +684,7 @@ package actor Discovery {
             greet()
         }
         if previous?.activity != heard.activity || previous?.address != heard.address || previous?.linkPort != heard.linkPort
-            || previous?.accountRevision != heard.accountRevision
+            || previous?.accountRevision != heard.accountRevision || previous?.clipboard != heard.clipboard
         {
             publish(.heard(heard))
         }

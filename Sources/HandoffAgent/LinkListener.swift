@@ -87,7 +87,7 @@ package final class LinkListener: Sendable {
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "handoff.link"), greeting: Frame? = nil, handshakeDeadline: TimeAmount = .seconds(10), readsEarlyFrames: Bool = true,
         whenAccepted: (@Sendable (UInt64) -> Void)? = nil,
-        acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?)? = nil,
+        acceptStream: (@Sendable (LinkStreamTarget, LinkStream, LinkPeer) async -> ContinuationFailure?)? = nil,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws {
         // Fails early if the identity cannot be used at all.

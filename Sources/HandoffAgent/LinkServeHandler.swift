@@ -18,7 +18,7 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
     struct Service: Sendable {
         /// Whether a peer's fingerprint is accepted now (asked before every frame).
         var accepts: @Sendable (String) -> Bool
-        var acceptStream: (@Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?)?
+        var acceptStream: (@Sendable (LinkStreamTarget, LinkStream, LinkPeer) async -> ContinuationFailure?)?
         var answer: @Sendable (Frame, LinkPeer) async -> Frame?
     }
 
@@ -113,7 +113,7 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
         if let identified = peer, service.accepts(identified.fingerprint) {
             var acceptor: LinkStreamMux.Acceptor?
             if let acceptStream = service.acceptStream {
-                acceptor = { activityID, stream in await acceptStream(activityID, stream, identified) }
+                acceptor = { target, stream in await acceptStream(target, stream, identified) }
             }
             let writer = self.writer
             streams = LinkStreamMux(acceptor: acceptor, send: { message in writer?.write(message.frame) })

@@ -2,13 +2,20 @@ import Foundation
 import HandoffWire
 import Synchronization
 
+/// What a stream is opened to: the app offering an activity (a continuation stream), or the
+/// clipboard a device offers, one generation and type of it (a paste).
+package enum LinkStreamTarget: Sendable, Hashable {
+    case activity(UUID)
+    case clipboard(generation: UInt64, type: String)
+}
+
 /// The continuation streams of one link: it numbers the streams this side opens, routes the
 /// other side's stream frames to their streams, and fails every stream when the link drops.
 package final class LinkStreamMux: Sendable {
     /// What a side does with a stream the other side opens: accept it (calling
     /// `LinkStream.accept` on the stream it is given, then using it) and return nil, or return
     /// why not.
-    package typealias Acceptor = @Sendable (_ activityID: UUID, _ stream: LinkStream) async -> ContinuationFailure?
+    package typealias Acceptor = @Sendable (_ target: LinkStreamTarget, _ stream: LinkStream) async -> ContinuationFailure?
 
     /// How many bytes each side lets the other send ahead of its reading.
     package static let defaultWindow: UInt32 = 1 << 20
@@ -52,10 +59,10 @@ package final class LinkStreamMux: Sendable {
     /// How many streams are open now.
     package var openStreams: Int { state.withLock { $0.streams.count } }
 
-    /// Opens a stream to the app whose activity is `activityID` on the other device. Exactly one
-    /// outcome: the stream, the other side's refusal, 4609 when the link has ended or ends
-    /// first, 4610 when no answer comes within `deadline`.
-    package func open(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
+    /// Opens a stream to `target` on the other device. Exactly one outcome: the stream, the
+    /// other side's refusal, 4609 when the link has ended or ends first, 4610 when no answer
+    /// comes within `deadline`.
+    package func open(_ target: LinkStreamTarget, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
         let opened: Result<LinkStream, ContinuationFailure> = await withCheckedContinuation { continuation in
             let made = state.withLock { state -> Result<LinkStream, ContinuationFailure> in
                 if let ended = state.ended {
@@ -75,11 +82,19 @@ package final class LinkStreamMux: Sendable {
             case .failure:
                 continuation.resume(returning: made)
             case .success(let stream):
-                send(.streamOpen(stream: stream.id, activityID: activityID, window: window))
+                switch target {
+                case .activity(let activityID): send(.streamOpen(stream: stream.id, activityID: activityID, window: window))
+                case .clipboard(let generation, let type): send(.clipboardOpen(stream: stream.id, generation: generation, type: type, window: window))
+                }
                 let timer = LoopTimer(after: deadline) { [weak self] in
                     guard let self, let waiting = self.state.withLock({ $0.opening.removeValue(forKey: stream.id) }) else { return }
                     stream.reset("no answer within \(deadline)")
-                    waiting.waiter.resume(returning: .failure(ContinuationFailure(code: ContinuationFailure.Code.remoteAppTimedOut, message: "the app on the other device did not take the streams within \(deadline)")))
+                    let message: String
+                    switch target {
+                    case .activity: message = "the app on the other device did not take the streams within \(deadline)"
+                    case .clipboard: message = "the other device did not begin sending its clipboard within \(deadline)"
+                    }
+                    waiting.waiter.resume(returning: .failure(ContinuationFailure(code: ContinuationFailure.Code.remoteAppTimedOut, message: message)))
                 }
                 // Answered already (the frame went out above): the timer has nothing to do.
                 let waiting = state.withLock { state -> Bool in
@@ -102,7 +117,13 @@ package final class LinkStreamMux: Sendable {
     /// A stream frame from the other side, handled in the order frames arrive.
     package func received(_ message: LinkMessage) {
         switch message {
-        case .streamOpen(let id, let activityID, let peerWindow):
+        case .streamOpen(let id, _, let peerWindow), .clipboardOpen(let id, _, _, let peerWindow):
+            let target: LinkStreamTarget
+            switch message {
+            case .clipboardOpen(_, let generation, let type, _): target = .clipboard(generation: generation, type: type)
+            case .streamOpen(_, let activityID, _): target = .activity(activityID)
+            default: return
+            }
             let stream = state.withLock { state -> LinkStream? in
                 guard state.ended == nil, state.streams[id] == nil, state.streams.count < Self.maximumStreams else { return nil }
                 let stream = makeStream(id: id, peerWindow: peerWindow)
@@ -119,7 +140,7 @@ package final class LinkStreamMux: Sendable {
                 return
             }
             tasks.start("accept a stream") {
-                if let refusal = await acceptor(activityID, stream) {
+                if let refusal = await acceptor(target, stream) {
                     stream.fail("refused: \(refusal.message)")
                     self.send(.streamRefused(stream: id, code: UInt16(clamping: refusal.code), message: refusal.message))
                 }

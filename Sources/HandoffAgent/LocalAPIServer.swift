@@ -292,7 +292,7 @@ package struct LocalStreamClient: Sendable {
     package let pid: Int32
     /// The number of the first message, which the reply carries.
     package let request: UInt64
-    /// `openStream` or `acceptStream`.
+    /// `openStream`, `acceptStream`, `copy` or `paste`.
     package let call: LocalCall
     /// Closes the connection.
     package let close: @Sendable () -> Void
@@ -302,7 +302,7 @@ extension LocalCall {
     /// Whether this is the first message of a stream connection.
     package var opensStream: Bool {
         switch self {
-        case .openStream, .acceptStream: return true
+        case .openStream, .acceptStream, .copy, .paste: return true
         default: return false
         }
     }

@@ -321,9 +321,9 @@ package final class TLSLink: Sendable {
     }
 
     /// Opens a continuation stream to the app whose activity is `activityID` on the peer.
-    package func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
+    package func openStream(_ target: LinkStreamTarget, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
         driver.busyChanged(streamsOpen: streams.openStreams, starting: true)
-        let opened = await streams.open(activityID: activityID, deadline: deadline)
+        let opened = await streams.open(target, deadline: deadline)
         driver.busyChanged(streamsOpen: streams.openStreams)
         return opened
     }

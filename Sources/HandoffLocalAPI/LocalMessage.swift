@@ -26,6 +26,10 @@ public struct LocalReply: Codable, Sendable, Hashable {
     public var containers: [LocalContainer]?
     /// What the request did that a person should know of (an app installed unsigned).
     public var warnings: [String]?
+    /// The clipboard a `paste` pastes, or a `copy` offered.
+    public var clipboard: LocalClipboard?
+    /// The type a `paste` pastes, and its size: the bytes that follow.
+    public var pasting: LocalClipboardType?
 
     public init(
         error: LocalError? = nil, version: Int? = nil, device: LocalDevice? = nil, app: LocalApp? = nil, status: LocalStatus? = nil,
@@ -107,6 +111,14 @@ public enum LocalCall: Sendable, Hashable {
     /// The first message of a connection that carries the streams the agent asked this app to
     /// take (`streamRequest`); stream frames follow the reply.
     case acceptStream(version: Int, stream: UUID)
+    /// The first message of a connection that offers what follows it as this device's
+    /// clipboard, as type `clipboardType`: data frames, then an end; the agent answers the end
+    /// with an end once the account's devices are told (or a failure). See docs/clipboard.md.
+    case copy(version: Int, clipboardType: String)
+    /// The first message of a connection that pastes the account's newest clipboard, as
+    /// `clipboardType` (nil: the first text type offered, else the first type). The reply says
+    /// what is pasted and its size; data frames and an end follow, or a failure.
+    case paste(version: Int, clipboardType: String?)
 }
 
 /// The frames of a stream connection after its first reply: raw bytes, not JSON. See
@@ -265,7 +277,7 @@ public enum LocalMessage: Sendable, Hashable {
 extension LocalMessage: Codable {
     enum Key: String, CodingKey {
         case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code, port
-        case record, error, reply, continuation, activityType, origin, event, stream, nonce
+        case record, error, reply, continuation, activityType, origin, event, stream, nonce, clipboardType
     }
 
     public init(from decoder: any Decoder) throws {
@@ -308,6 +320,14 @@ extension LocalMessage: Codable {
                 .openStream(version: try c.decode(Int.self, forKey: .version), continuation: try c.decode(UUID.self, forKey: .continuation)))
         case "acceptStream":
             self = .call(request: try request(), .acceptStream(version: try c.decode(Int.self, forKey: .version), stream: try c.decode(UUID.self, forKey: .stream)))
+        case "copy":
+            self = .call(
+                request: try request(),
+                .copy(version: try c.decode(Int.self, forKey: .version), clipboardType: try c.decode(String.self, forKey: .clipboardType)))
+        case "paste":
+            self = .call(
+                request: try request(),
+                .paste(version: try c.decode(Int.self, forKey: .version), clipboardType: try c.decodeIfPresent(String.self, forKey: .clipboardType)))
         case "streamRefused":
             self = .streamRefused(stream: try c.decode(UUID.self, forKey: .stream), error: try c.decode(LocalError.self, forKey: .error))
         case "streamRequest":
@@ -400,6 +420,14 @@ extension LocalMessage: Codable {
                 try c.encode("acceptStream", forKey: .type)
                 try c.encode(version, forKey: .version)
                 try c.encode(stream, forKey: .stream)
+            case .copy(let version, let clipboardType):
+                try c.encode("copy", forKey: .type)
+                try c.encode(version, forKey: .version)
+                try c.encode(clipboardType, forKey: .clipboardType)
+            case .paste(let version, let clipboardType):
+                try c.encode("paste", forKey: .type)
+                try c.encode(version, forKey: .version)
+                try c.encodeIfPresent(clipboardType, forKey: .clipboardType)
             }
         case .becameCurrent(let activity):
             try c.encode("becameCurrent", forKey: .type)

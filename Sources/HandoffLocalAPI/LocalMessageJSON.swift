@@ -601,14 +601,14 @@ extension LocalReply {
     /// and nothing else.
     var carriesOnlyHelloAnswer: Bool {
         version != nil && status == nil && devices == nil && activities == nil && apps == nil && continued == nil && invitation == nil
-            && joinRequest == nil && verification == nil && probe == nil && checks == nil && warnings == nil
+            && joinRequest == nil && verification == nil && probe == nil && checks == nil && warnings == nil && clipboard == nil && pasting == nil
     }
 
     /// True when the reply holds nothing but `ok` and its `continued` or `error`.
     var carriesOnlyContinuedOrError: Bool {
         version == nil && device == nil && app == nil && status == nil && devices == nil && activities == nil && apps == nil
             && account == nil && invitation == nil && joinRequest == nil && verification == nil && probe == nil && checks == nil
-            && containers == nil && warnings == nil
+            && containers == nil && warnings == nil && clipboard == nil && pasting == nil
     }
 }
 

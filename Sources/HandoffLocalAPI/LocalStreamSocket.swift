@@ -44,6 +44,11 @@ public final class LocalStreamSocket: Sendable {
     /// first message. Returns once the agent answered yes; throws its refusal, or why the agent
     /// could not be asked. Waits at most `timeout` seconds for the answer.
     public static func open(path: String, call: LocalCall, timeout: Int = 60) throws(LocalError) -> LocalStreamSocket {
+        try opened(path: path, call: call, timeout: timeout).socket
+    }
+
+    /// `open`, with the agent's reply (what a `paste` pastes).
+    public static func opened(path: String, call: LocalCall, timeout: Int = 60) throws(LocalError) -> (socket: LocalStreamSocket, reply: LocalReply) {
         let fd = try LocalSocketIO.connect(path)
         let socket = LocalStreamSocket(path: path, fd: fd)
         do throws(LocalError) {
@@ -60,7 +65,7 @@ public final class LocalStreamSocket: Sendable {
             }
             if let error = reply.error { throw error }
             LocalSocketIO.setReceiveTimeout(fd, seconds: 0)
-            return socket
+            return (socket, reply)
         } catch {
             socket.close()
             throw error

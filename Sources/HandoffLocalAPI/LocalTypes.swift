@@ -110,6 +110,41 @@ public struct LocalRemoval: Codable, Sendable, Hashable {
     }
 }
 
+/// A clipboard offered in the account, as `status` shows it and `paste` pastes it: who copied
+/// it, when, until when, and the types it can be pasted as.
+public struct LocalClipboard: Codable, Sendable, Hashable {
+    /// The device it was copied on, and its name.
+    public var device: UUID
+    public var deviceName: String
+    /// Whether it was copied on this device.
+    public var local: Bool
+    public var generation: UInt64
+    public var copiedAt: Date
+    public var expires: Date
+    public var types: [LocalClipboardType]
+
+    public init(device: UUID, deviceName: String, local: Bool, generation: UInt64, copiedAt: Date, expires: Date, types: [LocalClipboardType]) {
+        self.device = device
+        self.deviceName = deviceName
+        self.local = local
+        self.generation = generation
+        self.copiedAt = copiedAt
+        self.expires = expires
+        self.types = types
+    }
+}
+
+/// One type a clipboard can be pasted as, and its size in bytes.
+public struct LocalClipboardType: Codable, Sendable, Hashable {
+    public var name: String
+    public var size: UInt64
+
+    public init(name: String, size: UInt64) {
+        self.name = name
+        self.size = size
+    }
+}
+
 public struct LocalStatus: Codable, Sendable, Hashable {
     public var version: String
     public var device: LocalDevice
@@ -125,13 +160,19 @@ public struct LocalStatus: Codable, Sendable, Hashable {
     public var discovery: LocalDiscoveryCounters?
     /// With no account: the one this device was last removed from, if it was.
     public var removed: LocalRemoval?
+    /// What a paste here would paste: the newest clipboard of the account, if one is offered.
+    public var clipboard: LocalClipboard?
+    /// Whether this device shares its clipboard (`--clipboard`).
+    public var clipboardOn: Bool?
 
     public init(
         version: String, device: LocalDevice, account: String?, members: Int, nearby: Int, linkPort: Int,
         interfaces: [String], staticPeers: [String], apps: Int, currentActivity: ActivityAnnouncement?, discovery: LocalDiscoveryCounters? = nil,
-        removed: LocalRemoval? = nil
+        removed: LocalRemoval? = nil, clipboard: LocalClipboard? = nil, clipboardOn: Bool? = nil
     ) {
         self.removed = removed
+        self.clipboard = clipboard
+        self.clipboardOn = clipboardOn
         self.version = version
         self.device = device
         self.account = account

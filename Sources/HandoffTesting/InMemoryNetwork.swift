@@ -72,7 +72,7 @@ package final class InMemoryNetwork: AgentNetwork {
     package func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
         whenAccepted: @escaping @Sendable (UInt64) -> Void,
-        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
+        acceptStream: @escaping @Sendable (LinkStreamTarget, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
         let chosen = port != 0 ? port : nextPort.withLock { next in
@@ -221,7 +221,7 @@ final class InMemoryLink: OutgoingLink {
         }
     }
 
-    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
+    func openStream(_ target: LinkStreamTarget, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
         .failure(ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "an in-memory network carries no continuation streams; devices in one process connect them directly"))
     }
 

@@ -61,11 +61,15 @@ public struct BeaconContent: Sendable, Hashable {
     /// refreshing over IPv6 there, even where they hear everyone over IPv4 (IPv4 multicast
     /// may be dropped one way only).
     public var wantsIPv6: Bool
+    /// What the sender offers to paste, if anything (a version 3 beacon): the types that fit
+    /// beside the activity, never the content.
+    public var clipboard: ClipboardOffer?
 
     public init(
         sender: UUID, sequence: UInt64, timestamp: Date, linkPort: UInt16, activity: ActivityAnnouncement?, accountRevision: UInt64 = 0,
-        refreshSeconds: UInt16? = nil, asksForAnswers: Bool = false, wantsIPv6: Bool = false
+        refreshSeconds: UInt16? = nil, asksForAnswers: Bool = false, wantsIPv6: Bool = false, clipboard: ClipboardOffer? = nil
     ) {
+        self.clipboard = clipboard
         self.sender = sender
         self.sequence = sequence
         // The wire keeps milliseconds; keep the value in step so that a round trip is equal.
@@ -104,7 +108,15 @@ public enum Beacon {
     static let tagSize = 16
     static let plaintextSize = size - nonceSize - tagSize
     /// Version 2 adds the refresh interval and the request for answers; version 1 is still read.
+    /// Version 3 adds a clipboard offer; a beacon without one is written as version 2, which
+    /// agents from before the clipboard still read.
     static let version: UInt8 = 2
+    static let clipboardVersion: UInt8 = 3
+    /// The bytes before the activity and the clipboard: version, kind, sequence, time, sender,
+    /// link port, account revision, refresh interval, options.
+    static let headerSize = 1 + 1 + 8 + 8 + 16 + 2 + 8 + 2 + 1
+    /// What the clipboard leaves of the activity's title, at least, when both are carried.
+    static let titleRoomKept = 24
     /// Binds the ciphertext to its purpose, so no other sealed message of ours opens as a beacon.
     static let context = Array("handoff beacon v1".utf8)
 
@@ -145,7 +157,21 @@ public enum Beacon {
     package static func encode(_ content: BeaconContent) throws(BeaconError) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(plaintextSize)
-        out.append(version)
+        let type = Array((content.activity?.activityType ?? "").utf8)
+        guard type.count <= maximumActivityTypeBytes else {
+            throw .fieldTooLong(field: "type", bytes: type.count, limit: maximumActivityTypeBytes)
+        }
+        let team = Array((content.activity?.teamIdentifier ?? "").utf8)
+        guard team.count <= maximumTeamBytes else {
+            throw .fieldTooLong(field: "team identifier", bytes: team.count, limit: maximumTeamBytes)
+        }
+        // The clipboard's section takes what the activity leaves, keeping some of its title.
+        var clipboard: [UInt8]?
+        if let offer = content.clipboard {
+            let activityRoom = content.activity.map { 1 + 16 + 1 + type.count + 1 + team.count + 1 + min(Array(($0.title ?? "").utf8).count, titleRoomKept) } ?? 0
+            clipboard = ClipboardOffer.section(offer, room: plaintextSize - headerSize - activityRoom)?.bytes
+        }
+        out.append(clipboard == nil ? version : clipboardVersion)
         out.append(content.activity == nil ? Kind.presence.rawValue : Kind.activity.rawValue)
         append(content.sequence, to: &out)
         append(UInt64(bitPattern: Int64((content.timestamp.timeIntervalSince1970 * 1000).rounded(.down))), to: &out)
@@ -156,16 +182,9 @@ public enum Beacon {
         let refresh = content.refreshSeconds ?? 0
         out.append(UInt8(refresh >> 8))
         out.append(UInt8(refresh & 0xFF))
-        out.append((content.asksForAnswers ? 1 : 0) | (content.wantsIPv6 ? 2 : 0))
+        out.append((content.asksForAnswers ? 1 : 0) | (content.wantsIPv6 ? 2 : 0) | (clipboard == nil ? 0 : 4))
+        if let clipboard { out.append(contentsOf: clipboard) }
         if let activity = content.activity {
-            let type = Array(activity.activityType.utf8)
-            guard type.count <= maximumActivityTypeBytes else {
-                throw .fieldTooLong(field: "type", bytes: type.count, limit: maximumActivityTypeBytes)
-            }
-            let team = Array((activity.teamIdentifier ?? "").utf8)
-            guard team.count <= maximumTeamBytes else {
-                throw .fieldTooLong(field: "team identifier", bytes: team.count, limit: maximumTeamBytes)
-            }
             var flags: UInt8 = 0
             if activity.hasWebpageURL { flags |= 1 }
             if activity.supportsContinuationStreams { flags |= 2 }
@@ -189,19 +208,27 @@ public enum Beacon {
 
     package static func decode(_ bytes: [UInt8]) -> BeaconContent? {
         var reader = ByteReader(bytes)
-        guard let format = reader.byte(), format == 1 || format == version, let kind = reader.byte().flatMap(Kind.init(rawValue:)),
+        guard let format = reader.byte(), format >= 1, format <= clipboardVersion, let kind = reader.byte().flatMap(Kind.init(rawValue:)),
             let sequence = reader.uint64(), let milliseconds = reader.uint64(), let sender = reader.uuid(),
             let portHigh = reader.byte(), let portLow = reader.byte(), let revision = reader.uint64()
         else { return nil }
         var refreshSeconds: UInt16?
         var asksForAnswers = false
         var wantsIPv6 = false
+        var clipboard: ClipboardOffer?
         if format >= 2 {
-            guard let high = reader.byte(), let low = reader.byte(), let options = reader.byte(), options & ~3 == 0 else { return nil }
+            // Version 3 sets the clipboard's bit, and only it does.
+            guard let high = reader.byte(), let low = reader.byte(), let options = reader.byte(), options & ~7 == 0,
+                (options & 4 != 0) == (format == clipboardVersion)
+            else { return nil }
             let refresh = UInt16(high) << 8 | UInt16(low)
             refreshSeconds = refresh == 0 ? nil : refresh
             asksForAnswers = options & 1 != 0
             wantsIPv6 = options & 2 != 0
+            if options & 4 != 0 {
+                guard let offer = ClipboardOffer.read(&reader) else { return nil }
+                clipboard = offer
+            }
         }
         var activity: ActivityAnnouncement?
         if kind == .activity {
@@ -220,7 +247,7 @@ public enum Beacon {
             sender: sender, sequence: sequence,
             timestamp: Date(timeIntervalSince1970: Double(Int64(bitPattern: milliseconds)) / 1000),
             linkPort: UInt16(portHigh) << 8 | UInt16(portLow), activity: activity, accountRevision: revision,
-            refreshSeconds: refreshSeconds, asksForAnswers: asksForAnswers, wantsIPv6: wantsIPv6)
+            refreshSeconds: refreshSeconds, asksForAnswers: asksForAnswers, wantsIPv6: wantsIPv6, clipboard: clipboard)
     }
 
     /// The UTF-8 of `text`, shortened at a character boundary with "…" to fit `limit` bytes.
@@ -269,6 +296,19 @@ struct ByteReader {
 
     mutating func uint64() -> UInt64? {
         take(8).map { $0.reduce(0) { $0 << 8 | UInt64($1) } }
+    }
+
+    /// An unsigned LEB128 number of at most 10 bytes.
+    mutating func leb128() -> UInt64? {
+        var value: UInt64 = 0
+        for index in 0..<10 {
+            guard let byte = byte() else { return nil }
+            let bits = UInt64(byte & 0x7F)
+            guard index < 9 || bits <= 1 else { return nil }
+            value |= bits << UInt64(7 * index)
+            if byte & 0x80 == 0 { return value }
+        }
+        return nil
     }
 
     mutating func uuid() -> UUID? {

@@ -96,6 +96,10 @@ public enum LinkMessage: Sendable, Hashable {
     case streamStop(stream: UInt64)
     /// The stream ended in failure both ways, and why.
     case streamReset(stream: UInt64, reason: String)
+    /// Opens stream `stream` to paste type `type` of the clipboard the other side offers as
+    /// `generation` (`ClipboardOffer`): it answers as to `streamOpen`, then sends the bytes and
+    /// ends the stream. The opener sends nothing on it.
+    case clipboardOpen(stream: UInt64, generation: UInt64, type: String, window: UInt32)
 
     /// The version this build speaks.
     /// Version 2 proves membership inside the link (`proof`) instead of in the certificates.
@@ -125,6 +129,7 @@ public enum LinkMessage: Sendable, Hashable {
         case streamEnd = 0x45
         case streamStop = 0x46
         case streamReset = 0x47
+        case clipboardOpen = 0x48
     }
 
     /// Whether a frame is one of a continuation stream's (kinds 0x40 to 0x4F), which are handled
@@ -224,6 +229,12 @@ public enum LinkMessage: Sendable, Hashable {
             writer.varint(stream)
             writer.string(reason)
             return Frame(kind: Kind.streamReset.rawValue, payload: writer.bytes)
+        case .clipboardOpen(let stream, let generation, let type, let window):
+            writer.varint(stream)
+            writer.varint(generation)
+            writer.string(type)
+            writer.varint(UInt64(window))
+            return Frame(kind: Kind.clipboardOpen.rawValue, payload: writer.bytes)
         }
     }
 
@@ -293,6 +304,14 @@ public enum LinkMessage: Sendable, Hashable {
             self = .streamStop(stream: try reader.varint())
         case .streamReset:
             self = .streamReset(stream: try reader.varint(), reason: try reader.string())
+        case .clipboardOpen:
+            let stream = try reader.varint()
+            let generation = try reader.varint()
+            let type = try reader.string()
+            guard ClipboardOffer.isValidTypeName(type) else {
+                throw .malformed("a clipboard type must be 1 to \(ClipboardOffer.maximumTypeNameBytes) bytes of printable ASCII")
+            }
+            self = .clipboardOpen(stream: stream, generation: generation, type: type, window: try reader.window())
         }
         guard reader.isAtEnd else { throw .malformed("unexpected bytes after the message") }
     }

@@ -23,7 +23,7 @@ struct HandoffCommand: AsyncParsableCommand {
         version: handoffCLIVersion,
         subcommands: [
             Status.self, Devices.self, List.self, Continue.self, Watch.self, Publish.self, Apps.self, TeamCommand.self, AccountCommand.self,
-            DeviceCommand.self, Join.self, Probe.self, Doctor.self, BrowserCommand.self,
+            DeviceCommand.self, Join.self, Probe.self, Doctor.self, BrowserCommand.self, Copy.self, Paste.self,
         ])
 }
 

@@ -28,6 +28,13 @@ struct Status: AsyncParsableCommand {
         if let current = status.currentActivity {
             print("offering:   \(current.title ?? current.activityType) (\(current.activityType))")
         }
+        if status.clipboardOn == false {
+            print("clipboard:  off (--clipboard off)")
+        } else if let clipboard = status.clipboard {
+            let types = clipboard.types.map { "\($0.name) (\($0.size) bytes)" }.joined(separator: ", ")
+            let left = max(0, Int(clipboard.expires.timeIntervalSinceNow.rounded()))
+            print("clipboard:  copied on \(clipboard.local ? "this device" : "'\(clipboard.deviceName)'") \(age(-clipboard.copiedAt.timeIntervalSinceNow)), offered \(left)s more: \(types)")
+        }
         print("agent:      handoffd \(status.version), socket \(client.path)")
     }
 }

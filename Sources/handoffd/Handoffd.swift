@@ -81,6 +81,15 @@ struct Handoffd: AsyncParsableCommand {
         help: ArgumentHelp("Development mode: install apps that are not signed too, with a warning: on or off (the default).", valueName: "on|off"))
     var developmentMode: String?
 
+    @Option(help: ArgumentHelp("Whether what is copied here is offered to the account's nearby devices, and what they copy can be pasted here (default on).", valueName: "on|off"))
+    var clipboard: String?
+
+    @Option(name: .customLong("clipboard-expiry"), help: ArgumentHelp("How long a copy is offered to the account's other devices, such as 2m (default; from 1s to 1h).", valueName: "DURATION"))
+    var clipboardExpiry: String?
+
+    @Option(name: .customLong("clipboard-size-limit"), help: ArgumentHelp("The most one copy may hold and one paste may bring, such as 256MiB (default).", valueName: "SIZE"))
+    var clipboardSizeLimit: String?
+
     @Option(name: .customLong("idle-release"), help: "After this long idle, give back free memory and unused code pages, such as 15s (the default), or off.")
     var idleRelease: String?
 
@@ -149,6 +158,9 @@ struct Handoffd: AsyncParsableCommand {
         flags.idleRelease = idleRelease
         flags.notifications = notifications
         flags.developmentMode = developmentMode
+        flags.clipboard = clipboard
+        flags.clipboardExpiry = clipboardExpiry
+        flags.clipboardSizeLimit = clipboardSizeLimit
         flags.associationCA = associationCA
         flags.associationRefresh = associationRefresh
         let fileURL = config.map { URL(fileURLWithPath: $0) } ?? AgentConfiguration.defaultConfigFile()

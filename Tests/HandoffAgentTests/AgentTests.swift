@@ -1277,7 +1277,7 @@ struct RecordingNetwork: AgentNetwork {
     func listen(
         identity: DeviceIdentity, trust: LinkTrust, host: String, port: Int,
         whenAccepted: @escaping @Sendable (UInt64) -> Void,
-        acceptStream: @escaping @Sendable (UUID, LinkStream, LinkPeer) async -> ContinuationFailure?,
+        acceptStream: @escaping @Sendable (LinkStreamTarget, LinkStream, LinkPeer) async -> ContinuationFailure?,
         answer: @escaping @Sendable (Frame, LinkPeer) async -> Frame?
     ) async throws -> any LinkListening {
         try await base.listen(
@@ -1350,8 +1350,8 @@ final class RecordingLink: OutgoingLink {
         base.fetch(activityID, deadline: deadline, then: done)
     }
 
-    func openStream(activityID: UUID, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
-        await base.openStream(activityID: activityID, deadline: deadline)
+    func openStream(_ target: LinkStreamTarget, deadline: Duration) async -> Result<LinkStream, ContinuationFailure> {
+        await base.openStream(target, deadline: deadline)
     }
 
     func send(_ message: LinkMessage) { base.send(message) }

@@ -46,7 +46,7 @@ struct LinkStreamTests {
             accepted.withLock { $0 = stream }
             return nil
         }
-        let stream = try await pair.opener.open(activityID: UUID(), deadline: .seconds(5)).get()
+        let stream = try await pair.opener.open(.activity(UUID()), deadline: .seconds(5)).get()
         let other = try #require(accepted.withLock { $0 })
         let writer = Task { try await stream.write([UInt8](repeating: 7, count: 256 * 1024)) }
         // Once the writer waits for credit, it has sent all it may.
@@ -79,7 +79,7 @@ struct LinkStreamTests {
             accepted.withLock { $0 = stream }
             return nil
         }
-        let stream = try await pair.opener.open(activityID: UUID(), deadline: .seconds(5)).get()
+        let stream = try await pair.opener.open(.activity(UUID()), deadline: .seconds(5)).get()
         let other = try #require(accepted.withLock { $0 })
         let total = 3 * chunk + 100
         let writer = Task { try await stream.write([UInt8](repeating: 7, count: total)) }
@@ -105,7 +105,7 @@ struct LinkStreamTests {
             accepted.withLock { $0 = stream }
             return nil
         }
-        let stream = try await pair.opener.open(activityID: UUID(), deadline: .seconds(5)).get()
+        let stream = try await pair.opener.open(.activity(UUID()), deadline: .seconds(5)).get()
         let other = try #require(accepted.withLock { $0 })
         // A peer that ignores the window.
         pair.acceptor.received(.streamData(stream: stream.id, bytes: [UInt8](repeating: 1, count: 64 * 1024 + 1)))
@@ -113,7 +113,7 @@ struct LinkStreamTests {
         for await event in other.events { if case .failed = event { sawFailure = true } }
         #expect(sawFailure)
 
-        let second = try await pair.opener.open(activityID: UUID(), deadline: .seconds(5)).get()
+        let second = try await pair.opener.open(.activity(UUID()), deadline: .seconds(5)).get()
         let secondOther = try #require(accepted.withLock { $0 })
         second.close()
         var ending: LinkStreamEvent?
@@ -129,7 +129,7 @@ struct LinkStreamTests {
     @Test("A refusal, a link that drops, and no answer in time each end the open with one outcome")
     func openOutcomes() async throws {
         let refusing = MuxPair { _, _ in ContinuationFailure(code: 4608, message: "no delegate") }
-        #expect(await refusing.opener.open(activityID: UUID(), deadline: .seconds(5)).failureCode == 4608)
+        #expect(await refusing.opener.open(.activity(UUID()), deadline: .seconds(5)).failureCode == 4608)
 
         // Acceptors that hold the open until the test lets them go, and say when they have it.
         let (held, hold) = AsyncStream<Void>.makeStream()
@@ -141,17 +141,17 @@ struct LinkStreamTests {
         }
         defer { hold.finish() }
         let silent = MuxPair(accept: holding)
-        let timedOut = await silent.opener.open(activityID: UUID(), deadline: .milliseconds(200))
+        let timedOut = await silent.opener.open(.activity(UUID()), deadline: .milliseconds(200))
         #expect(timedOut.failureCode == 4610)
 
         let dropping = MuxPair(accept: holding)
-        async let pending = dropping.opener.open(activityID: UUID(), deadline: .seconds(10))
+        async let pending = dropping.opener.open(.activity(UUID()), deadline: .seconds(10))
         var arrivals = arrived.makeAsyncIterator()
         _ = await arrivals.next()  // the silent pair's open
         _ = await arrivals.next()  // this one's: the opener waits for its answer
         dropping.opener.linkEnded("the peer went away")
         #expect(await pending.failureCode == 4609)
-        #expect(await dropping.opener.open(activityID: UUID(), deadline: .seconds(1)).failureCode == 4609)
+        #expect(await dropping.opener.open(.activity(UUID()), deadline: .seconds(1)).failureCode == 4609)
     }
 }
 

@@ -1,0 +1,390 @@
+import Foundation
+import HandoffLocalAPI
+import HandoffWire
+import Logging
+import NIOCore
+
+/// The account's clipboard (docs/clipboard.md): a copy here is offered in this device's
+/// beacons (its types and sizes, never its bytes); a paste here of another device's offer
+/// opens a stream on the link to it, which sends the bytes then. `ClipboardBoard` decides
+/// which offer is the clipboard here.
+extension Agent {
+    /// Where copies made with `copy` keep their bytes while they are offered.
+    nonisolated var clipboardFolder: URL {
+        configuration.stateDirectory.appendingPathComponent("clipboard", isDirectory: true)
+    }
+
+    /// What a paste reads: this device's own copy, or a stream from the device that copied it.
+    enum PasteSource: Sendable {
+        case file(FileHandle)
+        case stream(LinkStream)
+    }
+
+    // MARK: Copying here
+
+    /// Serves a connection that opens with `copy`: its data frames, up to the end, become this
+    /// device's clipboard, offered as `type`. The end is answered with an end once the offer
+    /// is out; anything wrong (the clipboard off, a bad type, more than the size limit, the
+    /// client gone before its end) offers nothing and leaves no file behind.
+    nonisolated func serveCopy(
+        _ client: LocalStreamClient, version: Int, type: String, _ inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator,
+        _ outbound: NIOAsyncChannelOutboundWriter<Frame>
+    ) async {
+        let refusal: LocalError?
+        if version != LocalMessage.version {
+            refusal = LocalError(.badRequest, "this agent speaks local API version \(LocalMessage.version), the client \(version)")
+        } else if !configuration.clipboard {
+            refusal = Self.clipboardOff
+        } else if !ClipboardOffer.isValidTypeName(type) {
+            refusal = LocalError(.badRequest, "'\(type)' is not a clipboard type: give 1 to \(ClipboardOffer.maximumTypeNameBytes) bytes of printable ASCII, such as text/plain;charset=utf-8 or image/png")
+        } else {
+            refusal = nil
+        }
+        if let refusal {
+            try? await outbound.write(LocalMessage.reply(request: client.request, .failure(refusal)).frame)
+            return
+        }
+        let file = clipboardFolder.appendingPathComponent("copy-\(UUID.random().uuidString)")
+        let handle: FileHandle
+        do {
+            try FileManager.default.createDirectory(at: clipboardFolder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            guard FileManager.default.createFile(atPath: file.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+                throw AgentError("cannot create \(file.path)")
+            }
+            handle = try FileHandle(forWritingTo: file)
+        } catch {
+            try? await outbound.write(LocalMessage.reply(request: client.request, .failure(LocalError(.failed, "cannot keep the copy in \(clipboardFolder.path): \(error)"))).frame)
+            return
+        }
+        var kept = false
+        defer {
+            try? handle.close()
+            if !kept { try? FileManager.default.removeItem(at: file) }
+        }
+        guard (try? await outbound.write(LocalMessage.reply(request: client.request, LocalReply()).frame)) != nil else { return }
+        let limit = configuration.clipboardSizeLimit
+        var size: UInt64 = 0
+        var ended = false
+        do {
+            reading: while let frame = try await inbound.next() {
+                switch frame.kind {
+                case LocalStreamFrame.data:
+                    size += UInt64(frame.payload.count)
+                    guard size <= limit else {
+                        try? await outbound.write(Self.failedFrame("the copy is over this device's clipboard size limit of \(limit) bytes (--clipboard-size-limit); nothing was offered"))
+                        return
+                    }
+                    try handle.write(contentsOf: frame.payload)
+                case LocalStreamFrame.end:
+                    ended = true
+                    break reading
+                default:
+                    try? await outbound.write(Self.failedFrame("a copy carries data frames and an end, not frames of kind \(frame.kind); nothing was offered"))
+                    return
+                }
+            }
+        } catch {
+            // The client went away, or the file could not be written: nothing is offered.
+            logger.notice("a copy ended before its end: nothing offered (\(error))")
+            return
+        }
+        // Without its end frame, the client went away mid-copy: nothing is offered.
+        guard ended else { return }
+        kept = await copied([ClipboardType(name: type, size: size)], content: [type: file]) != nil
+        if kept {
+            try? await outbound.write(Frame(kind: LocalStreamFrame.end, payload: []))
+        } else {
+            try? await outbound.write(Self.failedFrame(Self.clipboardOff.message))
+        }
+        await Self.awaitClose(&inbound)
+    }
+
+    static var clipboardOff: LocalError {
+        LocalError(.notAllowed, "the clipboard is off on this device: start handoffd with --clipboard on (or 'clipboard = on' in its configuration file)")
+    }
+
+    static func failedFrame(_ reason: String) -> Frame {
+        Frame(kind: LocalStreamFrame.failed, payload: Array(reason.utf8))
+    }
+
+    /// A copy here: it is this device's clipboard from now on, offered to the account until it
+    /// expires. Nil when the clipboard is off.
+    func copied(_ types: [ClipboardType], content: [String: URL]) async -> ClipboardOffer? {
+        busy()
+        guard configuration.clipboard else { return nil }
+        var offered = types.filter { ClipboardOffer.isValidTypeName($0.name) }
+        if offered.count > ClipboardOffer.maximumTypes {
+            logger.notice("a copy offered \(offered.count) types: the first \(ClipboardOffer.maximumTypes) are offered to the account's devices")
+            offered = Array(offered.prefix(ClipboardOffer.maximumTypes))
+        }
+        let (offer, replaced) = clipboardBoard.copied(offered, content: content, at: Date(), lifetime: configuration.clipboardLifetime, now: .now)
+        removeClipboardContent(replaced)
+        logger.info("offering the clipboard", metadata: ["types": "\(offered.map { "\($0.name) (\($0.size) bytes)" }.joined(separator: ", "))"])
+        clipboardChanged()
+        try? await discovery?.announce(clipboard: offer)
+        return offer
+    }
+
+    nonisolated func removeClipboardContent(_ content: [String: URL]?) {
+        for file in Set((content ?? [:]).values) { try? FileManager.default.removeItem(at: file) }
+    }
+
+    // MARK: Offers of the account's devices
+
+    /// A beacon of `device` said what it offers (or that it offers nothing).
+    func clipboardHeard(_ device: NearbyDevice) {
+        guard memberFingerprints[device.sender] != nil else { return }
+        let offer = configuration.clipboard ? device.clipboard : nil
+        guard clipboardBoard.heard(device.sender, offer: offer, sent: device.sent, now: .now) else { return }
+        if let offer {
+            logger.info("'\(memberName(device.sender))' offers its clipboard", metadata: ["types": "\(offer.types.map(\.name).joined(separator: ", "))"])
+        }
+        clipboardChanged()
+    }
+
+    func clipboardGone(_ device: UUID) {
+        if clipboardBoard.gone(device) { clipboardChanged() }
+    }
+
+    /// The clipboard here may have changed: the timer looks again when the next offer expires.
+    func clipboardChanged() {
+        clipboardTimer?.cancel()
+        clipboardTimer = nil
+        let now = ContinuousClock.now
+        guard let next = clipboardBoard.nextExpiry(now: now) else { return }
+        clipboardTimer = LoopTimer(after: next - now + .milliseconds(1)) { [weak self] in
+            self?.tasks.start("clipboard expiry") { await self?.clipboardExpired() }
+        }
+    }
+
+    /// An offer expired: this device's own copy is dropped, and its beacons stop carrying it.
+    func clipboardExpired() async {
+        if clipboardBoard.local != nil, clipboardBoard.localOffer(now: .now) == nil {
+            removeClipboardContent(clipboardBoard.dropLocal())
+            logger.info("the clipboard's offer expired")
+            try? await discovery?.announce(clipboard: nil)
+        }
+        clipboardChanged()
+    }
+
+    /// The clipboard a paste here would paste, as the local API shows it.
+    func localClipboard() -> LocalClipboard? {
+        guard configuration.clipboard, let current = clipboardBoard.current(now: .now, me: identity.id) else { return nil }
+        return localClipboard(current)
+    }
+
+    func localClipboard(_ current: ClipboardBoard.Current) -> LocalClipboard {
+        let offer = current.offer
+        let now = ContinuousClock.now
+        let device: UUID
+        let expires: ContinuousClock.Instant
+        switch current {
+        case .local:
+            device = identity.id
+            expires = clipboardBoard.local?.expires ?? now
+        case .remote(let remote):
+            device = remote.device
+            expires = remote.expires
+        }
+        let local = device == identity.id
+        return LocalClipboard(
+            device: device, deviceName: local ? deviceName : memberName(device), local: local, generation: offer.generation,
+            copiedAt: offer.copiedAt, expires: Date().addingTimeInterval((expires - now).seconds),
+            types: offer.types.map { LocalClipboardType(name: $0.name, size: $0.size) })
+    }
+
+    // MARK: Pasting here
+
+    /// Serves a connection that opens with `paste`: the reply names the clipboard and the type
+    /// pasted, then its bytes follow and an end. Bytes past the size the type was offered with,
+    /// or fewer, end the paste with a failure instead of its end: a client writes what it got
+    /// only once the end came.
+    nonisolated func servePaste(
+        _ client: LocalStreamClient, version: Int, type: String?, _ inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator,
+        _ outbound: NIOAsyncChannelOutboundWriter<Frame>
+    ) async {
+        guard version == LocalMessage.version else {
+            try? await outbound.write(LocalMessage.reply(request: client.request, .failure(LocalError(.badRequest, "this agent speaks local API version \(LocalMessage.version), the client \(version)"))).frame)
+            return
+        }
+        let prepared = await preparePaste(type)
+        guard case .success(let (clipboard, pasting, source)) = prepared else {
+            if case .failure(let error) = prepared { try? await outbound.write(LocalMessage.reply(request: client.request, .failure(error)).frame) }
+            return
+        }
+        var reply = LocalReply()
+        reply.clipboard = clipboard
+        reply.pasting = LocalClipboardType(name: pasting.name, size: pasting.size)
+        guard (try? await outbound.write(LocalMessage.reply(request: client.request, reply).frame)) != nil else {
+            if case .stream(let stream) = source { stream.close() }
+            if case .file(let handle) = source { try? handle.close() }
+            return
+        }
+        await relaying(+1)
+        switch source {
+        case .file(let handle):
+            await Self.paste(from: handle, size: pasting.size, to: outbound)
+        case .stream(let stream):
+            await Self.paste(from: stream, size: pasting.size, device: clipboard.deviceName) { try await outbound.write($0) }
+        }
+        await relaying(-1)
+        await Self.awaitClose(&inbound)
+    }
+
+    /// Waits for the client to close its connection, having read the last frame: closing
+    /// from this side first would drop what the socket has not taken yet.
+    static func awaitClose(_ inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator) async {
+        while (try? await inbound.next()) != nil {}
+    }
+
+    /// What a paste of `wanted` (nil: the first text type) pastes, and from where.
+    func preparePaste(_ wanted: String?) async -> Result<(LocalClipboard, ClipboardType, PasteSource), LocalError> {
+        busy()
+        guard configuration.clipboard else { return .failure(Self.clipboardOff) }
+        let now = ContinuousClock.now
+        guard let current = clipboardBoard.current(now: now, me: identity.id) else {
+            return .failure(LocalError(.notFound, "nothing to paste: no device of the account offers a copy (a copy is offered for \(configuration.clipboardLifetime) after it is made)"))
+        }
+        let clipboard = localClipboard(current)
+        guard let type = ClipboardBoard.pasteType(wanted, in: current.offer) else {
+            return .failure(LocalError(.notFound, "the copy made on '\(clipboard.deviceName)' has no type '\(wanted ?? "")'; it has \(current.offer.types.map { "'\($0.name)'" }.joined(separator: ", "))"))
+        }
+        switch current {
+        case .local(let offer):
+            switch clipboardBoard.servable(generation: offer.generation, type: type.name, now: now) {
+            case .failure(let refusal):
+                return .failure(LocalError(.notFound, "this device's copy cannot be pasted: \(refusal)"))
+            case .success(let (_, file)):
+                do {
+                    return .success((clipboard, type, .file(try FileHandle(forReadingFrom: file))))
+                } catch {
+                    return .failure(LocalError(.failed, "cannot read this device's copy at \(file.path): \(error)"))
+                }
+            }
+        case .remote(let remote):
+            let name = memberName(remote.device)
+            guard let device = await discovery?.nearby.first(where: { $0.sender == remote.device }) else {
+                return .failure(LocalError(.continuation, code: ContinuationFailure.Code.connectionUnavailable, "'\(name)', which offered the copy, is no longer nearby"))
+            }
+            let link: any OutgoingLink
+            switch await openLink(to: device) {
+            case .success(let open): link = open
+            case .failure(let failure): return .failure(LocalError(.continuation, code: failure.code, failure.message))
+            }
+            switch await link.openStream(.clipboard(generation: remote.offer.generation, type: type.name), deadline: configuration.fetchDeadline) {
+            case .success(let stream):
+                // This side sends nothing on a paste's stream.
+                stream.finish()
+                logger.info("pasting the clipboard of '\(name)'", metadata: ["type": "\(type.name)", "bytes": "\(type.size)"])
+                return .success((clipboard, type, .stream(stream)))
+            case .failure(let failure):
+                logger.notice("'\(name)' did not give its clipboard: \(failure.message)")
+                return .failure(LocalError(.continuation, code: failure.code, "'\(name)' did not give its clipboard: \(failure.message)"))
+            }
+        }
+    }
+
+    /// Sends this device's copy to a paste here.
+    static func paste(from handle: FileHandle, size: UInt64, to outbound: NIOAsyncChannelOutboundWriter<Frame>) async {
+        defer { try? handle.close() }
+        var sent: UInt64 = 0
+        do {
+            while let chunk = try handle.read(upToCount: LocalStreamFrame.maximumData), !chunk.isEmpty {
+                sent += UInt64(chunk.count)
+                try await outbound.write(Frame(kind: LocalStreamFrame.data, payload: Array(chunk)))
+            }
+        } catch {
+            try? await outbound.write(failedFrame("the copy could not be read: \(error)"))
+            return
+        }
+        guard sent == size else {
+            try? await outbound.write(failedFrame("the copy holds \(sent) bytes, not the \(size) it was offered with"))
+            return
+        }
+        try? await outbound.write(Frame(kind: LocalStreamFrame.end, payload: []))
+    }
+
+    /// Relays another device's copy to a paste here, holding it to the size it was offered with.
+    static func paste(from stream: LinkStream, size: UInt64, device: String, to write: (Frame) async throws -> Void) async {
+        defer { stream.close() }
+        var received: UInt64 = 0
+        for await event in stream.events {
+            switch event {
+            case .data(let bytes):
+                received += UInt64(bytes.count)
+                guard received <= size else {
+                    stream.reset("more bytes than the \(size) offered")
+                    try? await write(failedFrame("'\(device)' sent more than the \(size) bytes it offered: the paste is dropped"))
+                    return
+                }
+                do {
+                    try await write(Frame(kind: LocalStreamFrame.data, payload: bytes))
+                } catch {
+                    stream.reset("the paste's client went away")
+                    return
+                }
+                stream.consumed(bytes.count)
+            case .end:
+                guard received == size else {
+                    try? await write(failedFrame("'\(device)' sent \(received) of the \(size) bytes it offered: the paste is dropped"))
+                    return
+                }
+                try? await write(Frame(kind: LocalStreamFrame.end, payload: []))
+                return
+            case .stop:
+                continue
+            case .failed(let reason):
+                try? await write(failedFrame("the paste from '\(device)' failed: \(reason)"))
+                return
+            }
+        }
+        try? await write(failedFrame("the paste from '\(device)' ended early"))
+    }
+
+    // MARK: Serving another device's paste
+
+    /// A device of the account pastes type `type` of this device's copy `generation`: the
+    /// bytes go on `stream`, then its end. Nil when they do; else why not.
+    func acceptPaste(generation: UInt64, type: String, _ stream: LinkStream, from peer: LinkPeer) async -> ContinuationFailure? {
+        busy()
+        let refusal: ClipboardRefusal
+        if configuration.clipboard {
+            switch clipboardBoard.servable(generation: generation, type: type, now: .now) {
+            case .success(let (offered, file)):
+                let handle: FileHandle
+                do {
+                    handle = try FileHandle(forReadingFrom: file)
+                } catch {
+                    return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "'\(deviceName)' cannot read its copy: \(error)")
+                }
+                stream.accept()
+                logger.info("sending the clipboard", metadata: ["type": "\(type)", "bytes": "\(offered.size)"])
+                relaying(+1)
+                tasks.start("send a paste") {
+                    await Self.send(handle, on: stream)
+                    self.relaying(-1)
+                }
+                return nil
+            case .failure(let why):
+                refusal = why
+            }
+        } else {
+            refusal = .off
+        }
+        logger.notice("a paste was refused: \(refusal)")
+        return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "'\(deviceName)' did not give its clipboard: \(refusal)")
+    }
+
+    /// Writes the file on the stream, as the reader's credit allows, then ends it.
+    static func send(_ handle: FileHandle, on stream: LinkStream) async {
+        defer { try? handle.close() }
+        do {
+            while let chunk = try handle.read(upToCount: LinkMessage.maximumStreamChunk), !chunk.isEmpty {
+                try await stream.write(Array(chunk))
+            }
+            stream.finish()
+        } catch {
+            stream.reset("the copy could not be read or sent: \(error)")
+        }
+    }
+}

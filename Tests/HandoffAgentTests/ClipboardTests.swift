@@ -1,0 +1,302 @@
+import Foundation
+import HandoffLocalAPI
+import HandoffWire
+import Synchronization
+import HandoffTesting
+import Testing
+
+@testable import HandoffAgent
+
+/// What a paste on the local socket got: the reply, or the refusal; the bytes; and how it ended.
+struct PasteResult: Sendable {
+    var reply: LocalReply?
+    var refusal: LocalError?
+    var bytes: [UInt8] = []
+    /// The last frame: an end (`E`), or a failure (`X`) with its reason.
+    var last: Frame?
+
+    var ended: Bool { last?.kind == LocalStreamFrame.end }
+    var failure: String? { last?.kind == LocalStreamFrame.failed ? String(decoding: last!.payload, as: UTF8.self) : nil }
+}
+
+extension TestDevice {
+    /// Copies `bytes` as `type` here, as `handoff copy` does; returns how the agent answered
+    /// the end (an end, or a failure frame), or throws its refusal.
+    func copy(_ bytes: [UInt8], as type: String = "text/plain;charset=utf-8") async throws -> Frame? {
+        let socket = socket
+        return try await onThread { () throws -> Frame? in
+            let connection = try LocalStreamSocket.open(path: socket, call: .copy(version: LocalMessage.version, clipboardType: type))
+            defer { connection.close() }
+            var offset = 0
+            repeat {
+                let end = min(bytes.count, offset + LocalStreamFrame.maximumData)
+                if end > offset { try? connection.write(kind: LocalStreamFrame.data, Array(bytes[offset..<end])) }
+                offset = end
+            } while offset < bytes.count
+            try? connection.write(kind: LocalStreamFrame.end)
+            return try connection.readFrame()
+        }
+    }
+
+    /// Pastes here, as `handoff paste` does.
+    func paste(_ type: String? = nil) async throws -> PasteResult {
+        let socket = socket
+        return try await onThread { () -> PasteResult in
+            var result = PasteResult()
+            let connection: LocalStreamSocket
+            do throws(LocalError) {
+                (connection, result.reply) = try LocalStreamSocket.opened(path: socket, call: .paste(version: LocalMessage.version, clipboardType: type))
+            } catch {
+                result.refusal = error
+                return result
+            }
+            defer { connection.close() }
+            while let frame = try connection.readFrame() {
+                if frame.kind == LocalStreamFrame.data {
+                    result.bytes += frame.payload
+                } else {
+                    result.last = frame
+                    break
+                }
+            }
+            return result
+        }
+    }
+
+    func clipboard() async throws -> LocalClipboard? {
+        try await call(.status).status?.clipboard
+    }
+
+    /// The files this device's agent keeps copies in.
+    var clipboardFiles: [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: state.appendingPathComponent("clipboard").path)) ?? []
+    }
+}
+
+@Suite("The account's clipboard")
+struct ClipboardTests {
+    static let text = "text/plain;charset=utf-8"
+
+    @Test("Copied on one device, pasted on another: the other shows the type, the size and who copied it at once, and the bytes come from the copying device at the paste")
+    func copyThenPaste() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            let words = Array("hello from alpha, ünïcode too".utf8)
+            #expect(try await a.copy(words)?.kind == LocalStreamFrame.end)
+            #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
+            let shown = try #require(try await b.clipboard())
+            #expect(!shown.local)
+            #expect(shown.types == [LocalClipboardType(name: Self.text, size: UInt64(words.count))])
+            #expect(shown.expires.timeIntervalSinceNow > 100 && shown.expires.timeIntervalSinceNow <= 120)
+            // Nothing has travelled yet: no link was opened for the offer.
+            #expect(await b.agent?.links.isEmpty == true)
+            let pasted = try await b.paste()
+            #expect(pasted.refusal == nil, "\(String(describing: pasted.refusal))")
+            #expect(pasted.reply?.pasting == LocalClipboardType(name: Self.text, size: UInt64(words.count)))
+            #expect(pasted.bytes == words)
+            #expect(pasted.ended)
+            // A's own paste reads its copy; a picture of 3 MiB travels whole, in order.
+            #expect(try await a.paste().bytes == words)
+            var picture = [UInt8](repeating: 0, count: 3 << 20)
+            for index in picture.indices { picture[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 13) }
+            #expect(try await a.copy(picture, as: "image/png")?.kind == LocalStreamFrame.end)
+            #expect(await eventually { (try? await b.clipboard())?.types.first?.name == "image/png" })
+            let image = try await b.paste()
+            #expect(image.reply?.pasting?.name == "image/png")
+            #expect(image.bytes.count == picture.count)
+            #expect(image.bytes == picture)
+            #expect(image.ended)
+            // The first copy's file went when the second replaced it.
+            #expect(a.clipboardFiles.count == 1)
+        }
+    }
+
+    @Test("The newest copy of the account wins on every device: a copy on beta replaces alpha's offer there, and gamma's later copy replaces both")
+    func newestWins() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            let c = try await harness.start("gamma")
+            try await harness.pair([a, b, c])
+            #expect(try await a.copy(Array("from alpha".utf8))?.kind == LocalStreamFrame.end)
+            #expect(await eventually {
+                let one = (try? await b.clipboard())?.deviceName
+                let other = (try? await c.clipboard())?.deviceName
+                return one == "alpha" && other == "alpha"
+            })
+            #expect(try await b.copy(Array("from beta".utf8))?.kind == LocalStreamFrame.end)
+            #expect(try await b.clipboard()?.local == true)
+            #expect(await eventually {
+                let one = (try? await a.clipboard())?.deviceName
+                let other = (try? await c.clipboard())?.deviceName
+                return one == "beta" && other == "beta"
+            })
+            #expect(try await c.paste().bytes == Array("from beta".utf8))
+            #expect(try await c.copy(Array("from gamma".utf8))?.kind == LocalStreamFrame.end)
+            #expect(await eventually {
+                let one = (try? await a.clipboard())?.deviceName
+                let other = (try? await b.clipboard())?.deviceName
+                return one == "gamma" && other == "gamma"
+            })
+            #expect(try await a.paste().bytes == Array("from gamma".utf8))
+            #expect(try await b.paste().bytes == Array("from gamma".utf8))
+            // A device removed from the account offers nothing any more.
+            try await a.call(.removeDevice(name: "gamma"))
+            #expect(await eventually { (try? await b.clipboard())?.deviceName == "beta" }, "beta still shows gamma's copy")
+            #expect(try await b.paste().bytes == Array("from beta".utf8))
+        }
+    }
+
+    @Test("A copy is offered for its lifetime, then nowhere: the other device shows nothing and a paste says why, and the copying device keeps no file")
+    func expiry() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha") { $0.clipboardLifetime = .seconds(2) }
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            #expect(try await a.copy(Array("short-lived".utf8))?.kind == LocalStreamFrame.end)
+            #expect(await eventually { (try? await b.clipboard()) != nil })
+            #expect(await eventually(within: .seconds(5)) {
+                let onB = try? await b.clipboard()
+                let onA = try? await a.clipboard()
+                return onB == nil && onA == nil
+            })
+            let late = try await b.paste()
+            #expect(late.refusal?.kind == .notFound)
+            #expect(late.refusal?.message.contains("nothing to paste") == true, "\(String(describing: late.refusal))")
+            #expect(await eventually { a.clipboardFiles.isEmpty })
+        }
+    }
+
+    @Test("Refusals say why and leave nothing behind: a type that was not offered, a copy over the size limit, a clipboard turned off, a copy cut off before its end")
+    func refusals() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha") { $0.clipboardSizeLimit = 1000 }
+            let b = try await harness.start("beta") { $0.clipboard = false }
+            try await harness.pair([a, b])
+            // Over the limit: a failure frame, no offer, no file.
+            let over = try await a.copy([UInt8](repeating: 7, count: 1500))
+            #expect(over?.kind == LocalStreamFrame.failed)
+            let reason = String(decoding: over?.payload ?? [], as: UTF8.self)
+            #expect(reason.contains("size limit"), "\(reason)")
+            #expect(try await a.clipboard() == nil)
+            #expect(a.clipboardFiles.isEmpty)
+            // A type that is not valid is refused before any byte.
+            await #expect(throws: LocalError.self) { try await a.copy([1], as: "bad\ntype") }
+            // A client that goes before its end offers nothing.
+            let socket = a.socket
+            try await onThread {
+                let connection = try LocalStreamSocket.open(path: socket, call: .copy(version: LocalMessage.version, clipboardType: Self.text))
+                try connection.write(kind: LocalStreamFrame.data, [1, 2, 3])
+                connection.close()
+            }
+            // Long enough for the agent to have read the cut-off connection: no offer must follow it.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await a.clipboard() == nil)
+            #expect(await eventually { a.clipboardFiles.isEmpty })
+            // A type not offered.
+            #expect(try await a.copy(Array("words".utf8))?.kind == LocalStreamFrame.end)
+            let wrong = try await a.paste("image/png")
+            #expect(wrong.refusal?.kind == .notFound)
+            #expect(wrong.refusal?.message.contains("'text/plain;charset=utf-8'") == true, "\(String(describing: wrong.refusal))")
+            // Beta's clipboard is off: it shows and pastes nothing of alpha's, and copies nothing.
+            // Alpha's beacon with the offer reaches beta within this (it is sent at the copy).
+            try await Task.sleep(for: .milliseconds(500))
+            let status = try #require(try await b.call(.status).status)
+            #expect(status.clipboardOn == false)
+            #expect(status.clipboard == nil)
+            #expect(try await b.paste().refusal?.kind == .notAllowed)
+            await #expect(throws: LocalError.self) { try await b.copy([1]) }
+        }
+    }
+
+    @Test("A paste holds the other device to the size it offered: more bytes, or fewer before the end, fail the paste instead of ending it")
+    func heldToTheOfferedSize() async throws {
+        for (sent, offered) in [(10, 5), (3, 5)] {
+            let pair = MuxPair { _, stream in
+                stream.accept()
+                // Begun here, ended when the bytes are written: what a misbehaving device sends.
+                Task {
+                    try? await stream.write([UInt8](repeating: 1, count: sent))
+                    stream.finish()
+                }
+                return nil
+            }
+            let stream = try await pair.opener.open(.clipboard(generation: 1, type: Self.text), deadline: .seconds(5)).get()
+            stream.finish()
+            let frames = Mutex<[Frame]>([])
+            await Agent.paste(from: stream, size: UInt64(offered), device: "alpha") { frame in frames.withLock { $0.append(frame) } }
+            let last = try #require(frames.withLock { $0.last })
+            #expect(last.kind == LocalStreamFrame.failed, "\(sent) bytes sent of \(offered) offered")
+            #expect(!frames.withLock { $0 }.contains { $0.kind == LocalStreamFrame.end })
+        }
+    }
+
+    @Test("Another device refuses a paste of a generation it replaced, or of a type it did not offer, and says why")
+    func originRefuses() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            #expect(try await a.copy(Array("first".utf8))?.kind == LocalStreamFrame.end)
+            let first = try #require(try await a.clipboard())
+            #expect(try await a.copy(Array("second".utf8))?.kind == LocalStreamFrame.end)
+            // Straight on a link, as a device that had not heard of the second copy yet would.
+            let agent = try #require(b.agent)
+            let discovery = try #require(await agent.discovery)
+            let device = try #require(await discovery.nearby.first)
+            let link = try await agent.openLink(to: device).get()
+            let replaced = await link.openStream(.clipboard(generation: first.generation, type: Self.text), deadline: .seconds(5))
+            guard case .failure(let why) = replaced else { Issue.record("a replaced copy was pasted"); return }
+            #expect(why.message.contains("replaced"), "\(why.message)")
+            let second = try #require(await a.clipboard())
+            let notOffered = await link.openStream(.clipboard(generation: second.generation, type: "image/png"), deadline: .seconds(5))
+            guard case .failure(let refusal) = notOffered else { Issue.record("a type not offered was pasted"); return }
+            #expect(refusal.message.contains("did not offer type 'image/png'"), "\(refusal.message)")
+        }
+    }
+
+    @Test("handoff copy and handoff paste, without any display: standard input on one device, standard output on the other")
+    func commandLine() async throws {
+        let cli = try #require(builtExecutable("handoff-cli"), "handoff-cli was not built next to the tests")
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            let words = "a line from alpha's terminal\nand a second\n"
+            let copied = try await runProcess(cli, ["copy", "--socket", a.socket], input: Array(words.utf8))
+            #expect(copied.status == 0, "\(copied.error)")
+            #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
+            let pasted = try await runProcess(cli, ["paste", "--socket", b.socket], input: [])
+            #expect(pasted.status == 0, "\(pasted.error)")
+            #expect(String(decoding: pasted.output, as: UTF8.self) == words)
+            let status = try await runProcess(cli, ["status", "--socket", b.socket], input: [])
+            #expect(String(decoding: status.output, as: UTF8.self).contains("clipboard:  copied on 'alpha'"), "\(String(decoding: status.output, as: UTF8.self))")
+            let missing = try await runProcess(cli, ["paste", "--type", "image/png", "--socket", b.socket], input: [])
+            #expect(missing.status == 4)
+            #expect(missing.output.isEmpty)
+            #expect(missing.error.contains("no type 'image/png'"), "\(missing.error)")
+        }
+    }
+}
+
+/// Runs `executable` with `arguments`, `input` on its standard input; what it wrote and its status.
+func runProcess(_ executable: URL, _ arguments: [String], input: [UInt8]) async throws -> (status: Int32, output: [UInt8], error: String) {
+    try await onThread {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+        stdin.fileHandleForWriting.write(Data(input))
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        let error = stderr.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, Array(output), String(decoding: error, as: UTF8.self))
+    }
+}
