@@ -37,8 +37,13 @@ public enum FuzzSeeds {
             hasWebpageURL: true, supportsContinuationStreams: true)
         activity.refreshSeconds = 30
         activity.asksForAnswers = true
+        var clipboard = activity
+        clipboard.sequence = 3
+        clipboard.clipboard = ClipboardOffer(
+            generation: 1_790_000_000_000, copiedAt: moment, lifetimeSeconds: 120,
+            types: [ClipboardType(name: "text/plain;charset=utf-8", size: 12), ClipboardType(name: "text/html", size: 4096), ClipboardType(name: "application/x-example", size: 1 << 40)])
         var seeds: [(String, [UInt8])] = []
-        for (name, content) in [("presence", presence), ("activity", activity)] {
+        for (name, content) in [("presence", presence), ("activity", activity), ("clipboard", clipboard)] {
             seeds.append(("sealed-\(name)", try! Beacon.seal(content, with: FuzzTarget.beaconKey)))
             seeds.append(("plaintext-\(name)", try! Beacon.encode(content)))
         }
@@ -96,6 +101,7 @@ public enum FuzzSeeds {
             ("stream-end", .streamEnd(stream: 1)),
             ("stream-stop", .streamStop(stream: 1)),
             ("stream-reset", .streamReset(stream: 1, reason: "the app crashed")),
+            ("clipboard-open", .clipboardOpen(stream: 2, generation: 1_790_000_000_000, type: "image/png", window: 1 << 20)),
         ]
         // The first byte of a link-frames input says where the input is cut in two.
         var seeds = messages.map { (name, message) in (name, [UInt8(3)] + message.frame.encoded) }
@@ -123,6 +129,8 @@ public enum FuzzSeeds {
             ("invite", .call(request: 3, .invite(token: true, host: "127.0.0.1", lifetime: 300))),
             ("probe", .call(request: 4, .probe(host: "127.0.0.1", port: 40001))),
             ("open-stream", .call(request: 5, .openStream(version: LocalMessage.version, continuation: activityID))),
+            ("copy", .call(request: 8, .copy(version: LocalMessage.version, clipboardType: "text/plain;charset=utf-8"))),
+            ("paste", .call(request: 9, .paste(version: LocalMessage.version, clipboardType: "image/png"))),
             ("proof", .proof(nonce: Data(repeating: 0x5A, count: 16))),
             ("became-current", .becameCurrent(record.activity)),
             ("saved", .saved(request: 6, record)),
