@@ -14,11 +14,31 @@ extension Agent {
         configuration.stateDirectory.appendingPathComponent("clipboard", isDirectory: true)
     }
 
-    /// What a paste reads: this device's own copy, or a stream from the device that copied it.
+    /// What a paste reads: this device's own copy (a file the agent keeps, or what its
+    /// provider sends), or a stream from the device that copied it.
     enum PasteSource: Sendable {
         case file(FileHandle)
+        case provided(session: UUID)
         case stream(LinkStream)
     }
+
+    /// Where the bytes of a paste go, as they come, and how it ends (nil: whole; else why not).
+    /// `finish` is called once.
+    struct ClipboardSink: Sendable {
+        let write: @Sendable ([UInt8]) async throws -> Void
+        let finish: @Sendable (_ failure: String?) async -> Void
+    }
+
+    /// A paste waiting for this device's clipboard provider (`clipboardRequest`).
+    struct ClipboardRead: Sendable {
+        let session: UUID
+        let type: ClipboardType
+        let sink: ClipboardSink
+        let deadline: LoopTimer
+    }
+
+    /// How long the provider has to begin sending a type's bytes, or refuse.
+    static let providerDeadline: Duration = .seconds(2)
 
     // MARK: Copying here
 
@@ -90,7 +110,7 @@ extension Agent {
         }
         // Without its end frame, the client went away mid-copy: nothing is offered.
         guard ended else { return }
-        kept = await copied([ClipboardType(name: type, size: size)], content: [type: file]) != nil
+        kept = await copied([ClipboardType(name: type, size: size)], content: .held([type: file])) != nil
         if kept {
             try? await outbound.write(Frame(kind: LocalStreamFrame.end, payload: []))
         } else {
@@ -109,7 +129,7 @@ extension Agent {
 
     /// A copy here: it is this device's clipboard from now on, offered to the account until it
     /// expires. Nil when the clipboard is off.
-    func copied(_ types: [ClipboardType], content: [String: URL]) async -> ClipboardOffer? {
+    func copied(_ types: [ClipboardType], content: LocalClipboardContent) async -> ClipboardOffer? {
         busy()
         guard configuration.clipboard else { return nil }
         var offered = types.filter { ClipboardOffer.isValidTypeName($0.name) }
@@ -125,8 +145,145 @@ extension Agent {
         return offer
     }
 
-    nonisolated func removeClipboardContent(_ content: [String: URL]?) {
-        for file in Set((content ?? [:]).values) { try? FileManager.default.removeItem(at: file) }
+    nonisolated func removeClipboardContent(_ content: LocalClipboardContent?) {
+        guard case .held(let files) = content else { return }
+        for file in Set(files.values) { try? FileManager.default.removeItem(at: file) }
+    }
+
+    // MARK: The session service's copies
+
+    /// The person copied in their session: `session` (the session service) offers `types`
+    /// and gives each type's bytes when a device pastes it.
+    func offerClipboard(_ types: [LocalClipboardType], from session: Session) async -> LocalReply {
+        guard configuration.clipboard else { return .failure(Self.clipboardOff) }
+        if let bad = types.first(where: { !ClipboardOffer.isValidTypeName($0.name) || $0.size > ClipboardOffer.maximumSize }) {
+            return .failure(LocalError(.badRequest, "'\(bad.name)' (\(bad.size) bytes) is not a clipboard type: give 1 to \(ClipboardOffer.maximumTypeNameBytes) bytes of printable ASCII, and a size below 2^53"))
+        }
+        guard Set(types.map(\.name)).count == types.count else {
+            return .failure(LocalError(.badRequest, "a type is offered twice"))
+        }
+        guard let offer = await copied(types.map { ClipboardType(name: $0.name, size: $0.size) }, content: .provided(session: session.id)) else {
+            return .failure(Self.clipboardOff)
+        }
+        var reply = LocalReply()
+        reply.clipboard = localClipboard(.local(offer))
+        return reply
+    }
+
+    /// Asks the provider `session` for `type`'s bytes, which go to `sink`; it has
+    /// `providerDeadline` to begin, or the paste fails.
+    func readProvided(_ session: UUID, _ type: ClipboardType, into sink: ClipboardSink) async {
+        guard let peer = sessions[session]?.peer else {
+            return await sink.finish("the clipboard's provider on '\(deviceName)' went away")
+        }
+        let read = UUID.random()
+        let deadline = Self.providerDeadline
+        let timer = LoopTimer(after: deadline) { [weak self] in
+            self?.tasks.start("clipboard read deadline") {
+                await self?.endRead(read, failure: "the clipboard's provider on '\(self?.deviceName ?? "the other device")' did not answer within \(deadline)")
+            }
+        }
+        clipboardReads[read] = ClipboardRead(session: session, type: type, sink: sink, deadline: timer)
+        peer.send(.clipboardRequest(read: read, clipboardType: type.name, size: type.size))
+    }
+
+    /// Ends a read that has not begun, with `failure`.
+    func endRead(_ read: UUID, failure: String) async {
+        guard let pending = clipboardReads.removeValue(forKey: read) else { return }
+        pending.deadline.cancel()
+        logger.notice("a paste of this device's clipboard failed: \(failure)")
+        await pending.sink.finish(failure)
+    }
+
+    /// The provider's connection for `read` arrived: the read is its, if it comes from the
+    /// provider's process.
+    func takeRead(_ read: UUID, pid: Int32) -> Result<ClipboardRead, LocalError> {
+        guard let pending = clipboardReads[read], let session = sessions[pending.session] else {
+            return .failure(LocalError(.notFound, "no paste \(read) waits for this provider: it was answered, refused, or timed out"))
+        }
+        guard session.peer.pid == pid else {
+            return .failure(LocalError(.notAllowed, "process \(pid) is not the clipboard's provider (process \(session.peer.pid))"))
+        }
+        clipboardReads[read] = nil
+        pending.deadline.cancel()
+        return .success(pending)
+    }
+
+    /// A session ended: if it provided this device's copy, the copy is no longer offered, and
+    /// the pastes waiting for it fail.
+    func clipboardSessionEnded(_ session: UUID) {
+        clipboardWatchers[session] = nil
+        for (read, pending) in clipboardReads where pending.session == session {
+            tasks.start("clipboard provider gone") { await self.endRead(read, failure: "the clipboard's provider on '\(self.deviceName)' went away") }
+        }
+        guard case .provided(session: session)? = clipboardBoard.local?.content else { return }
+        _ = clipboardBoard.dropLocal()
+        logger.info("the clipboard's provider went away: the copy is no longer offered")
+        clipboardChanged()
+        tasks.start("clipboard withdrawn") { try? await self.discovery?.announce(clipboard: nil) }
+    }
+
+    /// Serves a connection that opens with `provideClipboard`: its data frames are the bytes
+    /// the read asked for, held to the size offered, then its end.
+    nonisolated func serveProvided(
+        _ client: LocalStreamClient, version: Int, read: UUID, _ inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator,
+        _ outbound: NIOAsyncChannelOutboundWriter<Frame>
+    ) async {
+        guard version == LocalMessage.version else {
+            try? await outbound.write(LocalMessage.reply(request: client.request, .failure(LocalError(.badRequest, "this agent speaks local API version \(LocalMessage.version), the client \(version)"))).frame)
+            return
+        }
+        let pending: ClipboardRead
+        switch await takeRead(read, pid: client.pid) {
+        case .failure(let error):
+            try? await outbound.write(LocalMessage.reply(request: client.request, .failure(error)).frame)
+            return
+        case .success(let taken):
+            pending = taken
+        }
+        guard (try? await outbound.write(LocalMessage.reply(request: client.request, LocalReply()).frame)) != nil else {
+            return await pending.sink.finish("the clipboard's provider went away")
+        }
+        await relaying(+1)
+        await Self.relay(pending, from: &inbound, answering: outbound)
+        await relaying(-1)
+    }
+
+    /// Carries what the provider sends to the paste's sink, held to the size offered.
+    static func relay(
+        _ pending: ClipboardRead, from inbound: inout NIOAsyncChannelInboundStream<Frame>.AsyncIterator, answering outbound: NIOAsyncChannelOutboundWriter<Frame>
+    ) async {
+        let size = pending.type.size
+        var sent: UInt64 = 0
+        do {
+            while let frame = try await inbound.next() {
+                switch frame.kind {
+                case LocalStreamFrame.data:
+                    sent += UInt64(frame.payload.count)
+                    guard sent <= size else {
+                        try? await outbound.write(failedFrame("more than the \(size) bytes offered"))
+                        return await pending.sink.finish("the clipboard's provider sent more than the \(size) bytes it offered")
+                    }
+                    do {
+                        try await pending.sink.write(frame.payload)
+                    } catch {
+                        // The paste ended on the other side: the provider hears it.
+                        try? await outbound.write(failedFrame("the paste ended: \(error)"))
+                        return await pending.sink.finish("the paste ended: \(error)")
+                    }
+                case LocalStreamFrame.end:
+                    guard sent == size else {
+                        return await pending.sink.finish("the clipboard's provider sent \(sent) of the \(size) bytes it offered")
+                    }
+                    await pending.sink.finish(nil)
+                    try? await outbound.write(Frame(kind: LocalStreamFrame.end, payload: []))
+                    return await awaitClose(&inbound)
+                default:
+                    return await pending.sink.finish("the clipboard's provider sent a frame of kind \(frame.kind)")
+                }
+            }
+        } catch {}
+        await pending.sink.finish("the clipboard's provider closed its connection before the end")
     }
 
     // MARK: Offers of the account's devices
@@ -146,8 +303,15 @@ extension Agent {
         if clipboardBoard.gone(device) { clipboardChanged() }
     }
 
-    /// The clipboard here may have changed: the timer looks again when the next offer expires.
+    /// The clipboard here may have changed: its watchers hear of a change, and the timer looks
+    /// again when the next offer expires.
     func clipboardChanged() {
+        let current = configuration.clipboard ? clipboardBoard.current(now: .now, me: identity.id) : nil
+        if current != clipboardTold {
+            clipboardTold = current
+            let told = current.map(localClipboard)
+            for watcher in clipboardWatchers.values { watcher.send(.clipboardChanged(told)) }
+        }
         clipboardTimer?.cancel()
         clipboardTimer = nil
         let now = ContinuousClock.now
@@ -224,6 +388,17 @@ extension Agent {
         switch source {
         case .file(let handle):
             await Self.paste(from: handle, size: pasting.size, to: outbound)
+        case .provided(let session):
+            // The provider's connection writes the bytes here, as they come.
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                let sink = ClipboardSink(
+                    write: { bytes in try await outbound.write(Frame(kind: LocalStreamFrame.data, payload: bytes)) },
+                    finish: { failure in
+                        try? await outbound.write(failure.map(Self.failedFrame) ?? Frame(kind: LocalStreamFrame.end, payload: []))
+                        done.resume()
+                    })
+                tasks.start("paste what the provider sends") { await self.readProvided(session, pasting, into: sink) }
+            }
         case .stream(let stream):
             await Self.paste(from: stream, size: pasting.size, device: clipboard.deviceName) { try await outbound.write($0) }
         }
@@ -254,7 +429,10 @@ extension Agent {
             switch clipboardBoard.servable(generation: offer.generation, type: type.name, now: now) {
             case .failure(let refusal):
                 return .failure(LocalError(.notFound, "this device's copy cannot be pasted: \(refusal)"))
-            case .success(let (_, file)):
+            case .success(let (_, .provided(session))):
+                return .success((clipboard, type, .provided(session: session)))
+            case .success(let (_, .held(files))):
+                guard let file = files[type.name] else { return .failure(LocalError(.notFound, "this device's copy has no type '\(type.name)'")) }
                 do {
                     return .success((clipboard, type, .file(try FileHandle(forReadingFrom: file))))
                 } catch {
@@ -350,7 +528,18 @@ extension Agent {
         let refusal: ClipboardRefusal
         if configuration.clipboard {
             switch clipboardBoard.servable(generation: generation, type: type, now: .now) {
-            case .success(let (offered, file)):
+            case .success(let (offered, .provided(session))):
+                stream.accept()
+                logger.info("sending the clipboard from its provider", metadata: ["type": "\(type)", "bytes": "\(offered.size)"])
+                let sink = ClipboardSink(
+                    write: { bytes in try await stream.write(bytes) },
+                    finish: { failure in
+                        if let failure { stream.reset(failure) } else { stream.finish() }
+                    })
+                await readProvided(session, offered, into: sink)
+                return nil
+            case .success(let (offered, .held(files))):
+                guard let file = files[type] else { refusal = .typeNotOffered(type, offered: []); break }
                 let handle: FileHandle
                 do {
                     handle = try FileHandle(forReadingFrom: file)

@@ -43,6 +43,8 @@ extension Agent {
             return await serveCopy(client, version: version, type: type, &inbound, outbound)
         case .paste(let version, let type):
             return await servePaste(client, version: version, type: type, &inbound, outbound)
+        case .provideClipboard(let version, let read):
+            return await serveProvided(client, version: version, read: read, &inbound, outbound)
         default:
             break
         }

@@ -67,6 +67,11 @@ public actor Agent {
     /// and the timer that looks again when the next one expires.
     var clipboardBoard = ClipboardBoard()
     var clipboardTimer: LoopTimer?
+    /// Who hears when the clipboard here changes, and which clipboard they were told of last.
+    var clipboardWatchers: [UUID: LocalPeer] = [:]
+    var clipboardTold: ClipboardBoard.Current?
+    /// Pastes waiting for this device's clipboard provider to send the bytes.
+    var clipboardReads: [UUID: ClipboardRead] = [:]
     /// Not started, running (holding the state folder's lock), or stopped.
     var lifecycle = Lifecycle.notStarted
     /// The account's recent signed changes for members that missed them, and when each was
@@ -416,7 +421,10 @@ public actor Agent {
         memberFingerprints = fingerprints
         pins.value = Set(fingerprints.values)
         // A device that left the account (or this device, leaving it) offers nothing here.
-        for device in clipboardBoard.remote.keys where fingerprints[device] == nil { clipboardBoard.gone(device) }
+        for device in clipboardBoard.remote.keys where fingerprints[device] == nil {
+            clipboardBoard.gone(device)
+            clipboardChanged()
+        }
     }
 
     func reloadApps() {
@@ -649,7 +657,10 @@ public actor Agent {
         case .streamRefused(let token, let error):
             guard streams.pending[token]?.session == session.id else { return }
             settleStream(token, ContinuationFailure(code: error.code ?? ContinuationFailure.Code.handoffFailed, message: error.message))
-        case .reply, .save, .willContinue, .deliver, .fail, .wasContinued, .event, .streamRequest, .prove, .proof:
+        case .clipboardRefused(let read, let error):
+            guard clipboardReads[read]?.session == session.id else { return }
+            await endRead(read, failure: "the clipboard's provider on '\(deviceName)' could not give it: \(error.message)")
+        case .reply, .save, .willContinue, .deliver, .fail, .wasContinued, .event, .streamRequest, .prove, .proof, .clipboardRequest, .clipboardChanged:
             logger.warning("a local client sent a message only the agent sends")
         }
     }
@@ -660,6 +671,7 @@ public actor Agent {
         activities.ended(session.id)
         nearbyWatch.unwatch(session.id)
         endStreams(of: session.id)
+        clipboardSessionEnded(session.id)
         tasks.start("offer after a session ended") { await self.offerChanged() }
     }
 
@@ -738,8 +750,15 @@ public actor Agent {
             reply = LocalReply(probe: await probe(host: host, port: port))
         case .doctor:
             reply = LocalReply(checks: await doctor())
-        case .openStream, .acceptStream, .copy, .paste:
-            reply = .failure(LocalError(.badRequest, "'openStream', 'acceptStream', 'copy' and 'paste' open a connection of their own: send one as the first message of a new connection"))
+        case .openStream, .acceptStream, .copy, .paste, .provideClipboard:
+            reply = .failure(LocalError(.badRequest, "'openStream', 'acceptStream', 'copy', 'paste' and 'provideClipboard' open a connection of their own: send one as the first message of a new connection"))
+        case .offerClipboard(let types):
+            reply = await offerClipboard(types, from: session)
+        case .watchClipboard:
+            clipboardWatchers[session.id] = session.peer
+            var watching = LocalReply()
+            watching.clipboard = localClipboard()
+            reply = watching
         case .watch:
             nearbyWatch.watch(session.id, through: session.peer)
             reply = LocalReply(activities: await nearbyActivities())

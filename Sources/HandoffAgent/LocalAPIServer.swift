@@ -302,7 +302,7 @@ extension LocalCall {
     /// Whether this is the first message of a stream connection.
     package var opensStream: Bool {
         switch self {
-        case .openStream, .acceptStream, .copy, .paste: return true
+        case .openStream, .acceptStream, .copy, .paste, .provideClipboard: return true
         default: return false
         }
     }

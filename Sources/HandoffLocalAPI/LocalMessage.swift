@@ -119,6 +119,16 @@ public enum LocalCall: Sendable, Hashable {
     /// `clipboardType` (nil: the first text type offered, else the first type). The reply says
     /// what is pasted and its size; data frames and an end follow, or a failure.
     case paste(version: Int, clipboardType: String?)
+    /// Makes what was just copied in the person's session this device's clipboard, offered as
+    /// `types` (their sizes as the copying app gave them), with this connection as its
+    /// provider: the agent asks it for one type's bytes when a device pastes it
+    /// (`clipboardRequest`). The offer ends when this connection closes. See docs/clipboard.md.
+    case offerClipboard(types: [LocalClipboardType])
+    /// Subscribes to `clipboardChanged` messages: the reply carries the clipboard now.
+    case watchClipboard
+    /// The first message of a connection that carries the bytes a `clipboardRequest` asked
+    /// for: data frames, then an end.
+    case provideClipboard(version: Int, read: UUID)
 }
 
 /// The frames of a stream connection after its first reply: raw bytes, not JSON. See
@@ -152,6 +162,8 @@ public enum LocalMessage: Sendable, Hashable {
     case streamRefused(stream: UUID, error: LocalError)
     /// The answer to `prove`: the nonce the agent sent, written by the process that connected.
     case proof(nonce: Data)
+    /// The provider of this device's clipboard cannot give what `clipboardRequest` asked.
+    case clipboardRefused(read: UUID, error: LocalError)
 
     // From the agent.
     case reply(request: UInt64, LocalReply)
@@ -173,6 +185,13 @@ public enum LocalMessage: Sendable, Hashable {
     /// An app on another device asks for continuation streams to activity `activity`: the app
     /// opens a connection with `acceptStream`, or answers `streamRefused`.
     case streamRequest(stream: UUID, activity: UUID)
+    /// A device pastes type `clipboardType` of the clipboard this client provides: it opens a
+    /// connection with `provideClipboard` and sends exactly `size` bytes, or answers
+    /// `clipboardRefused`, within 2 seconds.
+    case clipboardRequest(read: UUID, clipboardType: String, size: UInt64)
+    /// The clipboard a paste here would paste changed (nil: there is none now), for clients
+    /// that called `watchClipboard`.
+    case clipboardChanged(LocalClipboard?)
 
     /// The frame kind of a JSON message: ASCII `J`.
     public static let frameKind = LocalProtocol.frameKind
@@ -277,7 +296,7 @@ public enum LocalMessage: Sendable, Hashable {
 extension LocalMessage: Codable {
     enum Key: String, CodingKey {
         case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code, port
-        case record, error, reply, continuation, activityType, origin, event, stream, nonce, clipboardType
+        case record, error, reply, continuation, activityType, origin, event, stream, nonce, clipboardType, types, read, size, clipboard
     }
 
     public init(from decoder: any Decoder) throws {
@@ -328,6 +347,17 @@ extension LocalMessage: Codable {
             self = .call(
                 request: try request(),
                 .paste(version: try c.decode(Int.self, forKey: .version), clipboardType: try c.decodeIfPresent(String.self, forKey: .clipboardType)))
+        case "offerClipboard": self = .call(request: try request(), .offerClipboard(types: try c.decode([LocalClipboardType].self, forKey: .types)))
+        case "watchClipboard": self = .call(request: try request(), .watchClipboard)
+        case "provideClipboard":
+            self = .call(
+                request: try request(), .provideClipboard(version: try c.decode(Int.self, forKey: .version), read: try c.decode(UUID.self, forKey: .read)))
+        case "clipboardRefused": self = .clipboardRefused(read: try c.decode(UUID.self, forKey: .read), error: try c.decode(LocalError.self, forKey: .error))
+        case "clipboardRequest":
+            self = .clipboardRequest(
+                read: try c.decode(UUID.self, forKey: .read), clipboardType: try c.decode(String.self, forKey: .clipboardType),
+                size: try c.decode(UInt64.self, forKey: .size))
+        case "clipboardChanged": self = .clipboardChanged(try c.decodeIfPresent(LocalClipboard.self, forKey: .clipboard))
         case "streamRefused":
             self = .streamRefused(stream: try c.decode(UUID.self, forKey: .stream), error: try c.decode(LocalError.self, forKey: .error))
         case "streamRequest":
@@ -428,6 +458,15 @@ extension LocalMessage: Codable {
                 try c.encode("paste", forKey: .type)
                 try c.encode(version, forKey: .version)
                 try c.encodeIfPresent(clipboardType, forKey: .clipboardType)
+            case .offerClipboard(let types):
+                try c.encode("offerClipboard", forKey: .type)
+                try c.encode(types, forKey: .types)
+            case .watchClipboard:
+                try c.encode("watchClipboard", forKey: .type)
+            case .provideClipboard(let version, let read):
+                try c.encode("provideClipboard", forKey: .type)
+                try c.encode(version, forKey: .version)
+                try c.encode(read, forKey: .read)
             }
         case .becameCurrent(let activity):
             try c.encode("becameCurrent", forKey: .type)
@@ -482,6 +521,18 @@ extension LocalMessage: Codable {
             try c.encode("streamRequest", forKey: .type)
             try c.encode(stream, forKey: .stream)
             try c.encode(activity, forKey: .activity)
+        case .clipboardRefused(let read, let error):
+            try c.encode("clipboardRefused", forKey: .type)
+            try c.encode(read, forKey: .read)
+            try c.encode(error, forKey: .error)
+        case .clipboardRequest(let read, let clipboardType, let size):
+            try c.encode("clipboardRequest", forKey: .type)
+            try c.encode(read, forKey: .read)
+            try c.encode(clipboardType, forKey: .clipboardType)
+            try c.encode(size, forKey: .size)
+        case .clipboardChanged(let clipboard):
+            try c.encode("clipboardChanged", forKey: .type)
+            try c.encodeIfPresent(clipboard, forKey: .clipboard)
         case .prove(let nonce):
             try c.encode("prove", forKey: .type)
             try c.encode(nonce, forKey: .nonce)

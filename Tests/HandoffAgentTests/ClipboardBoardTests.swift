@@ -21,7 +21,7 @@ struct ClipboardBoardTests {
     func newestWins() {
         var board = ClipboardBoard()
         let t0 = Date()
-        let (mine, _) = board.copied(text, content: ["text/plain;charset=utf-8": file], at: t0, lifetime: .seconds(120), now: start)
+        let (mine, _) = board.copied(text, content: .held(["text/plain;charset=utf-8": file]), at: t0, lifetime: .seconds(120), now: start)
         #expect(board.current(now: start, me: me) == .local(mine))
         let theirs = offer(copiedAt: t0.addingTimeInterval(1))
         let heard = board.heard(other, offer: theirs, sent: t0.addingTimeInterval(1), now: start)
@@ -30,8 +30,8 @@ struct ClipboardBoardTests {
         // An older offer from a third device changes nothing.
         board.heard(third, offer: offer(copiedAt: t0.addingTimeInterval(-5)), sent: t0, now: start)
         #expect(board.current(now: start, me: me)?.offer == theirs)
-        let (again, replaced) = board.copied(text, content: ["text/plain;charset=utf-8": file], at: t0.addingTimeInterval(2), lifetime: .seconds(120), now: start)
-        #expect(replaced == ["text/plain;charset=utf-8": file])
+        let (again, replaced) = board.copied(text, content: .held(["text/plain;charset=utf-8": file]), at: t0.addingTimeInterval(2), lifetime: .seconds(120), now: start)
+        #expect(replaced == .held(["text/plain;charset=utf-8": file]))
         #expect(board.current(now: start, me: me) == .local(again))
         #expect(again.generation > mine.generation)
     }
@@ -40,8 +40,8 @@ struct ClipboardBoardTests {
     func generations() {
         var board = ClipboardBoard()
         let t = Date(timeIntervalSince1970: 1_795_000_000)
-        let first = board.copied(text, content: [:], at: t, lifetime: .seconds(1), now: start).offer.generation
-        let second = board.copied(text, content: [:], at: t, lifetime: .seconds(1), now: start).offer.generation
+        let first = board.copied(text, content: .held([:]), at: t, lifetime: .seconds(1), now: start).offer.generation
+        let second = board.copied(text, content: .held([:]), at: t, lifetime: .seconds(1), now: start).offer.generation
         #expect(first == 1_795_000_000_000)
         #expect(second == first + 1)
     }
@@ -58,7 +58,7 @@ struct ClipboardBoardTests {
         let next = board.nextExpiry(now: start)
         #expect(next.map { $0 > start + .milliseconds(19_990) && $0 <= start + .seconds(20) } == true)
         // A local copy's own lifetime.
-        _ = board.copied(text, content: [:], at: Date(), lifetime: .seconds(2), now: start)
+        _ = board.copied(text, content: .held([:]), at: Date(), lifetime: .seconds(2), now: start)
         #expect(board.localOffer(now: start + .seconds(1)) != nil)
         #expect(board.localOffer(now: start + .seconds(2)) == nil)
     }
@@ -81,9 +81,9 @@ struct ClipboardBoardTests {
     @Test("A paste is served only for the copy's generation, before it expires, and a type it offered")
     func servable() {
         var board = ClipboardBoard()
-        let (mine, _) = board.copied(text, content: ["text/plain;charset=utf-8": file], at: Date(), lifetime: .seconds(10), now: start)
-        #expect((try? board.servable(generation: mine.generation, type: "text/plain;charset=utf-8", now: start).get())?.1 == file)
-        func refusal(_ result: Result<(ClipboardType, URL), ClipboardRefusal>) -> ClipboardRefusal? {
+        let (mine, _) = board.copied(text, content: .held(["text/plain;charset=utf-8": file]), at: Date(), lifetime: .seconds(10), now: start)
+        #expect((try? board.servable(generation: mine.generation, type: "text/plain;charset=utf-8", now: start).get())?.1 == .held(["text/plain;charset=utf-8": file]))
+        func refusal(_ result: Result<(ClipboardType, LocalClipboardContent), ClipboardRefusal>) -> ClipboardRefusal? {
             if case .failure(let why) = result { return why }
             return nil
         }

@@ -300,3 +300,139 @@ func runProcess(_ executable: URL, _ arguments: [String], input: [UInt8]) async 
         return (process.terminationStatus, Array(output), String(decoding: error, as: UTF8.self))
     }
 }
+
+/// A session service as the agent sees one: it offers what was copied in the session, and sends
+/// a type's bytes when asked, as `behaviour` says.
+final class ClipboardProvider: Sendable {
+    enum Behaviour: Sendable {
+        /// Sends each type's bytes.
+        case serve([String: [UInt8]])
+        /// Answers `clipboardRefused`, as a service whose copying app did not answer does.
+        case refuse(String)
+        /// Never answers.
+        case ignore
+        /// Sends these bytes, whatever was offered.
+        case send([UInt8])
+    }
+
+    let client: LocalClient
+    let behaviour: Behaviour
+    private let requests = Mutex<[String]>([])
+    private let changes = Mutex<[LocalClipboard?]>([])
+
+    /// The types asked for, in order.
+    var asked: [String] { requests.withLock { $0 } }
+    /// What `clipboardChanged` said, in order.
+    var told: [LocalClipboard?] { changes.withLock { $0 } }
+
+    init(on device: TestDevice, _ behaviour: Behaviour) async throws {
+        self.behaviour = behaviour
+        let socket = device.socket
+        let holder = Mutex<ClipboardProvider?>(nil)
+        client = try await LocalClient.connect(path: socket, role: .control) { message in
+            holder.withLock { $0 }?.received(message, socket: socket)
+        }
+        holder.withLock { $0 = self }
+    }
+
+    func received(_ message: LocalMessage, socket: String) {
+        switch message {
+        case .clipboardChanged(let clipboard):
+            changes.withLock { $0.append(clipboard) }
+        case .clipboardRequest(let read, let type, _):
+            requests.withLock { $0.append(type) }
+            let bytes: [UInt8]
+            switch behaviour {
+            case .ignore: return
+            case .refuse(let why):
+                try? client.send(.clipboardRefused(read: read, error: LocalError(.failed, why)))
+                return
+            case .serve(let content): bytes = content[type] ?? []
+            case .send(let sent): bytes = sent
+            }
+            // Sent from a thread of its own, as a service's transfer would be.
+            Thread.detachNewThread {
+                guard let connection = try? LocalStreamSocket.open(path: socket, call: .provideClipboard(version: LocalMessage.version, read: read)) else { return }
+                if !bytes.isEmpty { try? connection.write(kind: LocalStreamFrame.data, bytes) }
+                try? connection.write(kind: LocalStreamFrame.end)
+                _ = try? connection.readFrame()
+                connection.close()
+            }
+        default:
+            break
+        }
+    }
+
+    func offer(_ types: [String: Int]) async throws -> LocalReply {
+        try await client.call(.offerClipboard(types: types.sorted { $0.key < $1.key }.map { LocalClipboardType(name: $0.key, size: UInt64($0.value)) }))
+    }
+}
+
+@Suite("The clipboard of the person's session, through its provider")
+struct ClipboardProviderTests {
+    static let text = "text/plain;charset=utf-8"
+
+    @Test("What the session service offers is shown on the other device with its types, and a paste there asks the service for that one type, then")
+    func providedThenPasted() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            let html = Array("<p>hello <b>beta</b></p>".utf8)
+            let words = Array("hello beta".utf8)
+            let provider = try await ClipboardProvider(on: a, .serve([Self.text: words, "text/html": html]))
+            let watcher = try await ClipboardProvider(on: b, .ignore)
+            #expect(try await watcher.client.call(.watchClipboard).clipboard == nil)
+            let offered = try await provider.offer([Self.text: words.count, "text/html": html.count])
+            #expect(offered.error == nil, "\(String(describing: offered.error))")
+            #expect(await eventually { watcher.told.last??.deviceName == "alpha" }, "beta's watcher was told \(watcher.told)")
+            #expect(provider.asked.isEmpty, "nothing is read before a paste")
+            let pasted = try await b.paste("text/html")
+            #expect(pasted.bytes == html)
+            #expect(pasted.ended)
+            #expect(provider.asked == ["text/html"])
+            // On the copying device itself, the same provider answers.
+            #expect(try await a.paste().bytes == words)
+            #expect(provider.asked == ["text/html", Self.text])
+            // The service goes (the session ended): the copy is offered no more.
+            provider.client.close()
+            #expect(await eventually { watcher.told.last == .some(nil) }, "beta's watcher was told \(watcher.told)")
+            #expect(try await b.paste().refusal?.kind == .notFound)
+        }
+    }
+
+    @Test("A provider that does not answer fails the paste within its deadline, one that refuses at once, and one that sends more than it offered fails it too: nothing is written, nothing hangs")
+    func providerFaults() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            let silent = try await ClipboardProvider(on: a, .ignore)
+            #expect(try await silent.offer([Self.text: 4]).error == nil)
+            #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
+            let started = ContinuousClock.now
+            let unanswered = try await b.paste()
+            #expect(ContinuousClock.now - started < .seconds(4))
+            #expect(!unanswered.ended)
+            #expect(unanswered.bytes.isEmpty)
+            #expect(unanswered.failure?.contains("did not answer within") == true, "\(String(describing: unanswered.failure))")
+
+            let refusing = try await ClipboardProvider(on: a, .refuse("the copying app did not answer within 1 s"))
+            #expect(try await refusing.offer([Self.text: 4]).error == nil)
+            #expect(await eventually { (try? await b.clipboard())?.generation != nil && refusing.asked.isEmpty })
+            try #require(await eventually { (try? await b.clipboard())?.generation == (try? await a.clipboard())?.generation })
+            let refused = try await b.paste()
+            #expect(refused.failure?.contains("the copying app did not answer within 1 s") == true, "\(String(describing: refused.failure))")
+
+            let lying = try await ClipboardProvider(on: a, .send(Array("far more than four".utf8)))
+            #expect(try await lying.offer([Self.text: 4]).error == nil)
+            try #require(await eventually { (try? await b.clipboard())?.generation == (try? await a.clipboard())?.generation })
+            let tooMuch = try await b.paste()
+            #expect(!tooMuch.ended)
+            #expect(tooMuch.failure != nil)
+            // A type name that is not valid, or offered twice, is refused.
+            #expect(try await lying.client.call(.offerClipboard(types: [LocalClipboardType(name: "a\tb", size: 1)])).error?.kind == .badRequest)
+            #expect(try await lying.client.call(.offerClipboard(types: [LocalClipboardType(name: "x/y", size: 1), LocalClipboardType(name: "x/y", size: 2)])).error?.kind == .badRequest)
+        }
+    }
+}

@@ -12,6 +12,14 @@ import HandoffWire
 ///        ──heard an offer──► remote(device, offer) ──expired / device gone / replaced──► …
 ///   current = the newest unexpired of {local} ∪ remote offers
 /// ```
+/// What holds the bytes of a copy made on this device: files the agent keeps (a `copy` on the
+/// local socket), by type; or the session service that offered it (`offerClipboard`), which is
+/// asked for a type's bytes when a device pastes it.
+enum LocalClipboardContent: Sendable, Hashable {
+    case held([String: URL])
+    case provided(session: UUID)
+}
+
 struct ClipboardBoard: Sendable {
     /// A copy made on this device, and what holds its bytes.
     struct Local<Content: Sendable>: Sendable {
@@ -40,7 +48,7 @@ struct ClipboardBoard: Sendable {
         }
     }
 
-    private(set) var local: Local<[String: URL]>?
+    private(set) var local: Local<LocalClipboardContent>?
     private(set) var remote: [UUID: Remote] = [:]
     private var lastGeneration: UInt64 = 0
 
@@ -49,8 +57,8 @@ struct ClipboardBoard: Sendable {
     /// A copy here, of `types` whose bytes `content` holds, at `date`, offered for `lifetime`.
     /// Returns its offer and the content of the copy it replaced (for the caller to remove).
     mutating func copied(
-        _ types: [ClipboardType], content: [String: URL], at date: Date, lifetime: Duration, now: ContinuousClock.Instant
-    ) -> (offer: ClipboardOffer, replaced: [String: URL]?) {
+        _ types: [ClipboardType], content: LocalClipboardContent, at date: Date, lifetime: Duration, now: ContinuousClock.Instant
+    ) -> (offer: ClipboardOffer, replaced: LocalClipboardContent?) {
         // Milliseconds since 1970, and never backwards: a restarted agent's copies stay newer.
         let generation = max(lastGeneration + 1, UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down))))
         lastGeneration = generation
@@ -62,7 +70,7 @@ struct ClipboardBoard: Sendable {
     }
 
     /// The copy here expired or is given up: its content, for the caller to remove.
-    mutating func dropLocal() -> [String: URL]? {
+    mutating func dropLocal() -> LocalClipboardContent? {
         defer { local = nil }
         return local?.content
     }
@@ -88,7 +96,7 @@ struct ClipboardBoard: Sendable {
 
     /// Forgets every offer, this device's too: the clipboard was turned off, or the device
     /// left its account. Returns the local copy's content, for the caller to remove.
-    mutating func clear() -> [String: URL]? {
+    mutating func clear() -> LocalClipboardContent? {
         remote = [:]
         return dropLocal()
     }
@@ -122,13 +130,16 @@ struct ClipboardBoard: Sendable {
 
     /// The content of type `type` of this device's copy `generation`, for a device that pastes
     /// it; or why not.
-    func servable(generation: UInt64, type: String, now: ContinuousClock.Instant) -> Result<(ClipboardType, URL), ClipboardRefusal> {
+    func servable(generation: UInt64, type: String, now: ContinuousClock.Instant) -> Result<(ClipboardType, LocalClipboardContent), ClipboardRefusal> {
         guard let local, local.offer.generation == generation else { return .failure(.replaced) }
         guard now < local.expires else { return .failure(.expired) }
-        guard let offered = local.offer.types.first(where: { $0.name == type }), let file = local.content[type] else {
+        guard let offered = local.offer.types.first(where: { $0.name == type }) else {
             return .failure(.typeNotOffered(type, offered: local.offer.types.map(\.name)))
         }
-        return .success((offered, file))
+        if case .held(let files) = local.content, files[type] == nil {
+            return .failure(.typeNotOffered(type, offered: local.offer.types.map(\.name)))
+        }
+        return .success((offered, local.content))
     }
 
     /// The type a paste asking for `wanted` (nil: any) gets from `offer`: the one named, else
