@@ -109,6 +109,9 @@ let package = Package(
             swiftSettings: strict),
         .target(name: "CFuzzerDriver"),
         .target(name: "CHandoffSystem"),
+        // The X11 clipboard through libxcb, loaded at run time: nothing of X11 is needed to build.
+        .target(name: "CHandoffX11"),
+        .executableTarget(name: "handoff-clipboard", dependencies: ["CHandoffX11", "HandoffLocalAPI"], swiftSettings: strict),
         .target(name: "HandoffProcess", dependencies: ["CHandoffSystem"], swiftSettings: strict),
         .executableTarget(
             name: "handoff-fuzz",
@@ -145,7 +148,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine", "handoff-clipboard", "CHandoffX11",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),

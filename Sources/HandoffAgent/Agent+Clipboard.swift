@@ -156,6 +156,16 @@ extension Agent {
     /// and gives each type's bytes when a device pastes it.
     func offerClipboard(_ types: [LocalClipboardType], from session: Session) async -> LocalReply {
         guard configuration.clipboard else { return .failure(Self.clipboardOff) }
+        // No types: what this provider offered is withdrawn (what was copied must not be offered).
+        guard !types.isEmpty else {
+            if case .provided(session: session.id)? = clipboardBoard.local?.content {
+                _ = clipboardBoard.dropLocal()
+                logger.info("the clipboard's provider withdrew its copy")
+                clipboardChanged()
+                try? await discovery?.announce(clipboard: nil)
+            }
+            return LocalReply()
+        }
         if let bad = types.first(where: { !ClipboardOffer.isValidTypeName($0.name) || $0.size > ClipboardOffer.maximumSize }) {
             return .failure(LocalError(.badRequest, "'\(bad.name)' (\(bad.size) bytes) is not a clipboard type: give 1 to \(ClipboardOffer.maximumTypeNameBytes) bytes of printable ASCII, and a size below 2^53"))
         }

@@ -1,0 +1,143 @@
+import Foundation
+import HandoffLocalAPI
+import Synchronization
+
+struct ClipboardServiceError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The session's side of the account's clipboard: it offers what apps here copy (read once, at
+/// the copy, and kept: the snapshot that answers a paste, also after the app went away) and asks
+/// the agent for another device's copy when an app here pastes it. See docs/clipboard.md.
+final class ClipboardService: Sendable {
+    let socket: String
+    let sizeLimit: UInt64
+    let verbose: Bool
+    private let snapshot = Mutex<[String: [UInt8]]>([:])
+    private let connection = Mutex<LocalClient?>(nil)
+
+    init(socket: String, sizeLimit: UInt64, verbose: Bool) {
+        self.socket = socket
+        self.sizeLimit = sizeLimit
+        self.verbose = verbose
+    }
+
+    var client: LocalClient {
+        guard let client = connection.withLock({ $0 }) else { exit("not connected to the agent") }
+        return client
+    }
+
+    /// Connects to the agent and hears of its clipboard; what it says goes to `changed`.
+    func connect(_ changed: @escaping @Sendable (LocalClipboard?) -> Void) throws {
+        let client = try LocalClient(
+            path: socket, role: .control,
+            onMessage: { [self] message in
+                switch message {
+                case .clipboardChanged(let clipboard): changed(clipboard)
+                case .clipboardRequest(let read, let type, let size): serve(read, type: type, size: size)
+                default: break
+                }
+            },
+            onClose: { [self] reason in exit("the agent closed the connection: \(reason)") })
+        connection.withLock { $0 = client }
+        let current = blocking { await Self.call(client, .watchClipboard) }
+        if let error = current.error { throw ClipboardServiceError(error.message) }
+        changed(current.clipboard)
+    }
+
+    /// Offers what an app here copied.
+    func offer(_ copied: X11Clipboard.Snapshot) {
+        snapshot.withLock { held in
+            held = [:]
+            for (name, bytes) in copied.types { held[name] = bytes }
+        }
+        let types = copied.types.map { LocalClipboardType(name: $0.name, size: UInt64($0.bytes.count)) }
+        let reply = blocking { [client] in await Self.call(client, .offerClipboard(types: types)) }
+        if let error = reply.error {
+            log("the agent did not take the copy: \(error.message)")
+        } else {
+            log("offered a copy: \(types.map { "\($0.name) (\($0.size) bytes)" }.joined(separator: ", "))")
+        }
+    }
+
+    /// What was copied here is not to be offered (a secret, or nothing readable).
+    func withdraw() {
+        snapshot.withLock { $0 = [:] }
+        _ = blocking { [client] in await Self.call(client, .offerClipboard(types: [])) }
+    }
+
+    /// Sends a type of the snapshot to a device that pastes it.
+    private func serve(_ read: UUID, type: String, size: UInt64) {
+        let bytes = snapshot.withLock { $0[type] }
+        guard let bytes, UInt64(bytes.count) == size else {
+            try? client.send(.clipboardRefused(read: read, error: LocalError(.notFound, "the copy of '\(type)' is gone")))
+            return
+        }
+        let socket = socket
+        // Sent from a thread of its own: the agent's messages keep coming meanwhile.
+        Thread.detachNewThread {
+            guard let stream = try? LocalStreamSocket.open(path: socket, call: .provideClipboard(version: LocalMessage.version, read: read)) else { return }
+            defer { stream.close() }
+            var offset = 0
+            while offset < bytes.count {
+                let end = min(bytes.count, offset + LocalStreamFrame.maximumData)
+                guard (try? stream.write(kind: LocalStreamFrame.data, Array(bytes[offset..<end]))) != nil else { return }
+                offset = end
+            }
+            try? stream.write(kind: LocalStreamFrame.end)
+            _ = try? stream.readFrame()
+        }
+    }
+
+    /// Another device's copy as `type`, fetched through the agent now.
+    func paste(_ type: String) -> Result<[UInt8], LocalError> {
+        do throws(LocalError) {
+            let (stream, _) = try LocalStreamSocket.opened(path: socket, call: .paste(version: LocalMessage.version, clipboardType: type))
+            defer { stream.close() }
+            var bytes: [UInt8] = []
+            while let frame = try stream.readFrame() {
+                switch frame.kind {
+                case LocalStreamFrame.data: bytes += frame.payload
+                case LocalStreamFrame.end: return .success(bytes)
+                case LocalStreamFrame.failed: return .failure(LocalError(.failed, String(decoding: frame.payload, as: UTF8.self)))
+                default: continue
+                }
+            }
+            return .failure(LocalError(.failed, "the paste ended early"))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    static func call(_ client: LocalClient, _ call: LocalCall) async -> LocalReply {
+        do {
+            return try await client.call(call)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    func log(_ message: String) {
+        if verbose { FileHandle.standardError.write(Data("handoff-clipboard: \(message)\n".utf8)) }
+    }
+
+    func exit(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("handoff-clipboard: \(message)\n".utf8))
+        Foundation.exit(1)
+    }
+
+    /// Runs `body` and waits for it here: the X thread answers apps in order.
+    private func blocking(_ body: @escaping @Sendable () async -> LocalReply) -> LocalReply {
+        let result = Mutex<LocalReply?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        // Waited for just below.
+        Task {
+            let reply = await body()
+            result.withLock { $0 = reply }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0 } ?? .failure(LocalError(.failed, "no reply"))
+    }
+}

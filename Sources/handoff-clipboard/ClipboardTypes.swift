@@ -1,0 +1,46 @@
+/// Which of the types an app offers are read and offered to the account, and under which names;
+/// and which targets an app here may ask for another device's types by.
+enum ClipboardTypes {
+    /// The canonical text type, and the names X11 apps ask for text by.
+    static let text = "text/plain;charset=utf-8"
+    static let textAliases = ["UTF8_STRING", "text/plain", "STRING", "TEXT"]
+
+    /// The markers password managers put beside a secret copy: KDE's and KeePassXC's
+    /// `x-kde-passwordManagerHint` (its value `secret`), and the macOS marker that some
+    /// cross-platform apps set everywhere (present: secret).
+    static let kdeHint = "x-kde-passwordManagerHint"
+    static let concealedType = "application/x-nspasteboard-concealed-type"
+
+    static func secretHint(in targets: [String]) -> String? {
+        if targets.contains(concealedType) { return concealedType }
+        return targets.contains(kdeHint) ? kdeHint : nil
+    }
+
+    /// The targets to read, each with the type it is offered as: text once (the best of the
+    /// text targets), HTML, rich text, images, URIs; at most 16.
+    static func chosen(from targets: [String]) -> [(target: String, offeredAs: String)] {
+        var chosen: [(String, String)] = []
+        if let textTarget = ([text] + textAliases).first(where: targets.contains) { chosen.append((textTarget, text)) }
+        for target in targets where target == "text/html" || target == "text/rtf" || target.hasPrefix("image/") || target == "text/uri-list" {
+            if !chosen.contains(where: { $0.1 == target }) { chosen.append((target, target)) }
+        }
+        return Array(chosen.prefix(16))
+    }
+
+    /// What an app here may ask for: each offered type, and for text its X11 names too.
+    static func targets(for offered: [String]) -> [String] {
+        var names: [String] = []
+        for type in offered {
+            names.append(type)
+            if type == text { names += textAliases }
+        }
+        return names
+    }
+
+    /// The offered type an app's target asks for.
+    static func offeredType(for target: String, in offered: [String]) -> String? {
+        if offered.contains(target) { return target }
+        if textAliases.contains(target), offered.contains(text) { return text }
+        return nil
+    }
+}

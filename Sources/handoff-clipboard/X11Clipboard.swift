@@ -1,0 +1,205 @@
+import CHandoffX11
+import Foundation
+import HandoffLocalAPI
+import Synchronization
+
+/// The X11 side of the session's clipboard: it watches the CLIPBOARD selection (XFixes) and
+/// reads what an app copied, and owns the selection with another device's types, fetching a
+/// type from the agent only when an app here pastes it. One thread runs it (`run`); the agent's
+/// messages reach it through `post`.
+final class X11Clipboard: Sendable {
+    enum Command: Sendable {
+        case changed(LocalClipboard?)
+    }
+
+    /// What was read from the app that copied: each type's bytes.
+    struct Snapshot: Sendable {
+        var types: [(name: String, bytes: [UInt8])]
+    }
+
+    // The display belongs to the thread in `run`; the pointer crosses only to it.
+    nonisolated(unsafe) let display: OpaquePointer
+    let service: ClipboardService
+    private let commands = Mutex<[Command]>([])
+    private let wake: (read: Int32, write: Int32)
+    /// The other device's clipboard this client owns the selection for, if any (the X thread's).
+    nonisolated(unsafe) private var owned: LocalClipboard?
+
+    /// How long an app that copied has to answer each read: then it is taken as not answering.
+    static let readTimeout: Int32 = 1000
+
+    init(display name: String?, service: ClipboardService) throws {
+        var error = [CChar](repeating: 0, count: 512)
+        guard let opened = hx_open(name, &error, error.count) else {
+            throw ClipboardServiceError(Self.string(error))
+        }
+        display = opened
+        self.service = service
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw ClipboardServiceError("cannot make a pipe: \(String(cString: strerror(errno)))") }
+        wake = (fds[0], fds[1])
+    }
+
+    /// A NUL-terminated C string filled in by the backend.
+    static func string(_ characters: [CChar]) -> String {
+        let bytes = characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Hands a command to the X thread, and wakes it.
+    func post(_ command: Command) {
+        commands.withLock { $0.append(command) }
+        var byte: UInt8 = 1
+        _ = write(wake.write, &byte, 1)
+    }
+
+    /// Runs until the display's connection fails.
+    func run() -> Never {
+        var event = hx_event()
+        while true {
+            while true {
+                let got = hx_next_event(display, &event, 0)
+                if got < 0 { service.exit("the X display's connection failed") }
+                if got == 0 { break }
+                handle(event)
+            }
+            for command in commands.withLock({ pending in defer { pending = [] }; return pending }) { handle(command) }
+            var fds = [pollfd(fd: hx_fd(display), events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 2, 1000)
+            if fds[1].revents & Int16(POLLIN) != 0 {
+                var drained = [UInt8](repeating: 0, count: 64)
+                _ = read(wake.read, &drained, drained.count)
+            }
+        }
+    }
+
+    // MARK: Events
+
+    private func handle(_ event: hx_event) {
+        switch UInt32(bitPattern: event.kind) {
+        case HX_EVENT_OWNER_CHANGED.rawValue:
+            owned = nil
+            copied()
+        case HX_EVENT_REQUEST.rawValue:
+            answer(event)
+        case HX_EVENT_OWNER_GONE.rawValue:
+            service.log("the app that copied went away: what it copied stays offered until it expires")
+        default:
+            // This client lost the selection to an app that copied: that app's own event follows.
+            break
+        }
+    }
+
+    private func handle(_ command: Command) {
+        switch command {
+        case .changed(let clipboard):
+            guard let clipboard, !clipboard.local else {
+                // Nothing offered any more, or a copy of this device's own: the selection is left
+                // to whoever owns it.
+                if owned != nil, clipboard == nil || clipboard?.local == true {
+                    owned = nil
+                    hx_disown(display)
+                }
+                return
+            }
+            guard clipboard.generation != owned?.generation || clipboard.device != owned?.device else { return }
+            if hx_own(display) == 0 {
+                owned = clipboard
+                service.log("holding the clipboard copied on '\(clipboard.deviceName)': \(clipboard.types.map(\.name).joined(separator: ", "))")
+            } else {
+                service.log("could not own the X clipboard")
+            }
+        }
+    }
+
+    // MARK: An app here copied
+
+    /// Reads what the app offers and offers it to the account: never what a password manager
+    /// marks secret.
+    private func copied() {
+        guard let targets = readTargets() else {
+            service.log("the app that copied did not say what it offers within \(Self.readTimeout) ms: nothing is offered")
+            return service.withdraw()
+        }
+        if let hint = ClipboardTypes.secretHint(in: targets), isSecret(hint) {
+            service.log("the copy is marked secret (\(hint)): it is not offered")
+            return service.withdraw()
+        }
+        var snapshot = Snapshot(types: [])
+        for (name, offeredAs) in ClipboardTypes.chosen(from: targets) {
+            var bytes: UnsafeMutablePointer<UInt8>?
+            var length = 0
+            var type: UInt32 = 0
+            let atom = hx_atom(display, name)
+            let result = hx_read(display, atom, &bytes, &length, &type, Self.readTimeout, Int(service.sizeLimit))
+            defer { free(bytes) }
+            guard result == 0, let bytes else {
+                service.log("the app that copied did not give '\(name)' (\(result == 2 ? "no answer within \(Self.readTimeout) ms" : result == 3 ? "over the size limit" : "refused")): it is not offered")
+                continue
+            }
+            snapshot.types.append((offeredAs, Array(UnsafeBufferPointer(start: bytes, count: length))))
+        }
+        guard !snapshot.types.isEmpty else { return service.withdraw() }
+        service.offer(snapshot)
+    }
+
+    private func readTargets() -> [String]? {
+        var bytes: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        var type: UInt32 = 0
+        guard hx_read(display, hx_atom(display, "TARGETS"), &bytes, &length, &type, Self.readTimeout, 1 << 20) == 0, let bytes else { return nil }
+        defer { free(bytes) }
+        var names: [String] = []
+        let count = length / 4
+        bytes.withMemoryRebound(to: UInt32.self, capacity: count) { atoms in
+            for index in 0..<min(count, 512) {
+                var name = [CChar](repeating: 0, count: 256)
+                if hx_atom_name(display, atoms[index], &name, name.count) == 0 { names.append(Self.string(name)) }
+            }
+        }
+        return names
+    }
+
+    private func isSecret(_ hint: String) -> Bool {
+        if hint == ClipboardTypes.concealedType { return true }
+        var bytes: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        var type: UInt32 = 0
+        guard hx_read(display, hx_atom(display, hint), &bytes, &length, &type, Self.readTimeout, 4096) == 0, let bytes else { return true }
+        defer { free(bytes) }
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: length), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "secret"
+    }
+
+    // MARK: An app here pastes
+
+    /// Answers an app that pastes the other device's clipboard this client holds: its types,
+    /// or one type's bytes, fetched from the agent now.
+    private func answer(_ request: hx_event) {
+        guard let owned else { return hx_refuse(display, [request]) }
+        var name = [CChar](repeating: 0, count: 256)
+        guard hx_atom_name(display, request.target, &name, name.count) == 0 else { return hx_refuse(display, [request]) }
+        let target = Self.string(name)
+        let offered = owned.types.map(\.name)
+        if target == "TARGETS" {
+            let names = ["TARGETS", "TIMESTAMP"] + ClipboardTypes.targets(for: offered)
+            let atoms = names.map { hx_atom(display, $0) }
+            hx_answer_atoms(display, [request], atoms, Int32(atoms.count))
+            return
+        }
+        if target == "TIMESTAMP" {
+            hx_answer(display, [request], 0, nil, 0, 0)
+            return
+        }
+        guard let type = ClipboardTypes.offeredType(for: target, in: offered) else { return hx_refuse(display, [request]) }
+        switch service.paste(type) {
+        case .success(let bytes):
+            let result = bytes.withUnsafeBufferPointer { buffer in
+                hx_answer(display, [request], request.target, buffer.baseAddress, buffer.count, 10_000)
+            }
+            if result != 0 { service.log("the app pasting '\(target)' did not take all of it") }
+        case .failure(let error):
+            service.log("a paste of '\(type)' failed: \(error.message)")
+            hx_refuse(display, [request])
+        }
+    }
+}
