@@ -158,4 +158,79 @@ struct ClipboardX11Tests {
             #expect(ContinuousClock.now - started < .seconds(3))
         }
     }
+
+    @Test("A copy a password manager marks secret (x-kde-passwordManagerHint: secret, as KeePassXC and KDE's do) is never offered: the other device shows nothing and its paste gets nothing")
+    func secretNeverLeaves() async throws {
+        guard XSession.available else {
+            print("skipped: Xvfb and xclip are not installed (.ci/run installs them)")
+            return
+        }
+        let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            let onA = try await XSession(for: a, service: executable)
+            let onB = try await XSession(for: b, service: executable)
+            defer {
+                onA.stop()
+                onB.stop()
+            }
+            try onA.copy(Array("an ordinary copy".utf8))
+            #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
+            // A password manager's copy: an X client that offers the password and the hint.
+            let manager = try PasswordManager(display: onA.display, password: "hunter2-correct-horse")
+            defer { manager.stop() }
+            #expect(await eventually { onA.logText.contains("marked secret") }, "alpha's service: \(onA.logText)")
+            #expect(await eventually { (try? await b.clipboard()) == nil })
+            #expect(try await b.paste().bytes.isEmpty)
+            #expect(try await onB.paste(type: "UTF8_STRING").bytes.isEmpty)
+            #expect(!manager.asked.contains("UTF8_STRING"), "the password was read: \(manager.asked)")
+        }
+    }
+}
+
+/// An X client that copies a password as password managers do: it offers the text and
+/// `x-kde-passwordManagerHint` = `secret`, and answers requests on a thread of its own.
+final class PasswordManager: Sendable {
+    nonisolated(unsafe) private let display: OpaquePointer
+    private let stopped = Mutex(false)
+    private let requests = Mutex<[String]>([])
+    private let done = DispatchSemaphore(value: 0)
+
+    /// The targets asked for, in order.
+    var asked: [String] { requests.withLock { $0 } }
+
+    init(display name: String, password: String) throws {
+        var error = [CChar](repeating: 0, count: 256)
+        guard let opened = hx_open(name, &error, error.count) else { throw AgentError("cannot open \(name)") }
+        display = opened
+        guard hx_own(opened) == 0 else { throw AgentError("cannot own the clipboard of \(name)") }
+        let names = ["TARGETS", "UTF8_STRING", "x-kde-passwordManagerHint"]
+        let atoms = names.map { hx_atom(opened, $0) }
+        let bytes = Array(password.utf8)
+        let hint = Array("secret".utf8)
+        nonisolated(unsafe) let owner = opened
+        Thread.detachNewThread { [self] in
+            var event = hx_event()
+            while !stopped.withLock({ $0 }) {
+                guard hx_next_event(owner, &event, 100) == 1, UInt32(bitPattern: event.kind) == HX_EVENT_REQUEST.rawValue else { continue }
+                let index = atoms.firstIndex(of: event.target)
+                requests.withLock { $0.append(index.map { names[$0] } ?? "other") }
+                switch index {
+                case 0?: hx_answer_atoms(owner, [event], atoms, Int32(atoms.count))
+                case 1?: _ = bytes.withUnsafeBufferPointer { hx_answer(owner, [event], event.target, $0.baseAddress, $0.count, 1000) }
+                case 2?: _ = hint.withUnsafeBufferPointer { hx_answer(owner, [event], event.target, $0.baseAddress, $0.count, 1000) }
+                default: hx_refuse(owner, [event])
+                }
+            }
+            done.signal()
+        }
+    }
+
+    func stop() {
+        stopped.withLock { $0 = true }
+        done.wait()
+        hx_close(display)
+    }
 }
