@@ -76,12 +76,14 @@ final class BareExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
     private var buffer: ByteBuffer?
     private let answered: EventLoopPromise<Void>?
     private var repeats: Int
+    private let size: Int
     private var sent: UInt64 = 0
     private(set) var latencies: [UInt64] = []
 
-    init(answered: EventLoopPromise<Void>?, repeats: Int = 0) {
+    init(answered: EventLoopPromise<Void>?, repeats: Int = 0, size: Int = bareRequestSize) {
         self.answered = answered
         self.repeats = repeats
+        self.size = size
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -90,9 +92,9 @@ final class BareExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func send(_ context: ChannelHandlerContext) {
-        var request = context.channel.allocator.buffer(capacity: 4 + bareRequestSize)
-        request.writeInteger(UInt32(bareRequestSize))
-        request.writeRepeatingByte(0x41, count: bareRequestSize)
+        var request = context.channel.allocator.buffer(capacity: 4 + size)
+        request.writeInteger(UInt32(size))
+        request.writeRepeatingByte(0x41, count: size)
         sent = now()
         context.writeAndFlush(wrapOutboundOut(request), promise: nil)
     }
@@ -145,12 +147,12 @@ func runBareTLSServer(folder: String, host: String, port: Int) throws -> Never {
 /// `count` exchanges (after 20 to warm up) on one connection kept open, the connection's
 /// handshake not counted: what a request and its answer cost on a link already open, with
 /// nothing but TLS in the path. Prints each latency in milliseconds.
-func runWarmTLSClient(folder: String, host: String, port: Int, count: Int) throws {
+func runWarmTLSClient(folder: String, host: String, port: Int, count: Int, size: Int = bareRequestSize) throws {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let (context, verify) = try bareTLSContext(folder: folder, side: "client", peer: "server")
     let warmUp = 20
     let answered = group.next().makePromise(of: Void.self)
-    let handler = BareExchangeHandler(answered: answered, repeats: count + warmUp - 1)
+    let handler = BareExchangeHandler(answered: answered, repeats: count + warmUp - 1, size: size)
     let channel = try ClientBootstrap(group: group).channelOption(.tcpOption(.tcp_nodelay), value: 1)
         .channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {

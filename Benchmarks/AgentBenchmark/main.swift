@@ -444,6 +444,8 @@ case "stream-origin"?:
     runStreamOrigin()
 case "streams"?:
     try await streamBenchmark().finish()
+case "clipboard"?:
+    try await clipboardBenchmark().finish()
 case "tls-sink"?:
     try await runTLSSink(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!, checking: CommandLine.arguments[4] == "check")
 case "tls-source"?:
@@ -464,7 +466,9 @@ case "tls-client"?:
         pacedMilliseconds: arguments.count > 6 ? Int64(arguments[6]) : nil)
 case "tls-warm-client"?:
     let arguments = CommandLine.arguments
-    try runWarmTLSClient(folder: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!)
+    try runWarmTLSClient(
+        folder: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!,
+        size: arguments.count > 6 ? Int(arguments[6])! : bareRequestSize)
 case "mcast-recv"?:
     let arguments = CommandLine.arguments
     runMulticastReceiver(group: arguments[2], port: Int(arguments[3])!, local: arguments[4], count: Int(arguments[5])!)

@@ -211,6 +211,34 @@ struct ClipboardTests {
         }
     }
 
+    @Test("The copying device's agent stopping in the middle of a paste fails the paste with a reason, never an end: nothing half-written is taken for the copy")
+    func linkDropsMidPaste() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            let big = [UInt8](repeating: 0x42, count: 12 << 20)
+            #expect(try await a.copy(big, as: "image/png")?.kind == LocalStreamFrame.end)
+            #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
+            // The paste begins, and its reader takes one chunk: the rest waits on the link's window.
+            let socket = b.socket
+            let connection = try await onThread { () throws -> LocalStreamSocket in
+                let (connection, _) = try LocalStreamSocket.opened(path: socket, call: .paste(version: LocalMessage.version, clipboardType: nil))
+                _ = try connection.readFrame()
+                return connection
+            }
+            defer { connection.close() }
+            await a.agent?.stop()
+            let last = try await onThread { () throws -> Frame? in
+                while let frame = try connection.readFrame() {
+                    if frame.kind != LocalStreamFrame.data { return frame }
+                }
+                return nil
+            }
+            #expect(last?.kind == LocalStreamFrame.failed, "the paste ended with \(String(describing: last))")
+        }
+    }
+
     @Test("A paste holds the other device to the size it offered: more bytes, or fewer before the end, fail the paste instead of ending it")
     func heldToTheOfferedSize() async throws {
         for (sent, offered) in [(10, 5), (3, 5)] {
