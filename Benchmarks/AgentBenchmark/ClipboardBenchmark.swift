@@ -115,26 +115,42 @@ func clipboardBenchmark() async throws -> Targets {
         guard values.count == pastes else { fail("the warm TLS exchange measured \(values.count) of \(pastes)") }
         return values
     }
+    // The raw stream's steady rate: 512 MiB a run, so that its handshake and first round trips
+    // (which a 64 MiB transfer of its own would count, making it slower than it can be) weigh nothing.
+    let rawBytes = 512 << 20
     var streamPort = base + 60
     func rawStream() -> Double {
         streamPort += 1
         let sinkOutput = Pipe()
-        let sink = start([CommandLine.arguments[0], "tls-sink", baselineFolder, String(streamPort), "count"], output: sinkOutput)
+        let sink = start(["STREAM_BYTES=\(rawBytes)", CommandLine.arguments[0], "tls-sink", baselineFolder, String(streamPort), "count"], output: sinkOutput)
         _ = sinkOutput.fileHandleForReading.availableData
         let sourceOutput = Pipe()
-        let source = start([CommandLine.arguments[0], "tls-source", baselineFolder, String(streamPort), "count"], output: sourceOutput)
+        let source = start(["STREAM_BYTES=\(rawBytes)", CommandLine.arguments[0], "tls-source", baselineFolder, String(streamPort), "count"], output: sourceOutput)
         let sourceText = String(decoding: sourceOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         source.waitUntilExit()
         stop(sink)
         let parts = sourceText.split(whereSeparator: \.isWhitespace)
         guard parts.count == 3, parts[0] == "ok", let start = UInt64(parts[1]), let end = UInt64(parts[2]) else { fail("the raw TLS stream failed: \(sourceText)") }
-        return megabytes / (Double(end - start) / 1e9)
+        return Double(rawBytes >> 20) / (Double(end - start) / 1e9)
+    }
+    /// The independent one: OpenSSL through Python's ssl (Benchmarks/tls_stream.py), 512 MiB.
+    func openSSL() -> Double {
+        let script = binaries.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Benchmarks/tls_stream.py").path
+        let output = Pipe()
+        let process = start(["python3", script, baselineFolder, String(rawBytes)], output: output)
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0, let rate = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            fail("the OpenSSL baseline (python3 Benchmarks/tls_stream.py) failed: \(text)")
+        }
+        return rate
     }
     var picture = [UInt8](repeating: 0, count: streamTotal)
     for index in picture.indices { picture[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 13) }
     let large = picture
 
-    let names = ["offer visible", "paste 1 KB", "TLS exchange 1 KB", "paste 64 MiB", "raw TLS 64 MiB"]
+    let names = ["offer visible", "paste 1 KB", "TLS exchange 1 KB", "paste 64 MiB", "NIO TLS stream", "OpenSSL TLS stream"]
     let runs = try await repeatRuns(names) { _ in
         var run: [String: [Double]] = [:]
         for _ in 0..<offers {
@@ -155,10 +171,12 @@ func clipboardBenchmark() async throws -> Targets {
         let (count, nanoseconds) = try await onOwnThread { try clipboardPaste(b.socket) }
         guard count == large.count else { fail("the large paste brought \(count) bytes of \(large.count)") }
         run["paste 64 MiB"] = [megabytes / (Double(nanoseconds) / 1e9)]
-        run["raw TLS 64 MiB"] = [rawStream()]
+        run["NIO TLS stream"] = [rawStream()]
+        run["OpenSSL TLS stream"] = [openSSL()]
         return run
     }
-    let ratios = (0..<runs.count).map { runs.samples["paste 64 MiB"]![$0][0] / runs.samples["raw TLS 64 MiB"]![$0][0] }
+    func fastest(_ run: Int) -> Double { max(runs.samples["NIO TLS stream"]![run][0], runs.samples["OpenSSL TLS stream"]![run][0]) }
+    let ratios = (0..<runs.count).map { runs.samples["paste 64 MiB"]![$0][0] / fastest($0) }
     let offerP50 = runs.percentile("offer visible", 0.5)
     let pasteP50 = runs.percentile("paste 1 KB", 0.5)
     let exchangeP50 = runs.percentile("TLS exchange 1 KB", 0.5)
@@ -168,15 +186,17 @@ func clipboardBenchmark() async throws -> Targets {
         local socket until B's agent tells a client watching its clipboard (\(offers) copies a run, 20 ms apart). Paste: 1 KB A \
         copied, pasted on B through its local socket, from the request to the last byte, the link open (\(pastes) a run, after 5), \
         against the same size asked and answered on a raw TLS 1.3 connection kept open between two processes (both certificates, \
-        NIO). Large: \(Int(megabytes)) MiB A copied, pasted on B, against a raw TLS 1.3 stream of the same size between two processes.
+        NIO). Large: \(Int(megabytes)) MiB A copied, pasted on B, against the steady rate of a raw TLS 1.3 stream between two processes \
+        (512 MiB: NIO writing 256 KiB slices, the receiver counting; and OpenSSL through Python's ssl, Benchmarks/tls_stream.py).
         \(runs.agreement(minimum: 3))
 
         \(runs.table(unit: ""))
 
-        | run | paste \(Int(megabytes)) MiB | raw TLS | paste / raw TLS |
-        | --- | --- | --- | --- |
+        | run | paste \(Int(megabytes)) MiB | NIO TLS stream | OpenSSL TLS stream | paste / the faster |
+        | --- | --- | --- | --- | --- |
         \((0..<runs.count).map { run in
-            "| \(run + 1) | \(format(runs.samples["paste 64 MiB"]![run][0], 0)) MiB/s | \(format(runs.samples["raw TLS 64 MiB"]![run][0], 0)) MiB/s | \(format(ratios[run] * 100, 0)) % |"
+            "| \(run + 1) | \(format(runs.samples["paste 64 MiB"]![run][0], 0)) MiB/s | \(format(runs.samples["NIO TLS stream"]![run][0], 0)) MiB/s | "
+                + "\(format(runs.samples["OpenSSL TLS stream"]![run][0], 0)) MiB/s | \(format(ratios[run] * 100, 0)) % |"
         }.joined(separator: "\n"))
 
         """)
@@ -185,7 +205,7 @@ func clipboardBenchmark() async throws -> Targets {
     targets.check(
         "a paste of 1 KB with the link open, p50 ≤ 5 ms", pasteP50 <= 5,
         "\(format(pasteP50, 3)) ms (\(format(pasteP50 / exchangeP50, 1))× the raw TLS exchange, \(format(exchangeP50, 3)) ms)")
-    targets.check("a \(Int(megabytes)) MiB paste ≥ 50 % of the raw TLS stream, every run", ratios.allSatisfy { $0 >= 0.5 }, "lowest \(format((ratios.min() ?? 0) * 100, 0)) %")
+    targets.check("a \(Int(megabytes)) MiB paste ≥ 50 % of the faster raw TLS stream, every run", ratios.allSatisfy { $0 >= 0.5 }, "lowest \(format((ratios.min() ?? 0) * 100, 0)) %")
     print(targets.table)
     return targets
 }
