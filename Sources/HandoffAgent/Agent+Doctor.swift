@@ -67,6 +67,37 @@ extension Agent {
         for peer in configuration.staticPeers {
             checks.append(await staticPeerCheck(peer))
         }
+        checks += clipboardChecks()
+        return checks
+    }
+
+    /// The clipboard: on or off, whether a session service gives it the desktop's clipboard,
+    /// and what the desktop's session lets it do (docs/clipboard.md).
+    func clipboardChecks(environment: [String: String] = ProcessInfo.processInfo.environment) -> [LocalCheck] {
+        guard configuration.clipboard else {
+            return [LocalCheck(
+                area: "clipboard", status: .ok,
+                finding: "the clipboard is off on this device (--clipboard off): nothing copied here is offered, and the account's copies are not pasted here")]
+        }
+        var checks: [LocalCheck] = []
+        let current = localClipboard().map { " Now: copied on '\($0.deviceName)', \($0.types.map(\.name).joined(separator: ", "))." } ?? ""
+        if clipboardWatchers.isEmpty {
+            checks.append(LocalCheck(
+                area: "clipboard", status: .warning,
+                finding: "no session service watches the clipboard: what apps here copy is not offered, and the account's copies paste here only with 'handoff paste'.\(current)",
+                advice: "run handoff-clipboard in your graphical session (docs/clipboard.md, Running the service)"))
+        } else {
+            checks.append(LocalCheck(area: "clipboard", status: .ok, finding: "a session service watches the clipboard.\(current)"))
+        }
+        let desktop = (environment["XDG_CURRENT_DESKTOP"] ?? "").lowercased()
+        if environment["WAYLAND_DISPLAY"] != nil || environment["XDG_SESSION_TYPE"] == "wayland" {
+            checks.append(LocalCheck(
+                area: "clipboard", subject: "wayland", status: .warning,
+                finding: desktop.contains("gnome")
+                    ? "this is a GNOME Wayland session: GNOME offers no data-control protocol, so only X11 apps (through XWayland) share the clipboard"
+                    : "this is a Wayland session: handoff-clipboard reaches the clipboard through XWayland, so Wayland apps' copies are offered only once they reach X11 apps",
+                advice: "on X11, or for X11 apps, it works as it is; 'handoff copy' and 'handoff paste' work anywhere"))
+        }
         return checks
     }
 

@@ -400,6 +400,29 @@ final class ClipboardProvider: Sendable {
 struct ClipboardProviderTests {
     static let text = "text/plain;charset=utf-8"
 
+    @Test("doctor says whether a session service gives the agent the desktop's clipboard, that it is off where it is, and what a Wayland or GNOME session lacks")
+    func doctorSays() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.clipboard = false }
+            try await harness.pair([a, b])
+            func clipboardChecks(_ device: TestDevice) async throws -> [LocalCheck] {
+                (try await device.call(.doctor).checks ?? []).filter { $0.area == "clipboard" && $0.subject == nil }
+            }
+            #expect(try await clipboardChecks(a).first?.status == .warning)
+            #expect(try await clipboardChecks(a).first?.advice?.contains("handoff-clipboard") == true)
+            let watcher = try await ClipboardProvider(on: a, .ignore)
+            _ = try await watcher.client.call(.watchClipboard)
+            #expect(try await clipboardChecks(a).first?.status == .ok)
+            #expect(try await clipboardChecks(b).first?.finding.contains("off") == true)
+            let agent = try #require(a.agent)
+            let gnome = await agent.clipboardChecks(environment: ["WAYLAND_DISPLAY": "wayland-0", "XDG_CURRENT_DESKTOP": "ubuntu:GNOME"])
+            #expect(gnome.contains { $0.subject == "wayland" && $0.finding.contains("GNOME offers no data-control protocol") })
+            let x11 = await agent.clipboardChecks(environment: ["DISPLAY": ":0"])
+            #expect(!x11.contains { $0.subject == "wayland" })
+        }
+    }
+
     @Test("What the session service offers is shown on the other device with its types, and a paste there asks the service for that one type, then")
     func providedThenPasted() async throws {
         try await withHarness { harness in
