@@ -134,18 +134,7 @@ func clipboardBenchmark() async throws -> Targets {
         return Double(rawBytes >> 20) / (Double(end - start) / 1e9)
     }
     /// The independent one: OpenSSL through Python's ssl (Benchmarks/tls_stream.py), 512 MiB.
-    func openSSL() -> Double {
-        let script = binaries.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Benchmarks/tls_stream.py").path
-        let output = Pipe()
-        let process = start(["python3", script, baselineFolder, String(rawBytes)], output: output)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0, let rate = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            fail("the OpenSSL baseline (python3 Benchmarks/tls_stream.py) failed: \(text)")
-        }
-        return rate
-    }
+    func openSSL() -> Double { openSSLStream(folder: baselineFolder, bytes: rawBytes) }
     var picture = [UInt8](repeating: 0, count: streamTotal)
     for index in picture.indices { picture[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 13) }
     let large = picture

@@ -305,6 +305,21 @@ func runTLSSource(folder: String, port: Int, checking: Bool) throws {
 
 // MARK: The orchestrator
 
+/// A TLS stream of `bytes` through OpenSSL (Python's ssl module, Benchmarks/tls_stream.py),
+/// with the identities in `folder`: its MiB/s. The independent baseline.
+func openSSLStream(folder: String, bytes: Int) -> Double {
+    let script = binaries.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Benchmarks/tls_stream.py").path
+    let output = Pipe()
+    let process = start(["python3", script, folder, String(bytes)], output: output)
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard process.terminationStatus == 0, let rate = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        fail("the OpenSSL baseline (python3 Benchmarks/tls_stream.py) failed: \(text)")
+    }
+    return rate
+}
+
 /// Runs the benchmark and returns its targets, checked, once everything it started is gone.
 func streamBenchmark() async throws -> Targets {
     try? FileManager.default.removeItem(atPath: root)
@@ -406,18 +421,7 @@ func streamBenchmark() async throws -> Targets {
     // Each run: the bare baseline, the checksummed baseline, and the streams, one after the
     // other on the same machine; runs repeat until their medians agree.
     /// The independent baseline: OpenSSL, through Python's ssl module (tls_stream.py).
-    func openSSL() -> Double {
-        let script = binaries.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Benchmarks/tls_stream.py").path
-        let output = Pipe()
-        let process = start(["python3", script, baselineFolder, String(streamTotal)], output: output)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0, let rate = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            fail("the OpenSSL baseline (python3 Benchmarks/tls_stream.py) failed: \(text)")
-        }
-        return rate
-    }
+    func openSSL() -> Double { openSSLStream(folder: baselineFolder, bytes: streamTotal) }
     // A profiling aid: STREAMS_ONLY=N runs N transfers through the agents and nothing else,
     // printing the agents' and apps' process ids first (for `perf record -p`).
     if let only = ProcessInfo.processInfo.environment["STREAMS_ONLY"].flatMap(Int.init) {

@@ -77,25 +77,33 @@ final class XSession: Sendable {
     }
 }
 
+/// Two paired agents, alpha and beta, each with an X server and its clipboard service; skipped,
+/// saying so, where Xvfb and xclip are not installed.
+func withXSessions(_ body: (TestDevice, TestDevice, XSession, XSession) async throws -> Void) async throws {
+    guard XSession.available else {
+        print("skipped: Xvfb and xclip are not installed (.ci/run installs them)")
+        return
+    }
+    let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
+    try await withHarness { harness in
+        let a = try await harness.start("alpha")
+        let b = try await harness.start("beta")
+        try await harness.pair([a, b])
+        let onA = try await XSession(for: a, service: executable)
+        let onB = try await XSession(for: b, service: executable)
+        defer {
+            onA.stop()
+            onB.stop()
+        }
+        try await body(a, b, onA, onB)
+    }
+}
+
 @Suite("The clipboard of an X session, with real X servers and apps")
 struct ClipboardX11Tests {
     @Test("Text and a picture copied in an app on alpha's X server are pasted by an app on beta's: fetched when pasted, whole, also after the copying app quit; a copy on beta then wins on alpha")
     func copyInOneSessionPasteInAnother() async throws {
-        guard XSession.available else {
-            print("skipped: Xvfb and xclip are not installed (.ci/run installs them)")
-            return
-        }
-        let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
-        try await withHarness { harness in
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta")
-            try await harness.pair([a, b])
-            let onA = try await XSession(for: a, service: executable)
-            let onB = try await XSession(for: b, service: executable)
-            defer {
-                onA.stop()
-                onB.stop()
-            }
+        try await withXSessions { a, b, onA, onB in
             let words = Array("hello from alpha's X session".utf8)
             try onA.copy(words)
             let text = "text/plain;charset=utf-8"
@@ -128,21 +136,7 @@ struct ClipboardX11Tests {
 
     @Test("A copying app that never answers offers nothing: the other device's paste ends empty within a second or so, and nothing hangs")
     func appThatNeverAnswers() async throws {
-        guard XSession.available else {
-            print("skipped: Xvfb and xclip are not installed (.ci/run installs them)")
-            return
-        }
-        let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
-        try await withHarness { harness in
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta")
-            try await harness.pair([a, b])
-            let onA = try await XSession(for: a, service: executable)
-            let onB = try await XSession(for: b, service: executable)
-            defer {
-                onA.stop()
-                onB.stop()
-            }
+        try await withXSessions { a, b, onA, onB in
             try onA.copy(Array("first".utf8))
             #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
             // An app that takes the clipboard and never answers: an X client of its own (libxcb).
@@ -161,21 +155,7 @@ struct ClipboardX11Tests {
 
     @Test("A copy a password manager marks secret (x-kde-passwordManagerHint: secret, as KeePassXC and KDE's do) is never offered: the other device shows nothing and its paste gets nothing")
     func secretNeverLeaves() async throws {
-        guard XSession.available else {
-            print("skipped: Xvfb and xclip are not installed (.ci/run installs them)")
-            return
-        }
-        let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
-        try await withHarness { harness in
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta")
-            try await harness.pair([a, b])
-            let onA = try await XSession(for: a, service: executable)
-            let onB = try await XSession(for: b, service: executable)
-            defer {
-                onA.stop()
-                onB.stop()
-            }
+        try await withXSessions { a, b, onA, onB in
             try onA.copy(Array("an ordinary copy".utf8))
             #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
             // A password manager's copy: an X client that offers the password and the hint.
