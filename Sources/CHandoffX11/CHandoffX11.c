@@ -146,7 +146,11 @@ static struct {
 struct hx_display {
     xcb_connection_t *connection;
     uint32_t window;
-    uint32_t clipboard, targets, incr, property, timestamp;
+    uint32_t clipboard, targets, incr, timestamp;
+    /// The properties reads land in, one after the other: an owner's late answer to an earlier
+    /// read writes one this read does not look at.
+    uint32_t properties[4];
+    unsigned next_property;
     uint8_t xfixes_event;
     int owning;
     uint32_t owned_at;
@@ -275,7 +279,11 @@ hx_display *hx_open(const char *name, char *error, size_t error_size) {
     d->targets = hx_atom(d, "TARGETS");
     d->incr = hx_atom(d, "INCR");
     d->timestamp = hx_atom(d, "TIMESTAMP");
-    d->property = hx_atom(d, "HANDOFF_CLIPBOARD");
+    for (int i = 0; i < 4; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "HANDOFF_CLIPBOARD_%d", i);
+        d->properties[i] = hx_atom(d, name);
+    }
     xcb.xfixes_select_selection_input(
         connection, d->window, d->clipboard, XFIXES_SET_SELECTION_OWNER | XFIXES_SELECTION_WINDOW_DESTROY | XFIXES_SELECTION_CLIENT_CLOSE);
     // A part of an INCR transfer: well inside the largest request the server takes.
@@ -333,7 +341,8 @@ static int translate(hx_display *d, const xcb_generic_event_t *raw, hx_event *ou
         uint32_t owner, selection;
         memcpy(&owner, bytes + 8, 4);
         memcpy(&selection, bytes + 12, 4);
-        memcpy(&out->time, bytes + 16, 4);
+        // The time the owner took the selection: reads name it, and only its answers match.
+        memcpy(&out->time, bytes + 20, 4);
         if (selection != d->clipboard || owner == d->window) return 0;
         out->owner = owner;
         out->kind = owner == 0 ? HX_EVENT_OWNER_GONE : HX_EVENT_OWNER_CHANGED;
@@ -397,13 +406,21 @@ static xcb_generic_event_t *wait_for(hx_display *d, long long deadline, int (*ma
     }
 }
 
+struct notify_wait {
+    uint32_t target, time;
+};
+
+/// The answer to this read: a late answer to an earlier one (another target, or the owner
+/// before this one) does not match.
 static int is_selection_notify(hx_display *d, const xcb_generic_event_t *raw, const void *context) {
-    (void)context;
-    uint32_t requestor, selection;
+    const struct notify_wait *wanted = context;
+    uint32_t time, requestor, selection, target;
     if ((raw->response_type & 0x7F) != SELECTION_NOTIFY) return 0;
+    memcpy(&time, (const uint8_t *)raw + 4, 4);
     memcpy(&requestor, (const uint8_t *)raw + 8, 4);
     memcpy(&selection, (const uint8_t *)raw + 12, 4);
-    return requestor == d->window && selection == d->clipboard;
+    memcpy(&target, (const uint8_t *)raw + 16, 4);
+    return requestor == d->window && selection == d->clipboard && target == wanted->target && time == wanted->time;
 }
 
 struct property_wait {
@@ -436,23 +453,25 @@ static int append(uint8_t **bytes, size_t *length, size_t *capacity, const void 
     return 0;
 }
 
-int hx_read(hx_display *d, uint32_t target, uint8_t **bytes, size_t *length, uint32_t *type, int timeout_ms, size_t limit) {
+int hx_read(hx_display *d, uint32_t target, uint32_t time, uint8_t **bytes, size_t *length, uint32_t *type, int timeout_ms, size_t limit) {
     *bytes = NULL;
     *length = 0;
     *type = 0;
     long long deadline = now_ms() + timeout_ms;
-    xcb.delete_property(d->connection, d->window, d->property);
-    xcb.convert_selection(d->connection, d->window, d->clipboard, target, d->property, 0);
+    uint32_t property = d->properties[d->next_property++ % 4];
+    xcb.delete_property(d->connection, d->window, property);
+    xcb.convert_selection(d->connection, d->window, d->clipboard, target, property, time);
     xcb.flush(d->connection);
     int failed = 0;
-    xcb_generic_event_t *notify = wait_for(d, deadline, is_selection_notify, NULL, &failed);
+    struct notify_wait answer = {.target = target, .time = time};
+    xcb_generic_event_t *notify = wait_for(d, deadline, is_selection_notify, &answer, &failed);
     if (!notify) return failed ? -1 : 2;
-    uint32_t property;
-    memcpy(&property, (const uint8_t *)notify + 20, 4);
+    uint32_t answered;
+    memcpy(&answered, (const uint8_t *)notify + 20, 4);
     free(notify);
-    if (property == 0) return 1;
+    if (answered == 0) return 1;
     xcb_get_property_reply_t *reply =
-        xcb.get_property_reply(d->connection, xcb.get_property(d->connection, 1, d->window, d->property, 0, 0, UINT32_MAX / 4), NULL);
+        xcb.get_property_reply(d->connection, xcb.get_property(d->connection, 1, d->window, property, 0, 0, UINT32_MAX / 4), NULL);
     if (!reply) return 1;
     size_t capacity = 0;
     *type = reply->type;
@@ -469,7 +488,7 @@ int hx_read(hx_display *d, uint32_t target, uint8_t **bytes, size_t *length, uin
     free(reply);
     // INCR: the owner writes each part once the last was deleted, then an empty one.
     xcb.flush(d->connection);
-    struct property_wait wanted = {.window = d->window, .atom = d->property, .state = PROPERTY_NEW_VALUE};
+    struct property_wait wanted = {.window = d->window, .atom = property, .state = PROPERTY_NEW_VALUE};
     for (;;) {
         xcb_generic_event_t *event = wait_for(d, deadline, is_property_notify, &wanted, &failed);
         if (!event) {
@@ -480,7 +499,7 @@ int hx_read(hx_display *d, uint32_t target, uint8_t **bytes, size_t *length, uin
         }
         free(event);
         xcb_get_property_reply_t *part =
-            xcb.get_property_reply(d->connection, xcb.get_property(d->connection, 1, d->window, d->property, 0, 0, UINT32_MAX / 4), NULL);
+            xcb.get_property_reply(d->connection, xcb.get_property(d->connection, 1, d->window, property, 0, 0, UINT32_MAX / 4), NULL);
         xcb.flush(d->connection);
         if (!part) continue;
         int count = xcb.get_property_value_length(part);

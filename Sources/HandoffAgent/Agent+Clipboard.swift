@@ -141,8 +141,14 @@ extension Agent {
         removeClipboardContent(replaced)
         logger.info("offering the clipboard", metadata: ["types": "\(offered.map { "\($0.name) (\($0.size) bytes)" }.joined(separator: ", "))"])
         clipboardChanged()
-        try? await discovery?.announce(clipboard: offer)
+        await announceClipboard()
         return offer
+    }
+
+    /// Beacons carry this device's copy as it is now (nothing once it expired or went): a
+    /// change made while an earlier announcement waited is never overwritten by it.
+    func announceClipboard() async {
+        try? await discovery?.announce(clipboard: clipboardBoard.localOffer(now: .now))
     }
 
     nonisolated func removeClipboardContent(_ content: LocalClipboardContent?) {
@@ -162,7 +168,7 @@ extension Agent {
                 _ = clipboardBoard.dropLocal()
                 logger.info("the clipboard's provider withdrew its copy")
                 clipboardChanged()
-                try? await discovery?.announce(clipboard: nil)
+                await announceClipboard()
             }
             return LocalReply()
         }
@@ -171,6 +177,9 @@ extension Agent {
         }
         guard Set(types.map(\.name)).count == types.count else {
             return .failure(LocalError(.badRequest, "a type is offered twice"))
+        }
+        if let large = types.first(where: { $0.size > configuration.clipboardSizeLimit }) {
+            return .failure(LocalError(.notAllowed, "'\(large.name)' is \(large.size) bytes, over this device's clipboard size limit of \(configuration.clipboardSizeLimit) bytes (--clipboard-size-limit)"))
         }
         guard let offer = await copied(types.map { ClipboardType(name: $0.name, size: $0.size) }, content: .provided(session: session.id)) else {
             return .failure(Self.clipboardOff)
@@ -230,7 +239,7 @@ extension Agent {
         _ = clipboardBoard.dropLocal()
         logger.info("the clipboard's provider went away: the copy is no longer offered")
         clipboardChanged()
-        tasks.start("clipboard withdrawn") { try? await self.discovery?.announce(clipboard: nil) }
+        tasks.start("clipboard withdrawn") { await self.announceClipboard() }
     }
 
     /// Serves a connection that opens with `provideClipboard`: its data frames are the bytes
@@ -336,7 +345,7 @@ extension Agent {
         if clipboardBoard.local != nil, clipboardBoard.localOffer(now: .now) == nil {
             removeClipboardContent(clipboardBoard.dropLocal())
             logger.info("the clipboard's offer expired")
-            try? await discovery?.announce(clipboard: nil)
+            await announceClipboard()
         }
         clipboardChanged()
     }
@@ -407,7 +416,8 @@ extension Agent {
                         try? await outbound.write(failure.map(Self.failedFrame) ?? Frame(kind: LocalStreamFrame.end, payload: []))
                         done.resume()
                     })
-                tasks.start("paste what the provider sends") { await self.readProvided(session, pasting, into: sink) }
+                // A stopping agent starts nothing: the paste ends without its end.
+                if !tasks.start("paste what the provider sends", { await self.readProvided(session, pasting, into: sink) }) { done.resume() }
             }
         case .stream(let stream):
             await Self.paste(from: stream, size: pasting.size, device: clipboard.deviceName) { try await outbound.write($0) }
@@ -433,6 +443,10 @@ extension Agent {
         let clipboard = localClipboard(current)
         guard let type = ClipboardBoard.pasteType(wanted, in: current.offer) else {
             return .failure(LocalError(.notFound, "the copy made on '\(clipboard.deviceName)' has no type '\(wanted ?? "")'; it has \(current.offer.types.map { "'\($0.name)'" }.joined(separator: ", "))"))
+        }
+        guard type.size <= configuration.clipboardSizeLimit else {
+            return .failure(LocalError(
+                .notAllowed, "the copy made on '\(clipboard.deviceName)' is \(type.size) bytes as '\(type.name)', over this device's clipboard size limit of \(configuration.clipboardSizeLimit) bytes (--clipboard-size-limit)"))
         }
         switch current {
         case .local(let offer):
@@ -559,9 +573,14 @@ extension Agent {
                 stream.accept()
                 logger.info("sending the clipboard", metadata: ["type": "\(type)", "bytes": "\(offered.size)"])
                 relaying(+1)
-                tasks.start("send a paste") {
+                let started = tasks.start("send a paste") {
                     await Self.send(handle, on: stream)
                     self.relaying(-1)
+                }
+                if !started {
+                    try? handle.close()
+                    relaying(-1)
+                    return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "'\(deviceName)' is stopping")
                 }
                 return nil
             case .failure(let why):

@@ -339,6 +339,8 @@ public actor Agent {
         deadlines = [:]
         clipboardTimer?.cancel()
         clipboardTimer = nil
+        // Pastes waiting for this device's provider end now, not at a timer the stop cancels.
+        for read in Array(clipboardReads.keys) { await endRead(read, failure: "the agent on '\(deviceName)' stopped") }
         await tasks.end()
         // A copy is offered while the agent runs: its bytes go with it.
         removeClipboardContent(clipboardBoard.clear())

@@ -16,11 +16,15 @@ enum ClipboardTypes {
         return targets.contains(kdeHint) ? kdeHint : nil
     }
 
+    /// The targets text is read from, best first: UTF-8 ones only (STRING is Latin-1, and TEXT
+    /// may come back as COMPOUND_TEXT).
+    static let textSources = [text, "UTF8_STRING", "text/plain"]
+
     /// The targets to read, each with the type it is offered as: text once (the best of the
     /// text targets), HTML, rich text, images, URIs; at most 16.
     static func chosen(from targets: [String]) -> [(target: String, offeredAs: String)] {
         var chosen: [(String, String)] = []
-        if let textTarget = ([text] + textAliases).first(where: targets.contains) { chosen.append((textTarget, text)) }
+        if let textTarget = textSources.first(where: targets.contains) { chosen.append((textTarget, text)) }
         for target in targets where target == "text/html" || target == "text/rtf" || target.hasPrefix("image/") || target == "text/uri-list" {
             if !chosen.contains(where: { $0.1 == target }) { chosen.append((target, target)) }
         }
@@ -35,6 +39,11 @@ enum ClipboardTypes {
             if type == text { names += textAliases }
         }
         return names
+    }
+
+    /// UTF-8 text as Latin-1, for an app asking for STRING: what Latin-1 cannot hold is `?`.
+    static func latin1(fromUTF8 bytes: [UInt8]) -> [UInt8] {
+        String(decoding: bytes, as: UTF8.self).unicodeScalars.map { $0.value < 256 ? UInt8($0.value) : 0x3F }
     }
 
     /// The offered type an app's target asks for.

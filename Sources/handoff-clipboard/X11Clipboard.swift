@@ -24,6 +24,9 @@ final class X11Clipboard: Sendable {
     private let wake: (read: Int32, write: Int32)
     /// The other device's clipboard this client owns the selection for, if any (the X thread's).
     nonisolated(unsafe) private var owned: LocalClipboard?
+    /// When an app here last copied: another device's copy older than that is never taken for
+    /// the selection again (it would replace what the person copied since, a password say).
+    nonisolated(unsafe) private var lastLocalCopy = Date.distantPast
 
     /// How long an app that copied has to answer each read: then it is taken as not answering.
     static let readTimeout: Int32 = 1000
@@ -79,7 +82,8 @@ final class X11Clipboard: Sendable {
         switch UInt32(bitPattern: event.kind) {
         case HX_EVENT_OWNER_CHANGED.rawValue:
             owned = nil
-            copied()
+            lastLocalCopy = Date()
+            copied(at: event.time)
         case HX_EVENT_REQUEST.rawValue:
             answer(event)
         case HX_EVENT_OWNER_GONE.rawValue:
@@ -103,6 +107,10 @@ final class X11Clipboard: Sendable {
                 return
             }
             guard clipboard.generation != owned?.generation || clipboard.device != owned?.device else { return }
+            guard clipboard.copiedAt > lastLocalCopy else {
+                service.log("not holding the copy made on '\(clipboard.deviceName)': an app here copied since")
+                return
+            }
             if hx_own(display) == 0 {
                 owned = clipboard
                 service.log("holding the clipboard copied on '\(clipboard.deviceName)': \(clipboard.types.map(\.name).joined(separator: ", "))")
@@ -116,12 +124,12 @@ final class X11Clipboard: Sendable {
 
     /// Reads what the app offers and offers it to the account: never what a password manager
     /// marks secret.
-    private func copied() {
-        guard let targets = readTargets() else {
+    private func copied(at time: UInt32) {
+        guard let targets = readTargets(at: time) else {
             service.log("the app that copied did not say what it offers within \(Self.readTimeout) ms: nothing is offered")
             return service.withdraw()
         }
-        if let hint = ClipboardTypes.secretHint(in: targets), isSecret(hint) {
+        if let hint = ClipboardTypes.secretHint(in: targets), isSecret(hint, at: time) {
             service.log("the copy is marked secret (\(hint)): it is not offered")
             return service.withdraw()
         }
@@ -131,7 +139,7 @@ final class X11Clipboard: Sendable {
             var length = 0
             var type: UInt32 = 0
             let atom = hx_atom(display, name)
-            let result = hx_read(display, atom, &bytes, &length, &type, Self.readTimeout, Int(service.sizeLimit))
+            let result = hx_read(display, atom, time, &bytes, &length, &type, Self.readTimeout, Int(service.sizeLimit))
             defer { free(bytes) }
             guard result == 0, let bytes else {
                 service.log("the app that copied did not give '\(name)' (\(result == 2 ? "no answer within \(Self.readTimeout) ms" : result == 3 ? "over the size limit" : "refused")): it is not offered")
@@ -143,11 +151,11 @@ final class X11Clipboard: Sendable {
         service.offer(snapshot)
     }
 
-    private func readTargets() -> [String]? {
+    private func readTargets(at time: UInt32) -> [String]? {
         var bytes: UnsafeMutablePointer<UInt8>?
         var length = 0
         var type: UInt32 = 0
-        guard hx_read(display, hx_atom(display, "TARGETS"), &bytes, &length, &type, Self.readTimeout, 1 << 20) == 0, let bytes else { return nil }
+        guard hx_read(display, hx_atom(display, "TARGETS"), time, &bytes, &length, &type, Self.readTimeout, 1 << 20) == 0, let bytes else { return nil }
         defer { free(bytes) }
         var names: [String] = []
         let count = length / 4
@@ -160,12 +168,12 @@ final class X11Clipboard: Sendable {
         return names
     }
 
-    private func isSecret(_ hint: String) -> Bool {
+    private func isSecret(_ hint: String, at time: UInt32) -> Bool {
         if hint == ClipboardTypes.concealedType { return true }
         var bytes: UnsafeMutablePointer<UInt8>?
         var length = 0
         var type: UInt32 = 0
-        guard hx_read(display, hx_atom(display, hint), &bytes, &length, &type, Self.readTimeout, 4096) == 0, let bytes else { return true }
+        guard hx_read(display, hx_atom(display, hint), time, &bytes, &length, &type, Self.readTimeout, 4096) == 0, let bytes else { return true }
         defer { free(bytes) }
         return String(decoding: UnsafeBufferPointer(start: bytes, count: length), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "secret"
     }
@@ -192,9 +200,14 @@ final class X11Clipboard: Sendable {
         }
         guard let type = ClipboardTypes.offeredType(for: target, in: offered) else { return hx_refuse(display, [request]) }
         switch service.paste(type) {
-        case .success(let bytes):
+        case .success(let pasted):
+            // STRING is Latin-1 (ICCCM); TEXT may be answered in any text type: UTF8_STRING.
+            var bytes = pasted
+            var answeredAs = request.target
+            if target == "STRING" { bytes = ClipboardTypes.latin1(fromUTF8: pasted) }
+            if target == "TEXT" { answeredAs = hx_atom(display, "UTF8_STRING") }
             let result = bytes.withUnsafeBufferPointer { buffer in
-                hx_answer(display, [request], request.target, buffer.baseAddress, buffer.count, 10_000)
+                hx_answer(display, [request], answeredAs, buffer.baseAddress, buffer.count, 10_000)
             }
             if result != 0 { service.log("the app pasting '\(target)' did not take all of it") }
         case .failure(let error):

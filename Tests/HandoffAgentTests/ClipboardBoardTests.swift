@@ -63,6 +63,19 @@ struct ClipboardBoardTests {
         #expect(board.localOffer(now: start + .seconds(2)) == nil)
     }
 
+    @Test("A copy time no sender writes is survived: one at the far end of the clock expires at once, one later than its beacon is not taken (it would win over every real copy)")
+    func wildTimes() {
+        var board = ClipboardBoard()
+        let sent = Date()
+        let ancient = ClipboardOffer(generation: 1, copiedAt: Date(timeIntervalSince1970: Double(Int64.min) / 1000), lifetimeSeconds: UInt16.max, types: text)
+        board.heard(other, offer: ancient, sent: sent, now: start)
+        #expect(board.current(now: start, me: me) == nil)
+        let ahead = ClipboardOffer(generation: 2, copiedAt: sent.addingTimeInterval(3600), lifetimeSeconds: 120, types: text)
+        let taken = board.heard(third, offer: ahead, sent: sent, now: start)
+        #expect(board.current(now: start, me: me) == nil)
+        #expect(!taken)
+    }
+
     @Test("A device that goes, or stops offering, takes its offer with it; the same offer heard again changes nothing")
     func goneAndRepeated() {
         var board = ClipboardBoard()

@@ -239,6 +239,42 @@ struct ClipboardTests {
         }
     }
 
+    @Test("A copy larger than this device's clipboard size limit is not pasted here, nor offered here by a provider: the limit holds both ways")
+    func sizeLimitOnPaste() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.clipboardSizeLimit = 100 }
+            try await harness.pair([a, b])
+            #expect(try await a.copy([UInt8](repeating: 1, count: 200))?.kind == LocalStreamFrame.end)
+            #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
+            let refused = try await b.paste()
+            #expect(refused.refusal?.kind == .notAllowed)
+            #expect(refused.refusal?.message.contains("size limit") == true, "\(String(describing: refused.refusal))")
+            let provider = try await ClipboardProvider(on: b, .ignore)
+            #expect(try await provider.offer([Self.text: 101]).error?.kind == .notAllowed)
+        }
+    }
+
+    @Test("An agent that stops while a paste waits for its provider ends that paste at once, rather than never")
+    func stopEndsAWaitingPaste() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let silent = try await ClipboardProvider(on: a, .ignore)
+            #expect(try await silent.offer([Self.text: 4]).error == nil)
+            let socket = a.socket
+            let connection = try await onThread { () throws -> LocalStreamSocket in
+                try LocalStreamSocket.opened(path: socket, call: .paste(version: LocalMessage.version, clipboardType: nil)).socket
+            }
+            defer { connection.close() }
+            #expect(await eventually { silent.asked.count == 1 })
+            let started = ContinuousClock.now
+            await a.agent?.stop()
+            let last = try await onThread { () -> Frame? in try? connection.readFrame() }
+            #expect(last?.kind != LocalStreamFrame.end)
+            #expect(ContinuousClock.now - started < .seconds(1), "the paste waited for the provider's deadline")
+        }
+    }
+
     @Test("A paste holds the other device to the size it offered: more bytes, or fewer before the end, fail the paste instead of ending it")
     func heldToTheOfferedSize() async throws {
         for (sent, offered) in [(10, 5), (3, 5)] {

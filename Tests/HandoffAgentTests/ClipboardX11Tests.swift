@@ -112,6 +112,11 @@ struct ClipboardX11Tests {
             let pasted = try await onB.paste(type: "UTF8_STRING")
             #expect(pasted.status == 0)
             #expect(pasted.bytes == words, "beta's service: \(onB.logText)")
+            // Text as the older targets: STRING in Latin-1 (ICCCM), TEXT as UTF-8.
+            try onA.copy(Array("café ✓".utf8))
+            #expect(await eventually { (try? await b.clipboard())?.types.first?.size == UInt64("café ✓".utf8.count) })
+            #expect(try await onB.paste(type: "STRING").bytes == [0x63, 0x61, 0x66, 0xE9, 0x20, 0x3F])
+            #expect(try await onB.paste(type: "TEXT").bytes == Array("café ✓".utf8))
 
             // A picture larger than one X request: INCR both ways.
             var picture = [UInt8](repeating: 0, count: 700_000)

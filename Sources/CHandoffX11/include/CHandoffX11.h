@@ -11,7 +11,7 @@ typedef struct hx_display hx_display;
 
 /// What happened on the display.
 enum hx_event_kind {
-    /// Another client owns the CLIPBOARD selection now (an app copied): `owner`.
+    /// Another client owns the CLIPBOARD selection now (an app copied): `owner`, since `time`.
     HX_EVENT_OWNER_CHANGED = 1,
     /// The CLIPBOARD has no owner now (its owner closed, or gave it up).
     HX_EVENT_OWNER_GONE = 2,
@@ -46,11 +46,12 @@ int hx_atom_name(hx_display *display, uint32_t atom, char *name, size_t size);
 /// The atom named `name`, made if needed; 0 on failure.
 uint32_t hx_atom(hx_display *display, const char *name);
 
-/// Reads the CLIPBOARD as `target` from its owner (INCR transfers included), waiting up to
-/// `timeout_ms` in all; at most `limit` bytes. 0 with `*bytes` (malloc'd, the caller frees)
+/// Reads the CLIPBOARD as `target` from its owner (INCR transfers included), naming `time`
+/// (the owner's: HX_EVENT_OWNER_CHANGED's), waiting up to `timeout_ms` in all; at most `limit`
+/// bytes. Only the answer to this very request is taken. 0 with `*bytes` (malloc'd, the caller frees)
 /// and `*length` set; 1 the owner refused or there is none; 2 timed out; 3 over the limit;
 /// -1 the connection failed. `*type` is the type the owner answered with.
-int hx_read(hx_display *display, uint32_t target, uint8_t **bytes, size_t *length, uint32_t *type, int timeout_ms, size_t limit);
+int hx_read(hx_display *display, uint32_t target, uint32_t time, uint8_t **bytes, size_t *length, uint32_t *type, int timeout_ms, size_t limit);
 
 /// Makes this client the CLIPBOARD's owner; 0 when it is.
 int hx_own(hx_display *display);

@@ -79,14 +79,20 @@ struct ClipboardBoard: Sendable {
     /// whether what it offers changed.
     @discardableResult
     mutating func heard(_ device: UUID, offer: ClipboardOffer?, sent: Date, now: ContinuousClock.Instant) -> Bool {
-        guard let offer else { return remote.removeValue(forKey: device) != nil }
+        // A copy made later than the beacon that carries it (past the clocks' leeway) is no
+        // copy any sender makes: it would win over every real one. None is taken.
+        guard let offer, offer.copiedAt.timeIntervalSince(sent) <= Self.leeway else { return remote.removeValue(forKey: device) != nil }
         if remote[device]?.offer == offer { return false }
-        // Its age on its own clock: a clock that differs from this one moves nothing.
+        // Its age on its own clock: a clock that differs from this one moves nothing. Held to
+        // the offer's lifetime, whatever time it claims (no arithmetic on a wild one).
         let age = max(0, sent.timeIntervalSince(offer.copiedAt))
-        let left = Double(offer.lifetimeSeconds) - age
+        let left = min(Double(offer.lifetimeSeconds), max(-1, Double(offer.lifetimeSeconds) - age))
         remote[device] = Remote(device: device, offer: offer, expires: now + .milliseconds(Int64((left * 1000).rounded(.down))))
         return true
     }
+
+    /// How far a copy's time may be ahead of its beacon's (the beacon's own window).
+    static let leeway: TimeInterval = 30
 
     /// `device` is no longer heard (or left the account): its offer goes.
     @discardableResult
