@@ -581,6 +581,13 @@ package actor Discovery {
         }
     }
 
+    /// Whether `sender`'s beacons came over multicast lately (a beacon by unicast lists it
+    /// nearby too, but says nothing of what multicast carries).
+    package func heardOverMulticast(_ sender: UUID) -> Bool {
+        guard let heard = familiesHeard[sender] else { return false }
+        return heard.v4 != nil || !heard.v6.isEmpty
+    }
+
     private func noteFamily(of sender: UUID, from address: String, interface: String?) {
         guard let interface else { return }
         if address.contains(":") {
