@@ -201,8 +201,9 @@ struct ClipboardTests {
             #expect(wrong.refusal?.kind == .notFound)
             #expect(wrong.refusal?.message.contains("'text/plain;charset=utf-8'") == true, "\(String(describing: wrong.refusal))")
             // Beta's clipboard is off: it shows and pastes nothing of alpha's, and copies nothing.
-            // Alpha's beacon with the offer reaches beta within this (it is sent at the copy).
-            try await Task.sleep(for: .milliseconds(500))
+            // Beta has heard alpha's beacon with the offer (and ignores it).
+            let discovery = try #require(await b.agent?.discovery)
+            #expect(await eventually { await discovery.nearby.contains { $0.clipboard != nil } })
             let status = try #require(try await b.call(.status).status)
             #expect(status.clipboardOn == false)
             #expect(status.clipboard == nil)
