@@ -111,7 +111,9 @@ let package = Package(
         .target(name: "CHandoffSystem"),
         // The X11 clipboard through libxcb, loaded at run time: nothing of X11 is needed to build.
         .target(name: "CHandoffX11"),
-        .executableTarget(name: "handoff-clipboard", dependencies: ["CHandoffX11", "HandoffLocalAPI"], swiftSettings: strict),
+        // The Wayland clipboard through libwayland-client and data control, loaded at run time.
+        .target(name: "CHandoffWayland"),
+        .executableTarget(name: "handoff-clipboard", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI"], swiftSettings: strict),
         .target(name: "HandoffProcess", dependencies: ["CHandoffSystem"], swiftSettings: strict),
         .executableTarget(
             name: "handoff-fuzz",

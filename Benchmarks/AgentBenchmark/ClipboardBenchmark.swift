@@ -88,7 +88,7 @@ func clipboardBenchmark() async throws -> Targets {
         heard.withLock { if $0[clipboard.generation] == nil { $0[clipboard.generation] = at } }
     }
     defer { watcher.close() }
-    _ = try await watcher.call(.watchClipboard)
+    _ = try await watcher.call(.watchClipboard(session: nil))
 
     /// One copy of 1 KB on A: its milliseconds until B's watcher hears of it.
     let text = [UInt8](repeating: 0x61, count: 1024)

@@ -9,6 +9,12 @@ import NIOCore
 /// opens a stream on the link to it, which sends the bytes then. `ClipboardBoard` decides
 /// which offer is the clipboard here.
 extension Agent {
+    /// A session service that watches the clipboard, and which clipboard it serves.
+    struct ClipboardWatcher {
+        let peer: LocalPeer
+        let session: String?
+    }
+
     /// Where copies made with `copy` keep their bytes while they are offered.
     nonisolated var clipboardFolder: URL {
         configuration.stateDirectory.appendingPathComponent("clipboard", isDirectory: true)
@@ -329,7 +335,7 @@ extension Agent {
         if current != clipboardTold {
             clipboardTold = current
             let told = current.map(localClipboard)
-            for watcher in clipboardWatchers.values { watcher.send(.clipboardChanged(told)) }
+            for watcher in clipboardWatchers.values { watcher.peer.send(.clipboardChanged(told)) }
         }
         clipboardTimer?.cancel()
         clipboardTimer = nil

@@ -86,17 +86,19 @@ extension Agent {
                 area: "clipboard", status: .warning,
                 finding: "no session service watches the clipboard: what apps here copy is not offered, and the account's copies paste here only with 'handoff paste'.\(current)",
                 advice: "run handoff-clipboard in your graphical session (docs/clipboard.md, Running the service)"))
-        } else {
-            checks.append(LocalCheck(area: "clipboard", status: .ok, finding: "a session service watches the clipboard.\(current)"))
+        }
+        for watcher in clipboardWatchers.values.sorted(by: { ($0.session ?? "") < ($1.session ?? "") }) {
+            checks.append(LocalCheck(
+                area: "clipboard", subject: watcher.session, status: .ok,
+                finding: "a session service watches the clipboard\(watcher.session.map { " (\($0))" } ?? "").\(current)"))
         }
         let desktop = (environment["XDG_CURRENT_DESKTOP"] ?? "").lowercased()
-        if environment["WAYLAND_DISPLAY"] != nil || environment["XDG_SESSION_TYPE"] == "wayland" {
+        let wayland = environment["WAYLAND_DISPLAY"] != nil || environment["XDG_SESSION_TYPE"] == "wayland"
+        if wayland, desktop.contains("gnome"), !clipboardWatchers.values.contains(where: { $0.session?.hasPrefix("Wayland") == true }) {
             checks.append(LocalCheck(
                 area: "clipboard", subject: "wayland", status: .warning,
-                finding: desktop.contains("gnome")
-                    ? "this is a GNOME Wayland session: GNOME offers no data-control protocol, so only X11 apps (through XWayland) share the clipboard"
-                    : "this is a Wayland session: handoff-clipboard reaches the clipboard through XWayland, so Wayland apps' copies are offered only once they reach X11 apps",
-                advice: "on X11, or for X11 apps, it works as it is; 'handoff copy' and 'handoff paste' work anywhere"))
+                finding: "this is a GNOME Wayland session: GNOME offers no data-control protocol, so handoff-clipboard cannot watch Wayland apps' copies; it uses XWayland's clipboard, which GNOME keeps in step with Wayland apps' for the most part",
+                advice: "'handoff copy' and 'handoff paste' work anywhere (wl-paste | handoff copy; handoff paste | wl-copy)"))
         }
         return checks
     }

@@ -68,7 +68,7 @@ public actor Agent {
     var clipboardBoard = ClipboardBoard()
     var clipboardTimer: LoopTimer?
     /// Who hears when the clipboard here changes, and which clipboard they were told of last.
-    var clipboardWatchers: [UUID: LocalPeer] = [:]
+    var clipboardWatchers: [UUID: ClipboardWatcher] = [:]
     var clipboardTold: ClipboardBoard.Current?
     /// Pastes waiting for this device's clipboard provider to send the bytes.
     var clipboardReads: [UUID: ClipboardRead] = [:]
@@ -756,8 +756,8 @@ public actor Agent {
             reply = .failure(LocalError(.badRequest, "'openStream', 'acceptStream', 'copy', 'paste' and 'provideClipboard' open a connection of their own: send one as the first message of a new connection"))
         case .offerClipboard(let types):
             reply = await offerClipboard(types, from: session)
-        case .watchClipboard:
-            clipboardWatchers[session.id] = session.peer
+        case .watchClipboard(let served):
+            clipboardWatchers[session.id] = ClipboardWatcher(peer: session.peer, session: served)
             var watching = LocalReply()
             watching.clipboard = localClipboard()
             reply = watching

@@ -125,7 +125,9 @@ public enum LocalCall: Sendable, Hashable {
     /// (`clipboardRequest`). The offer ends when this connection closes. See docs/clipboard.md.
     case offerClipboard(types: [LocalClipboardType])
     /// Subscribes to `clipboardChanged` messages: the reply carries the clipboard now.
-    case watchClipboard
+    /// `session` says which clipboard the watcher serves ("Wayland wayland-1,
+    /// zwlr_data_control_manager_v1"), for `doctor`.
+    case watchClipboard(session: String?)
     /// The first message of a connection that carries the bytes a `clipboardRequest` asked
     /// for: data frames, then an end.
     case provideClipboard(version: Int, read: UUID)
@@ -296,7 +298,7 @@ public enum LocalMessage: Sendable, Hashable {
 extension LocalMessage: Codable {
     enum Key: String, CodingKey {
         case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code, port
-        case record, error, reply, continuation, activityType, origin, event, stream, nonce, clipboardType, types, read, size, clipboard
+        case record, error, reply, continuation, activityType, origin, event, stream, nonce, clipboardType, types, read, size, clipboard, session
     }
 
     public init(from decoder: any Decoder) throws {
@@ -348,7 +350,7 @@ extension LocalMessage: Codable {
                 request: try request(),
                 .paste(version: try c.decode(Int.self, forKey: .version), clipboardType: try c.decodeIfPresent(String.self, forKey: .clipboardType)))
         case "offerClipboard": self = .call(request: try request(), .offerClipboard(types: try c.decode([LocalClipboardType].self, forKey: .types)))
-        case "watchClipboard": self = .call(request: try request(), .watchClipboard)
+        case "watchClipboard": self = .call(request: try request(), .watchClipboard(session: try c.decodeIfPresent(String.self, forKey: .session)))
         case "provideClipboard":
             self = .call(
                 request: try request(), .provideClipboard(version: try c.decode(Int.self, forKey: .version), read: try c.decode(UUID.self, forKey: .read)))
@@ -461,8 +463,9 @@ extension LocalMessage: Codable {
             case .offerClipboard(let types):
                 try c.encode("offerClipboard", forKey: .type)
                 try c.encode(types, forKey: .types)
-            case .watchClipboard:
+            case .watchClipboard(let session):
                 try c.encode("watchClipboard", forKey: .type)
+                try c.encodeIfPresent(session, forKey: .session)
             case .provideClipboard(let version, let read):
                 try c.encode("provideClipboard", forKey: .type)
                 try c.encode(version, forKey: .version)

@@ -29,7 +29,8 @@ final class ClipboardService: Sendable {
     }
 
     /// Connects to the agent and hears of its clipboard; what it says goes to `changed`.
-    func connect(_ changed: @escaping @Sendable (LocalClipboard?) -> Void) throws {
+    /// `session` names the clipboard served, for the agent's doctor.
+    func connect(session: String, _ changed: @escaping @Sendable (LocalClipboard?) -> Void) throws {
         let client = try LocalClient(
             path: socket, role: .control,
             onMessage: { [self] message in
@@ -41,13 +42,72 @@ final class ClipboardService: Sendable {
             },
             onClose: { [self] reason in exit("the agent closed the connection: \(reason)") })
         connection.withLock { $0 = client }
-        let current = blocking { await Self.call(client, .watchClipboard) }
+        let current = blocking { await Self.call(client, .watchClipboard(session: session)) }
         if let error = current.error { throw ClipboardServiceError(error.message) }
         changed(current.clipboard)
     }
 
+    /// How long an app that copied has to answer each read: then it is taken as not answering.
+    static let readTimeout: Int32 = 1000
+
+    /// What reading one type of an app's copy gave.
+    enum Read {
+        case read([UInt8])
+        case refused
+        case timedOut
+        case overLimit
+    }
+
+    /// An app here copied, offering `targets` (nil: it did not say within the read timeout):
+    /// reads the chosen types with `read` and offers them to the account; never what a password
+    /// manager marks secret.
+    func copied(targets: [String]?, read: (_ type: String, _ limit: Int) -> Read) {
+        guard let targets else {
+            log("the app that copied did not say what it offers within \(Self.readTimeout) ms: nothing is offered")
+            return withdraw()
+        }
+        if let hint = ClipboardTypes.secretHint(in: targets) {
+            var secret = true
+            if hint == ClipboardTypes.kdeHint, case .read(let value) = read(hint, 4096) {
+                secret = String(decoding: value, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "secret"
+            }
+            if secret {
+                log("the copy is marked secret (\(hint)): it is not offered")
+                return withdraw()
+            }
+        }
+        var snapshot = Snapshot(types: [])
+        for (name, offeredAs) in ClipboardTypes.chosen(from: targets) {
+            switch read(name, Int(sizeLimit)) {
+            case .read(let bytes): snapshot.types.append((offeredAs, bytes))
+            case .timedOut: log("the app that copied did not give '\(name)' within \(Self.readTimeout) ms: it is not offered")
+            case .overLimit: log("'\(name)' is over the size limit: it is not offered")
+            case .refused: log("the app that copied refused '\(name)': it is not offered")
+            }
+        }
+        guard !snapshot.types.isEmpty else { return withdraw() }
+        offer(snapshot)
+    }
+
+    /// Whether another device's copy is to become this session's clipboard: a copy not held yet,
+    /// made after an app here last copied (an older one would replace what the person copied
+    /// since, a password say).
+    func shouldHold(_ clipboard: LocalClipboard, holding owned: LocalClipboard?, lastLocalCopy: Date) -> Bool {
+        guard clipboard.generation != owned?.generation || clipboard.device != owned?.device else { return false }
+        guard clipboard.copiedAt > lastLocalCopy else {
+            log("not holding the copy made on '\(clipboard.deviceName)': an app here copied since")
+            return false
+        }
+        return true
+    }
+
+    /// What was read from the app that copied: each type's bytes.
+    struct Snapshot: Sendable {
+        var types: [(name: String, bytes: [UInt8])]
+    }
+
     /// Offers what an app here copied.
-    func offer(_ copied: X11Clipboard.Snapshot) {
+    func offer(_ copied: Snapshot) {
         snapshot.withLock { held in
             held = [:]
             for (name, bytes) in copied.types { held[name] = bytes }

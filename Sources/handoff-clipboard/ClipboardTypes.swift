@@ -1,3 +1,5 @@
+import HandoffLocalAPI
+
 /// Which of the types an app offers are read and offered to the account, and under which names;
 /// and which targets an app here may ask for another device's types by.
 enum ClipboardTypes {
@@ -52,4 +54,20 @@ enum ClipboardTypes {
         if textAliases.contains(target), offered.contains(text) { return text }
         return nil
     }
+}
+
+/// What the agent tells a session's clipboard.
+enum ClipboardCommand: Sendable {
+    /// The account's clipboard here is now this (nil: nothing is offered).
+    case changed(LocalClipboard?)
+}
+
+/// A display's clipboard: X11's CLIPBOARD selection, or Wayland's through data control.
+protocol SessionClipboard: Sendable {
+    /// Names the clipboard served ("X11 :0"), for the agent's doctor.
+    var session: String { get }
+    /// Hands a command to the clipboard's thread.
+    func post(_ command: ClipboardCommand)
+    /// Runs the clipboard until its display's connection fails.
+    func run() -> Never
 }

@@ -7,29 +7,19 @@ import Synchronization
 /// reads what an app copied, and owns the selection with another device's types, fetching a
 /// type from the agent only when an app here pastes it. One thread runs it (`run`); the agent's
 /// messages reach it through `post`.
-final class X11Clipboard: Sendable {
-    enum Command: Sendable {
-        case changed(LocalClipboard?)
-    }
-
-    /// What was read from the app that copied: each type's bytes.
-    struct Snapshot: Sendable {
-        var types: [(name: String, bytes: [UInt8])]
-    }
+final class X11Clipboard: SessionClipboard {
 
     // The display belongs to the thread in `run`; the pointer crosses only to it.
     nonisolated(unsafe) let display: OpaquePointer
     let service: ClipboardService
-    private let commands = Mutex<[Command]>([])
+    let session: String
+    private let commands = Mutex<[ClipboardCommand]>([])
     private let wake: (read: Int32, write: Int32)
     /// The other device's clipboard this client owns the selection for, if any (the X thread's).
     nonisolated(unsafe) private var owned: LocalClipboard?
     /// When an app here last copied: another device's copy older than that is never taken for
     /// the selection again (it would replace what the person copied since, a password say).
     nonisolated(unsafe) private var lastLocalCopy = Date.distantPast
-
-    /// How long an app that copied has to answer each read: then it is taken as not answering.
-    static let readTimeout: Int32 = 1000
 
     init(display name: String?, service: ClipboardService) throws {
         var error = [CChar](repeating: 0, count: 512)
@@ -38,6 +28,7 @@ final class X11Clipboard: Sendable {
         }
         display = opened
         self.service = service
+        session = "X11 \(name ?? ProcessInfo.processInfo.environment["DISPLAY"] ?? ":0")"
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw ClipboardServiceError("cannot make a pipe: \(String(cString: strerror(errno)))") }
         wake = (fds[0], fds[1])
@@ -50,7 +41,7 @@ final class X11Clipboard: Sendable {
     }
 
     /// Hands a command to the X thread, and wakes it.
-    func post(_ command: Command) {
+    func post(_ command: ClipboardCommand) {
         commands.withLock { $0.append(command) }
         var byte: UInt8 = 1
         _ = write(wake.write, &byte, 1)
@@ -94,7 +85,7 @@ final class X11Clipboard: Sendable {
         }
     }
 
-    private func handle(_ command: Command) {
+    private func handle(_ command: ClipboardCommand) {
         switch command {
         case .changed(let clipboard):
             guard let clipboard, !clipboard.local else {
@@ -106,11 +97,7 @@ final class X11Clipboard: Sendable {
                 }
                 return
             }
-            guard clipboard.generation != owned?.generation || clipboard.device != owned?.device else { return }
-            guard clipboard.copiedAt > lastLocalCopy else {
-                service.log("not holding the copy made on '\(clipboard.deviceName)': an app here copied since")
-                return
-            }
+            guard service.shouldHold(clipboard, holding: owned, lastLocalCopy: lastLocalCopy) else { return }
             if hx_own(display) == 0 {
                 owned = clipboard
                 service.log("holding the clipboard copied on '\(clipboard.deviceName)': \(clipboard.types.map(\.name).joined(separator: ", "))")
@@ -122,40 +109,28 @@ final class X11Clipboard: Sendable {
 
     // MARK: An app here copied
 
-    /// Reads what the app offers and offers it to the account: never what a password manager
-    /// marks secret.
+    /// Reads what the app offers and offers it to the account (ClipboardService.copied).
     private func copied(at time: UInt32) {
-        guard let targets = readTargets(at: time) else {
-            service.log("the app that copied did not say what it offers within \(Self.readTimeout) ms: nothing is offered")
-            return service.withdraw()
-        }
-        if let hint = ClipboardTypes.secretHint(in: targets), isSecret(hint, at: time) {
-            service.log("the copy is marked secret (\(hint)): it is not offered")
-            return service.withdraw()
-        }
-        var snapshot = Snapshot(types: [])
-        for (name, offeredAs) in ClipboardTypes.chosen(from: targets) {
+        service.copied(targets: readTargets(at: time)) { name, limit in
             var bytes: UnsafeMutablePointer<UInt8>?
             var length = 0
             var type: UInt32 = 0
-            let atom = hx_atom(display, name)
-            let result = hx_read(display, atom, time, &bytes, &length, &type, Self.readTimeout, Int(service.sizeLimit))
+            let result = hx_read(display, hx_atom(display, name), time, &bytes, &length, &type, ClipboardService.readTimeout, limit)
             defer { free(bytes) }
-            guard result == 0, let bytes else {
-                service.log("the app that copied did not give '\(name)' (\(result == 2 ? "no answer within \(Self.readTimeout) ms" : result == 3 ? "over the size limit" : "refused")): it is not offered")
-                continue
+            switch result {
+            case 0: return .read(bytes.map { Array(UnsafeBufferPointer(start: $0, count: length)) } ?? [])
+            case 2: return .timedOut
+            case 3: return .overLimit
+            default: return .refused
             }
-            snapshot.types.append((offeredAs, Array(UnsafeBufferPointer(start: bytes, count: length))))
         }
-        guard !snapshot.types.isEmpty else { return service.withdraw() }
-        service.offer(snapshot)
     }
 
     private func readTargets(at time: UInt32) -> [String]? {
         var bytes: UnsafeMutablePointer<UInt8>?
         var length = 0
         var type: UInt32 = 0
-        guard hx_read(display, hx_atom(display, "TARGETS"), time, &bytes, &length, &type, Self.readTimeout, 1 << 20) == 0, let bytes else { return nil }
+        guard hx_read(display, hx_atom(display, "TARGETS"), time, &bytes, &length, &type, ClipboardService.readTimeout, 1 << 20) == 0, let bytes else { return nil }
         defer { free(bytes) }
         var names: [String] = []
         let count = length / 4
@@ -166,16 +141,6 @@ final class X11Clipboard: Sendable {
             }
         }
         return names
-    }
-
-    private func isSecret(_ hint: String, at time: UInt32) -> Bool {
-        if hint == ClipboardTypes.concealedType { return true }
-        var bytes: UnsafeMutablePointer<UInt8>?
-        var length = 0
-        var type: UInt32 = 0
-        guard hx_read(display, hx_atom(display, hint), time, &bytes, &length, &type, Self.readTimeout, 4096) == 0, let bytes else { return true }
-        defer { free(bytes) }
-        return String(decoding: UnsafeBufferPointer(start: bytes, count: length), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "secret"
     }
 
     // MARK: An app here pastes

@@ -346,11 +346,12 @@ struct ClipboardTests {
 }
 
 /// Runs `executable` with `arguments`, `input` on its standard input; what it wrote and its status.
-func runProcess(_ executable: URL, _ arguments: [String], input: [UInt8]) async throws -> (status: Int32, output: [UInt8], error: String) {
+func runProcess(_ executable: URL, _ arguments: [String], input: [UInt8], environment: [String: String]? = nil) async throws -> (status: Int32, output: [UInt8], error: String) {
     try await onThread {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        if let environment { process.environment = environment }
         let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
         process.standardInput = stdin
         process.standardOutput = stdout
@@ -448,7 +449,7 @@ struct ClipboardProviderTests {
             #expect(try await clipboardChecks(a).first?.status == .warning)
             #expect(try await clipboardChecks(a).first?.advice?.contains("handoff-clipboard") == true)
             let watcher = try await ClipboardProvider(on: a, .ignore)
-            _ = try await watcher.client.call(.watchClipboard)
+            _ = try await watcher.client.call(.watchClipboard(session: nil))
             #expect(try await clipboardChecks(a).first?.status == .ok)
             #expect(try await clipboardChecks(b).first?.finding.contains("off") == true)
             let agent = try #require(a.agent)
@@ -456,6 +457,13 @@ struct ClipboardProviderTests {
             #expect(gnome.contains { $0.subject == "wayland" && $0.finding.contains("GNOME offers no data-control protocol") })
             let x11 = await agent.clipboardChecks(environment: ["DISPLAY": ":0"])
             #expect(!x11.contains { $0.subject == "wayland" })
+            // A service names the clipboard it serves; one serving Wayland's answers the GNOME
+            // question (a GNOME that gains the protocol).
+            let wayland = try await ClipboardProvider(on: a, .ignore)
+            _ = try await wayland.client.call(.watchClipboard(session: "Wayland wayland-1, ext_data_control_manager_v1"))
+            let served = await agent.clipboardChecks(environment: ["WAYLAND_DISPLAY": "wayland-1", "XDG_CURRENT_DESKTOP": "GNOME"])
+            #expect(served.contains { $0.subject == "Wayland wayland-1, ext_data_control_manager_v1" && $0.status == .ok })
+            #expect(!served.contains { $0.subject == "wayland" })
         }
     }
 
@@ -469,7 +477,7 @@ struct ClipboardProviderTests {
             let words = Array("hello beta".utf8)
             let provider = try await ClipboardProvider(on: a, .serve([Self.text: words, "text/html": html]))
             let watcher = try await ClipboardProvider(on: b, .ignore)
-            #expect(try await watcher.client.call(.watchClipboard).clipboard == nil)
+            #expect(try await watcher.client.call(.watchClipboard(session: nil)).clipboard == nil)
             let offered = try await provider.offer([Self.text: words.count, "text/html": html.count])
             #expect(offered.error == nil, "\(String(describing: offered.error))")
             #expect(await eventually { watcher.told.last??.deviceName == "alpha" }, "beta's watcher was told \(watcher.told)")
