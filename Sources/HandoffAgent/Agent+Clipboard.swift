@@ -24,6 +24,8 @@ extension Agent {
     /// provider sends), or a stream from the device that copied it.
     enum PasteSource: Sendable {
         case file(FileHandle)
+        /// Made here: the list of another device's copied files, naming this device's paths.
+        case bytes([UInt8])
         case provided(session: UUID)
         case stream(LinkStream)
     }
@@ -413,6 +415,14 @@ extension Agent {
         switch source {
         case .file(let handle):
             await Self.paste(from: handle, size: pasting.size, to: outbound)
+        case .bytes(let bytes):
+            var offset = 0
+            while offset < bytes.count {
+                let end = min(bytes.count, offset + LocalStreamFrame.maximumData)
+                guard (try? await outbound.write(Frame(kind: LocalStreamFrame.data, payload: Array(bytes[offset..<end])))) != nil else { break }
+                offset = end
+            }
+            if offset == bytes.count { try? await outbound.write(Frame(kind: LocalStreamFrame.end, payload: [])) }
         case .provided(let session):
             // The provider's connection writes the bytes here, as they come.
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
@@ -478,6 +488,11 @@ extension Agent {
             switch await openLink(to: device) {
             case .success(let open): link = open
             case .failure(let failure): return .failure(LocalError(.continuation, code: failure.code, failure.message))
+            }
+            if ClipboardFiles.listTypes.contains(type.name) {
+                return await pasteFiles(of: remote.offer.generation, as: type.name, from: link, name: name).map { bytes in
+                    (clipboard, ClipboardType(name: type.name, size: UInt64(bytes.count)), .bytes(bytes))
+                }
             }
             switch await link.openStream(.clipboard(generation: remote.offer.generation, type: type.name), deadline: configuration.fetchDeadline) {
             case .success(let stream):
@@ -555,6 +570,9 @@ extension Agent {
     /// bytes go on `stream`, then its end. Nil when they do; else why not.
     func acceptPaste(generation: UInt64, type: String, _ stream: LinkStream, from peer: LinkPeer) async -> ContinuationFailure? {
         busy()
+        if configuration.clipboard, type == ClipboardFiles.manifestType || ClipboardFiles.fileIndex(type) != nil {
+            return await acceptFilesPaste(generation: generation, type: type, stream)
+        }
         let refusal: ClipboardRefusal
         if configuration.clipboard {
             switch clipboardBoard.servable(generation: generation, type: type, now: .now) {

@@ -72,6 +72,9 @@ public actor Agent {
     var clipboardTold: ClipboardBoard.Current?
     /// Pastes waiting for this device's clipboard provider to send the bytes.
     var clipboardReads: [UUID: ClipboardRead] = [:]
+    /// The files of this device's copy, as its manifest lists them (ClipboardFiles), once a
+    /// paste elsewhere asked for them.
+    var clipboardFileList: (generation: UInt64, manifest: ClipboardFiles.Manifest, files: [URL?])?
     /// Not started, running (holding the state folder's lock), or stopped.
     var lifecycle = Lifecycle.notStarted
     /// The account's recent signed changes for members that missed them, and when each was
@@ -259,6 +262,7 @@ public actor Agent {
         store.sweep()
         // Copies kept by an agent that did not stop (it was killed) are offered by no one.
         try? FileManager.default.removeItem(at: clipboardFolder)
+        removeStaleClipboardFiles()
         if configuration.allowsUnsignedApps {
             logger.warning("development mode: apps that are not signed are installed too (each with a warning); turn it off for everyday use")
         }

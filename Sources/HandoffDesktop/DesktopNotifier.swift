@@ -57,6 +57,14 @@ public final class DesktopNotifier: Sendable {
         return id
     }
 
+    /// Shows a notification that only informs: no action.
+    public func inform(summary: String, body: String) async throws -> UInt32 {
+        let reply = try await bus.call(DBusMessage(
+            kind: .methodCall, path: Self.path, interface: Self.service, member: "Notify", destination: Self.service,
+            body: [.string("Handoff"), .uint32(0), .string("dialog-information"), .string(summary), .string(body), .strings([]), .emptyDictionary, .int32(-1)]))
+        return reply.body.first?.uint32 ?? 0
+    }
+
     /// Takes a notification away.
     public func withdraw(_ id: UInt32) async {
         actions.withLock { _ = $0.byID.removeValue(forKey: id) }

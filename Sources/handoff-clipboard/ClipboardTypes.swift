@@ -27,7 +27,7 @@ enum ClipboardTypes {
     static func chosen(from targets: [String]) -> [(target: String, offeredAs: String)] {
         var chosen: [(String, String)] = []
         if let textTarget = textSources.first(where: targets.contains) { chosen.append((textTarget, text)) }
-        for target in targets where target == "text/html" || target == "text/rtf" || target.hasPrefix("image/") || target == "text/uri-list" {
+        for target in targets where target == "text/html" || target == "text/rtf" || target.hasPrefix("image/") || target == "text/uri-list" || target == "x-special/gnome-copied-files" {
             if !chosen.contains(where: { $0.1 == target }) { chosen.append((target, target)) }
         }
         return Array(chosen.prefix(16))

@@ -78,16 +78,20 @@ final class TestDesktop: Sendable {
             let socket = "/tmp/.X11-unix/X\(number)"
             try #require(await eventually { FileManager.default.fileExists(atPath: socket) }, "Xvfb did not start on \(display)")
         case .wayland:
-            let user = try desktopUser.get()
             let folder = URL(fileURLWithPath: "/tmp/handoff-wayland-\(UUID().uuidString.prefix(8))", isDirectory: true)
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-            guard chown(folder.path, user.uid, user.gid) == 0 else { throw LocalError(.failed, "cannot give \(folder.path) to the desktop user") }
             runtime = folder
-            // sway as the unprivileged user (setpriv replaces itself with it: the pid is sway's),
-            // headless, drawing in memory, with no input devices and no configuration.
-            Self.command(
-                server, namespace: namespace, "/usr/bin/setpriv",
-                ["--reuid", "\(user.uid)", "--regid", "\(user.gid)", "--clear-groups", "/usr/bin/sway", "-c", "/dev/null"])
+            let sway = ["/usr/bin/sway", "-c", "/dev/null"]
+            if getuid() == 0 {
+                // sway refuses root: it runs as an unprivileged user (setpriv replaces itself
+                // with it, so the pid is sway's).
+                let user = try desktopUser.get()
+                guard chown(folder.path, user.uid, user.gid) == 0 else { throw LocalError(.failed, "cannot give \(folder.path) to the desktop user") }
+                Self.command(server, namespace: namespace, "/usr/bin/setpriv", ["--reuid", "\(user.uid)", "--regid", "\(user.gid)", "--clear-groups"] + sway)
+            } else {
+                Self.command(server, namespace: namespace, sway[0], Array(sway.dropFirst()))
+            }
+            // Headless, drawing in memory, with no input devices and no configuration.
             server.environment = [
                 "PATH": "/usr/bin:/bin", "HOME": folder.path, "XDG_RUNTIME_DIR": folder.path, "WLR_BACKENDS": "headless",
                 "WLR_LIBINPUT_NO_DEVICES": "1", "WLR_RENDERER": "pixman",
@@ -196,7 +200,7 @@ final class TestDesktop: Sendable {
 /// service: each host a network namespace of its own where the test may make them (root), else
 /// all on this host. Skipped, saying so, where the display server or apps are not installed.
 func withDesktops(
-    _ kind: DesktopKind, _ names: [String] = ["alpha", "beta"], expiry: Duration? = nil,
+    _ kind: DesktopKind, _ names: [String] = ["alpha", "beta"], expiry: Duration? = nil, containers: [URL]? = nil,
     _ body: ([TestDevice], [TestDesktop]) async throws -> Void
 ) async throws {
     guard kind.missing.isEmpty else {
@@ -216,8 +220,10 @@ func withDesktops(
         let hosts = Array(["a", "b", "c", "d"].prefix(names.count))
         try await Segment.with(hosts: hosts) { segment in
             var devices: [TestDevice] = []
-            for (host, name) in zip(hosts, names) {
-                devices.append(try await segment.start(host, name: name, arguments: expiry.map { ["--clipboard-expiry", "\($0.components.seconds)s"] } ?? []))
+            for (index, (host, name)) in zip(hosts, names).enumerated() {
+                var arguments = expiry.map { ["--clipboard-expiry", "\($0.components.seconds)s"] } ?? []
+                if let containers { arguments += ["--container", "sync=\(containers[index].path)"] }
+                devices.append(try await segment.start(host, name: name, arguments: arguments))
             }
             try await segment.harness.pair(devices)
             try await run(devices, namespaces: hosts.map { "\(segment.prefix)\($0)" })
@@ -225,8 +231,11 @@ func withDesktops(
     } else {
         try await withHarness { harness in
             var devices: [TestDevice] = []
-            for name in names {
-                devices.append(try await harness.start(name) { configuration in if let expiry { configuration.clipboardLifetime = expiry } })
+            for (index, name) in names.enumerated() {
+                devices.append(try await harness.start(name) { configuration in
+                    if let expiry { configuration.clipboardLifetime = expiry }
+                    if let containers { configuration.containers = [ContainerFolder(identifier: "sync", folder: containers[index])] }
+                })
             }
             try await harness.pair(devices)
             try await run(devices, namespaces: names.map { _ in nil })
@@ -337,6 +346,26 @@ struct ClipboardDesktopTests {
                     #expect(await eventually { (try? await desktop.paste(type: Self.text))?.bytes == words }, "\(device.name)'s service: \(desktop.logText)")
                 }
             }
+        }
+    }
+
+    @Test(
+        "Files copied in a file manager on alpha paste in one on beta as beta's paths: the synced document as beta's own, the picture fetched whole",
+        arguments: DesktopKind.allCases)
+    func copiedFiles(_ kind: DesktopKind) async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("desktop-files-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let files = try SyncedFiles(root: root)
+        try await withDesktops(kind, containers: [files.onA, files.onB]) { devices, desktops in
+            let (b, onA, onB) = (devices[1], desktops[0], desktops[1])
+            // Nautilus offers both lists; xclip and wl-copy one type each: the URI list here.
+            try onA.copy(files.list, type: ClipboardFiles.uriList)
+            // (wl-copy offers the list as text too, as file managers do.)
+            #expect(await eventually { (try? await b.clipboard())?.types.contains { $0.name == ClipboardFiles.uriList } == true }, "alpha's service: \(onA.logText)")
+            #expect(await eventually { onB.logText.contains("holding the clipboard copied on 'alpha'") }, "beta's service: \(onB.logText)")
+            let pasted = try await onB.paste(type: ClipboardFiles.uriList)
+            #expect(pasted.status == 0, "beta's service: \(onB.logText)")
+            try files.checkPasted(pasted.bytes, type: ClipboardFiles.uriList, on: b)
         }
     }
 
