@@ -761,10 +761,14 @@ public actor Agent {
         case .offerClipboard(let types):
             reply = await offerClipboard(types, from: session)
         case .watchClipboard(let served):
-            clipboardWatchers[session.id] = ClipboardWatcher(peer: session.peer, session: served)
-            var watching = LocalReply()
-            watching.clipboard = localClipboard()
-            reply = watching
+            if let served, served.isEmpty || served.count > 200 || served.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+                reply = .failure(LocalError(.badRequest, "'session' names the clipboard a service serves in 1 to 200 characters on one line"))
+            } else {
+                clipboardWatchers[session.id] = ClipboardWatcher(peer: session.peer, session: served)
+                var watching = LocalReply()
+                watching.clipboard = localClipboard()
+                reply = watching
+            }
         case .watch:
             nearbyWatch.watch(session.id, through: session.peer)
             reply = LocalReply(activities: await nearbyActivities())

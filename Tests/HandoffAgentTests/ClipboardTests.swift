@@ -464,6 +464,11 @@ struct ClipboardProviderTests {
             let served = await agent.clipboardChecks(environment: ["WAYLAND_DISPLAY": "wayland-1", "XDG_CURRENT_DESKTOP": "GNOME"])
             #expect(served.contains { $0.subject == "Wayland wayland-1, ext_data_control_manager_v1" && $0.status == .ok })
             #expect(!served.contains { $0.subject == "wayland" })
+            // A name that is not one line is refused, and the service is not taken for a watcher.
+            let bad = try await ClipboardProvider(on: a, .ignore)
+            for name in ["", "two\nlines", String(repeating: "x", count: 201)] {
+                #expect(try await bad.client.call(.watchClipboard(session: name)).error?.kind == .badRequest)
+            }
         }
     }
 
