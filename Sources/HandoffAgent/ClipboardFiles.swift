@@ -7,46 +7,55 @@ import Foundation
 /// container) and as its name and size, and any other URI as it is. The pasting device then
 /// names each file by its own path where its container holds it, and fetches the others, one
 /// stream each, into a folder of its own; the list the app there gets names its own paths.
-enum ClipboardFiles {
+package enum ClipboardFiles {
     /// The clipboard types that list files.
-    static let uriList = "text/uri-list"
-    static let gnomeCopiedFiles = "x-special/gnome-copied-files"
-    static let listTypes: Set<String> = [uriList, gnomeCopiedFiles]
+    package static let uriList = "text/uri-list"
+    package static let gnomeCopiedFiles = "x-special/gnome-copied-files"
+    package static let listTypes: Set<String> = [uriList, gnomeCopiedFiles]
 
     /// The type a paste asks the copying device for to get the manifest of its files, and the
     /// type of one of the files (by its index in the manifest). Neither is ever offered.
-    static let manifestType = "x-handoff/files"
-    static func fileType(_ index: Int) -> String { "x-handoff/file;index=\(index)" }
-    static func fileIndex(_ type: String) -> Int? {
+    package static let manifestType = "x-handoff/files"
+    package static func fileType(_ index: Int) -> String { "x-handoff/file;index=\(index)" }
+    package static func fileIndex(_ type: String) -> Int? {
         let prefix = "x-handoff/file;index="
         guard type.hasPrefix(prefix), let index = Int(type.dropFirst(prefix.count)), index >= 0 else { return nil }
         return index
     }
 
     /// At most this many entries in a list; a manifest's JSON at most this many bytes.
-    static let maximumEntries = 1000
-    static let maximumManifestBytes = 1 << 20
+    package static let maximumEntries = 1000
+    package static let maximumManifestBytes = 1 << 20
 
-    struct Manifest: Codable, Sendable, Hashable {
-        var entries: [Entry]
+    package struct Manifest: Codable, Sendable, Hashable {
+        package var entries: [Entry]
+        package init(entries: [Entry]) { self.entries = entries }
     }
 
     /// One entry of a copied list: a file (with its name and size, and its container and path
     /// inside it where it has one) or a folder inside a container, or a URI that is not a file.
-    struct Entry: Codable, Sendable, Hashable {
-        var uri: String?
-        var name: String?
-        var size: UInt64?
-        var container: String?
-        var path: String?
+    package struct Entry: Codable, Sendable, Hashable {
+        package var uri: String?
+        package var name: String?
+        package var size: UInt64?
+        package var container: String?
+        package var path: String?
+
+        package init(uri: String? = nil, name: String? = nil, size: UInt64? = nil, container: String? = nil, path: String? = nil) {
+            self.uri = uri
+            self.name = name
+            self.size = size
+            self.container = container
+            self.path = path
+        }
 
         /// Whether the pasting device may fetch it (a regular file: it has a size).
-        var transferable: Bool { name != nil && size != nil }
+        package var transferable: Bool { name != nil && size != nil }
     }
 
-    struct ListError: Error, CustomStringConvertible, Equatable {
-        let description: String
-        init(_ description: String) { self.description = description }
+    package struct ListError: Error, CustomStringConvertible, Equatable {
+        package let description: String
+        package init(_ description: String) { self.description = description }
     }
 
     // MARK: The copying device
@@ -54,7 +63,7 @@ enum ClipboardFiles {
     /// The URIs a list of type `type` holds: one per line (CR LF or LF), `#` comments skipped;
     /// GNOME's list first says `copy` or `cut` (a cut elsewhere is a copy: nothing is moved
     /// across devices).
-    static func uris(in bytes: [UInt8], type: String) throws(ListError) -> [String] {
+    package static func uris(in bytes: [UInt8], type: String) throws(ListError) -> [String] {
         var lines = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == "\n" || $0 == "\r\n" }).map {
             String($0).trimmingCharacters(in: CharacterSet(charactersIn: "\r"))
         }
@@ -72,7 +81,7 @@ enum ClipboardFiles {
     /// The manifest of a copied list, and the files it lets the pasting device fetch (by the
     /// entries' indexes; nil where an entry is not fetched). A folder outside every container
     /// refuses the list: folders travel only inside synced containers.
-    static func manifest(of uris: [String], containers: [ContainerFolder]) throws(ListError) -> (Manifest, [URL?]) {
+    package static func manifest(of uris: [String], containers: [ContainerFolder]) throws(ListError) -> (Manifest, [URL?]) {
         var entries: [Entry] = []
         var files: [URL?] = []
         for uri in uris {
@@ -113,7 +122,7 @@ enum ClipboardFiles {
     // MARK: The pasting device
 
     /// Where an entry is on the pasting device.
-    enum Resolution: Equatable, Sendable {
+    package enum Resolution: Equatable, Sendable {
         /// The same file in this device's own container.
         case local(URL)
         /// To fetch: entry `index`, named `name`, of `size` bytes.
@@ -124,7 +133,7 @@ enum ClipboardFiles {
 
     /// Checks a manifest from another device: entry count, names that are one path component,
     /// container paths without `..`.
-    static func check(_ manifest: Manifest) throws(ListError) {
+    package static func check(_ manifest: Manifest) throws(ListError) {
         guard manifest.entries.count <= maximumEntries else { throw ListError("the manifest lists \(manifest.entries.count) entries; at most \(maximumEntries)") }
         for entry in manifest.entries {
             if let name = entry.name {
@@ -143,7 +152,7 @@ enum ClipboardFiles {
     /// Where each entry of `manifest` is here: in this device's container where it has it and
     /// the file is there with the same size (a folder: there at all), else fetched (a file), else
     /// refused (a folder in a container this device lacks).
-    static func resolve(_ manifest: Manifest, containers: [ContainerFolder]) throws(ListError) -> [Resolution] {
+    package static func resolve(_ manifest: Manifest, containers: [ContainerFolder]) throws(ListError) -> [Resolution] {
         try check(manifest)
         var resolutions: [Resolution] = []
         for (index, entry) in manifest.entries.enumerated() {
@@ -171,7 +180,7 @@ enum ClipboardFiles {
     }
 
     /// The list an app here gets, of type `type`, naming `uris`.
-    static func list(_ uris: [String], type: String) -> [UInt8] {
+    package static func list(_ uris: [String], type: String) -> [UInt8] {
         if type == gnomeCopiedFiles { return Array((["copy"] + uris).joined(separator: "\n").utf8) }
         return Array(uris.map { $0 + "\r\n" }.joined().utf8)
     }

@@ -21,6 +21,7 @@ public enum FuzzSeeds {
         case .associationFile: associationFiles()
         case .signedAssociationFile: []
         case .configFile: configFiles()
+        case .clipboardFiles: clipboardFiles()
         }
     }
 
@@ -227,6 +228,22 @@ public enum FuzzSeeds {
 
             """
         return [("full", Array(text.utf8))]
+    }
+
+    static func clipboardFiles() -> [(name: String, bytes: [UInt8])] {
+        let manifest = ClipboardFiles.Manifest(entries: [
+            ClipboardFiles.Entry(name: "notes.txt", size: 13, container: "documents", path: "Work/notes.txt"),
+            ClipboardFiles.Entry(name: "photo.png", size: 300_000),
+            ClipboardFiles.Entry(container: "documents", path: "Album"),
+            ClipboardFiles.Entry(uri: "https://example.com/page"),
+        ])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return [
+            ("manifest", Array(try! encoder.encode(manifest))),
+            ("uri-list", Array("# copied\r\nfile:///home/me/Documents/notes.txt\r\nfile:///tmp/photo%20one.png\r\n".utf8)),
+            ("gnome-copied-files", Array("copy\nfile:///home/me/Documents/notes.txt\nfile:///tmp/photo.png".utf8)),
+        ]
     }
 }
 

@@ -38,6 +38,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case signedAssociationFile = "signed-association-file"
     /// The agent's configuration file.
     case configFile = "config-file"
+    /// The manifest of another device's copied files (JSON), and a list of copied files
+    /// (`text/uri-list` and GNOME's) as a session service gives it.
+    case clipboardFiles = "clipboard-files"
 
     /// The account beacon key the `beacon` target opens with (the seed corpus is sealed with
     /// it, so mutations of real beacons reach the tag check).
@@ -57,6 +60,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .associationFile: _ = try? SiteAssociationFile(json: bytes)
         case .signedAssociationFile: Self.signedAssociationFile(bytes)
         case .configFile: _ = try? ConfigurationFile(text: String(decoding: bytes, as: UTF8.self), name: "fuzz.conf")
+        case .clipboardFiles: Self.clipboardFiles(bytes)
         }
     }
 
@@ -165,5 +169,16 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         <key>NSUserActivityTypes</key><array><string>com.example.fuzz.editing</string></array>
         </dict></plist>
         """.utf8)
+    }
+
+    static func clipboardFiles(_ bytes: [UInt8]) {
+        _ = try? ClipboardFiles.uris(in: bytes, type: ClipboardFiles.uriList)
+        _ = try? ClipboardFiles.uris(in: bytes, type: ClipboardFiles.gnomeCopiedFiles)
+        guard let manifest = try? JSONDecoder().decode(ClipboardFiles.Manifest.self, from: Data(bytes)) else { return }
+        // What decodes is checked, and encodes and decodes again to the same value.
+        _ = try? ClipboardFiles.resolve(manifest, containers: [])
+        guard let again = try? JSONDecoder().decode(ClipboardFiles.Manifest.self, from: JSONEncoder().encode(manifest)), again == manifest else {
+            fatalError("a manifest did not survive encoding and decoding")
+        }
     }
 }
