@@ -8,8 +8,9 @@
 //     from the link coming up to B listing the new activity.
 // Then the bytes each quiet device's interface sends a second (beacons over IPv4 and IPv6,
 // DNS-SD, a link's packets, and whatever the kernel adds), A offering an activity and B none,
-// over IDLE_SECONDS (default 600) before any continuation, and as long again after one opened
-// a link. Prints Markdown tables; exits 1 if a target is missed. Needs root (namespaces).
+// over IDLE_SECONDS (default 600) before any continuation, as long again after one opened
+// a link, and as long again with B's clipboard offer out (B copied 1 KB, A pasted it once).
+// Prints Markdown tables; exits 1 if a target is missed. Needs root (namespaces).
 import BenchmarkReport
 import Foundation
 import HandoffLocalAPI
@@ -121,6 +122,9 @@ func discoveryBenchmark() async throws -> Targets {
         processes.append(start(host.command([
             binaries.appendingPathComponent("handoffd").path, "--name", host.name, "--state-dir", host.state, "--socket", host.socket,
             "--interface", "eth0", "--log-level", "error", "--development-mode", "on",
+            // A copy stays offered through its quiet window (the default is 2 minutes); nothing
+            // else changes until a copy is made.
+            "--clipboard-expiry", "1h",
         ])))
     }
     await pair(a, b)
@@ -197,6 +201,13 @@ func discoveryBenchmark() async throws -> Targets {
     await waitFor("the receiving app to restore") { restoredTime(of: iteration, on: b) != nil }
     let linkOpened = hasLink(b)
     let after = try await quietWindow()
+    // Quiet with a clipboard offer out: B copies 1 KB (its beacons carry the offer while it is
+    // offered), A pastes it once, over the link, as a person would; then nothing.
+    try await onOwnThread { try clipboardCopy(b.socket, [UInt8](repeating: 0x61, count: 1024), type: "text/plain;charset=utf-8") }
+    await waitFor("A to hear B's copy") { await call(a, .status).status?.clipboard?.deviceName == b.name }
+    let (pastedBytes, _) = try await onOwnThread { try clipboardPaste(a.socket) }
+    guard pastedBytes == 1024 else { fail("A pasted \(pastedBytes) bytes of B's 1 KB copy") }
+    let clipboardOut = try await quietWindow()
     watcher.close()
     origin.close()
 
@@ -226,6 +237,12 @@ func discoveryBenchmark() async throws -> Targets {
         | B, no activity | \(format(before.b, 1)) B/s | \(format(after.b, 1)) B/s |
         | the window | \(link(before)) | \(link(after)) (the continuation opened one: \(linkOpened ? "yes" : "no")) |
 
+        | a quiet device's traffic with a clipboard offer out (B copied 1 KB, A pasted it once) | the window |
+        | --- | --- |
+        | A, one activity offered | \(format(clipboardOut.a, 1)) B/s |
+        | B, no activity, its copy offered | \(format(clipboardOut.b, 1)) B/s |
+        | the window | \(link(clipboardOut)) |
+
         """)
     let discovery50 = runs.percentile("discovery", 0.5), discovery99 = runs.percentile("discovery", 0.99)
     targets.check("discovery p50 ≤ 10 ms", discovery50 <= 10, "\(format(discovery50)) ms")
@@ -235,6 +252,8 @@ func discoveryBenchmark() async throws -> Targets {
         targets.check("A with an activity ≤ 40 B/s, \(name)", window.a <= 40, "\(format(window.a, 1)) B/s")
         targets.check("B without an activity ≤ 10 B/s, \(name)", window.b <= 10, "\(format(window.b, 1)) B/s")
     }
+    targets.check("A with an activity ≤ 40 B/s, a clipboard offer out", clipboardOut.a <= 40, "\(format(clipboardOut.a, 1)) B/s")
+    targets.check("B with a clipboard offer out ≤ 40 B/s", clipboardOut.b <= 40, "\(format(clipboardOut.b, 1)) B/s")
     print(targets.table)
     return targets
 }

@@ -220,7 +220,7 @@ func runTLSSink(folder: String, port: Int, checking: Bool) async throws -> Never
                 try channel.pipeline.syncOperations.addHandler(CheckHandler(checking: checking))
             }
         }
-        .bind(host: "127.0.0.1", port: port).get()
+        .bind(host: ProcessInfo.processInfo.environment["STREAM_HOST"] ?? "127.0.0.1", port: port).get()
     print("listening \(channel.localAddress?.port ?? port)")
     fflush(nil)
     while true { try await Task.sleep(for: .seconds(3600)) }
@@ -296,7 +296,7 @@ func runTLSSource(folder: String, port: Int, checking: Bool) throws {
                 try channel.pipeline.syncOperations.addHandler(blaster)
             }
         }
-        .connect(host: "127.0.0.1", port: port).wait()
+        .connect(host: ProcessInfo.processInfo.environment["STREAM_HOST"] ?? "127.0.0.1", port: port).wait()
     let answer = try done.futureResult.wait()
     let end = now()
     print("\(answer == expected ? "ok" : "check-failed") \(blaster.start) \(end)")

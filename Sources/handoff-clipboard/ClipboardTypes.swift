@@ -12,9 +12,11 @@ enum ClipboardTypes {
     /// cross-platform apps set everywhere (present: secret).
     static let kdeHint = "x-kde-passwordManagerHint"
     static let concealedType = "application/x-nspasteboard-concealed-type"
+    /// The nspasteboard.org name of that marker, which cross-platform apps carry as it is.
+    static let concealedTypeUTI = "org.nspasteboard.ConcealedType"
 
     static func secretHint(in targets: [String]) -> String? {
-        if targets.contains(concealedType) { return concealedType }
+        if let marker = [concealedType, concealedTypeUTI].first(where: targets.contains) { return marker }
         return targets.contains(kdeHint) ? kdeHint : nil
     }
 
