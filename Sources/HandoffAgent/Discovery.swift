@@ -1036,7 +1036,15 @@ final class BeaconReceiver: ChannelInboundHandler, Sendable {
             return
         }
         let bytes = Array(envelope.data.readableBytesView)
-        guard Beacon.open(bytes, with: keys) != nil else {
+        switch Beacon.read(bytes, with: keys) {
+        case .opened: break
+        case .malformed:
+            // A member's, which this version cannot read: said once, as a flood of them would be.
+            watch.noteOnce(
+                "malformed", "a beacon sealed with this account's key does not read as a beacon (a device of a newer version, or one that breaks the limits: more than 16 clipboard types, a type name over 100 bytes, a type named twice): such beacons are ignored")
+            watch.refused(from: from, reason: "sealed by a member, not a beacon")
+            return
+        case .notOurs:
             strangers.record(from: from)
             watch.refused(from: from, reason: "did not open")
             return

@@ -21,9 +21,16 @@ package final class FloodWatch: Sendable {
         var sources: Set<String> = []
         var last = ContinuousClock.now
         var floods = 0
+        var noted: Set<String> = []
     }
 
     private let state = Mutex(State())
+
+    /// Logs `message` the first time `key` is noted, never again.
+    package func noteOnce(_ key: String, _ message: String) {
+        guard state.withLock({ $0.noted.insert(key).inserted }) else { return }
+        logger.notice("\(message)")
+    }
 
     /// `what` names what is refused, in a sentence: "beacons", "link connections".
     package init(what: String, threshold: Int = 100, quiet: Duration = .seconds(10), logger: Logger) {

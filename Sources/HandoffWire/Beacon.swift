@@ -143,13 +143,35 @@ public enum Beacon {
     /// Opens a beacon with any of `keys` (the current one, and the previous one while a new
     /// key spreads). Returns nil for anything that is not a well-formed beacon of this account.
     public static func open(_ bytes: [UInt8], with keys: [BeaconKey]) -> BeaconContent? {
-        guard bytes.count == size, let box = try? ChaChaPoly.SealedBox(combined: bytes) else { return nil }
+        if case .opened(let content) = read(bytes, with: keys) { return content }
+        return nil
+    }
+
+    /// What a datagram is to a holder of `keys`.
+    public enum Reading: Sendable {
+        /// A well-formed beacon of this account.
+        case opened(BeaconContent)
+        /// Sealed with one of the keys (a member's), but not a beacon this version writes or
+        /// reads: a newer version's, or one that breaks its limits.
+        case malformed
+        /// Not sealed with any of the keys.
+        case notOurs
+    }
+
+    public static func read(_ bytes: [UInt8], with keys: [BeaconKey]) -> Reading {
+        guard bytes.count == size, let box = try? ChaChaPoly.SealedBox(combined: bytes) else { return .notOurs }
         for key in keys {
             if let plaintext = try? ChaChaPoly.open(box, using: key.key, authenticating: context) {
-                return decode(Array(plaintext))
+                return decode(Array(plaintext)).map(Reading.opened) ?? .malformed
             }
         }
-        return nil
+        return .notOurs
+    }
+
+    /// Seals `plaintext` as a beacon's sealed part as it is (tests write what no sender writes).
+    package static func seal(plaintext: [UInt8], with key: BeaconKey) -> [UInt8] {
+        let sealed = try! ChaChaPoly.seal(plaintext, using: key.key, nonce: ChaChaPoly.Nonce(), authenticating: context)
+        return Array(sealed.combined)
     }
 
     // MARK: The sealed part

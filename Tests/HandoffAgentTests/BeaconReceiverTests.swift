@@ -38,4 +38,33 @@ struct BeaconReceiverTests {
         #expect(strangers.count == 51)
         #expect(strangers.from.count == 32, "at most 32 addresses are kept")
     }
+
+    @Test("A beacon sealed with the account's key that breaks the wire's limits (17 clipboard types) is dropped at the socket, and the log says so once, however many come")
+    func membersMalformedBeaconsAreLoggedOnce() async throws {
+        let key = BeaconKey.generate()
+        let log = LogLines()
+        let (datagrams, sink) = AsyncStream<Datagram>.makeStream()
+        let receiver = BeaconReceiver(
+            sink: sink, interface: nil, via: "test", multicastOn: nil, interfaceIndex: nil, budget: SourceBudget(perSecond: 1_000),
+            watch: FloodWatch(what: "beacons", logger: log.logger), keys: [key], strangers: StrangerBeacons())
+        let channel = EmbeddedChannel(handler: receiver)
+        let offer = ClipboardOffer(
+            generation: 1, copiedAt: Date(), lifetimeSeconds: 120,
+            types: [ClipboardType(name: "text/plain;charset=utf-8", size: 5), ClipboardType(name: "image/png", size: 9)])
+        var plaintext = try Beacon.encode(BeaconContent(sender: UUID(), sequence: 1, timestamp: Date(), linkPort: 1, activity: nil, accountRevision: 1, clipboard: offer))
+        // The type count: after the header (47 bytes), the generation, the time and the lifetime.
+        try #require(plaintext[47 + 18] == 2)
+        plaintext[47 + 18] = 17
+        for index in 0..<20 {
+            let envelope = AddressedEnvelope(
+                remoteAddress: try SocketAddress(ipAddress: "10.0.0.\(index + 2)", port: 47_168),
+                data: channel.allocator.buffer(bytes: Beacon.seal(plaintext: plaintext, with: key)))
+            try channel.writeInbound(envelope)
+        }
+        sink.finish()
+        var handedOn = 0
+        for await _ in datagrams { handedOn += 1 }
+        #expect(handedOn == 0)
+        #expect(log.count("does not read as a beacon", at: .notice) == 1)
+    }
 }

@@ -312,7 +312,7 @@ struct ClipboardDesktopTests {
     }
 
     @Test(
-        "A copy a password manager marks secret (x-kde-passwordManagerHint: secret, as KeePassXC and KDE's do) is never offered: the other device shows nothing and its paste gets nothing",
+        "S14: A copy a password manager marks secret (x-kde-passwordManagerHint: secret, as KeePassXC and KDE's do) is never offered: the other device shows nothing and its paste gets nothing",
         arguments: DesktopKind.allCases)
     func secretNeverLeaves(_ kind: DesktopKind) async throws {
         try await withDesktops(kind) { devices, desktops in

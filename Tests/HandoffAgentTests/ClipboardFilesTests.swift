@@ -49,7 +49,7 @@ struct ClipboardFilesUnitTests {
         #expect(throws: ClipboardFiles.ListError.self) { try ClipboardFiles.manifest(of: [root.appendingPathComponent("gone").absoluteString], containers: containers) }
     }
 
-    @Test("On the pasting device a file is its own container's where that holds it with the same size, else fetched; names and paths that would leave the folder are refused")
+    @Test("S14: On the pasting device a file is its own container's where that holds it with the same size, else fetched; names and paths that would leave the folder are refused")
     func resolve() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("files-\(UUID().uuidString)", isDirectory: true).resolvingSymlinksInPath()
         defer { try? FileManager.default.removeItem(at: root) }
@@ -173,7 +173,7 @@ struct ClipboardFilesTests {
         }
     }
 
-    @Test("A copied file that grew after alpha listed it is refused whole on beta (more bytes than announced), a deleted one too, and nothing half-written stays")
+    @Test("S14: A copied file that grew after alpha listed it is refused whole on beta (more bytes than announced), a deleted one too, and nothing half-written stays")
     func fileChangedAfterListing() async throws {
         try await withHarness { harness in
             let files = try SyncedFiles(root: harness.root.appendingPathComponent("files"))

@@ -275,7 +275,7 @@ struct ClipboardTests {
         }
     }
 
-    @Test("A paste holds the other device to the size it offered: more bytes, or fewer before the end, fail the paste instead of ending it")
+    @Test("S14: A paste holds the other device to the size it offered: more bytes, or fewer before the end, fail the paste instead of ending it")
     func heldToTheOfferedSize() async throws {
         for (sent, offered) in [(10, 5), (3, 5)] {
             let pair = MuxPair { _, stream in
@@ -297,7 +297,7 @@ struct ClipboardTests {
         }
     }
 
-    @Test("Another device refuses a paste of a generation it replaced, or of a type it did not offer, and says why")
+    @Test("S14: Another device refuses a paste of a generation it replaced, or of a type it did not offer, and says why")
     func originRefuses() async throws {
         try await withHarness { harness in
             let a = try await harness.start("alpha")
