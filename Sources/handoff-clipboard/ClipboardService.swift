@@ -56,6 +56,17 @@ final class ClipboardService: Sendable {
         case refused
         case timedOut
         case overLimit
+
+        /// What a backend's read gave: its result (0 read, 2 timed out, 3 over the limit, else
+        /// refused) and, when read, the bytes (freed by the caller).
+        init(result: Int32, bytes: UnsafeMutablePointer<UInt8>?, length: Int) {
+            switch result {
+            case 0: self = .read(bytes.map { Array(UnsafeBufferPointer(start: $0, count: length)) } ?? [])
+            case 2: self = .timedOut
+            case 3: self = .overLimit
+            default: self = .refused
+            }
+        }
     }
 
     /// An app here copied, offering `targets` (nil: it did not say within the read timeout):

@@ -1,4 +1,6 @@
+import Foundation
 import HandoffLocalAPI
+import Synchronization
 
 /// Which of the types an app offers are read and offered to the account, and under which names;
 /// and which targets an app here may ask for another device's types by.
@@ -72,4 +74,42 @@ protocol SessionClipboard: Sendable {
     func post(_ command: ClipboardCommand)
     /// Runs the clipboard until its display's connection fails.
     func run() -> Never
+}
+
+/// The agent's commands for a display's thread, and the pipe that wakes it from its wait on the
+/// display's connection.
+final class CommandMailbox: Sendable {
+    private let commands = Mutex<[ClipboardCommand]>([])
+    private let wake: (read: Int32, write: Int32)
+
+    init() throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw ClipboardServiceError("cannot make a pipe: \(String(cString: strerror(errno)))") }
+        wake = (fds[0], fds[1])
+    }
+
+    /// Hands a command to the display's thread, and wakes it.
+    func post(_ command: ClipboardCommand) {
+        commands.withLock { $0.append(command) }
+        var byte: UInt8 = 1
+        _ = write(wake.write, &byte, 1)
+    }
+
+    /// The commands posted since the last call.
+    func take() -> [ClipboardCommand] {
+        commands.withLock { pending in
+            defer { pending = [] }
+            return pending
+        }
+    }
+
+    /// Waits up to a second for the display's connection `fd` to have something, or a command.
+    func wait(display fd: Int32) {
+        var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 2, 1000)
+        if fds[1].revents & Int16(POLLIN) != 0 {
+            var drained = [UInt8](repeating: 0, count: 64)
+            _ = read(wake.read, &drained, drained.count)
+        }
+    }
 }

@@ -13,8 +13,7 @@ final class WaylandClipboard: SessionClipboard {
     nonisolated(unsafe) let display: OpaquePointer
     let service: ClipboardService
     let session: String
-    private let commands = Mutex<[ClipboardCommand]>([])
-    private let wake: (read: Int32, write: Int32)
+    private let mailbox: CommandMailbox
     /// The other device's clipboard this client is the source of, if any (the Wayland thread's).
     nonisolated(unsafe) private var owned: LocalClipboard?
     /// When an app here last copied (see ClipboardService.shouldHold).
@@ -29,16 +28,10 @@ final class WaylandClipboard: SessionClipboard {
         self.service = service
         let shown = name ?? ProcessInfo.processInfo.environment["WAYLAND_DISPLAY"] ?? "wayland-0"
         session = "Wayland \(shown), \(String(cString: hw_protocol(opened)))"
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw ClipboardServiceError("cannot make a pipe: \(String(cString: strerror(errno)))") }
-        wake = (fds[0], fds[1])
+        mailbox = try CommandMailbox()
     }
 
-    func post(_ command: ClipboardCommand) {
-        commands.withLock { $0.append(command) }
-        var byte: UInt8 = 1
-        _ = write(wake.write, &byte, 1)
-    }
+    func post(_ command: ClipboardCommand) { mailbox.post(command) }
 
     func run() -> Never {
         var event = hw_event(kind: 0, fd: -1, type: nil)
@@ -50,13 +43,8 @@ final class WaylandClipboard: SessionClipboard {
                 handle(&event)
                 hw_event_clear(&event)
             }
-            for command in commands.withLock({ pending in defer { pending = [] }; return pending }) { handle(command) }
-            var fds = [pollfd(fd: hw_fd(display), events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
-            _ = poll(&fds, 2, 1000)
-            if fds[1].revents & Int16(POLLIN) != 0 {
-                var drained = [UInt8](repeating: 0, count: 64)
-                _ = read(wake.read, &drained, drained.count)
-            }
+            for command in mailbox.take() { handle(command) }
+            mailbox.wait(display: hw_fd(display))
         }
     }
 
@@ -118,12 +106,7 @@ final class WaylandClipboard: SessionClipboard {
             var length = 0
             let result = hw_read(display, name, &bytes, &length, ClipboardService.readTimeout, limit)
             defer { free(bytes) }
-            switch result {
-            case 0: return .read(bytes.map { Array(UnsafeBufferPointer(start: $0, count: length)) } ?? [])
-            case 2: return .timedOut
-            case 3: return .overLimit
-            default: return .refused
-            }
+            return ClipboardService.Read(result: result, bytes: bytes, length: length)
         }
     }
 

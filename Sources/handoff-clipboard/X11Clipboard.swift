@@ -8,13 +8,11 @@ import Synchronization
 /// type from the agent only when an app here pastes it. One thread runs it (`run`); the agent's
 /// messages reach it through `post`.
 final class X11Clipboard: SessionClipboard {
-
     // The display belongs to the thread in `run`; the pointer crosses only to it.
     nonisolated(unsafe) let display: OpaquePointer
     let service: ClipboardService
     let session: String
-    private let commands = Mutex<[ClipboardCommand]>([])
-    private let wake: (read: Int32, write: Int32)
+    private let mailbox: CommandMailbox
     /// The other device's clipboard this client owns the selection for, if any (the X thread's).
     nonisolated(unsafe) private var owned: LocalClipboard?
     /// When an app here last copied: another device's copy older than that is never taken for
@@ -29,9 +27,7 @@ final class X11Clipboard: SessionClipboard {
         display = opened
         self.service = service
         session = "X11 \(name ?? ProcessInfo.processInfo.environment["DISPLAY"] ?? ":0")"
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw ClipboardServiceError("cannot make a pipe: \(String(cString: strerror(errno)))") }
-        wake = (fds[0], fds[1])
+        mailbox = try CommandMailbox()
     }
 
     /// A NUL-terminated C string filled in by the backend.
@@ -41,11 +37,7 @@ final class X11Clipboard: SessionClipboard {
     }
 
     /// Hands a command to the X thread, and wakes it.
-    func post(_ command: ClipboardCommand) {
-        commands.withLock { $0.append(command) }
-        var byte: UInt8 = 1
-        _ = write(wake.write, &byte, 1)
-    }
+    func post(_ command: ClipboardCommand) { mailbox.post(command) }
 
     /// Runs until the display's connection fails.
     func run() -> Never {
@@ -57,13 +49,8 @@ final class X11Clipboard: SessionClipboard {
                 if got == 0 { break }
                 handle(event)
             }
-            for command in commands.withLock({ pending in defer { pending = [] }; return pending }) { handle(command) }
-            var fds = [pollfd(fd: hx_fd(display), events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
-            _ = poll(&fds, 2, 1000)
-            if fds[1].revents & Int16(POLLIN) != 0 {
-                var drained = [UInt8](repeating: 0, count: 64)
-                _ = read(wake.read, &drained, drained.count)
-            }
+            for command in mailbox.take() { handle(command) }
+            mailbox.wait(display: hx_fd(display))
         }
     }
 
@@ -117,12 +104,7 @@ final class X11Clipboard: SessionClipboard {
             var type: UInt32 = 0
             let result = hx_read(display, hx_atom(display, name), time, &bytes, &length, &type, ClipboardService.readTimeout, limit)
             defer { free(bytes) }
-            switch result {
-            case 0: return .read(bytes.map { Array(UnsafeBufferPointer(start: $0, count: length)) } ?? [])
-            case 2: return .timedOut
-            case 3: return .overLimit
-            default: return .refused
-            }
+            return ClipboardService.Read(result: result, bytes: bytes, length: length)
         }
     }
 

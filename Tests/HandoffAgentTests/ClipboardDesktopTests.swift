@@ -395,32 +395,42 @@ enum ClipboardTypesForTests {
     static let kdeHint = "x-kde-passwordManagerHint"
 }
 
-/// An app of a test's own that takes the clipboard; `asked` lists the types read from it.
-protocol ClipboardApp: Sendable {
-    var asked: [String] { get }
-    func stop()
+/// An app of a test's own that takes the clipboard, answering on a thread of its own until
+/// stopped; `asked` lists the types read from it.
+class ClipboardApp: @unchecked Sendable {
+    let stopped = Mutex(false)
+    let requests = Mutex<[String]>([])
+    let done = DispatchSemaphore(value: 0)
+
+    var asked: [String] { requests.withLock { $0 } }
+    var running: Bool { !stopped.withLock { $0 } }
+
+    /// Ends the thread, then the connection (`close`).
+    func stop() {
+        stopped.withLock { $0 = true }
+        done.wait()
+        close()
+    }
+
+    func close() {}
 }
 
 /// An X client that copies as `TestDesktop.app` says, answering requests on a thread of its own.
-final class X11App: ClipboardApp {
+final class X11App: ClipboardApp, @unchecked Sendable {
     nonisolated(unsafe) private let display: OpaquePointer
-    private let stopped = Mutex(false)
-    private let requests = Mutex<[String]>([])
-    private let done = DispatchSemaphore(value: 0)
-
-    var asked: [String] { requests.withLock { $0 } }
 
     init(display name: String, text: String?, hint: String?) throws {
         var error = [CChar](repeating: 0, count: 256)
         guard let opened = hx_open(name, &error, error.count) else { throw AgentError("cannot open \(name)") }
         display = opened
+        super.init()
         guard hx_own(opened) == 0 else { throw AgentError("cannot own the clipboard of \(name)") }
         let names = ["TARGETS", "UTF8_STRING"] + (hint == nil ? [] : [ClipboardTypesForTests.kdeHint])
         let atoms = names.map { hx_atom(opened, $0) }
         nonisolated(unsafe) let owner = opened
         Thread.detachNewThread { [self] in
             var event = hx_event()
-            while !stopped.withLock({ $0 }) {
+            while running {
                 guard hx_next_event(owner, &event, 100) == 1, UInt32(bitPattern: event.kind) == HX_EVENT_REQUEST.rawValue else { continue }
                 let index = atoms.firstIndex(of: event.target)
                 requests.withLock { $0.append(index.map { names[$0] } ?? "other") }
@@ -437,27 +447,19 @@ final class X11App: ClipboardApp {
         }
     }
 
-    func stop() {
-        stopped.withLock { $0 = true }
-        done.wait()
-        hx_close(display)
-    }
+    override func close() { hx_close(display) }
 }
 
 /// A Wayland client that copies as `TestDesktop.app` says (through data control, as clipboard
 /// managers and wl-copy do), answering reads on a thread of its own.
-final class WaylandApp: ClipboardApp {
+final class WaylandApp: ClipboardApp, @unchecked Sendable {
     nonisolated(unsafe) private let display: OpaquePointer
-    private let stopped = Mutex(false)
-    private let requests = Mutex<[String]>([])
-    private let done = DispatchSemaphore(value: 0)
-
-    var asked: [String] { requests.withLock { $0 } }
 
     init(display name: String, text: String?, hint: String?) throws {
         var error = [CChar](repeating: 0, count: 256)
         guard let opened = hw_open(name, &error, error.count) else { throw AgentError("cannot connect to \(name): \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))") }
         display = opened
+        super.init()
         let types = ["text/plain;charset=utf-8", "UTF8_STRING"] + (hint == nil ? [] : [ClipboardTypesForTests.kdeHint])
         let owning = withTestCStrings(types) { hw_own(opened, $0, Int32(types.count), 0) }
         guard owning == 0 else { throw AgentError("cannot take the clipboard of \(name)") }
@@ -466,7 +468,7 @@ final class WaylandApp: ClipboardApp {
             var event = hw_event(kind: 0, fd: -1, type: nil)
             // An app that never answers keeps each pipe open, unwritten, until it stops.
             var held: [Int32] = []
-            while !stopped.withLock({ $0 }) {
+            while running {
                 guard hw_next_event(owner, &event, 100) == 1 else { continue }
                 defer { hw_event_clear(&event) }
                 guard UInt32(bitPattern: event.kind) == HW_EVENT_SEND.rawValue, let type = event.type.map({ String(cString: $0) }) else { continue }
@@ -479,16 +481,12 @@ final class WaylandApp: ClipboardApp {
                 let bytes = Array((type == ClipboardTypesForTests.kdeHint ? hint ?? "" : text).utf8)
                 _ = bytes.withUnsafeBytes { write(event.fd, $0.baseAddress, $0.count) }
             }
-            held.forEach { close($0) }
+            held.forEach { Glibc.close($0) }
             done.signal()
         }
     }
 
-    func stop() {
-        stopped.withLock { $0 = true }
-        done.wait()
-        hw_close(display)
-    }
+    override func close() { hw_close(display) }
 }
 
 /// Calls `body` with `strings` as C strings, valid inside it.

@@ -89,6 +89,17 @@ struct ClipboardFilesUnitTests {
 
 /// Two folders that stand for one synced container on two devices, and a file outside both.
 struct SyncedFiles {
+    /// Paired alpha and beta, each with its folder as container `sync`, and the list copied on
+    /// alpha (with `handoff copy`).
+    static func copiedOnAlpha(_ harness: AgentHarness) async throws -> (SyncedFiles, TestDevice, TestDevice) {
+        let files = try SyncedFiles(root: harness.root.appendingPathComponent("files"))
+        let a = try await harness.start("alpha") { $0.containers = [ContainerFolder(identifier: "sync", folder: files.onA)] }
+        let b = try await harness.start("beta") { $0.containers = [ContainerFolder(identifier: "sync", folder: files.onB)] }
+        try await harness.pair([a, b])
+        #expect(try await a.copy(files.list, as: ClipboardFiles.uriList)?.kind == LocalStreamFrame.end)
+        return (files, a, b)
+    }
+
     let root: URL
     let onA: URL
     let onB: URL
@@ -127,11 +138,7 @@ struct ClipboardFilesTests {
     @Test("Files copied on alpha paste on beta as beta's paths: a file in a synced container as beta's own copy, another fetched whole into beta's folder, as text/uri-list and GNOME's list")
     func filesPasteAsOwnPaths() async throws {
         try await withHarness { harness in
-            let files = try SyncedFiles(root: harness.root.appendingPathComponent("files"))
-            let a = try await harness.start("alpha") { $0.containers = [ContainerFolder(identifier: "sync", folder: files.onA)] }
-            let b = try await harness.start("beta") { $0.containers = [ContainerFolder(identifier: "sync", folder: files.onB)] }
-            try await harness.pair([a, b])
-            #expect(try await a.copy(files.list, as: ClipboardFiles.uriList)?.kind == LocalStreamFrame.end)
+            let (files, a, b) = try await SyncedFiles.copiedOnAlpha(harness)
             #expect(await eventually { (try? await b.clipboard())?.types.first?.name == ClipboardFiles.uriList })
             let pasted = try await b.paste(ClipboardFiles.uriList)
             #expect(pasted.ended, "\(pasted.failure ?? "")")
@@ -176,11 +183,7 @@ struct ClipboardFilesTests {
     @Test("S14: A copied file that grew after alpha listed it is refused whole on beta (more bytes than announced), a deleted one too, and nothing half-written stays")
     func fileChangedAfterListing() async throws {
         try await withHarness { harness in
-            let files = try SyncedFiles(root: harness.root.appendingPathComponent("files"))
-            let a = try await harness.start("alpha") { $0.containers = [ContainerFolder(identifier: "sync", folder: files.onA)] }
-            let b = try await harness.start("beta") { $0.containers = [ContainerFolder(identifier: "sync", folder: files.onB)] }
-            try await harness.pair([a, b])
-            #expect(try await a.copy(files.list, as: ClipboardFiles.uriList)?.kind == LocalStreamFrame.end)
+            let (files, _, b) = try await SyncedFiles.copiedOnAlpha(harness)
             #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
             #expect(try await b.paste(ClipboardFiles.uriList).ended)
             // Alpha listed the picture at its first paste; it grows after.
