@@ -111,6 +111,8 @@ let package = Package(
         .target(name: "CHandoffSystem"),
         // The X11 clipboard through libxcb, loaded at run time: nothing of X11 is needed to build.
         .target(name: "CHandoffX11"),
+        // What a graphical session knows of its apps: desktop entries, the recently-used list.
+        .target(name: "HandoffSession", swiftSettings: strict),
         // The Wayland clipboard through libwayland-client and data control, loaded at run time.
         .target(name: "CHandoffWayland"),
         .executableTarget(name: "handoff-clipboard", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI"], swiftSettings: strict),
@@ -150,7 +152,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine", "handoff-clipboard", "CHandoffX11",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine", "handoff-clipboard", "CHandoffX11", "HandoffSession",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
