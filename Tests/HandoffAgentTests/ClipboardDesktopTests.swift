@@ -196,26 +196,12 @@ final class TestDesktop: Sendable {
     }
 }
 
-/// Paired agents named `names`, each with a graphical session of `kind` and its clipboard
-/// service: each host a network namespace of its own where the test may make them (root), else
-/// all on this host. Skipped, saying so, where the display server or apps are not installed.
-func withDesktops(
-    _ kind: DesktopKind, _ names: [String] = ["alpha", "beta"], expiry: Duration? = nil, containers: [URL]? = nil,
-    _ body: ([TestDevice], [TestDesktop]) async throws -> Void
+/// Paired agents named `names`: each host a network namespace of its own where the test may
+/// make them (root), else all on this host; `body` gets the devices and their namespaces.
+func withHosts(
+    _ names: [String] = ["alpha", "beta"], expiry: Duration? = nil, containers: [URL]? = nil,
+    _ body: ([TestDevice], [String?]) async throws -> Void
 ) async throws {
-    guard kind.missing.isEmpty else {
-        print("skipped: \(kind.missing.joined(separator: ", ")) not installed (.ci/run installs them)")
-        return
-    }
-    let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
-    func run(_ devices: [TestDevice], namespaces: [String?]) async throws {
-        var desktops: [TestDesktop] = []
-        defer { desktops.forEach { $0.stop() } }
-        for (device, namespace) in zip(devices, namespaces) {
-            desktops.append(try await TestDesktop(kind, for: device, namespace: namespace, service: executable))
-        }
-        try await body(devices, desktops)
-    }
     if canMakeNamespaces {
         let hosts = Array(["a", "b", "c", "d"].prefix(names.count))
         try await Segment.with(hosts: hosts) { segment in
@@ -226,7 +212,7 @@ func withDesktops(
                 devices.append(try await segment.start(host, name: name, arguments: arguments))
             }
             try await segment.harness.pair(devices)
-            try await run(devices, namespaces: hosts.map { "\(segment.prefix)\($0)" })
+            try await body(devices, hosts.map { "\(segment.prefix)\($0)" })
         }
     } else {
         try await withHarness { harness in
@@ -238,8 +224,29 @@ func withDesktops(
                 })
             }
             try await harness.pair(devices)
-            try await run(devices, namespaces: names.map { _ in nil })
+            try await body(devices, names.map { _ in nil })
         }
+    }
+}
+
+/// `withHosts`, each host with a graphical session of `kind` and its clipboard service. Skipped,
+/// saying so, where the display server or apps are not installed.
+func withDesktops(
+    _ kind: DesktopKind, _ names: [String] = ["alpha", "beta"], expiry: Duration? = nil, containers: [URL]? = nil,
+    _ body: ([TestDevice], [TestDesktop]) async throws -> Void
+) async throws {
+    guard kind.missing.isEmpty else {
+        print("skipped: \(kind.missing.joined(separator: ", ")) not installed (.ci/run installs them)")
+        return
+    }
+    let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
+    try await withHosts(names, expiry: expiry, containers: containers) { devices, namespaces in
+        var desktops: [TestDesktop] = []
+        defer { desktops.forEach { $0.stop() } }
+        for (device, namespace) in zip(devices, namespaces) {
+            desktops.append(try await TestDesktop(kind, for: device, namespace: namespace, service: executable))
+        }
+        try await body(devices, desktops)
     }
 }
 

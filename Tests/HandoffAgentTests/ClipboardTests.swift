@@ -321,13 +321,11 @@ struct ClipboardTests {
         }
     }
 
-    @Test("handoff copy and handoff paste, without any display: standard input on one device, standard output on the other")
+    @Test("handoff copy and handoff paste, without any display: standard input on one device, standard output on the other (two hosts in namespaces as root)")
     func commandLine() async throws {
         let cli = try #require(builtExecutable("handoff-cli"), "handoff-cli was not built next to the tests")
-        try await withHarness { harness in
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta")
-            try await harness.pair([a, b])
+        try await withHosts { devices, _ in
+            let (a, b) = (devices[0], devices[1])
             let words = "a line from alpha's terminal\nand a second\n"
             let copied = try await runProcess(cli, ["copy", "--socket", a.socket], input: Array(words.utf8))
             #expect(copied.status == 0, "\(copied.error)")
