@@ -160,4 +160,72 @@ struct SessionDocumentsTests {
         #expect(documents.map(\.url.path) == ["/home/me/Sync/a.txt", "/home/me/Sync/report.pdf"])
         #expect(documents.map { $0.application?.name } == ["kate", "okular"])
     }
+
+    /// A desktop's folders of a test's own: applications in the system's and the user's data
+    /// folders, and mimeapps.list files in the user's configuration and the system's data.
+    static func desktop(_ root: URL) throws -> DesktopApplications {
+        func write(_ path: String, _ text: String) throws {
+            let file = root.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: file)
+        }
+        try write("usr/share/applications/org.gnome.TextEditor.desktop", "[Desktop Entry]\nType=Application\nName=Text Editor\nExec=gnome-text-editor %U\nMimeType=text/plain;\n")
+        try write("usr/share/applications/org.kde.kate.desktop", "[Desktop Entry]\nType=Application\nName=Kate\nExec=kate -b %U\nMimeType=text/plain;text/x-c;\n")
+        try write("usr/share/applications/kde/okular.desktop", "[Desktop Entry]\nType=Application\nName=Okular\nExec=okular %U\nMimeType=application/pdf;\n")
+        try write("usr/share/applications/libreoffice-writer.desktop", "[Desktop Entry]\nType=Application\nName=LibreOffice Writer\nExec=libreoffice --writer %U\nMimeType=application/vnd.oasis.opendocument.text;\n")
+        try write("usr/share/applications/vim.desktop", "[Desktop Entry]\nType=Application\nName=Vim\nExec=vim %F\nMimeType=text/plain;\n")
+        // The user hides the system's Vim, and sets Kate as the default for text, GNOME aside.
+        try write("home/.local/share/applications/vim.desktop", "[Desktop Entry]\nType=Application\nName=Vim\nExec=vim %F\nHidden=true\n")
+        try write("home/.config/mimeapps.list", "[Default Applications]\ntext/plain=missing.desktop;org.kde.kate.desktop;\n[Removed Associations]\napplication/pdf=kde-okular.desktop;\n")
+        try write("home/.config/gnome-mimeapps.list", "[Default Applications]\ntext/plain=org.gnome.TextEditor.desktop\n")
+        try write("usr/share/applications/mimeapps.list", "[Default Applications]\ntext/x-c=vim.desktop;org.kde.kate.desktop\n")
+        return DesktopApplications(environment: [
+            "HOME": root.appendingPathComponent("home").path, "XDG_DATA_DIRS": root.appendingPathComponent("usr/share").path,
+            "XDG_CONFIG_DIRS": root.appendingPathComponent("etc/xdg").path, "XDG_CURRENT_DESKTOP": "KDE",
+        ])
+    }
+
+    @Test("Applications are found as the XDG specifications say: entries by ID (subfolders as dashes, the user's hiding the system's), defaults from mimeapps.list in order, an installed one only")
+    func applications() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xdg-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let desktop = try Self.desktop(root)
+        #expect(desktop.entry(id: "org.gnome.TextEditor.desktop")?.name == "Text Editor")
+        #expect(desktop.entry(id: "kde-okular.desktop")?.name == "Okular")
+        #expect(desktop.entry(id: "vim.desktop") == nil, "the user's Hidden=true copy hides it")
+        #expect(desktop.entry(id: "../../etc/passwd.desktop") == nil)
+        #expect(Set(desktop.allEntries().map(\.id)) == ["org.gnome.TextEditor.desktop", "org.kde.kate.desktop", "kde-okular.desktop", "libreoffice-writer.desktop"])
+        // KDE: the user's list names a missing app, then Kate.
+        #expect(desktop.defaultEntry(for: "text/plain")?.id == "org.kde.kate.desktop")
+        // The system's default is hidden (Vim): the next it names.
+        #expect(desktop.defaultEntry(for: "text/x-c")?.id == "org.kde.kate.desktop")
+        // Removed by the user, and no other app takes PDF.
+        #expect(desktop.defaultEntry(for: "application/pdf") == nil)
+        // No list names it: an app whose entry lists the type.
+        #expect(desktop.defaultEntry(for: "application/vnd.oasis.opendocument.text")?.id == "libreoffice-writer.desktop")
+        // On GNOME the user's GNOME list comes first.
+        let gnome = DesktopApplications(environment: [
+            "HOME": root.appendingPathComponent("home").path, "XDG_DATA_DIRS": root.appendingPathComponent("usr/share").path, "XDG_CURRENT_DESKTOP": "ubuntu:GNOME",
+        ])
+        #expect(gnome.defaultEntry(for: "text/plain")?.id == "org.gnome.TextEditor.desktop")
+    }
+
+    @Test("The app the recently-used list names is found here by its desktop ID, its program or its name; where it is not installed the type's default opens the file; with neither, nothing")
+    func openers() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xdg-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let desktop = try Self.desktop(root)
+        let file = URL(fileURLWithPath: "/home/me/Sync/plan.txt")
+        let gtk = RecentApplication(name: "Text Editor", exec: "'gnome-text-editor %u'")
+        #expect(desktop.opener(for: file, mimeType: "text/plain", application: gtk)?.id == "org.gnome.TextEditor.desktop")
+        #expect(desktop.opener(for: file, mimeType: "text/plain", application: RecentApplication(name: "org.kde.kate", exec: nil))?.id == "org.kde.kate.desktop")
+        #expect(desktop.opener(for: file, mimeType: "text/plain", application: RecentApplication(name: "LibreOffice Writer", exec: nil))?.id == "libreoffice-writer.desktop")
+        // gedit is not installed here: the default for text, Kate.
+        let gedit = RecentApplication(name: "gedit", exec: "'gedit %u'")
+        let opener = try #require(desktop.opener(for: file, mimeType: "text/plain", application: gedit))
+        #expect(opener.id == "org.kde.kate.desktop")
+        #expect(try opener.command(opening: [file]) == ["kate", "-b", file.absoluteString])
+        #expect(desktop.opener(for: file, mimeType: "application/x-unknown", application: gedit) == nil)
+        #expect(desktop.opener(for: file, mimeType: nil, application: nil) == nil)
+    }
 }
