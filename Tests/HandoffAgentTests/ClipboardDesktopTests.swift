@@ -340,6 +340,28 @@ struct ClipboardDesktopTests {
         }
     }
 
+    @Test(
+        "S14: A secret copied on beta after alpha's copy stays beta's clipboard: beta's service does not take alpha's older copy back for it, though the agent offers that again",
+        arguments: DesktopKind.allCases)
+    func olderCopyNeverReplacesALaterSecret(_ kind: DesktopKind) async throws {
+        try await withDesktops(kind) { devices, desktops in
+            let (b, onA, onB) = (devices[1], desktops[0], desktops[1])
+            try onA.copy(Array("from alpha".utf8))
+            #expect(await eventually { onB.logText.contains("holding the clipboard copied on 'alpha'") }, "beta's service: \(onB.logText)")
+            try onB.copy(Array("from beta".utf8))
+            #expect(await eventually { (try? await b.clipboard())?.local == true }, "beta's service: \(onB.logText)")
+            // The password manager on beta copies: beta's copy is withdrawn, nothing is offered,
+            // and alpha's copy, older, is again the account's newest on beta.
+            let manager = try onB.app(text: "hunter2-correct-horse", hint: "secret")
+            defer { manager.stop() }
+            #expect(await eventually { onB.logText.contains("marked secret") }, "beta's service: \(onB.logText)")
+            #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
+            #expect(await eventually { onB.logText.contains("not holding the copy made on 'alpha': an app here copied since") }, "beta's service: \(onB.logText)")
+            // An app on beta pasting gets the password manager's copy, from the password manager.
+            #expect(try await onB.paste(type: "UTF8_STRING").bytes == Array("hunter2-correct-horse".utf8), "beta's service: \(onB.logText)")
+        }
+    }
+
     @Test("Across three devices the newest copy wins everywhere, whichever device made it", arguments: DesktopKind.allCases)
     func newestWinsAcrossThree(_ kind: DesktopKind) async throws {
         try await withDesktops(kind, ["alpha", "beta", "gamma"]) { devices, desktops in
