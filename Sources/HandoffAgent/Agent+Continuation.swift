@@ -38,6 +38,9 @@ extension Agent {
             hasWebpageURL: offer.hasWebpageURL, supportsContinuationStreams: offer.supportsContinuationStreams)
         let logger = ContinuationLog(logger: logger, origin: origin, activityType: offer.activityType)
 
+        if offer.activityType.hasPrefix(SystemActivityType.prefix) {
+            return await continueSystemActivity(offer, announced, from: device, started: started, logger: logger)
+        }
         var route = await routeContinuation(offer, webpageURL: nil, originBundleIdentifier: nil)
         var prefetched: FetchedActivity?
         if case .app = route {
@@ -204,33 +207,43 @@ extension Agent {
         continuation.waiter.resume(returning: ContinuationAnswer(reply: .failure(error)))
     }
 
+    /// A fetched activity as this device gives it to an app: within this device's size limit,
+    /// checked as the app will read it, its file URLs in this device's containers where the
+    /// origin's were (the rest listed as untranslated).
+    func translated(_ wire: FetchedActivity, from origin: String) -> Result<ActivityRecord, LocalError> {
+        var record = wire.record
+        guard let bytes = record.userInfo else { return .success(record) }
+        // This device's limit holds whatever the other device allows.
+        guard bytes.count <= configuration.maximumPayload else {
+            return .failure(LocalError(
+                .continuation, code: ContinuationFailure.Code.userInfoTooLarge,
+                "the activity's userInfo is \(bytes.count) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
+        }
+        do {
+            // Checked as the app will read it; the model is built only when it holds file URLs.
+            var hasFileURL = false
+            let value = try UserInfoCoding.checkForApp(bytes)
+            if let value { ContainerTranslation.visitFileURLs(value) { _ in hasFileURL = true } }
+            if let value, hasFileURL {
+                let (translated, untranslated) = ContainerTranslation.translate(value, references: wire.fileReferences, containers: configuration.containers)
+                record.userInfo = try UserInfoCoding.encode(translated)
+                record.untranslatedFileURLs = untranslated.isEmpty ? nil : untranslated
+            }
+        } catch {
+            return .failure(LocalError(.continuation, code: ContinuationFailure.Code.handoffFailed, "the activity from '\(origin)' could not be read: \(error)"))
+        }
+        return .success(record)
+    }
+
     /// Gives the fetched activity to the app told `willContinue` (its file URLs into this
     /// device's containers), and tells the origin it was continued once the asker has its reply.
     func deliver(_ continuation: ReceivingContinuation, to session: UUID, _ wire: FetchedActivity) {
         let offer = continuation.offer, device = continuation.device
         let origin = memberName(device.sender)
-        var record = wire.record
-        if let bytes = record.userInfo {
-            // This device's limit holds whatever the other device allows.
-            guard bytes.count <= configuration.maximumPayload else {
-                return fail(continuation, in: session, LocalError(
-                    .continuation, code: ContinuationFailure.Code.userInfoTooLarge,
-                    "the activity's userInfo is \(bytes.count) bytes, over the limit of \(configuration.maximumPayload) bytes; move bulk data to continuation streams"))
-            }
-            do {
-                // Checked as the app will read it; the model is built only when it holds file URLs.
-                // File URLs: into this device's containers where the origin's were; the rest marked.
-                var hasFileURL = false
-                let value = try UserInfoCoding.checkForApp(bytes)
-                if let value { ContainerTranslation.visitFileURLs(value) { _ in hasFileURL = true } }
-                if let value, hasFileURL {
-                    let (translated, untranslated) = ContainerTranslation.translate(value, references: wire.fileReferences, containers: configuration.containers)
-                    record.userInfo = try UserInfoCoding.encode(translated)
-                    record.untranslatedFileURLs = untranslated.isEmpty ? nil : untranslated
-                }
-            } catch {
-                return fail(continuation, in: session, LocalError(.continuation, code: ContinuationFailure.Code.handoffFailed, "the activity from '\(origin)' could not be read: \(error)"))
-            }
+        var record: ActivityRecord
+        switch translated(wire, from: origin) {
+        case .success(let translated): record = translated
+        case .failure(let error): return fail(continuation, in: session, error)
         }
         // The type the app was told in willContinue is the one it gets.
         record.activity.activityType = offer.activityType
@@ -485,9 +498,11 @@ extension Agent {
     }
 
     func nearbyActivity(_ device: NearbyDevice, _ activity: ActivityAnnouncement) -> LocalNearbyActivity {
-        let handler: String?
-        let reason: String
+        var handler: String?
+        var reason: String
         switch route(activity, webpageURL: activity.hasWebpageURL ? URL(string: "https://example.invalid/") : nil) {
+        case _ where activity.activityType.hasPrefix(SystemActivityType.prefix):
+            (handler, reason) = systemRoute(activity.activityType)
         case .app(let manifest, let why):
             handler = manifest.bundleIdentifier
             reason = why

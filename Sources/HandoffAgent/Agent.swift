@@ -69,6 +69,8 @@ public actor Agent {
     var clipboardTimer: LoopTimer?
     /// Who hears when the clipboard here changes, and which clipboard they were told of last.
     var clipboardWatchers: [UUID: ClipboardWatcher] = [:]
+    /// The sessions that open system activities continued here, and of which types.
+    var systemHandlers: [UUID: SystemHandler] = [:]
     var clipboardTold: ClipboardBoard.Current?
     /// Pastes waiting for this device's clipboard provider to send the bytes.
     var clipboardReads: [UUID: ClipboardRead] = [:]
@@ -678,6 +680,7 @@ public actor Agent {
         nearbyWatch.unwatch(session.id)
         endStreams(of: session.id)
         clipboardSessionEnded(session.id)
+        systemHandlers[session.id] = nil
         tasks.start("offer after a session ended") { await self.offerChanged() }
     }
 
@@ -760,6 +763,8 @@ public actor Agent {
             reply = .failure(LocalError(.badRequest, "'openStream', 'acceptStream', 'copy', 'paste' and 'provideClipboard' open a connection of their own: send one as the first message of a new connection"))
         case .offerClipboard(let types):
             reply = await offerClipboard(types, from: session)
+        case .handleSystemActivities(let types):
+            reply = handleSystemActivities(types, from: session)
         case .watchClipboard(let served):
             if let served, served.isEmpty || served.count > 200 || served.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
                 reply = .failure(LocalError(.badRequest, "'session' names the clipboard a service serves in 1 to 200 characters on one line"))

@@ -131,6 +131,21 @@ public enum LocalCall: Sendable, Hashable {
     /// The first message of a connection that carries the bytes a `clipboardRequest` asked
     /// for: data frames, then an end.
     case provideClipboard(version: Int, read: UUID)
+    /// Says this connection (the graphical session's service) opens system activities of
+    /// `types` (`SystemActivityType`) continued here: each comes as a `deliver`, its file URLs
+    /// in this device's containers. The reply carries the containers. See
+    /// docs/system-activities.md.
+    case handleSystemActivities(types: [String])
+}
+
+/// The activity types of the apps that never link Handoff, which the session service publishes
+/// and opens (docs/system-activities.md).
+public enum SystemActivityType {
+    public static let prefix = "org.handoff.system."
+    /// A document of the recently-used list inside a synced container: `userInfo` has `url`
+    /// (the file), and `mimeType`, `application` and `exec` where the list gives them.
+    public static let document = "org.handoff.system.document"
+    public static let all: Set<String> = [document]
 }
 
 /// The frames of a stream connection after its first reply: raw bytes, not JSON. See
@@ -351,6 +366,7 @@ extension LocalMessage: Codable {
                 .paste(version: try c.decode(Int.self, forKey: .version), clipboardType: try c.decodeIfPresent(String.self, forKey: .clipboardType)))
         case "offerClipboard": self = .call(request: try request(), .offerClipboard(types: try c.decode([LocalClipboardType].self, forKey: .types)))
         case "watchClipboard": self = .call(request: try request(), .watchClipboard(session: try c.decodeIfPresent(String.self, forKey: .session)))
+        case "handleSystemActivities": self = .call(request: try request(), .handleSystemActivities(types: try c.decode([String].self, forKey: .types)))
         case "provideClipboard":
             self = .call(
                 request: try request(), .provideClipboard(version: try c.decode(Int.self, forKey: .version), read: try c.decode(UUID.self, forKey: .read)))
@@ -470,6 +486,9 @@ extension LocalMessage: Codable {
                 try c.encode("provideClipboard", forKey: .type)
                 try c.encode(version, forKey: .version)
                 try c.encode(read, forKey: .read)
+            case .handleSystemActivities(let types):
+                try c.encode("handleSystemActivities", forKey: .type)
+                try c.encode(types, forKey: .types)
             }
         case .becameCurrent(let activity):
             try c.encode("becameCurrent", forKey: .type)

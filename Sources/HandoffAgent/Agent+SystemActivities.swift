@@ -1,0 +1,66 @@
+import Foundation
+import HandoffLocalAPI
+import HandoffWire
+
+/// System activities (docs/system-activities.md): the activities of apps that never link
+/// Handoff, which the graphical session's service publishes (as any local client publishes an
+/// activity) and, continued here, opens. The agent fetches one as any other, puts its file URLs
+/// in this device's containers, and delivers it to the session that handles its type.
+extension Agent {
+    /// A session that opens system activities continued here.
+    struct SystemHandler {
+        let peer: LocalPeer
+        let types: Set<String>
+    }
+
+    func handleSystemActivities(_ types: [String], from session: Session) -> LocalReply {
+        let unknown = types.filter { !SystemActivityType.all.contains($0) }
+        guard !types.isEmpty, unknown.isEmpty else {
+            return .failure(LocalError(
+                .badRequest, "give the system activity types this session opens, of \(SystemActivityType.all.sorted().joined(separator: ", "))\(unknown.isEmpty ? "" : "; not \(unknown.joined(separator: ", "))")"))
+        }
+        systemHandlers[session.id] = SystemHandler(peer: session.peer, types: Set(types))
+        var reply = LocalReply()
+        reply.containers = configuration.containers.map { LocalContainer(identifier: $0.identifier, folder: $0.folder.path) }
+        return reply
+    }
+
+    /// Where a system activity would go here, as listings show it.
+    func systemRoute(_ activityType: String) -> (handler: String?, reason: String) {
+        if systemHandlers.values.contains(where: { $0.types.contains(activityType) }) {
+            return ("system", "the session service opens it")
+        }
+        return (nil, "no session service here opens '\(activityType)' (run handoff-clipboard in the graphical session)")
+    }
+
+    /// Continues a system activity: fetched from the origin (its session service saves it), its
+    /// file URLs put in this device's containers, and delivered to the session here that opens
+    /// its type. The origin hears it was continued.
+    func continueSystemActivity(
+        _ offer: ActivityAnnouncement, _ announced: ActivityAnnouncement, from device: NearbyDevice, started: ContinuousClock.Instant, logger: ContinuationLog
+    ) async -> LocalReply {
+        guard let handler = systemHandlers.first(where: { $0.value.types.contains(offer.activityType) }) else {
+            return .failure(LocalError(.notFound, "nothing on this device can continue it: \(systemRoute(offer.activityType).reason)"))
+        }
+        let origin = memberName(device.sender)
+        let wire: FetchedActivity
+        switch await fetch(offer.id, from: device) {
+        case .success(let fetched): wire = fetched
+        case .failure(let failure):
+            logger.notice("the continuation failed: \(failure)")
+            return .failure(LocalError(.continuation, code: failure.code, failure.message))
+        }
+        var record: ActivityRecord
+        switch translated(wire, from: origin) {
+        case .success(let translated): record = translated
+        case .failure(let error): return .failure(error)
+        }
+        record.activity.activityType = offer.activityType
+        let continuation = UUID.random()
+        handler.value.peer.send(.deliver(continuation: continuation, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
+        link(to: device)?.send(.continued(activityID: offer.id))
+        let seconds = (ContinuousClock.now - started).seconds
+        logger.notice("continued in the session service", metadata: ["ms": "\(Int(seconds * 1000))"])
+        return LocalReply(continued: LocalContinued(continuation: continuation, device: origin, activity: announced, app: "system", webpageURL: nil, seconds: seconds))
+    }
+}
