@@ -115,7 +115,9 @@ let package = Package(
         .target(name: "HandoffSession", swiftSettings: strict),
         // The Wayland clipboard through libwayland-client and data control, loaded at run time.
         .target(name: "CHandoffWayland"),
-        .executableTarget(name: "handoff-clipboard", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI"], swiftSettings: strict),
+        .executableTarget(
+            name: "handoff-clipboard", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI", "HandoffSession", "HandoffCore", "HandoffModel"],
+            swiftSettings: strict),
         .target(name: "HandoffProcess", dependencies: ["CHandoffSystem"], swiftSettings: strict),
         .executableTarget(
             name: "handoff-fuzz",

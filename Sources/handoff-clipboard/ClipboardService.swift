@@ -16,6 +16,8 @@ final class ClipboardService: Sendable {
     let verbose: Bool
     private let snapshot = Mutex<[String: [UInt8]]>([:])
     private let connection = Mutex<LocalClient?>(nil)
+    /// Where the agent's other messages go (system activities: fetches and deliveries).
+    let others = Mutex<(@Sendable (LocalMessage) -> Void)?>(nil)
 
     init(socket: String, sizeLimit: UInt64, verbose: Bool) {
         self.socket = socket
@@ -37,7 +39,7 @@ final class ClipboardService: Sendable {
                 switch message {
                 case .clipboardChanged(let clipboard): changed(clipboard)
                 case .clipboardRequest(let read, let type, let size): serve(read, type: type, size: size)
-                default: break
+                default: others.withLock { $0 }?(message)
                 }
             },
             onClose: { [self] reason in exit("the agent closed the connection: \(reason)") })

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffLocalAPI
+import Synchronization
 
 // handoff-clipboard: the session service of the account's clipboard (docs/clipboard.md). It runs
 // in the person's graphical session, next to the apps, and talks to the agent over its socket.
@@ -50,6 +51,24 @@ signal(SIGPIPE, SIG_IGN)
 
 let service = ClipboardService(socket: socket, sizeLimit: sizeLimit, verbose: verbose)
 
+/// A call to the agent, waited for here (the display's thread has not started yet).
+func blockingCall(_ client: LocalClient, _ call: LocalCall) throws -> LocalReply {
+    let result = Mutex<Result<LocalReply, LocalError>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    // Waited for just below.
+    Task {
+        do throws(LocalError) {
+            let reply = try await client.call(call)
+            result.withLock { $0 = reply.error.map { .failure($0) } ?? .success(reply) }
+        } catch {
+            result.withLock { $0 = .failure(error) }
+        }
+        done.signal()
+    }
+    done.wait()
+    return try result.withLock { $0 }!.get()
+}
+
 /// The session's clipboard: Wayland's where the session is Wayland and the compositor lets a
 /// clipboard service in, else X11's (XWayland's, on a Wayland session without data control).
 @MainActor func openClipboard() throws -> any SessionClipboard {
@@ -72,4 +91,14 @@ do {
     service.exit("\(error)")
 }
 service.log("watching the clipboard of \(clipboard.session)")
+// Documents as system activities: offered from the recently-used list, opened when continued.
+do {
+    let reply = try blockingCall(service.client, .handleSystemActivities(types: [SystemActivityType.document]))
+    let documents = Documents(service: service, containers: reply.containers ?? [])
+    service.others.withLock { $0 = { documents.handle($0) } }
+    documents.start()
+    service.log("offering documents of \(reply.containers?.count ?? 0) synced container(s)")
+} catch {
+    service.log("documents are not offered or opened: \(error)")
+}
 clipboard.run()

@@ -58,7 +58,7 @@ final class TestDesktop: Sendable {
     let runtime: URL?
     private let apps = Mutex<[Process]>([])
 
-    init(_ kind: DesktopKind, for device: TestDevice, namespace: String?, service executable: URL) async throws {
+    init(_ kind: DesktopKind, for device: TestDevice, namespace: String?, service executable: URL, environment extra: [String: String] = [:]) async throws {
         self.kind = kind
         self.namespace = namespace
         log = device.state.appendingPathComponent("clipboard-service.log")
@@ -113,6 +113,7 @@ final class TestDesktop: Sendable {
         let backend = kind == .x11 ? ["--backend", "x11", "--display", display] : ["--backend", "wayland", "--wayland-display", display]
         Self.command(service, namespace: namespace, executable.path, ["--socket", device.socket, "--verbose"] + backend)
         service.standardError = try FileHandle(forWritingTo: log)
+        if !extra.isEmpty { service.environment = ProcessInfo.processInfo.environment.merging(extra) { $1 } }
         try service.run()
         try #require(await eventually { self.logText.contains("watching the clipboard") }, "the clipboard service did not start: \(logText)")
     }
@@ -233,7 +234,7 @@ func withHosts(
 /// saying so, where the display server or apps are not installed.
 func withDesktops(
     _ kind: DesktopKind, _ names: [String] = ["alpha", "beta"], expiry: Duration? = nil, containers: [URL]? = nil,
-    _ body: ([TestDevice], [TestDesktop]) async throws -> Void
+    environments: [[String: String]]? = nil, _ body: ([TestDevice], [TestDesktop]) async throws -> Void
 ) async throws {
     guard kind.missing.isEmpty else {
         print("skipped: \(kind.missing.joined(separator: ", ")) not installed (.ci/run installs them)")
@@ -243,8 +244,8 @@ func withDesktops(
     try await withHosts(names, expiry: expiry, containers: containers) { devices, namespaces in
         var desktops: [TestDesktop] = []
         defer { desktops.forEach { $0.stop() } }
-        for (device, namespace) in zip(devices, namespaces) {
-            desktops.append(try await TestDesktop(kind, for: device, namespace: namespace, service: executable))
+        for (index, (device, namespace)) in zip(devices, namespaces).enumerated() {
+            desktops.append(try await TestDesktop(kind, for: device, namespace: namespace, service: executable, environment: environments?[index] ?? [:]))
         }
         try await body(devices, desktops)
     }

@@ -89,3 +89,84 @@ struct SystemActivityTests {
         }
     }
 }
+
+/// Whether a real GTK program can write the recently-used list here (PyGObject and GTK 3's
+/// introspection data, which .ci/run installs).
+let hasGTK: Bool = {
+    let probe = Process()
+    probe.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    probe.arguments = ["-c", "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"]
+    probe.standardOutput = FileHandle.nullDevice
+    probe.standardError = FileHandle.nullDevice
+    guard (try? probe.run()) != nil else { return false }
+    probe.waitUntilExit()
+    return probe.terminationStatus == 0
+}()
+
+/// A GTK program (PyGObject) that records `file` as used by `app` in the recently-used list, as
+/// a GTK editor does when it opens a file: through `Gtk.RecentManager`, which writes the list.
+let gtkRecorder = """
+    import sys, gi
+    gi.require_version("Gtk", "3.0")
+    from gi.repository import Gtk, GLib
+    Gtk.init([])
+    data = Gtk.RecentData()
+    data.display_name = sys.argv[1].rsplit("/", 1)[-1]
+    data.mime_type = sys.argv[2]
+    data.app_name = sys.argv[3]
+    data.app_exec = sys.argv[4]
+    if not Gtk.RecentManager.get_default().add_full(sys.argv[1], data):
+        sys.exit(1)
+    GLib.timeout_add(1000, Gtk.main_quit)
+    Gtk.main()
+    """
+
+@Suite("Documents as system activities, with a real GTK program and the session service", .serialized)
+struct DocumentActivityTests {
+    @Test(
+        "A document a GTK program opened in alpha's synced folder becomes alpha's activity; continued on beta, beta's session service opens beta's own copy with the app the list named, as its desktop entry says",
+        .enabled(if: hasGTK, "needs PyGObject and GTK 3 (python3-gi, gir1.2-gtk-3.0); skipped"))
+    func gtkDocumentOpensOnBeta() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("documents-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let onA = root.appendingPathComponent("a-sync", isDirectory: true), onB = root.appendingPathComponent("b-sync", isDirectory: true)
+        for folder in [onA, onB] {
+            try FileManager.default.createDirectory(at: folder.appendingPathComponent("Notes"), withIntermediateDirectories: true)
+            try Data("the plan".utf8).write(to: folder.appendingPathComponent("Notes/plan one.txt"))
+        }
+        // Beta has the app the list names: its desktop entry runs a recorder of what it was asked to open.
+        let opened = root.appendingPathComponent("opened.txt")
+        let recorder = root.appendingPathComponent("notes-app")
+        try Data("#!/bin/sh\nprintf '%s\\n' \"$@\" > \(opened.path)\n".utf8).write(to: recorder)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: recorder.path)
+        let share = root.appendingPathComponent("b-share/applications", isDirectory: true)
+        try FileManager.default.createDirectory(at: share, withIntermediateDirectories: true)
+        try Data("[Desktop Entry]\nType=Application\nName=Notes\nExec=\(recorder.path) --open %f\nMimeType=text/plain;\n".utf8)
+            .write(to: share.appendingPathComponent("org.example.Notes.desktop"))
+        let environments = [
+            ["XDG_DATA_HOME": root.appendingPathComponent("a-data").path, "XDG_DATA_DIRS": root.appendingPathComponent("a-share").path],
+            ["XDG_DATA_HOME": root.appendingPathComponent("b-data").path, "XDG_DATA_DIRS": root.appendingPathComponent("b-share").path],
+        ]
+        try await withDesktops(.x11, containers: [onA, onB], environments: environments) { devices, desktops in
+            let (b, onAlpha, onBeta) = (devices[1], desktops[0], desktops[1])
+            #expect(await eventually { onAlpha.logText.contains("offering documents of 1 synced container") }, "alpha's service: \(onAlpha.logText)")
+            // The GTK program on alpha's display opens the file, and records it.
+            let file = onA.appendingPathComponent("Notes/plan one.txt").resolvingSymlinksInPath()
+            var gtk = onAlpha.environment
+            gtk["XDG_DATA_HOME"] = environments[0]["XDG_DATA_HOME"]
+            let recorded = try await runProcess(
+                URL(fileURLWithPath: "/usr/bin/python3"), ["-c", gtkRecorder, file.absoluteString, "text/plain", "Notes", "notes %u"], input: [], environment: gtk)
+            try #require(recorded.status == 0, "the GTK program failed: \(recorded.error)")
+            #expect(await eventually { (try? await b.nearby())?.first?.activity.activityType == SystemActivityType.document }, "alpha's service: \(onAlpha.logText)")
+            let listed = try #require(try await b.nearby().first)
+            #expect(listed.activity.title == "plan one.txt")
+            #expect(listed.handler == "system", "\(listed.reason)")
+            let continued = try await b.call(.continue(activity: listed.activity.id))
+            #expect(continued.continued?.app == "system")
+            let expected = onB.appendingPathComponent("Notes/plan one.txt").resolvingSymlinksInPath().path
+            #expect(
+                await eventually { (try? String(contentsOf: opened, encoding: .utf8)) == "--open\n\(expected)\n" },
+                "opened: \((try? String(contentsOf: opened, encoding: .utf8)) ?? "nothing"); beta's service: \(onBeta.logText)")
+        }
+    }
+}
