@@ -19,14 +19,29 @@ extension Agent {
             return .failure(LocalError(
                 .badRequest, "give the system activity types this session opens, of \(SystemActivityType.all.sorted().joined(separator: ", "))\(unknown.isEmpty ? "" : "; not \(unknown.joined(separator: ", "))")"))
         }
+        let off = types.filter { !isSystemActivityOn($0) }
+        guard off.isEmpty else {
+            return .failure(LocalError(.notAllowed, "\(Set(off.compactMap(SystemActivityType.kind(of:))).sorted().joined(separator: ", ")) are off on this device (--system-activities)"))
+        }
         systemHandlers[session.id] = SystemHandler(peer: session.peer, types: Set(types))
         var reply = LocalReply()
         reply.containers = configuration.containers.map { LocalContainer(identifier: $0.identifier, folder: $0.folder.path) }
         return reply
     }
 
+    /// Whether `type`'s kind is on here (`--system-activities`).
+    nonisolated func isSystemActivityOn(_ type: String) -> Bool {
+        SystemActivityType.kind(of: type).map(configuration.systemActivities.contains) ?? false
+    }
+
     /// Where a system activity would go here, as listings show it.
     func systemRoute(_ activityType: String) -> (handler: String?, reason: String) {
+        guard let kind = SystemActivityType.kind(of: activityType) else {
+            return (nil, "'\(activityType)' is a system activity this version of Handoff does not know")
+        }
+        if !isSystemActivityOn(activityType) {
+            return (nil, "\(kind) are off on this device (--system-activities)")
+        }
         if systemHandlers.values.contains(where: { $0.types.contains(activityType) }) {
             return ("system", "the session service opens it")
         }
@@ -39,7 +54,7 @@ extension Agent {
     func continueSystemActivity(
         _ offer: ActivityAnnouncement, _ announced: ActivityAnnouncement, from device: NearbyDevice, started: ContinuousClock.Instant, logger: ContinuationLog
     ) async -> LocalReply {
-        guard let handler = systemHandlers.first(where: { $0.value.types.contains(offer.activityType) }) else {
+        guard isSystemActivityOn(offer.activityType), let handler = systemHandlers.first(where: { $0.value.types.contains(offer.activityType) }) else {
             return .failure(LocalError(.notFound, "nothing on this device can continue it: \(systemRoute(offer.activityType).reason)"))
         }
         let origin = memberName(device.sender)

@@ -643,6 +643,11 @@ public actor Agent {
                 activity.bundleIdentifier = app.manifest.bundleIdentifier
                 activity.teamIdentifier = app.manifest.teamIdentifier
             }
+            // A system activity of a kind that is off here is not offered.
+            if activity.activityType.hasPrefix(SystemActivityType.prefix), !isSystemActivityOn(activity.activityType) {
+                logger.notice("a system activity was not offered: \(SystemActivityType.kind(of: activity.activityType) ?? activity.activityType) are off on this device (--system-activities)")
+                return
+            }
             // What a beacon cannot carry is refused here, not found out when sealing fails.
             guard activity.activityType.utf8.count <= Beacon.maximumActivityTypeBytes,
                 (activity.teamIdentifier?.utf8.count ?? 0) <= Beacon.maximumTeamBytes, !activity.activityType.isEmpty

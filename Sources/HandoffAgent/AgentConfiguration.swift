@@ -73,6 +73,10 @@ public struct AgentConfiguration: Sendable {
     package var clipboardLifetime: Duration = .seconds(120)
     /// The most bytes one copy may hold (a `handoff copy`), and one paste may bring.
     package var clipboardSizeLimit: UInt64 = 256 << 20
+    /// The kinds of system activity this device offers and opens (docs/system-activities.md):
+    /// `media`, `documents`.
+    package var systemActivities: Set<String> = AgentConfiguration.systemActivityKinds
+    package static let systemActivityKinds: Set<String> = ["media", "documents"]
 
     package init(
         stateDirectory: URL, socketPath: String, name: String? = nil, listen: HostPort = HostPort(host: "::", port: 47_170),
@@ -179,7 +183,7 @@ public struct ConfigurationFile: Sendable, Hashable {
         "state-dir", "socket", "name", "listen", "interface", "peer", "discovery-port", "save-deadline", "fetch-deadline",
         "maximum-payload", "browser", "default-browser", "idle-release", "dns-sd", "name-rotation", "link-idle", "container",
         "association-ca", "association-refresh", "notifications", "development-mode", "clipboard", "clipboard-expiry",
-        "clipboard-size-limit",
+        "clipboard-size-limit", "system-activities",
     ]
     package static let repeatable: Set<String> = ["interface", "peer", "container"]
 
@@ -283,12 +287,23 @@ public struct AgentSettings: Sendable {
     public var clipboard: String?
     public var clipboardExpiry: String?
     public var clipboardSizeLimit: String?
+    public var systemActivities: String?
 
     public init() {}
 }
 
 extension AgentConfiguration {
     /// A size such as `256MiB`, `64KiB`, `1GiB` or a number of bytes: from 1 byte to 16 GiB.
+    /// `media,documents`, either alone, or `off`.
+    package static func systemActivityKinds(_ text: String) throws(ConfigurationError) -> Set<String> {
+        if text == "off" { return [] }
+        let kinds = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard !kinds.isEmpty, kinds.allSatisfy(systemActivityKinds.contains) else {
+            throw ConfigurationError("'\(text)' is not a list of system activity kinds: give media, documents, both (media,documents) or off")
+        }
+        return Set(kinds)
+    }
+
     package static func byteSize(_ text: String) throws(ConfigurationError) -> UInt64 {
         let units: [(String, UInt64)] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1), ("", 1)]
         let trimmed = text.trimmingCharacters(in: .whitespaces)
@@ -448,6 +463,9 @@ extension AgentConfiguration {
                 throw ConfigurationError("\(expiry.origin): give from 1s to 1h (how long a copy is offered to the account's other devices)")
             }
             configuration.clipboardLifetime = period
+        }
+        if let kinds = pick(flags.systemActivities, "system-activities") {
+            configuration.systemActivities = try checked(kinds.origin) { () throws(ConfigurationError) in try Self.systemActivityKinds(kinds.value) }
         }
         if let limit = pick(flags.clipboardSizeLimit, "clipboard-size-limit") {
             configuration.clipboardSizeLimit = try checked(limit.origin) { () throws(ConfigurationError) in try Self.byteSize(limit.value) }

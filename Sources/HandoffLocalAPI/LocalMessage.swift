@@ -146,6 +146,14 @@ public enum SystemActivityType {
     /// (the file), and `mimeType`, `application` and `exec` where the list gives them.
     public static let document = "org.handoff.system.document"
     public static let all: Set<String> = [document]
+
+    /// The kind `--system-activities` names a type by: `documents`, `media`.
+    public static func kind(of type: String) -> String? {
+        switch type {
+        case document: return "documents"
+        default: return nil
+        }
+    }
 }
 
 /// The frames of a stream connection after its first reply: raw bytes, not JSON. See

@@ -90,6 +90,11 @@ struct Handoffd: AsyncParsableCommand {
     @Option(name: .customLong("clipboard-size-limit"), help: ArgumentHelp("The most one copy may hold and one paste may bring, such as 256MiB (default).", valueName: "SIZE"))
     var clipboardSizeLimit: String?
 
+    @Option(
+        name: .customLong("system-activities"),
+        help: ArgumentHelp("Which activities of the apps that never link Handoff this device offers and opens: media,documents (the default), either, or off.", valueName: "LIST"))
+    var systemActivities: String?
+
     @Option(name: .customLong("idle-release"), help: "After this long idle, give back free memory and unused code pages, such as 15s (the default), or off.")
     var idleRelease: String?
 
@@ -161,6 +166,7 @@ struct Handoffd: AsyncParsableCommand {
         flags.clipboard = clipboard
         flags.clipboardExpiry = clipboardExpiry
         flags.clipboardSizeLimit = clipboardSizeLimit
+        flags.systemActivities = systemActivities
         flags.associationCA = associationCA
         flags.associationRefresh = associationRefresh
         let fileURL = config.map { URL(fileURLWithPath: $0) } ?? AgentConfiguration.defaultConfigFile()

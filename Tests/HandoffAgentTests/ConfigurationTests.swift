@@ -21,6 +21,28 @@ struct ConfigurationTests {
         #expect(xdg.socketPath.hasPrefix("/tmp/handoff-"))
     }
 
+    @Test("--system-activities takes media, documents, both or off, from a flag or the file's key; anything else is refused naming where it came from")
+    func systemActivities() throws {
+        #expect(try AgentConfiguration.resolve(flags: AgentSettings(), file: nil, environment: environment).systemActivities == ["media", "documents"])
+        let file = try ConfigurationFile(text: "system-activities = documents\n", name: "handoffd.conf")
+        #expect(try AgentConfiguration.resolve(flags: AgentSettings(), file: file, environment: environment).systemActivities == ["documents"])
+        var flags = AgentSettings()
+        for (given, expected) in [("off", Set<String>()), ("media", ["media"]), ("media,documents", ["media", "documents"]), ("documents, media", ["media", "documents"])] {
+            flags.systemActivities = given
+            #expect(try AgentConfiguration.resolve(flags: flags, file: file, environment: environment).systemActivities == expected, "\(given)")
+        }
+        for bad in ["", "music", "media,,documents", "on", "documents,off"] {
+            flags.systemActivities = bad
+            #expect(throws: ConfigurationError.self, "\(bad)") { try AgentConfiguration.resolve(flags: flags, file: nil, environment: environment) }
+        }
+        let badFile = try ConfigurationFile(text: "system-activities = all\n", name: "handoffd.conf")
+        #expect {
+            try AgentConfiguration.resolve(flags: AgentSettings(), file: badFile, environment: environment)
+        } throws: { error in
+            "\(error)".contains("system-activities") && "\(error)".contains("media, documents, both")
+        }
+    }
+
     @Test("The file's keys are the flags' names, and flags win over the file")
     func fileAndFlags() throws {
         let file = try ConfigurationFile(

@@ -78,6 +78,35 @@ struct SystemActivityTests {
         }
     }
 
+    @Test("--system-activities off for documents: a device offers none (the agent drops its session service's), and one that receives them opens none, saying why")
+    func documentsOff() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha") { $0.systemActivities = ["media"] }
+            let b = try await harness.start("beta") { $0.systemActivities = [] }
+            let c = try await harness.start("gamma")
+            try await harness.pair([a, b, c])
+            // Alpha's documents are off: what its session service offers is not offered.
+            let document = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.document, title: "plan.txt")
+            let publisher = try await RawApp(socket: a.socket, behaviour: .answer(ActivityRecord(activity: document)))
+            try publisher.client.send(.becameCurrent(document))
+            // A call on the same connection is answered after the message before it was handled.
+            _ = try await publisher.client.call(.status)
+            let agentA = try #require(a.agent)
+            #expect(await agentA.activities.offered == nil)
+            #expect(await agentA.activities.owner(of: document.id) == nil)
+            // Beta's are off: its session service is refused, saying why.
+            let refused = try await LocalClient.connect(path: b.socket, role: .control) { _ in }.call(.handleSystemActivities(types: [SystemActivityType.document]))
+            #expect(refused.error?.kind == .notAllowed)
+            #expect(refused.error?.message.contains("documents are off on this device") == true, "\(refused)")
+            // Gamma's documents are on: beta lists its document, saying it does not open them.
+            let other = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.document, title: "other.txt")
+            _ = try await c.offer(other, answering: .neverAnswer, seenBy: b)
+            let listed = try #require(try await b.nearby().first { $0.activity.id == other.id })
+            #expect(listed.handler == nil)
+            #expect(listed.reason.contains("documents are off on this device"), "\(listed.reason)")
+        }
+    }
+
     @Test("A session that asks to open no type, or a type that is not a system activity's, is refused and opens nothing")
     func handlerRefusals() async throws {
         try await withHarness { harness in
