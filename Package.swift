@@ -105,7 +105,7 @@ let package = Package(
             name: "MailCompose", dependencies: ["Handoff", "HandoffApp", .product(name: "Crypto", package: "swift-crypto")], path: "Examples/MailCompose",
             exclude: ["App"], swiftSettings: strict),
         .target(
-            name: "HandoffFuzzing", dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire"],
+            name: "HandoffFuzzing", dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "HandoffSession"],
             swiftSettings: strict),
         .target(name: "CFuzzerDriver"),
         .target(name: "CHandoffSystem"),

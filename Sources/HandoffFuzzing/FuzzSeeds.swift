@@ -22,6 +22,7 @@ public enum FuzzSeeds {
         case .signedAssociationFile: []
         case .configFile: configFiles()
         case .clipboardFiles: clipboardFiles()
+        case .desktopFiles: desktopFiles()
         }
     }
 
@@ -243,6 +244,33 @@ public enum FuzzSeeds {
             ("manifest", Array(try! encoder.encode(manifest))),
             ("uri-list", Array("# copied\r\nfile:///home/me/Documents/notes.txt\r\nfile:///tmp/photo%20one.png\r\n".utf8)),
             ("gnome-copied-files", Array("copy\nfile:///home/me/Documents/notes.txt\nfile:///tmp/photo.png".utf8)),
+        ]
+    }
+
+    static func desktopFiles() -> [(name: String, bytes: [UInt8])] {
+        let xbel = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <xbel version="1.0"
+                  xmlns:bookmark="http://www.freedesktop.org/standards/desktop-bookmarks"
+                  xmlns:mime="http://www.freedesktop.org/standards/shared-mime-info"
+            >
+              <bookmark href="file:///home/me/Sync/plan%20one.txt" added="2026-11-28T13:07:51.589536Z" modified="2026-11-28T13:07:51.589542Z" visited="2026-11-28T13:07:51.589537Z">
+                <title>plan one.txt</title>
+                <info>
+                  <metadata owner="http://freedesktop.org">
+                    <mime:mime-type type="text/plain"/>
+                    <bookmark:applications>
+                      <bookmark:application name="Notes" exec="&apos;notes %u&apos;" modified="2026-11-28T13:07:51.589539Z" count="1"/>
+                    </bookmark:applications>
+                  </metadata>
+                </info>
+              </bookmark>
+            </xbel>
+            """
+        return [
+            ("recently-used.xbel", Array(xbel.utf8)),
+            ("desktop-entry", Array("[Desktop Entry]\nType=Application\nName=Text Editor\nExec=env A=1 \"/opt/My App/run\" --file=%f %U %i %c %%\nIcon=editor\nMimeType=text/plain;\n".utf8)),
+            ("kde-link", Array("[Desktop Entry]\nType=Link\nURL[$e]=file:///home/me/Sync/report.pdf\nX-KDE-LastOpenedWith=okular\n".utf8)),
         ]
     }
 }

@@ -3,6 +3,7 @@ import Handoff
 import HandoffAgent
 import HandoffApp
 import HandoffLocalAPI
+import HandoffSession
 import HandoffWire
 
 /// Every decoder that reads bytes from outside the process, as a fuzz target: one function
@@ -41,6 +42,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// The manifest of another device's copied files (JSON), and a list of copied files
     /// (`text/uri-list` and GNOME's) as a session service gives it.
     case clipboardFiles = "clipboard-files"
+    /// What the session service reads of the desktop: the recently-used list (XBEL), and a
+    /// desktop entry whose `Exec` is expanded for a file.
+    case desktopFiles = "desktop-files"
 
     /// The account beacon key the `beacon` target opens with (the seed corpus is sealed with
     /// it, so mutations of real beacons reach the tag check).
@@ -61,6 +65,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .signedAssociationFile: Self.signedAssociationFile(bytes)
         case .configFile: _ = try? ConfigurationFile(text: String(decoding: bytes, as: UTF8.self), name: "fuzz.conf")
         case .clipboardFiles: Self.clipboardFiles(bytes)
+        case .desktopFiles: Self.desktopFiles(bytes)
         }
     }
 
@@ -179,6 +184,21 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         _ = try? ClipboardFiles.resolve(manifest, containers: [])
         guard let again = try? JSONDecoder().decode(ClipboardFiles.Manifest.self, from: JSONEncoder().encode(manifest)), again == manifest else {
             fatalError("a manifest did not survive encoding and decoding")
+        }
+    }
+
+    static func desktopFiles(_ bytes: [UInt8]) {
+        _ = try? RecentlyUsed.documents(xbel: Data(bytes))
+        let text = String(decoding: bytes, as: UTF8.self)
+        _ = RecentlyUsed.documents(kdeLinks: [(text, Date(timeIntervalSince1970: 0))])
+        guard let keys = try? KeyFile(text: text), let entry = try? DesktopEntry(id: "fuzz.desktop", keyFile: keys) else { return }
+        // Whatever Exec says, a file is one argument, whole, and the program is never a file.
+        let file = URL(fileURLWithPath: "/tmp/a b;$(x).txt")
+        guard let argv = try? entry.command(opening: [file]) else { return }
+        guard let program = argv.first, !program.isEmpty,
+            ![file.path, file.absoluteString].contains(program) || entry.exec?.contains(program) == true
+        else {
+            fatalError("Exec made the file its program: \(argv)")
         }
     }
 }
