@@ -198,4 +198,39 @@ struct DocumentActivityTests {
                 "opened: \((try? String(contentsOf: opened, encoding: .utf8)) ?? "nothing"); beta's service: \(onBeta.logText)")
         }
     }
+
+    @Test(
+        "S15: A document whose file is outside every container synced here is not opened on beta, whatever alpha's publisher says (a file of beta's own, an app's command): beta runs only its own desktop entries, with its own paths",
+        .enabled(if: !DesktopKind.x11.programs.contains { !FileManager.default.isExecutableFile(atPath: $0) }, "needs Xvfb and xclip; skipped"))
+    func foreignFileNotOpened() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("documents-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let onA = root.appendingPathComponent("a-sync", isDirectory: true), onB = root.appendingPathComponent("b-sync", isDirectory: true)
+        for folder in [onA, onB] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
+        let opened = root.appendingPathComponent("opened.txt")
+        let recorder = root.appendingPathComponent("notes-app")
+        try Data("#!/bin/sh\nprintf '%s\\n' \"$@\" > \(opened.path)\n".utf8).write(to: recorder)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: recorder.path)
+        let share = root.appendingPathComponent("b-share/applications", isDirectory: true)
+        try FileManager.default.createDirectory(at: share, withIntermediateDirectories: true)
+        try Data("[Desktop Entry]\nType=Application\nName=Notes\nExec=\(recorder.path) %f\nMimeType=text/plain;\n".utf8)
+            .write(to: share.appendingPathComponent("org.example.Notes.desktop"))
+        let environments = [[String: String](), ["XDG_DATA_HOME": root.appendingPathComponent("b-data").path, "XDG_DATA_DIRS": root.appendingPathComponent("b-share").path]]
+        try await withDesktops(.x11, containers: [onA, onB], environments: environments) { devices, desktops in
+            let (a, b, onBeta) = (devices[0], devices[1], desktops[1])
+            #expect(await eventually { onBeta.logText.contains("offering documents of 1 synced container") }, "beta's service: \(onBeta.logText)")
+            // A publisher on alpha that names a file outside its containers, and a command of its own.
+            let document = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.document, title: "passwd")
+            let userInfo = try UserInfoCoding.encode(UserInfoValue.dictionary([
+                .string("url"): .url(URL(fileURLWithPath: "/etc/passwd")), .string("mimeType"): .string("text/plain"),
+                .string("application"): .string("Notes"), .string("exec"): .string("sh -c 'touch \(root.path)/ran' %u"),
+            ]))
+            _ = try await a.offer(document, answering: .answer(ActivityRecord(activity: document, userInfo: userInfo)), seenBy: b)
+            let continued = try await b.call(.continue(activity: document.id))
+            #expect(continued.continued?.app == "system")
+            #expect(await eventually { onBeta.logText.contains("is not in a container synced here: not opened") }, "beta's service: \(onBeta.logText)")
+            #expect(!FileManager.default.fileExists(atPath: opened.path))
+            #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("ran").path))
+        }
+    }
 }
