@@ -119,6 +119,38 @@ struct SystemActivityTests {
     }
 }
 
+/// Two hosts' synced folders and data folders, and on beta an app (a desktop entry, `Notes`,
+/// for text) whose program records what it was asked to open in `opened`, one argument a line.
+struct DocumentHosts {
+    let root: URL
+    let onA: URL
+    let onB: URL
+    let opened: URL
+    /// The session services' XDG folders: alpha's and beta's own.
+    let environments: [[String: String]]
+
+    init() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("documents-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        onA = root.appendingPathComponent("a-sync", isDirectory: true)
+        onB = root.appendingPathComponent("b-sync", isDirectory: true)
+        for folder in [onA, onB] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
+        opened = root.appendingPathComponent("opened.txt")
+        let recorder = root.appendingPathComponent("notes-app")
+        try Data("#!/bin/sh\nprintf '%s\\n' \"$@\" > \(opened.path)\n".utf8).write(to: recorder)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: recorder.path)
+        let share = root.appendingPathComponent("b-share/applications", isDirectory: true)
+        try FileManager.default.createDirectory(at: share, withIntermediateDirectories: true)
+        try Data("[Desktop Entry]\nType=Application\nName=Notes\nExec=\(recorder.path) --open %f\nMimeType=text/plain;\n".utf8)
+            .write(to: share.appendingPathComponent("org.example.Notes.desktop"))
+        let base = root
+        environments = ["a", "b"].map { host in
+            ["XDG_DATA_HOME": base.appendingPathComponent("\(host)-data").path, "XDG_DATA_DIRS": base.appendingPathComponent("\(host)-share").path]
+        }
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: root) }
+}
+
 /// Whether a real GTK program can write the recently-used list here (PyGObject and GTK 3's
 /// introspection data, which .ci/run installs).
 let hasGTK: Bool = {
@@ -156,26 +188,13 @@ struct DocumentActivityTests {
         "A document a GTK program opened in alpha's synced folder becomes alpha's activity; continued on beta, beta's session service opens beta's own copy with the app the list named, as its desktop entry says",
         .enabled(if: hasGTK, "needs PyGObject and GTK 3 (python3-gi, gir1.2-gtk-3.0); skipped"))
     func gtkDocumentOpensOnBeta() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("documents-\(UUID().uuidString.prefix(8))", isDirectory: true)
-        defer { try? FileManager.default.removeItem(at: root) }
-        let onA = root.appendingPathComponent("a-sync", isDirectory: true), onB = root.appendingPathComponent("b-sync", isDirectory: true)
+        let setup = try DocumentHosts()
+        defer { setup.remove() }
+        let (onA, onB, opened, environments) = (setup.onA, setup.onB, setup.opened, setup.environments)
         for folder in [onA, onB] {
             try FileManager.default.createDirectory(at: folder.appendingPathComponent("Notes"), withIntermediateDirectories: true)
             try Data("the plan".utf8).write(to: folder.appendingPathComponent("Notes/plan one.txt"))
         }
-        // Beta has the app the list names: its desktop entry runs a recorder of what it was asked to open.
-        let opened = root.appendingPathComponent("opened.txt")
-        let recorder = root.appendingPathComponent("notes-app")
-        try Data("#!/bin/sh\nprintf '%s\\n' \"$@\" > \(opened.path)\n".utf8).write(to: recorder)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: recorder.path)
-        let share = root.appendingPathComponent("b-share/applications", isDirectory: true)
-        try FileManager.default.createDirectory(at: share, withIntermediateDirectories: true)
-        try Data("[Desktop Entry]\nType=Application\nName=Notes\nExec=\(recorder.path) --open %f\nMimeType=text/plain;\n".utf8)
-            .write(to: share.appendingPathComponent("org.example.Notes.desktop"))
-        let environments = [
-            ["XDG_DATA_HOME": root.appendingPathComponent("a-data").path, "XDG_DATA_DIRS": root.appendingPathComponent("a-share").path],
-            ["XDG_DATA_HOME": root.appendingPathComponent("b-data").path, "XDG_DATA_DIRS": root.appendingPathComponent("b-share").path],
-        ]
         try await withDesktops(.x11, containers: [onA, onB], environments: environments) { devices, desktops in
             let (b, onAlpha, onBeta) = (devices[1], desktops[0], desktops[1])
             #expect(await eventually { onAlpha.logText.contains("offering documents of 1 synced container") }, "alpha's service: \(onAlpha.logText)")
@@ -203,19 +222,9 @@ struct DocumentActivityTests {
         "S15: A document whose file is outside every container synced here is not opened on beta, whatever alpha's publisher says (a file of beta's own, an app's command): beta runs only its own desktop entries, with its own paths",
         .enabled(if: !DesktopKind.x11.programs.contains { !FileManager.default.isExecutableFile(atPath: $0) }, "needs Xvfb and xclip; skipped"))
     func foreignFileNotOpened() async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("documents-\(UUID().uuidString.prefix(8))", isDirectory: true)
-        defer { try? FileManager.default.removeItem(at: root) }
-        let onA = root.appendingPathComponent("a-sync", isDirectory: true), onB = root.appendingPathComponent("b-sync", isDirectory: true)
-        for folder in [onA, onB] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
-        let opened = root.appendingPathComponent("opened.txt")
-        let recorder = root.appendingPathComponent("notes-app")
-        try Data("#!/bin/sh\nprintf '%s\\n' \"$@\" > \(opened.path)\n".utf8).write(to: recorder)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: recorder.path)
-        let share = root.appendingPathComponent("b-share/applications", isDirectory: true)
-        try FileManager.default.createDirectory(at: share, withIntermediateDirectories: true)
-        try Data("[Desktop Entry]\nType=Application\nName=Notes\nExec=\(recorder.path) %f\nMimeType=text/plain;\n".utf8)
-            .write(to: share.appendingPathComponent("org.example.Notes.desktop"))
-        let environments = [[String: String](), ["XDG_DATA_HOME": root.appendingPathComponent("b-data").path, "XDG_DATA_DIRS": root.appendingPathComponent("b-share").path]]
+        let setup = try DocumentHosts()
+        defer { setup.remove() }
+        let (root, onA, onB, opened, environments) = (setup.root, setup.onA, setup.onB, setup.opened, setup.environments)
         try await withDesktops(.x11, containers: [onA, onB], environments: environments) { devices, desktops in
             let (a, b, onBeta) = (devices[0], devices[1], desktops[1])
             #expect(await eventually { onBeta.logText.contains("offering documents of 1 synced container") }, "beta's service: \(onBeta.logText)")
