@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 
 /// A document the desktop's recently-used list names: its URL, type, when it was last used, and
 /// the application that used it then.
@@ -61,16 +58,39 @@ package enum RecentlyUsed {
     /// The documents of an XBEL list, newest use first.
     package static func documents(xbel data: Data) throws(ReadError) -> [RecentDocument] {
         guard data.count <= maximumBytes else { throw ReadError("the recently-used list is \(data.count) bytes, over \(maximumBytes): not read") }
-        let reader = XBELReader()
-        let parser = XMLParser(data: data)
-        parser.shouldProcessNamespaces = true
-        parser.shouldResolveExternalEntities = false
-        parser.delegate = reader
-        guard parser.parse(), reader.sawRoot, reader.error == nil else {
-            let reason = reader.error ?? parser.parserError.map { "\($0)" } ?? "its root is not <xbel>"
-            throw ReadError("the recently-used list is not XBEL: \(reason)")
+        var reader = XBELReader()
+        var markup = Markup([UInt8](try utf8Document(data)))
+        do throws(Markup.Failure) {
+            try markup.read(start: { reader.start($0, depth: $1) }, end: { reader.end($0, depth: $1) })
+        } catch {
+            throw ReadError("the recently-used list is not XBEL: \(error.message) (at byte \(error.offset))")
         }
+        guard reader.sawRoot else { throw ReadError("the recently-used list is not XBEL: its root is not <xbel>") }
         return reader.documents.sorted { $0.used > $1.used }
+    }
+
+    /// `data` as a UTF-8 document without its XML declaration. GLib writes the list in UTF-8; a
+    /// list that declares another encoding, or begins as UTF-16 or UTF-32 would, is refused.
+    static func utf8Document(_ data: Data) throws(ReadError) -> Data {
+        var bytes = [UInt8](data)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
+        let start = bytes.firstIndex { ![0x20, 0x09, 0x0A, 0x0D].contains($0) } ?? bytes.count
+        guard start < bytes.count, bytes[start] == 0x3C, start + 1 < bytes.count, bytes[start + 1] != 0 else {
+            throw ReadError("the recently-used list is not XBEL: it does not begin as UTF-8 XML")
+        }
+        guard bytes.starts(with: Array("<?xml".utf8)) else { return Data(bytes) }
+        guard let end = bytes.prefix(512).indices.first(where: { bytes[$0] == 0x3F && $0 + 1 < bytes.count && bytes[$0 + 1] == 0x3E }) else {
+            throw ReadError("the recently-used list is not XBEL: its XML declaration does not end")
+        }
+        let declaration = String(decoding: bytes[..<end], as: UTF8.self).lowercased()
+        if let range = declaration.range(of: "encoding") {
+            let rest = declaration[range.upperBound...].drop { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "'" }
+            let name = rest.prefix { $0 != "\"" && $0 != "'" && $0 != " " }
+            guard name == "utf-8" || name == "utf8" else {
+                throw ReadError("the recently-used list is in '\(name)', not UTF-8, which GLib writes: not read")
+            }
+        }
+        return Data(bytes[(end + 2)...])
     }
 
     /// The documents of KDE's older list: one link file each (`Type=Link`, `URL`, and the
@@ -113,26 +133,21 @@ package enum RecentlyUsed {
 
 /// Reads an XBEL list: each `<bookmark href>` with its times, its `mime:mime-type` and its
 /// `bookmark:application` entries (the one that used it last is its application).
-private final class XBELReader: NSObject, XMLParserDelegate {
+private struct XBELReader {
     var documents: [RecentDocument] = []
     var sawRoot = false
-    /// The first error the XML parser reported: a list with one is not read (GLib reads none of it).
-    var error: String?
-    private var depth = 0
     private var bookmark: (url: URL, used: Date)?
     private var mimeType: String?
     private var applications: [(RecentApplication, Date)] = []
 
-    func parser(
-        _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]
-    ) {
-        depth += 1
+    mutating func start(_ element: Markup.Element, depth: Int) {
+        let attributes = element.attributes
         if depth == 1 {
-            sawRoot = elementName == "xbel"
-            if !sawRoot { parser.abortParsing() }
+            sawRoot = element.name == "xbel" && element.namespace.isEmpty
             return
         }
-        switch (namespaceURI ?? "", elementName) {
+        guard sawRoot else { return }
+        switch (element.namespace, element.name) {
         case ("", "bookmark") where depth == 2:
             guard let href = attributes["href"], let url = URL(string: href), url.scheme != nil else {
                 bookmark = nil
@@ -153,14 +168,8 @@ private final class XBELReader: NSObject, XMLParserDelegate {
         }
     }
 
-    func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) {
-        if error == nil { error = "\(parseError) at line \(parser.lineNumber)" }
-        parser.abortParsing()
-    }
-
-    func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName: String?) {
-        defer { depth -= 1 }
-        guard depth == 2, (namespaceURI ?? "").isEmpty, elementName == "bookmark", let bookmark else { return }
+    mutating func end(_ element: Markup.Element, depth: Int) {
+        guard sawRoot, depth == 2, element.namespace.isEmpty, element.name == "bookmark", let bookmark else { return }
         let last = applications.max { $0.1 < $1.1 }
         documents.append(RecentDocument(
             url: bookmark.url, mimeType: mimeType, used: max(bookmark.used, last?.1 ?? .distantPast), application: last?.0))

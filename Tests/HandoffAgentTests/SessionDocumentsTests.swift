@@ -144,6 +144,19 @@ struct SessionDocumentsTests {
         let read = try? RecentlyUsed.documents(xbel: Data(bomb.utf8))
         #expect(ContinuousClock.now - started < .seconds(5))
         #expect((read ?? []).allSatisfy { $0.url.absoluteString.utf8.count < 1 << 20 })
+        // Another encoding than GLib's UTF-8 is refused before the XML parser sees it: one
+        // declaring UTF-7 crashed FoundationXML's (found by the desktop-files fuzz target).
+        let utf7 = Self.gtkList.replacingOccurrences(of: "encoding=\"UTF-8\"", with: "encoding=\"UTF-7\"")
+        #expect(throws: RecentlyUsed.ReadError.self) { try RecentlyUsed.documents(xbel: Data(utf7.utf8)) }
+        #expect(throws: RecentlyUsed.ReadError.self) { try RecentlyUsed.documents(xbel: Data("<?xml version=\"1.0\" encoding=\"UTF-7\"?>\n<xbel version=\"1.0\"/>".utf8)) }
+        var utf16 = Data([0xFF, 0xFE])
+        utf16.append(Self.gtkList.data(using: .utf16LittleEndian)!)
+        #expect(throws: RecentlyUsed.ReadError.self) { try RecentlyUsed.documents(xbel: utf16) }
+        // With a UTF-8 byte-order mark, or no declaration, the list reads the same.
+        let bom = Data([0xEF, 0xBB, 0xBF]) + Data(Self.gtkList.utf8)
+        #expect(try RecentlyUsed.documents(xbel: bom).count == 4)
+        let bare = String(Self.gtkList[Self.gtkList.range(of: "?>")!.upperBound...])
+        #expect(try RecentlyUsed.documents(xbel: Data(bare.utf8)).count == 4)
         // Bookmarks without a usable href are skipped; the rest is read.
         let partial = "<xbel version=\"1.0\"><bookmark href=\"\"/><bookmark/><bookmark href=\"file:///home/me/a.txt\" visited=\"2026-11-20T10:00:00Z\"/></xbel>"
         #expect(try RecentlyUsed.documents(xbel: Data(partial.utf8)).map(\.url.path) == ["/home/me/a.txt"])
