@@ -116,7 +116,7 @@ let package = Package(
         // The Wayland clipboard through libwayland-client and data control, loaded at run time.
         .target(name: "CHandoffWayland"),
         .executableTarget(
-            name: "handoff-clipboard", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI", "HandoffSession", "HandoffCore", "HandoffModel"],
+            name: "handoff-clipboard", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI", "HandoffSession", "HandoffCore", "HandoffModel", "HandoffDesktop"],
             swiftSettings: strict),
         .target(name: "HandoffProcess", dependencies: ["CHandoffSystem"], swiftSettings: strict),
         .executableTarget(

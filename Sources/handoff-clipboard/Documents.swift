@@ -1,5 +1,6 @@
 import Foundation
 import HandoffCore
+import HandoffDesktop
 import HandoffLocalAPI
 import HandoffModel
 import HandoffSession
@@ -112,6 +113,25 @@ final class Documents: Sendable {
         }
     }
 
+    /// A document continued here was not opened: the log says why, and so does a desktop
+    /// notification (the person asked for it on this device, and waits for it to open).
+    private func notOpened(_ document: String, from device: String, _ reason: String) {
+        service.log("the document \(document) from '\(device)': \(reason)")
+        guard let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty else { return }
+        let summary = "Handoff could not open the document from '\(device)'"
+        let body = "\(document): \(reason)"
+        let service = service
+        // Shown when the bus answers; nothing waits for it.
+        Task {
+            do {
+                let notifier = try await DesktopNotifier.connect(environment: ["DBUS_SESSION_BUS_ADDRESS": address])
+                _ = try await notifier.inform(summary: summary, body: body)
+            } catch {
+                service.log("no desktop notification: \(error)")
+            }
+        }
+    }
+
     /// The program `name` names: itself when it is a path, else the first in `path` that can run.
     static func find(_ name: String, path: String) -> URL? {
         if name.contains("/") { return FileManager.default.isExecutableFile(atPath: name) ? URL(fileURLWithPath: name) : nil }
@@ -145,9 +165,9 @@ final class Documents: Sendable {
     func open(_ record: ActivityRecord, from device: String) {
         guard let bytes = record.userInfo, case .dictionary(let entries)? = try? UserInfoCoding.decode(bytes),
             case .url(let url)? = entries[.string("url")], url.isFileURL
-        else { return service.log("a document from '\(device)' came without its file") }
+        else { return notOpened("a document", from: device, "it came without its file") }
         guard !(record.untranslatedFileURLs ?? []).contains(url.absoluteString) else {
-            return service.log("the document from '\(device)', \(url.lastPathComponent), is not in a container synced here: not opened")
+            return notOpened(url.lastPathComponent, from: device, "it is not in a container synced here: not opened")
         }
         var mimeType: String?
         if case .string(let type)? = entries[.string("mimeType")] { mimeType = type }
@@ -159,16 +179,16 @@ final class Documents: Sendable {
         }
         let applications = DesktopApplications(environment: environment)
         guard let entry = applications.opener(for: url, mimeType: mimeType, application: application) else {
-            return service.log("no app here opens \(url.lastPathComponent) (\(mimeType ?? "no type")): not opened")
+            return notOpened(url.lastPathComponent, from: device, "no app here opens \(mimeType ?? "files of its type"): not opened")
         }
         let argv: [String]
         do throws(KeyFile.ParseError) {
             argv = try entry.command(opening: [url])
         } catch {
-            return service.log("\(entry.id) cannot open it: \(error)")
+            return notOpened(url.lastPathComponent, from: device, "\(entry.id) cannot open it: \(error)")
         }
         guard let program = Self.find(argv[0], path: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") else {
-            return service.log("\(entry.id) runs '\(argv[0])', which is not installed here: not opened")
+            return notOpened(url.lastPathComponent, from: device, "\(entry.id) runs '\(argv[0])', which is not installed here: not opened")
         }
         let process = Process()
         process.executableURL = program
@@ -181,7 +201,7 @@ final class Documents: Sendable {
             try process.run()
             service.log("opened \(url.path) from '\(device)' with \(entry.id)")
         } catch {
-            service.log("could not start \(entry.id): \(error)")
+            notOpened(url.lastPathComponent, from: device, "could not start \(entry.id): \(error)")
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HandoffCore
 import HandoffLocalAPI
 import HandoffModel
+import HandoffProcess
 import Synchronization
 import HandoffTesting
 import Testing
@@ -219,12 +220,23 @@ struct DocumentActivityTests {
     }
 
     @Test(
-        "S15: A document whose file is outside every container synced here is not opened on beta, whatever alpha's publisher says (a file of beta's own, an app's command): beta runs only its own desktop entries, with its own paths",
+        "S15: A document whose file is outside every container synced here is not opened on beta, whatever alpha's publisher says (a file of beta's own, an app's command): beta runs only its own desktop entries, with its own paths, and a desktop notification says why nothing opened",
         .enabled(if: !DesktopKind.x11.programs.contains { !FileManager.default.isExecutableFile(atPath: $0) }, "needs Xvfb and xclip; skipped"))
     func foreignFileNotOpened() async throws {
         let setup = try DocumentHosts()
         defer { setup.remove() }
-        let (root, onA, onB, opened, environments) = (setup.root, setup.onA, setup.onB, setup.opened, setup.environments)
+        let (root, onA, onB, opened) = (setup.root, setup.onA, setup.onB, setup.opened)
+        var environments = setup.environments
+        // Beta's session bus, with a notification server that records what it is shown.
+        var notifications: FakeNotificationServer?
+        var bus: ChildProcess?
+        defer { if let bus { kill(bus.processIdentifier, SIGKILL) } }
+        if hasDBusDaemon {
+            let (daemon, address) = try await privateSessionBus(in: root.appendingPathComponent("bus"))
+            bus = daemon
+            notifications = try await FakeNotificationServer(address: address)
+            environments[1]["DBUS_SESSION_BUS_ADDRESS"] = address
+        }
         try await withDesktops(.x11, containers: [onA, onB], environments: environments) { devices, desktops in
             let (a, b, onBeta) = (devices[0], devices[1], desktops[1])
             #expect(await eventually { onBeta.logText.contains("offering documents of 1 synced container") }, "beta's service: \(onBeta.logText)")
@@ -240,6 +252,10 @@ struct DocumentActivityTests {
             #expect(await eventually { onBeta.logText.contains("is not in a container synced here: not opened") }, "beta's service: \(onBeta.logText)")
             #expect(!FileManager.default.fileExists(atPath: opened.path))
             #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("ran").path))
+            // The person who continued it is told why nothing opened.
+            if let notifications {
+                #expect(await eventually { notifications.shown.contains("Handoff could not open the document from 'alpha'") }, "\(notifications.shown)")
+            }
         }
     }
 }
