@@ -594,19 +594,8 @@ extension Agent {
                 } catch {
                     return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "'\(deviceName)' cannot read its copy: \(error)")
                 }
-                stream.accept()
                 logger.info("sending the clipboard", metadata: ["type": "\(type)", "bytes": "\(offered.size)"])
-                relaying(+1)
-                let started = tasks.start("send a paste") {
-                    await Self.send(handle, on: stream)
-                    self.relaying(-1)
-                }
-                if !started {
-                    try? handle.close()
-                    relaying(-1)
-                    return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "'\(deviceName)' is stopping")
-                }
-                return nil
+                return acceptSending(handle, on: stream)
             case .failure(let why):
                 refusal = why
             }
@@ -615,6 +604,23 @@ extension Agent {
         }
         logger.notice("a paste was refused: \(refusal)")
         return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "'\(deviceName)' did not give its clipboard: \(refusal)")
+    }
+
+    /// Accepts `stream` and sends the file on it in a task of its own (reset if the agent is
+    /// stopping and starts nothing).
+    func acceptSending(_ handle: FileHandle, on stream: LinkStream) -> ContinuationFailure? {
+        stream.accept()
+        relaying(+1)
+        let started = tasks.start("send a file of the clipboard") {
+            await Self.send(handle, on: stream)
+            self.relaying(-1)
+        }
+        if !started {
+            try? handle.close()
+            relaying(-1)
+            stream.reset("'\(deviceName)' is stopping")
+        }
+        return nil
     }
 
     /// Writes the file on the stream, as the reader's credit allows, then ends it.

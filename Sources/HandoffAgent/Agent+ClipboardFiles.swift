@@ -62,19 +62,8 @@ extension Agent {
         } catch {
             return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "'\(deviceName)' cannot read the copied file \(file.lastPathComponent): \(error)")
         }
-        stream.accept()
         logger.info("sending a copied file", metadata: ["file": "\(file.lastPathComponent)"])
-        relaying(+1)
-        let started = tasks.start("send a copied file") {
-            await Self.send(handle, on: stream)
-            self.relaying(-1)
-        }
-        if !started {
-            try? handle.close()
-            relaying(-1)
-            stream.reset("'\(deviceName)' is stopping")
-        }
-        return nil
+        return acceptSending(handle, on: stream)
     }
 
     /// The manifest of this device's copy `generation`, read from its list of files (kept for
