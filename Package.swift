@@ -44,7 +44,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "HandoffApp", dependencies: ["Handoff", "HandoffCore"], swiftSettings: strict),
-        .target(name: "HandoffDesktop", dependencies: ["HandoffModel"], swiftSettings: strict),
+        .target(name: "HandoffDesktop", dependencies: ["HandoffModel", "HandoffCore"], swiftSettings: strict),
         .target(name: "HandoffWire", dependencies: ["HandoffFraming", "HandoffModel", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         // Signing apps and checking their signatures: reads the app's files, so not in HandoffWire.
         .target(name: "HandoffSigning", dependencies: ["HandoffWire", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),

@@ -6,242 +6,26 @@ import Synchronization
 import Glibc
 #endif
 
-/// Why talking to D-Bus failed.
-public struct DBusError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-}
-
-/// A value of a D-Bus message body, of the few types Handoff's notifications use.
-public enum DBusValue: Sendable, Hashable {
-    case byte(UInt8)
-    case uint32(UInt32)
-    case int32(Int32)
-    case string(String)
-    case objectPath(String)
-    case signature(String)
-    case strings([String])
-    /// `a{sv}`, always sent empty and skipped when read.
-    case emptyDictionary
-
-    var code: String {
-        switch self {
-        case .byte: return "y"
-        case .uint32: return "u"
-        case .int32: return "i"
-        case .string: return "s"
-        case .objectPath: return "o"
-        case .signature: return "g"
-        case .strings: return "as"
-        case .emptyDictionary: return "a{sv}"
-        }
-    }
-
-    public var string: String? {
-        if case .string(let value) = self { return value }
-        return nil
-    }
-
-    public var uint32: UInt32? {
-        if case .uint32(let value) = self { return value }
-        return nil
-    }
-}
-
-/// One D-Bus message (little-endian).
-public struct DBusMessage: Sendable {
-    public enum Kind: UInt8, Sendable { case methodCall = 1, methodReturn = 2, error = 3, signal = 4 }
-
-    public var kind: Kind
-    public var serial: UInt32 = 0
-    public var path: String?
-    public var interface: String?
-    public var member: String?
-    public var errorName: String?
-    public var replySerial: UInt32?
-    public var destination: String?
-    public var sender: String?
-    public var body: [DBusValue] = []
-
-    public init(kind: Kind, path: String? = nil, interface: String? = nil, member: String? = nil, destination: String? = nil, body: [DBusValue] = []) {
-        self.kind = kind
-        self.path = path
-        self.interface = interface
-        self.member = member
-        self.destination = destination
-        self.body = body
-    }
-
-    /// The message's bytes.
-    func encoded() -> [UInt8] {
-        var bodyWriter = Writer()
-        for value in body { bodyWriter.write(value) }
-        var fields: [(UInt8, DBusValue)] = []
-        if let path { fields.append((1, .objectPath(path))) }
-        if let interface { fields.append((2, .string(interface))) }
-        if let member { fields.append((3, .string(member))) }
-        if let errorName { fields.append((4, .string(errorName))) }
-        if let replySerial { fields.append((5, .uint32(replySerial))) }
-        if let destination { fields.append((6, .string(destination))) }
-        if !body.isEmpty { fields.append((8, .signature(body.map(\.code).joined()))) }
-        var writer = Writer()
-        writer.bytes += [UInt8(ascii: "l"), kind.rawValue, 0, 1]
-        writer.uint32(UInt32(bodyWriter.bytes.count))
-        writer.uint32(serial)
-        let lengthAt = writer.bytes.count
-        writer.uint32(0)
-        let start = writer.bytes.count
-        for (code, value) in fields {
-            writer.align(8)
-            writer.bytes.append(code)
-            writer.write(.signature(value.code))
-            writer.write(value)
-        }
-        let length = UInt32(writer.bytes.count - start)
-        withUnsafeBytes(of: length.littleEndian) { writer.bytes.replaceSubrange(lengthAt..<lengthAt + 4, with: $0) }
-        writer.align(8)
-        return writer.bytes + bodyWriter.bytes
-    }
-
-    /// Reads a message; the body is read for the signatures given by `signature`.
-    static func decode(_ bytes: [UInt8]) throws(DBusError) -> DBusMessage {
-        var reader = Reader(bytes: bytes)
-        guard bytes.count >= 16, bytes[0] == UInt8(ascii: "l") else { throw DBusError("a message that is not little-endian D-Bus") }
-        guard let kind = Kind(rawValue: bytes[1]) else { throw DBusError("a message of unknown type \(bytes[1])") }
-        reader.offset = 4
-        let bodyLength = Int(try reader.uint32())
-        var message = DBusMessage(kind: kind)
-        message.serial = try reader.uint32()
-        let fieldsLength = Int(try reader.uint32())
-        let fieldsEnd = reader.offset + fieldsLength
-        var signature = ""
-        while reader.offset < fieldsEnd {
-            reader.align(8)
-            let code = try reader.byte()
-            let type = try reader.signature()
-            let value = try reader.read(type)
-            switch (code, value) {
-            case (1, .objectPath(let v)): message.path = v
-            case (2, .string(let v)): message.interface = v
-            case (3, .string(let v)): message.member = v
-            case (4, .string(let v)): message.errorName = v
-            case (5, .uint32(let v)): message.replySerial = v
-            case (6, .string(let v)): message.destination = v
-            case (7, .string(let v)): message.sender = v
-            case (8, .signature(let v)): signature = v
-            default: break
-            }
-        }
-        reader.align(8)
-        guard reader.offset + bodyLength <= bytes.count else { throw DBusError("a message shorter than it says") }
-        var types = Substring(signature)
-        while !types.isEmpty {
-            let type: String
-            if types.hasPrefix("a{sv}") { type = "a{sv}" } else if types.hasPrefix("as") { type = "as" } else { type = String(types.prefix(1)) }
-            types = types.dropFirst(type.count)
-            message.body.append(try reader.read(type))
-        }
-        return message
-    }
-
-    struct Writer {
-        var bytes: [UInt8] = []
-        mutating func align(_ n: Int) { while bytes.count % n != 0 { bytes.append(0) } }
-        mutating func uint32(_ v: UInt32) {
-            align(4)
-            withUnsafeBytes(of: v.littleEndian) { bytes += $0 }
-        }
-        mutating func write(_ value: DBusValue) {
-            switch value {
-            case .byte(let v): bytes.append(v)
-            case .uint32(let v): uint32(v)
-            case .int32(let v): uint32(UInt32(bitPattern: v))
-            case .string(let v), .objectPath(let v):
-                uint32(UInt32(v.utf8.count))
-                bytes += Array(v.utf8) + [0]
-            case .signature(let v):
-                bytes.append(UInt8(v.utf8.count))
-                bytes += Array(v.utf8) + [0]
-            case .strings(let values):
-                uint32(0)
-                let lengthAt = bytes.count - 4
-                let start = bytes.count
-                for v in values { write(.string(v)) }
-                let length = UInt32(bytes.count - start)
-                withUnsafeBytes(of: length.littleEndian) { bytes.replaceSubrange(lengthAt..<lengthAt + 4, with: $0) }
-            case .emptyDictionary:
-                uint32(0)
-                align(8)
-            }
-        }
-    }
-
-    struct Reader {
-        let bytes: [UInt8]
-        var offset = 0
-        mutating func align(_ n: Int) { offset = (offset + n - 1) / n * n }
-        mutating func byte() throws(DBusError) -> UInt8 {
-            guard offset < bytes.count else { throw DBusError("a message ends early") }
-            defer { offset += 1 }
-            return bytes[offset]
-        }
-        mutating func uint32() throws(DBusError) -> UInt32 {
-            align(4)
-            guard offset + 4 <= bytes.count else { throw DBusError("a message ends early") }
-            defer { offset += 4 }
-            return bytes[offset..<offset + 4].reversed().reduce(0) { $0 << 8 | UInt32($1) }
-        }
-        mutating func text(_ count: Int) throws(DBusError) -> String {
-            guard count >= 0, offset + count + 1 <= bytes.count else { throw DBusError("a string runs past the message") }
-            defer { offset += count + 1 }
-            return String(decoding: bytes[offset..<offset + count], as: UTF8.self)
-        }
-        mutating func signature() throws(DBusError) -> String { try text(Int(try byte())) }
-        mutating func read(_ type: String) throws(DBusError) -> DBusValue {
-            switch type {
-            case "y": return .byte(try byte())
-            case "u": return .uint32(try uint32())
-            case "i": return .int32(Int32(bitPattern: try uint32()))
-            case "s": return .string(try text(Int(try uint32())))
-            case "o": return .objectPath(try text(Int(try uint32())))
-            case "g": return .signature(try signature())
-            case "as":
-                let length = Int(try uint32())
-                let end = offset + length
-                var values: [String] = []
-                while offset < end { values.append(try text(Int(try uint32()))) }
-                return .strings(values)
-            case "a{sv}":
-                let length = Int(try uint32())
-                align(8)
-                offset += length
-                return .emptyDictionary
-            default:
-                throw DBusError("a value of D-Bus type '\(type)', which this reader does not know")
-            }
-        }
-    }
-}
-
-/// A connection to a D-Bus bus (the session bus, for notifications): authenticated as this
-/// user (SASL EXTERNAL), with `Hello` done. Blocking; one reader thread.
+/// A connection to a D-Bus bus (the session bus): authenticated as this user (SASL EXTERNAL).
+/// Blocking writes; one reader thread, which hands signals and method calls to the handlers.
 public final class DBusConnection: Sendable {
     private let fd: Int32
     /// Method calls waiting for their reply, by serial (every message sent takes one).
     private let pending = Mutex(PendingRequests<CheckedContinuation<DBusMessage, any Error>>())
     private let writing = Mutex(())
-    private let signals: @Sendable (DBusMessage) -> Void
-    private let calls: @Sendable (DBusMessage) -> Void
-    public private(set) nonisolated(unsafe) var uniqueName = ""
+    private let handlers: Mutex<(signals: @Sendable (DBusMessage) -> Void, calls: @Sendable (DBusMessage) -> Void)>
+    private let name = Mutex("")
+
+    /// This connection's unique name on the bus (after `hello`).
+    public var uniqueName: String { name.withLock { $0 } }
 
     /// Connects to the bus at `address` (`unix:path=…` or `unix:abstract=…`). `signals` gets
-    /// every signal, `calls` every method call addressed to this connection.
+    /// every signal, `calls` every method call addressed to this connection (both on the
+    /// reader's thread, in order).
     public init(
         address: String, signals: @escaping @Sendable (DBusMessage) -> Void = { _ in }, calls: @escaping @Sendable (DBusMessage) -> Void = { _ in }
     ) throws(DBusError) {
-        self.signals = signals
-        self.calls = calls
+        handlers = Mutex((signals, calls))
         fd = try Self.connect(address)
         do throws(DBusError) {
             let uid = String(getuid()).utf8.map { String(format: "%02x", $0) }.joined()
@@ -258,15 +42,24 @@ public final class DBusConnection: Sendable {
         reader.start()
     }
 
+    /// Replaces the handler of signals.
+    public func onSignal(_ handler: @escaping @Sendable (DBusMessage) -> Void) { handlers.withLock { $0.signals = handler } }
+
+    /// Replaces the handler of method calls to this connection.
+    public func onCall(_ handler: @escaping @Sendable (DBusMessage) -> Void) { handlers.withLock { $0.calls = handler } }
+
     /// Says hello to the bus; its answer is this connection's unique name.
+    @discardableResult
     public func hello() async throws -> String {
-        let reply = try await call(DBusMessage(kind: .methodCall, path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "Hello", destination: "org.freedesktop.DBus"))
-        uniqueName = reply.body.first?.string ?? ""
-        return uniqueName
+        let reply = try await call(Self.bus("Hello"))
+        let unique = reply.body.first?.string ?? ""
+        name.withLock { $0 = unique }
+        return unique
     }
 
-    /// Calls a method and returns its reply; a D-Bus error is thrown.
-    public func call(_ message: DBusMessage) async throws -> DBusMessage {
+    /// Calls a method and returns its reply; a D-Bus error is thrown, and so is no reply within
+    /// `timeout` (the bus itself gives up after 25 s).
+    public func call(_ message: DBusMessage, timeout: Duration = .seconds(25)) async throws -> DBusMessage {
         try await withCheckedThrowingContinuation { continuation in
             guard let serial = pending.withLock({ $0.issue(continuation) }) else {
                 continuation.resume(throwing: DBusError("the bus connection is closed"))
@@ -278,11 +71,19 @@ public final class DBusConnection: Sendable {
                 try write(message)
             } catch {
                 if let waiting = pending.withLock({ $0.settle(serial) }) { waiting.resume(throwing: error) }
+                return
+            }
+            let member = message.member ?? "a method"
+            let destination = message.destination ?? "the bus"
+            let (whole, attoseconds) = timeout.components
+            DispatchQueue.global().asyncAfter(deadline: .now() + Double(whole) + Double(attoseconds) / 1e18) { [self] in
+                guard let waiting = pending.withLock({ $0.settle(serial) }) else { return }
+                waiting.resume(throwing: DBusError("\(destination) did not answer \(member) within \(timeout)", name: "org.freedesktop.DBus.Error.NoReply"))
             }
         }
     }
 
-    /// Sends a message that expects no reply (a signal, a method return).
+    /// Sends a message that expects no reply (a signal, a method return, an error).
     public func send(_ message: DBusMessage) throws(DBusError) {
         var message = message
         message.serial = UInt32(truncatingIfNeeded: pending.withLock { $0.takeNumber() })
@@ -292,6 +93,67 @@ public final class DBusConnection: Sendable {
     public func close() {
         shutdown(fd, Int32(SHUT_RDWR))
     }
+
+    // MARK: The bus's own methods
+
+    /// A call to the bus itself (`org.freedesktop.DBus`).
+    static func bus(_ member: String, _ body: [DBusValue] = []) -> DBusMessage {
+        DBusMessage(kind: .methodCall, path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: member, destination: "org.freedesktop.DBus", body: body)
+    }
+
+    /// Asks the bus for the signals `rule` matches (a match rule of the specification).
+    public func addMatch(_ rule: String) async throws {
+        _ = try await call(Self.bus("AddMatch", [.string(rule)]))
+    }
+
+    /// The names on the bus now.
+    public func listNames() async throws -> [String] {
+        try await call(Self.bus("ListNames")).body.first?.strings ?? []
+    }
+
+    /// The unique name that owns `name`; throws when nobody does.
+    public func owner(of name: String) async throws -> String {
+        guard let owner = try await call(Self.bus("GetNameOwner", [.string(name)])).body.first?.string else { throw DBusError("no owner of \(name)") }
+        return owner
+    }
+
+    /// The process id of the connection that owns `name`.
+    public func processID(of name: String) async throws -> Int32 {
+        guard let pid = try await call(Self.bus("GetConnectionUnixProcessID", [.string(name)])).body.first?.uint32 else { throw DBusError("no process of \(name)") }
+        return Int32(bitPattern: pid)
+    }
+
+    /// Takes the well-known `name`; true when this connection is its owner now.
+    public func requestName(_ name: String) async throws -> Bool {
+        // Flags: do not queue. Replies 1 (primary owner) and 4 (already the owner) mean it is ours.
+        let reply = try await call(Self.bus("RequestName", [.string(name), .uint32(4)]))
+        return [1, 4].contains(reply.body.first?.uint32)
+    }
+
+    /// Gives the well-known `name` up.
+    public func releaseName(_ name: String) async throws {
+        _ = try await call(Self.bus("ReleaseName", [.string(name)]))
+    }
+
+    /// A property of the object `path` of `destination`.
+    public func property(_ property: String, of interface: String, at path: String, on destination: String, timeout: Duration = .seconds(25)) async throws -> DBusValue {
+        let reply = try await call(
+            DBusMessage(kind: .methodCall, path: path, interface: Self.properties, member: "Get", destination: destination, body: [.string(interface), .string(property)]),
+            timeout: timeout)
+        guard let value = reply.body.first else { throw DBusError("\(destination) answered Get of \(property) with nothing") }
+        return value.unwrapped
+    }
+
+    /// Every property of `interface` of the object `path` of `destination`.
+    public func properties(of interface: String, at path: String, on destination: String, timeout: Duration = .seconds(25)) async throws -> [String: DBusValue] {
+        let reply = try await call(
+            DBusMessage(kind: .methodCall, path: path, interface: Self.properties, member: "GetAll", destination: destination, body: [.string(interface)]),
+            timeout: timeout)
+        guard let values = reply.body.first?.dictionary else { throw DBusError("\(destination) answered GetAll of \(interface) with something else than a{sv}") }
+        return values
+    }
+
+    public static let properties = "org.freedesktop.DBus.Properties"
 
     private func write(_ message: DBusMessage) throws(DBusError) {
         let bytes = message.encoded()
@@ -307,22 +169,56 @@ public final class DBusConnection: Sendable {
             guard let header = Self.read(fd, 16) else { return }
             let bodyLength = Int(header[4..<8].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
             let fieldsLength = Int(header[12..<16].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-            guard bodyLength < 1 << 20, fieldsLength < 1 << 16 else { return }
-            let rest = (fieldsLength + 7) / 8 * 8 + bodyLength
-            guard let tail = Self.read(fd, rest) else { return }
-            guard let message = try? DBusMessage.decode(header + tail) else { continue }
+            // The specification's limits: a bus never sends more. Past them the stream cannot be trusted.
+            guard header[0] == UInt8(ascii: "l"), fieldsLength < 1 << 26, bodyLength < 1 << 27 else { return }
+            guard let fields = Self.read(fd, (fieldsLength + 7) / 8 * 8) else { return }
+            guard bodyLength <= DBusMessage.maximumBodyBytes else {
+                // Too large to hold here: skipped, and a call waiting for it fails.
+                guard Self.discard(fd, bodyLength) else { return }
+                if let reply = Self.answered(header + fields), let waiting = pending.withLock({ $0.settle(UInt64(reply.serial)) }) {
+                    waiting.resume(throwing: DBusError("the answer of \(bodyLength) bytes is larger than \(DBusMessage.maximumBodyBytes) bytes, the most taken here"))
+                }
+                continue
+            }
+            guard let body = Self.read(fd, bodyLength) else { return }
+            guard let message = try? DBusMessage.decode(header + fields + body) else {
+                // One malformed message: a call waiting for it fails, nothing else changes.
+                if let reply = Self.answered(header + fields), let waiting = pending.withLock({ $0.settle(UInt64(reply.serial)) }) {
+                    waiting.resume(throwing: DBusError("\(reply.sender ?? "the bus") answered with a malformed message"))
+                }
+                continue
+            }
             switch message.kind {
             case .methodReturn, .error:
                 guard let serial = message.replySerial, let waiting = pending.withLock({ $0.settle(UInt64(serial)) }) else { continue }
                 if message.kind == .error {
-                    waiting.resume(throwing: DBusError("\(message.errorName ?? "error"): \(message.body.first?.string ?? "")"))
+                    waiting.resume(throwing: DBusError("\(message.errorName ?? "error"): \(message.body.first?.string ?? "")", name: message.errorName))
                 } else {
                     waiting.resume(returning: message)
                 }
-            case .signal: signals(message)
-            case .methodCall: calls(message)
+            case .signal: handlers.withLock { $0.signals }(message)
+            case .methodCall: handlers.withLock { $0.calls }(message)
             }
         }
+    }
+
+    /// The call a reply answers, read from its header alone (its body is not read): the reply's
+    /// serial and sender, or nil for a message that is no reply.
+    static func answered(_ header: [UInt8]) -> (serial: UInt32, sender: String?)? {
+        guard header.count >= 16, header[1] == DBusMessage.Kind.methodReturn.rawValue || header[1] == DBusMessage.Kind.error.rawValue else { return nil }
+        var reader = DBusMessage.Reader(bytes: header)
+        reader.offset = 12
+        guard case .array(_, let fields)? = try? reader.read("a(yv)") else { return nil }
+        var serial: UInt32?
+        var sender: String?
+        for case .structure(let pair) in fields where pair.count == 2 {
+            switch (pair[0], pair[1]) {
+            case (.byte(5), .variant(.uint32(let v))): serial = v
+            case (.byte(7), .variant(.string(let v))): sender = v
+            default: break
+            }
+        }
+        return serial.map { ($0, sender) }
     }
 
     // MARK: The socket
@@ -375,6 +271,16 @@ public final class DBusConnection: Sendable {
             filled += n
         }
         return bytes
+    }
+
+    /// Reads and drops `count` bytes.
+    private static func discard(_ fd: Int32, _ count: Int) -> Bool {
+        var left = count
+        while left > 0 {
+            guard let chunk = read(fd, min(left, 1 << 16)) else { return false }
+            left -= chunk.count
+        }
+        return true
     }
 
     private static func readLine(_ fd: Int32) throws(DBusError) -> String {

@@ -145,12 +145,17 @@ public enum SystemActivityType {
     /// A document of the recently-used list inside a synced container: `userInfo` has `url`
     /// (the file), and `mimeType`, `application` and `exec` where the list gives them.
     public static let document = "org.handoff.system.document"
-    public static let all: Set<String> = [document]
+    /// What a media player (MPRIS) is playing: `userInfo` has `url` (a file in a synced container,
+    /// or an `http(s)` address), `position` (seconds, at the fetch) and `playing`, and `title`,
+    /// `artists`, `album`, `length`, `desktopEntry` and `player` where the player gives them.
+    public static let media = "org.handoff.system.media"
+    public static let all: Set<String> = [document, media]
 
     /// The kind `--system-activities` names a type by: `documents`, `media`.
     public static func kind(of type: String) -> String? {
         switch type {
         case document: return "documents"
+        case media: return "media"
         default: return nil
         }
     }

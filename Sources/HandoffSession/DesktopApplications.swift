@@ -132,3 +132,27 @@ package struct DesktopApplications: Sendable {
         return mimeType.flatMap(defaultEntry(for:))
     }
 }
+
+extension DesktopApplications {
+    /// The MIME type of a file named `name`, from its extension, as shared-mime-info's `globs2`
+    /// files say (the highest weight wins, then the longest pattern); nil when none names it.
+    /// Only `*.ext` patterns are used: the others name whole files (`Makefile`), not media.
+    package func mimeType(forFileNamed name: String) -> String? {
+        let lowered = name.lowercased()
+        var best: (weight: Int, length: Int, type: String)?
+        for folder in [dataHome] + dataDirs {
+            guard let text = try? String(contentsOf: folder.appendingPathComponent("mime/globs2"), encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+                let fields = line.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
+                guard fields.count >= 3, let weight = Int(fields[0]), fields[2].hasPrefix("*."), !fields[2].dropFirst().contains("*") else { continue }
+                let suffix = fields[2].dropFirst()
+                let caseSensitive = fields.count > 3 && fields[3].split(separator: ",").contains("cs")
+                guard caseSensitive ? name.hasSuffix(suffix) : lowered.hasSuffix(suffix.lowercased()) else { continue }
+                if best == nil || (weight, suffix.count) > (best!.weight, best!.length) { best = (weight, suffix.count, String(fields[1])) }
+            }
+            // The first folder that knows the name decides, as the specification orders them.
+            if best != nil { break }
+        }
+        return best?.type
+    }
+}

@@ -116,6 +116,11 @@ package struct DesktopEntry: Sendable, Hashable {
         guard !tokens.isEmpty else { throw KeyFile.ParseError("\(id): Exec is empty") }
         var argv: [String] = []
         var usedFiles = false
+        // `%f` and `%F` take local files: an app that takes no URLs cannot open a web address.
+        func path(_ url: URL) throws(KeyFile.ParseError) -> String {
+            guard url.isFileURL else { throw KeyFile.ParseError("\(id) opens files only, not \(url.scheme ?? "") addresses") }
+            return url.path
+        }
         for (index, token) in tokens.enumerated() {
             if token.quoted {
                 // "%%" is allowed in a quoted argument (a literal %); a field code is not: inside
@@ -132,11 +137,11 @@ package struct DesktopEntry: Sendable, Hashable {
             // A code standing alone may become several arguments, or none.
             switch token.text {
             case "%F", "%U":
-                argv += files.map { token.text == "%F" ? $0.path : $0.absoluteString }
+                for file in files { argv.append(token.text == "%F" ? try path(file) : file.absoluteString) }
                 usedFiles = true
                 continue
             case "%f", "%u":
-                if let file = files.first { argv.append(token.text == "%f" ? file.path : file.absoluteString) }
+                if let file = files.first { argv.append(token.text == "%f" ? try path(file) : file.absoluteString) }
                 usedFiles = true
                 continue
             case "%i":
@@ -155,7 +160,7 @@ package struct DesktopEntry: Sendable, Hashable {
                 switch code {
                 case "%": out.append("%")
                 case "f", "u":
-                    if let file = files.first { out += code == "f" ? file.path : file.absoluteString }
+                    if let file = files.first { out += code == "f" ? try path(file) : file.absoluteString }
                     usedFiles = true
                 case "c": out += name
                 case "k": out += location ?? ""
@@ -166,7 +171,9 @@ package struct DesktopEntry: Sendable, Hashable {
             }
             if index == 0 || !out.isEmpty || token.text.isEmpty { argv.append(out) }
         }
-        if !usedFiles { argv += files.map(\.path) }
+        if !usedFiles {
+            for file in files { argv.append(try path(file)) }
+        }
         guard let program = argv.first, !program.isEmpty else { throw KeyFile.ParseError("\(id): Exec names no program") }
         return argv
     }

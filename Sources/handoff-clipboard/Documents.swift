@@ -16,6 +16,8 @@ final class Documents: Sendable {
     let environment: [String: String]
     /// The synced containers' folders here, as the agent gave them.
     let containers: [URL]
+    /// The session bus, for apps started over D-Bus.
+    let bus: DBusConnection?
     private let published = Mutex<Published?>(nil)
 
     /// The document offered now: its activity and what a fetch of it answers.
@@ -29,8 +31,9 @@ final class Documents: Sendable {
     /// A document used longer ago than this when the service starts is not offered then.
     static let freshAtStart: TimeInterval = 15 * 60
 
-    init(service: ClipboardService, containers: [LocalContainer], environment: [String: String] = ProcessInfo.processInfo.environment) {
+    init(service: ClipboardService, containers: [LocalContainer], bus: DBusConnection?, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.service = service
+        self.bus = bus
         self.environment = environment
         self.containers = containers.map { URL(fileURLWithPath: $0.folder, isDirectory: true) }
     }
@@ -116,30 +119,7 @@ final class Documents: Sendable {
     /// A document continued here was not opened: the log says why, and so does a desktop
     /// notification (the person asked for it on this device, and waits for it to open).
     private func notOpened(_ document: String, from device: String, _ reason: String) {
-        service.log("the document \(document) from '\(device)': \(reason)")
-        guard let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty else { return }
-        let summary = "Handoff could not open the document from '\(device)'"
-        let body = "\(document): \(reason)"
-        let service = service
-        // Shown when the bus answers; nothing waits for it.
-        Task {
-            do {
-                let notifier = try await DesktopNotifier.connect(environment: ["DBUS_SESSION_BUS_ADDRESS": address])
-                _ = try await notifier.inform(summary: summary, body: body)
-            } catch {
-                service.log("no desktop notification: \(error)")
-            }
-        }
-    }
-
-    /// The program `name` names: itself when it is a path, else the first in `path` that can run.
-    static func find(_ name: String, path: String) -> URL? {
-        if name.contains("/") { return FileManager.default.isExecutableFile(atPath: name) ? URL(fileURLWithPath: name) : nil }
-        for folder in path.split(separator: ":") where folder.hasPrefix("/") {
-            let candidate = URL(fileURLWithPath: String(folder)).appendingPathComponent(name)
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-        }
-        return nil
+        service.tell("Handoff could not open the document from '\(device)'", "\(document): \(reason)", environment: environment)
     }
 
     // MARK: The agent's messages
@@ -181,27 +161,14 @@ final class Documents: Sendable {
         guard let entry = applications.opener(for: url, mimeType: mimeType, application: application) else {
             return notOpened(url.lastPathComponent, from: device, "no app here opens \(mimeType ?? "files of its type"): not opened")
         }
-        let argv: [String]
-        do throws(KeyFile.ParseError) {
-            argv = try entry.command(opening: [url])
-        } catch {
-            return notOpened(url.lastPathComponent, from: device, "\(entry.id) cannot open it: \(error)")
-        }
-        guard let program = Self.find(argv[0], path: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") else {
-            return notOpened(url.lastPathComponent, from: device, "\(entry.id) runs '\(argv[0])', which is not installed here: not opened")
-        }
-        let process = Process()
-        process.executableURL = program
-        process.arguments = Array(argv.dropFirst())
-        process.environment = environment
-        process.currentDirectoryURL = url.deletingLastPathComponent()
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        do {
-            try process.run()
-            service.log("opened \(url.path) from '\(device)' with \(entry.id)")
-        } catch {
-            notOpened(url.lastPathComponent, from: device, "could not start \(entry.id): \(error)")
+        // Started on a task: the agent's messages keep coming meanwhile.
+        Task { [self] in
+            do {
+                _ = try await Launcher.open([url], with: entry, environment: environment, bus: bus, folder: url.deletingLastPathComponent())
+                service.log("opened \(url.path) from '\(device)' with \(entry.id)")
+            } catch {
+                notOpened(url.lastPathComponent, from: device, "\(error): not opened")
+            }
         }
     }
 }

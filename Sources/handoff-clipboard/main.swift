@@ -1,4 +1,5 @@
 import Foundation
+import HandoffDesktop
 import HandoffLocalAPI
 import Synchronization
 
@@ -12,6 +13,7 @@ var displayName = environment["DISPLAY"]
 var waylandName = environment["WAYLAND_DISPLAY"]
 var backend = "auto"
 var verbose = false
+var keepPlaying = false
 let sizeLimit: UInt64 = 256 << 20
 
 func fail(_ message: String) -> Never {
@@ -29,15 +31,21 @@ while !arguments.isEmpty {
         backend = arguments.removeFirst()
         guard ["auto", "x11", "wayland"].contains(backend) else { fail("--backend takes auto, x11 or wayland, not '\(backend)'") }
     case "--verbose": verbose = true
+    case "--keep-playing": keepPlaying = true
     case "--help", "-h":
         print("""
             usage: handoff-clipboard [--backend auto|x11|wayland] [--display NAME] [--wayland-display NAME]
-                                     [--socket PATH] [--verbose]
+                                     [--socket PATH] [--keep-playing] [--verbose]
 
             Offers what apps copy in this graphical session to the account's nearby devices, and
             pastes their copies here when an app asks. On Wayland it needs the compositor's
             data-control protocol (ext-data-control-v1 or wlr-data-control: sway and other
             wlroots compositors, KDE Plasma); without it (GNOME) it uses XWayland's clipboard.
+
+            It also makes the activities of apps that never link Handoff: the newest document of
+            the recently-used list inside a synced container, and what a media player (MPRIS, on
+            the session bus) plays; and opens those continued here. A player here pauses when its
+            item is continued on another device, unless --keep-playing.
             Runs until the session or the agent ends.
             """)
         exit(0)
@@ -51,15 +59,16 @@ signal(SIGPIPE, SIG_IGN)
 
 let service = ClipboardService(socket: socket, sizeLimit: sizeLimit, verbose: verbose)
 
-/// A call to the agent, waited for here (the display's thread has not started yet).
-func blockingCall(_ client: LocalClient, _ call: LocalCall) throws -> LocalReply {
-    let result = Mutex<Result<LocalReply, LocalError>?>(nil)
+/// Runs `body` and waits for it here (the display's thread has not started yet).
+@discardableResult
+func waitFor<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let result = Mutex<Result<T, any Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
     // Waited for just below.
     Task {
-        do throws(LocalError) {
-            let reply = try await client.call(call)
-            result.withLock { $0 = reply.error.map { .failure($0) } ?? .success(reply) }
+        do {
+            let value = try await body()
+            result.withLock { $0 = .success(value) }
         } catch {
             result.withLock { $0 = .failure(error) }
         }
@@ -67,6 +76,21 @@ func blockingCall(_ client: LocalClient, _ call: LocalCall) throws -> LocalReply
     }
     done.wait()
     return try result.withLock { $0 }!.get()
+}
+
+/// A call to the agent, waited for here; a failure reply is thrown.
+func blockingCall(_ client: LocalClient, _ call: LocalCall) throws -> LocalReply {
+    try waitFor {
+        let reply = try await client.call(call)
+        if let error = reply.error { throw error }
+        return reply
+    }
+}
+
+/// Where a session's messages go once the code that handles them exists.
+final class Forward: Sendable {
+    let to = Mutex<(@Sendable (LocalMessage) -> Void)?>(nil)
+    func callAsFunction(_ message: LocalMessage) { to.withLock { $0 }?(message) }
 }
 
 /// The session's clipboard: Wayland's where the session is Wayland and the compositor lets a
@@ -91,14 +115,43 @@ do {
     service.exit("\(error)")
 }
 service.log("watching the clipboard of \(clipboard.session)")
+// The session bus: media players, and apps started over D-Bus.
+var sessionBus: DBusConnection?
+if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty {
+    do {
+        let bus = try DBusConnection(address: address)
+        try waitFor { try await bus.hello() }
+        sessionBus = bus
+    } catch {
+        service.log("no session bus: \(error)")
+    }
+}
 // Documents as system activities: offered from the recently-used list, opened when continued.
 do {
     let reply = try blockingCall(service.client, .handleSystemActivities(types: [SystemActivityType.document]))
-    let documents = Documents(service: service, containers: reply.containers ?? [])
+    let documents = Documents(service: service, containers: reply.containers ?? [], bus: sessionBus)
     service.others.withLock { $0 = { documents.handle($0) } }
     documents.start()
     service.log("offering documents of \(reply.containers?.count ?? 0) synced container(s)")
 } catch {
     service.log("documents are not offered or opened: \(error)")
+}
+// Media as system activities, in a session of their own: the agent offers whichever of a
+// document and a media item became current last.
+if let bus = sessionBus {
+    do {
+        let forward = Forward()
+        let client = try LocalClient(
+            path: socket, role: .control, onMessage: { forward($0) }, onClose: { service.exit("the agent closed the connection: \($0)") })
+        let reply = try blockingCall(client, .handleSystemActivities(types: [SystemActivityType.media]))
+        let media = Media(service: service, client: client, bus: bus, containers: reply.containers ?? [], keepPlaying: keepPlaying, environment: environment)
+        forward.to.withLock { $0 = { media.handle($0) } }
+        try waitFor { try await media.start() }
+        service.log("watching media players on the session bus")
+    } catch {
+        service.log("media are not offered or played: \(error)")
+    }
+} else {
+    service.log("media are not offered or played: no session bus (DBUS_SESSION_BUS_ADDRESS)")
 }
 clipboard.run()

@@ -2,6 +2,7 @@ import CHandoffWayland
 import CHandoffX11
 import Foundation
 import HandoffLocalAPI
+import HandoffProcess
 import Synchronization
 import HandoffTesting
 import Testing
@@ -56,11 +57,14 @@ final class TestDesktop: Sendable {
     let log: URL
     /// The Wayland compositor's runtime folder (its socket's), removed at the end.
     let runtime: URL?
+    /// What the service's environment has besides the test's (a session bus's address, XDG folders).
+    let extra: [String: String]
     private let apps = Mutex<[Process]>([])
 
     init(_ kind: DesktopKind, for device: TestDevice, namespace: String?, service executable: URL, environment extra: [String: String] = [:]) async throws {
         self.kind = kind
         self.namespace = namespace
+        self.extra = extra
         log = device.state.appendingPathComponent("clipboard-service.log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         server = Process()
@@ -234,7 +238,7 @@ func withHosts(
 /// saying so, where the display server or apps are not installed.
 func withDesktops(
     _ kind: DesktopKind, _ names: [String] = ["alpha", "beta"], expiry: Duration? = nil, containers: [URL]? = nil,
-    environments: [[String: String]]? = nil, _ body: ([TestDevice], [TestDesktop]) async throws -> Void
+    environments: [[String: String]]? = nil, sessionBuses: Bool = false, _ body: ([TestDevice], [TestDesktop]) async throws -> Void
 ) async throws {
     guard kind.missing.isEmpty else {
         print("skipped: \(kind.missing.joined(separator: ", ")) not installed (.ci/run installs them)")
@@ -243,9 +247,20 @@ func withDesktops(
     let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
     try await withHosts(names, expiry: expiry, containers: containers) { devices, namespaces in
         var desktops: [TestDesktop] = []
-        defer { desktops.forEach { $0.stop() } }
+        var buses: [ChildProcess] = []
+        defer {
+            desktops.forEach { $0.stop() }
+            for bus in buses { kill(bus.processIdentifier, SIGKILL) }
+        }
         for (index, (device, namespace)) in zip(devices, namespaces).enumerated() {
-            desktops.append(try await TestDesktop(kind, for: device, namespace: namespace, service: executable, environment: environments?[index] ?? [:]))
+            var environment = environments?[index] ?? [:]
+            if sessionBuses {
+                // The host's own session bus, in its namespace.
+                let (bus, address) = try await privateSessionBus(in: device.state.appendingPathComponent("session-bus"), namespace: namespace)
+                buses.append(bus)
+                environment["DBUS_SESSION_BUS_ADDRESS"] = address
+            }
+            desktops.append(try await TestDesktop(kind, for: device, namespace: namespace, service: executable, environment: environment))
         }
         try await body(devices, desktops)
     }

@@ -44,10 +44,17 @@ final class FakeNotificationServer: Sendable {
 }
 
 /// A session bus of a test's own (dbus-daemon, on a socket at `socket`), and its address.
-func privateSessionBus(in socket: URL) async throws -> (ChildProcess, String) {
+func privateSessionBus(in socket: URL, namespace: String? = nil) async throws -> (ChildProcess, String) {
     let daemon = ChildProcess()
-    daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-    daemon.arguments = ["--session", "--nofork", "--address=unix:path=\(socket.path)"]
+    let arguments = ["--session", "--nofork", "--address=unix:path=\(socket.path)"]
+    if let namespace {
+        // In the host's network namespace, as the host's session bus is.
+        daemon.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        daemon.arguments = ["ip", "netns", "exec", namespace, "/usr/bin/dbus-daemon"] + arguments
+    } else {
+        daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        daemon.arguments = arguments
+    }
     daemon.standardOutput = FileHandle.nullDevice
     daemon.standardError = FileHandle.nullDevice
     try daemon.run()

@@ -1,0 +1,229 @@
+import Foundation
+import HandoffCore
+import HandoffDesktop
+import HandoffLocalAPI
+import HandoffProcess
+import HandoffTesting
+import Testing
+
+@testable import HandoffAgent
+
+/// Whether the real player is here: mpv with Debian's MPRIS plugin (.ci/run installs both).
+let hasMPV = FileManager.default.isExecutableFile(atPath: "/usr/bin/mpv") && FileManager.default.fileExists(atPath: "/etc/mpv/scripts/mpris.so")
+
+/// A sound file of `seconds` of silence (WAV, 8 kHz, 8 bits, one channel).
+func silence(seconds: Int) -> Data {
+    let samples = 8000 * seconds
+    var data = Data("RIFF".utf8)
+    func le<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { data.append(contentsOf: $0) } }
+    le(UInt32(36 + samples))
+    data.append(contentsOf: Array("WAVEfmt ".utf8))
+    le(UInt32(16)); le(UInt16(1)); le(UInt16(1)); le(UInt32(8000)); le(UInt32(8000)); le(UInt16(1)); le(UInt16(8))
+    data.append(contentsOf: Array("data".utf8))
+    le(UInt32(samples))
+    data.append(Data(repeating: 128, count: samples))
+    return data
+}
+
+/// A player of a test host, read and driven over its session bus as any MPRIS client does.
+struct TestPlayer {
+    let bus: DBusConnection
+    let owner: String
+
+    /// The first player on the bus at `address` whose name begins with `name`, once it appears.
+    static func find(_ name: String, on address: String, within: Duration = .seconds(15)) async throws -> TestPlayer {
+        let bus = try DBusConnection(address: address)
+        try await bus.hello()
+        var owner: String?
+        let clock = ContinuousClock()
+        let deadline = clock.now + within
+        while owner == nil, clock.now < deadline {
+            if let found = try await bus.listNames().first(where: { $0.hasPrefix(name) }) { owner = try? await bus.owner(of: found) }
+            // Polled in a test only: it waits for a player another process starts.
+            if owner == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        return TestPlayer(bus: bus, owner: try #require(owner, "no player \(name) appeared on \(address)"))
+    }
+
+    func properties() async throws -> [String: DBusValue] {
+        try await bus.properties(of: MPRIS.player, at: MPRIS.path, on: owner, timeout: .seconds(5))
+    }
+
+    var status: String? { get async { try? await properties()["PlaybackStatus"]?.string } }
+    var url: URL? { get async { try? await MediaMetadata(properties()["Metadata"]?.dictionary ?? [:]).url } }
+    /// Where it plays, in seconds.
+    var position: Double? {
+        get async { (try? await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: owner, timeout: .seconds(5)).integer).flatMap { $0.map { Double($0) / 1e6 } } }
+    }
+
+    /// Asks the player to quit (MPRIS's `Quit`).
+    func quit() async {
+        _ = try? await bus.call(DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.root, member: "Quit", destination: owner), timeout: .seconds(2))
+    }
+
+    func seek(to seconds: Double) async throws {
+        let track = try #require(MediaMetadata(try await properties()["Metadata"]?.dictionary ?? [:]).trackID)
+        _ = try await bus.call(DBusMessage(
+            kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "SetPosition", destination: owner,
+            body: [.objectPath(track), .int64(Int64(seconds * 1e6))]))
+    }
+}
+
+/// A player of a test's own on a session bus (PyGObject's Gio): it plays `url` as `title`, with
+/// `extra` more metadata entries; with `vanish`, it quits when asked what it plays a second time
+/// (the first is the session service meeting it, the second a fetch).
+let fakePlayer = """
+    import os, sys
+    from gi.repository import Gio, GLib
+    url, title, extra, vanish = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "vanish"
+    XML = '''<node>
+    <interface name="org.mpris.MediaPlayer2">
+    <property name="Identity" type="s" access="read"/><property name="DesktopEntry" type="s" access="read"/>
+    </interface>
+    <interface name="org.mpris.MediaPlayer2.Player">
+    <method name="Play"/><method name="Pause"/>
+    <method name="SetPosition"><arg type="o" direction="in"/><arg type="x" direction="in"/></method>
+    <method name="OpenUri"><arg type="s" direction="in"/></method>
+    <property name="PlaybackStatus" type="s" access="read"/>
+    <property name="Metadata" type="a{sv}" access="read"/>
+    <property name="Position" type="x" access="read"/>
+    </interface>
+    </node>'''
+    node = Gio.DBusNodeInfo.new_for_xml(XML)
+    metadata = {"xesam:url": GLib.Variant("s", url), "xesam:title": GLib.Variant("s", title), "mpris:trackid": GLib.Variant("o", "/1")}
+    for i in range(extra):
+        metadata["x-test:key%d" % i] = GLib.Variant("s", "value %d" % i)
+    reads = [0]
+    def get_property(connection, sender, path, interface, name):
+        if interface == "org.mpris.MediaPlayer2":
+            return GLib.Variant("s", "Fake Player" if name == "Identity" else "fake-player")
+        if name == "Metadata":
+            reads[0] += 1
+            if vanish and reads[0] > 1:
+                os._exit(0)
+            return GLib.Variant("a{sv}", metadata)
+        if name == "PlaybackStatus":
+            return GLib.Variant("s", "Playing")
+        return GLib.Variant("x", 42000000)
+    def method_call(connection, sender, path, interface, name, parameters, invocation):
+        invocation.return_value(None)
+    bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+    for interface in node.interfaces:
+        bus.register_object("/org/mpris/MediaPlayer2", interface, method_call, get_property, None)
+    Gio.bus_own_name_on_connection(bus, "org.mpris.MediaPlayer2.fake", Gio.BusNameOwnerFlags.NONE, None, None)
+    GLib.MainLoop().run()
+    """
+
+extension TestDesktop {
+    /// The session bus's address the service was given.
+    var busAddress: String { extra["DBUS_SESSION_BUS_ADDRESS"] ?? "" }
+
+    /// Starts a program of this session (in its namespace), with its bus and `environment`.
+    @discardableResult
+    func start(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Process {
+        let app = Process()
+        Self.command(app, namespace: namespace, executable, arguments)
+        app.environment = self.environment.merging(["DBUS_SESSION_BUS_ADDRESS": busAddress]) { $1 }.merging(environment) { $1 }
+        app.standardInput = FileHandle.nullDevice
+        app.standardOutput = FileHandle.nullDevice
+        app.standardError = FileHandle.nullDevice
+        try app.run()
+        return app
+    }
+}
+
+@Suite("Media players as system activities, with the real mpv and its MPRIS plugin", .serialized)
+struct MediaActivityTests {
+    static let enabled = hasMPV && hasDBusDaemon && DesktopKind.x11.missing.isEmpty
+
+    /// Two hosts, each with a copy of the sound file in its synced folder, and on beta the
+    /// player's desktop entry (mpv with no sound or picture).
+    static func hosts() throws -> (DocumentHosts, song: String, environments: [[String: String]]) {
+        let setup = try DocumentHosts()
+        let song = "Music/song one.wav"
+        for folder in [setup.onA, setup.onB] {
+            try FileManager.default.createDirectory(at: folder.appendingPathComponent("Music"), withIntermediateDirectories: true)
+            try silence(seconds: 120).write(to: folder.appendingPathComponent(song))
+        }
+        let applications = setup.root.appendingPathComponent("b-share/applications")
+        try Data("[Desktop Entry]\nType=Application\nName=mpv Media Player\nExec=/usr/bin/mpv --ao=null --vo=null -- %U\nMimeType=audio/x-wav;audio/wav;\n".utf8)
+            .write(to: applications.appendingPathComponent("mpv.desktop"))
+        // Beta knows file types from the system's shared-mime-info, after its own folder.
+        var environments = setup.environments
+        environments[1]["XDG_DATA_DIRS", default: ""] += ":/usr/share"
+        return (setup, song, environments)
+    }
+
+    @Test(
+        "mpv plays a file of alpha's synced folder and is seeked to 0:42; continued on beta, beta's session service starts mpv on beta's own copy, at 0:42 ± 1 s, playing; alpha's mpv pauses",
+        .enabled(if: enabled, "needs mpv, mpv-mpris, dbus-daemon and Xvfb (.ci/run installs them); skipped"))
+    func mpvContinuesOnBeta() async throws {
+        let (setup, song, environments) = try Self.hosts()
+        defer { setup.remove() }
+        try await withDesktops(.x11, containers: [setup.onA, setup.onB], environments: environments, sessionBuses: true) { devices, desktops in
+            let (b, onAlpha, onBeta) = (devices[1], desktops[0], desktops[1])
+            #expect(await eventually { onAlpha.logText.contains("watching media players") }, "alpha's service: \(onAlpha.logText)")
+            let file = setup.onA.appendingPathComponent(song)
+            let mpv = try onAlpha.start("/usr/bin/mpv", ["--ao=null", "--vo=null", "--", file.path], environment: ["HOME": setup.root.path])
+            defer { kill(mpv.processIdentifier, SIGKILL) }
+            let onA = try await TestPlayer.find("org.mpris.MediaPlayer2.mpv", on: onAlpha.busAddress)
+            #expect(await eventually { await onA.status == "Playing" })
+            try await onA.seek(to: 42)
+            #expect(await eventually { onAlpha.logText.contains("offering 'song one.wav' from mpv") }, "alpha's service: \(onAlpha.logText)")
+            #expect(await eventually { (try? await b.nearby())?.first?.activity.activityType == SystemActivityType.media })
+            let listed = try #require(try await b.nearby().first)
+            #expect(listed.activity.title == "song one.wav")
+            #expect(listed.handler == "system", "\(listed.reason)")
+
+            let continued = try await b.call(.continue(activity: listed.activity.id))
+            #expect(continued.continued?.app == "system")
+            let onB = try await TestPlayer.find("org.mpris.MediaPlayer2.mpv", on: onBeta.busAddress)
+            // Beta's mpv was started by the service: it is asked to quit at the end.
+            defer { Task { await onB.quit() } }
+            #expect(await eventually { onBeta.logText.contains("playing song one.wav at 4") }, "beta's service: \(onBeta.logText)")
+            let here = setup.onB.appendingPathComponent(song).resolvingSymlinksInPath().path
+            #expect(await onB.url?.resolvingSymlinksInPath().path == here)
+            #expect(await eventually { await onB.status == "Playing" })
+            let position = try #require(await onB.position)
+            #expect(abs(position - 42) <= 1, "beta's mpv is at \(position) s; beta's service: \(onBeta.logText)")
+            #expect(await eventually { await onA.status == "Paused" }, "alpha's service: \(onAlpha.logText)")
+            let paused = try #require(await onA.position)
+            #expect(abs(paused - position) <= 1, "alpha paused at \(paused) s, beta plays at \(position) s")
+        }
+    }
+
+    @Test(
+        "A player that quits while its item is fetched fails that continuation with the reason, and the service goes on; a player whose metadata has 10,000 entries is offered and fetched",
+        .enabled(if: enabled && hasGTK, "needs dbus-daemon, PyGObject and Xvfb; skipped"))
+    func vanishingAndHugePlayers() async throws {
+        let (setup, song, environments) = try Self.hosts()
+        defer { setup.remove() }
+        try await withDesktops(.x11, containers: [setup.onA, setup.onB], environments: environments, sessionBuses: true) { devices, desktops in
+            let (b, onAlpha) = (devices[1], desktops[0])
+            #expect(await eventually { onAlpha.logText.contains("watching media players") }, "alpha's service: \(onAlpha.logText)")
+            let url = setup.onA.appendingPathComponent(song).absoluteString
+            let vanishing = try onAlpha.start("/usr/bin/python3", ["-c", fakePlayer, url, "Vanishing", "0", "vanish"])
+            defer { kill(vanishing.processIdentifier, SIGKILL) }
+            #expect(await eventually { (try? await b.nearby())?.first?.activity.title == "Vanishing" }, "alpha's service: \(onAlpha.logText)")
+            let first = try #require(try await b.nearby().first)
+            do {
+                _ = try await b.call(.continue(activity: first.activity.id))
+                Issue.record("a continuation of a player that quit succeeded")
+            } catch {
+                #expect("\(error)".contains("did not say where it is"), "\(error)")
+            }
+            #expect(await eventually { (try? await b.nearby())?.isEmpty == true }, "alpha's service: \(onAlpha.logText)")
+
+            let huge = try onAlpha.start("/usr/bin/python3", ["-c", fakePlayer, url, "Ten thousand", "10000", "stay"])
+            defer { kill(huge.processIdentifier, SIGKILL) }
+            #expect(await eventually { (try? await b.nearby())?.first?.activity.title == "Ten thousand" }, "alpha's service: \(onAlpha.logText)")
+            let second = try #require(try await b.nearby().first)
+            let continued = try await b.call(.continue(activity: second.activity.id))
+            #expect(continued.continued?.app == "system")
+            // Beta plays it in its default player for the type (mpv), which then quits.
+            let onB = try await TestPlayer.find("org.mpris.MediaPlayer2.mpv", on: desktops[1].busAddress)
+            #expect(await eventually { desktops[1].logText.contains("playing song one.wav at 42.0 s in mpv.desktop") }, "beta's service: \(desktops[1].logText)")
+            await onB.quit()
+        }
+    }
+}
