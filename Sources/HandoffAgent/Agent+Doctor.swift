@@ -68,6 +68,7 @@ extension Agent {
             checks.append(await staticPeerCheck(peer))
         }
         checks += clipboardChecks()
+        checks += systemActivityChecks()
         return checks
     }
 

@@ -11,6 +11,8 @@ extension Agent {
     struct SystemHandler {
         let peer: LocalPeer
         let types: Set<String>
+        /// What it offers now, or why not, as it last said.
+        var status: String?
     }
 
     func handleSystemActivities(_ types: [String], from session: Session) -> LocalReply {
@@ -27,6 +29,44 @@ extension Agent {
         var reply = LocalReply()
         reply.containers = configuration.containers.map { LocalContainer(identifier: $0.identifier, folder: $0.folder.path) }
         return reply
+    }
+
+    func systemActivityStatus(_ status: String, from session: Session) -> LocalReply {
+        guard systemHandlers[session.id] != nil else {
+            return .failure(LocalError(.notAllowed, "only a session that handles system activities (handleSystemActivities) says what it offers"))
+        }
+        guard !status.isEmpty, status.count <= 300, !status.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            return .failure(LocalError(.badRequest, "'status' says what the session offers in 1 to 300 characters on one line"))
+        }
+        systemHandlers[session.id]?.status = status
+        return LocalReply()
+    }
+
+    /// Documents and media: on or off, which session service offers and opens them, and what
+    /// it offers now or why not (docs/system-activities.md).
+    func systemActivityChecks() -> [LocalCheck] {
+        var checks: [LocalCheck] = []
+        for (kind, type) in [("documents", SystemActivityType.document), ("media", SystemActivityType.media)] {
+            guard configuration.systemActivities.contains(kind) else {
+                checks.append(LocalCheck(area: "system activities", subject: kind, status: .ok, finding: "\(kind) are off on this device (--system-activities)"))
+                continue
+            }
+            let handlers = systemHandlers.values.filter { $0.types.contains(type) }
+            guard !handlers.isEmpty else {
+                let bus = kind == "media" ? ", with the session bus (DBUS_SESSION_BUS_ADDRESS) in its environment" : ""
+                checks.append(LocalCheck(
+                    area: "system activities", subject: kind, status: .warning,
+                    finding: "no session service offers or opens \(kind): apps that never link Handoff are not continued to or from this device",
+                    advice: "run handoff-clipboard in your graphical session\(bus) (docs/system-activities.md)"))
+                continue
+            }
+            for handler in handlers {
+                checks.append(LocalCheck(
+                    area: "system activities", subject: kind, status: .ok,
+                    finding: "the session service offers and opens \(kind)\(handler.status.map { ": \($0)" } ?? "")"))
+            }
+        }
+        return checks
     }
 
     /// Whether `type`'s kind is on here (`--system-activities`).

@@ -770,6 +770,8 @@ public actor Agent {
             reply = await offerClipboard(types, from: session)
         case .handleSystemActivities(let types):
             reply = handleSystemActivities(types, from: session)
+        case .systemActivityStatus(let status):
+            reply = systemActivityStatus(status, from: session)
         case .watchClipboard(let served):
             if let served, served.isEmpty || served.count > 200 || served.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
                 reply = .failure(LocalError(.badRequest, "'session' names the clipboard a service serves in 1 to 200 characters on one line"))

@@ -136,6 +136,9 @@ public enum LocalCall: Sendable, Hashable {
     /// in this device's containers. The reply carries the containers. See
     /// docs/system-activities.md.
     case handleSystemActivities(types: [String])
+    /// What a session that handles system activities is offering, or why not ("mpv plays
+    /// 'song.ogg', not offered: it is outside every synced container"): one line, for `doctor`.
+    case systemActivityStatus(status: String)
 }
 
 /// The activity types of the apps that never link Handoff, which the session service publishes
@@ -326,7 +329,7 @@ public enum LocalMessage: Sendable, Hashable {
 extension LocalMessage: Codable {
     enum Key: String, CodingKey {
         case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code, port
-        case record, error, reply, continuation, activityType, origin, event, stream, nonce, clipboardType, types, read, size, clipboard, session
+        case record, error, reply, continuation, activityType, origin, event, stream, nonce, clipboardType, types, read, size, clipboard, session, status
     }
 
     public init(from decoder: any Decoder) throws {
@@ -380,6 +383,7 @@ extension LocalMessage: Codable {
         case "offerClipboard": self = .call(request: try request(), .offerClipboard(types: try c.decode([LocalClipboardType].self, forKey: .types)))
         case "watchClipboard": self = .call(request: try request(), .watchClipboard(session: try c.decodeIfPresent(String.self, forKey: .session)))
         case "handleSystemActivities": self = .call(request: try request(), .handleSystemActivities(types: try c.decode([String].self, forKey: .types)))
+        case "systemActivityStatus": self = .call(request: try request(), .systemActivityStatus(status: try c.decode(String.self, forKey: .status)))
         case "provideClipboard":
             self = .call(
                 request: try request(), .provideClipboard(version: try c.decode(Int.self, forKey: .version), read: try c.decode(UUID.self, forKey: .read)))
@@ -502,6 +506,9 @@ extension LocalMessage: Codable {
             case .handleSystemActivities(let types):
                 try c.encode("handleSystemActivities", forKey: .type)
                 try c.encode(types, forKey: .types)
+            case .systemActivityStatus(let status):
+                try c.encode("systemActivityStatus", forKey: .type)
+                try c.encode(status, forKey: .status)
             }
         case .becameCurrent(let activity):
             try c.encode("becameCurrent", forKey: .type)

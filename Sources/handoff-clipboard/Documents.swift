@@ -19,6 +19,7 @@ final class Documents: Sendable {
     /// The session bus, for apps started over D-Bus.
     let bus: DBusConnection?
     private let published = Mutex<Published?>(nil)
+    private let lastReport = Mutex("")
 
     /// The document offered now: its activity and what a fetch of it answers.
     struct Published: Sendable {
@@ -67,8 +68,12 @@ final class Documents: Sendable {
             return (text, (try? link.resourceValues(forKeys: [.contentModificationDateKey]).contentModificationDate) ?? .distantPast)
         })
         documents.sort { $0.used > $1.used }
-        guard let newest = RecentlyUsed.newest(documents, inside: containers) else { return }
-        if startingUp, Date().timeIntervalSince(newest.used) > Self.freshAtStart { return }
+        guard let newest = RecentlyUsed.newest(documents, inside: containers) else {
+            return report("no recently used document lies in a synced container")
+        }
+        if startingUp, Date().timeIntervalSince(newest.used) > Self.freshAtStart {
+            return report("the newest synced document, \(newest.url.lastPathComponent), was used over \(Int(Self.freshAtStart / 60)) minutes before the service started: not offered")
+        }
         let current = published.withLock { $0 }
         guard current?.url != newest.url || current?.used != newest.used else { return }
         publish(newest, replacing: current)
@@ -89,9 +94,16 @@ final class Documents: Sendable {
             try service.client.send(.becameCurrent(activity))
             if let previous { try service.client.send(.invalidated(activity: previous.activity.id)) }
             service.log("offering the document \(document.url.path)")
+            report("offering \(document.url.lastPathComponent)")
         } catch {
             service.log("the agent did not take the document: \(error)")
         }
+    }
+
+    /// Says what is offered now, or why nothing is, when that changed.
+    private func report(_ status: String) {
+        guard lastReport.withLock({ last in defer { last = status }; return last != status }) else { return }
+        service.report(status, on: service.client)
     }
 
     /// Watches the lists' folder (inotify): GLib replaces the list by renaming a new one over it.

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffDesktop
+import HandoffLocalAPI
 import HandoffSession
 
 /// Starts a desktop application on files or addresses, as the desktop does: over D-Bus for an
@@ -102,6 +103,20 @@ extension ClipboardService {
             } catch {
                 log("no desktop notification: \(error)")
             }
+        }
+    }
+}
+
+extension ClipboardService {
+    /// Tells the agent what `client`'s system activities offer now, or why not, for `doctor`:
+    /// one line of at most 300 characters (a title's line breaks become spaces).
+    func report(_ status: String, on client: LocalClient) {
+        var line = String(String.UnicodeScalarView(status.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }))
+        if line.count > 300 { line = String(line.prefix(299)) + "…" }
+        guard !line.isEmpty else { return }
+        // Said when the agent takes it; nothing waits for it.
+        Task { [self] in
+            if let error = await Self.call(client, .systemActivityStatus(status: line)).error { log("the agent did not take the status: \(error.message)") }
         }
     }
 }

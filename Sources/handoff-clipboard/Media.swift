@@ -185,7 +185,10 @@ final class Media: Sendable {
             state.offered = offer
             return (offer, current, changed ? status : "")
         }
-        if !status.isEmpty { service.log("media: \(status)") }
+        if !status.isEmpty {
+            service.log("media: \(status)")
+            service.report(status, on: client)
+        }
         do {
             if let offer { try client.send(.becameCurrent(offer.activity)) }
             if let retired { try client.send(.invalidated(activity: retired.activity.id)) }

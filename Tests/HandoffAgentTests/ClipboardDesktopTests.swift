@@ -256,7 +256,9 @@ func withDesktops(
             var environment = environments?[index] ?? [:]
             if sessionBuses {
                 // The host's own session bus, in its namespace.
-                let (bus, address) = try await privateSessionBus(in: device.state.appendingPathComponent("session-bus"), namespace: namespace)
+                // Its D-Bus activatable services are in `session-bus-services` of the device's state.
+                let (bus, address) = try await privateSessionBus(
+                    in: device.state.appendingPathComponent("session-bus"), namespace: namespace, services: device.state.appendingPathComponent("session-bus-services"))
                 buses.append(bus)
                 environment["DBUS_SESSION_BUS_ADDRESS"] = address
             }

@@ -168,12 +168,18 @@ struct MediaActivityTests {
             defer { kill(mpv.processIdentifier, SIGKILL) }
             let onA = try await TestPlayer.find("org.mpris.MediaPlayer2.mpv", on: onAlpha.busAddress)
             #expect(await eventually { await onA.status == "Playing" })
-            try await onA.seek(to: 42)
+            // Seeked once mpv has loaded the file (a seek before that is dropped), as a person would.
+            #expect(await eventually {
+                try? await onA.seek(to: 42)
+                return (await onA.position ?? 0) >= 41.5
+            }, "alpha's mpv did not go to 0:42")
             #expect(await eventually { onAlpha.logText.contains("offering 'song one.wav' from mpv") }, "alpha's service: \(onAlpha.logText)")
             #expect(await eventually { (try? await b.nearby())?.first?.activity.activityType == SystemActivityType.media })
             let listed = try #require(try await b.nearby().first)
             #expect(listed.activity.title == "song one.wav")
             #expect(listed.handler == "system", "\(listed.reason)")
+            let checks = try await devices[0].call(.doctor).checks ?? []
+            #expect(checks.contains { $0.subject == "media" && $0.finding.contains("offering 'song one.wav' from mpv") }, "\(checks.map(\.finding))")
 
             let continued = try await b.call(.continue(activity: listed.activity.id))
             #expect(continued.continued?.app == "system")
@@ -193,7 +199,7 @@ struct MediaActivityTests {
     }
 
     @Test(
-        "A player that quits while its item is fetched fails that continuation with the reason, and the service goes on; a player whose metadata has 10,000 entries is offered and fetched",
+        "A player that quits while its item is fetched fails that continuation with the reason, and the service goes on; a file outside every synced container is not offered and doctor says why; a player whose metadata has 10,000 entries is offered and fetched",
         .enabled(if: enabled && hasGTK, "needs dbus-daemon, PyGObject and Xvfb; skipped"))
     func vanishingAndHugePlayers() async throws {
         let (setup, song, environments) = try Self.hosts()
@@ -213,6 +219,16 @@ struct MediaActivityTests {
                 #expect("\(error)".contains("did not say where it is"), "\(error)")
             }
             #expect(await eventually { (try? await b.nearby())?.isEmpty == true }, "alpha's service: \(onAlpha.logText)")
+
+            // A player of a file outside every synced container: nothing is offered, and doctor says why.
+            let outside = try onAlpha.start("/usr/bin/python3", ["-c", fakePlayer, "file:///etc/passwd", "Outside", "0", "stay"])
+            defer { kill(outside.processIdentifier, SIGKILL) }
+            #expect(await eventually {
+                let checks = (try? await devices[0].call(.doctor).checks) ?? []
+                return checks.contains { $0.subject == "media" && $0.finding.contains("passwd is outside every synced container") }
+            }, "alpha's service: \(onAlpha.logText)")
+            #expect(try await b.nearby().isEmpty)
+            kill(outside.processIdentifier, SIGKILL)
 
             let huge = try onAlpha.start("/usr/bin/python3", ["-c", fakePlayer, url, "Ten thousand", "10000", "stay"])
             defer { kill(huge.processIdentifier, SIGKILL) }

@@ -44,9 +44,20 @@ final class FakeNotificationServer: Sendable {
 }
 
 /// A session bus of a test's own (dbus-daemon, on a socket at `socket`), and its address.
-func privateSessionBus(in socket: URL, namespace: String? = nil) async throws -> (ChildProcess, String) {
+func privateSessionBus(in socket: URL, namespace: String? = nil, services: URL? = nil) async throws -> (ChildProcess, String) {
     let daemon = ChildProcess()
-    let arguments = ["--session", "--nofork", "--address=unix:path=\(socket.path)"]
+    var arguments = ["--session", "--nofork", "--address=unix:path=\(socket.path)"]
+    if let services {
+        // A session bus that starts the services of `services` (D-Bus activation) and no others.
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
+        let configuration = socket.deletingLastPathComponent().appendingPathComponent("\(socket.lastPathComponent).conf")
+        try Data("""
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig><type>session</type><listen>unix:path=\(socket.path)</listen><servicedir>\(services.path)</servicedir>
+            <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
+            """.utf8).write(to: configuration)
+        arguments = ["--nofork", "--config-file=\(configuration.path)"]
+    }
     if let namespace {
         // In the host's network namespace, as the host's session bus is.
         daemon.executableURL = URL(fileURLWithPath: "/usr/bin/env")

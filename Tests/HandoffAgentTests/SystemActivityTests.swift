@@ -220,6 +220,52 @@ struct DocumentActivityTests {
     }
 
     @Test(
+        "A document whose app is D-Bus activatable (DBusActivatable=true, no Exec) opens on beta as the desktop opens it: the session bus starts the app, and its org.freedesktop.Application.Open gets beta's own path",
+        .enabled(if: hasGTK && hasDBusDaemon && DesktopKind.x11.missing.isEmpty, "needs PyGObject, dbus-daemon and Xvfb; skipped"))
+    func dbusActivatableApp() async throws {
+        let setup = try DocumentHosts()
+        defer { setup.remove() }
+        let (root, onA, onB) = (setup.root, setup.onA, setup.onB)
+        for folder in [onA, onB] { try Data("the plan".utf8).write(to: folder.appendingPathComponent("plan two.txt")) }
+        // Beta's app: a desktop entry with no Exec, and a GApplication the bus starts by name.
+        let viewed = root.appendingPathComponent("viewed.txt")
+        let viewer = root.appendingPathComponent("viewer.py")
+        try Data("""
+            import sys
+            from gi.repository import Gio
+            app = Gio.Application(application_id="org.example.Viewer", flags=Gio.ApplicationFlags.HANDLES_OPEN)
+            def opened(app, files, count, hint):
+                with open(sys.argv[1], "w") as out:
+                    for file in files:
+                        out.write(file.get_path() + "\\n")
+            app.connect("open", opened)
+            app.connect("activate", lambda app: None)
+            app.run([sys.argv[0], "--gapplication-service"])
+            """.utf8).write(to: viewer)
+        try Data("[Desktop Entry]\nType=Application\nName=Viewer\nDBusActivatable=true\nMimeType=text/plain;\n".utf8)
+            .write(to: root.appendingPathComponent("b-share/applications/org.example.Viewer.desktop"))
+        try await withDesktops(.x11, containers: [onA, onB], environments: setup.environments, sessionBuses: true) { devices, desktops in
+            let (a, b, onBeta) = (devices[0], devices[1], desktops[1])
+            try Data("[D-BUS Service]\nName=org.example.Viewer\nExec=/usr/bin/python3 \(viewer.path) \(viewed.path)\n".utf8)
+                .write(to: b.state.appendingPathComponent("session-bus-services/org.example.Viewer.service"))
+            #expect(await eventually { onBeta.logText.contains("offering documents of 1 synced container") }, "beta's service: \(onBeta.logText)")
+            let document = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.document, title: "plan two.txt")
+            let userInfo = try UserInfoCoding.encode(UserInfoValue.dictionary([
+                .string("url"): .url(onA.appendingPathComponent("plan two.txt")), .string("mimeType"): .string("text/plain"),
+                .string("application"): .string("org.example.Viewer"),
+            ]))
+            _ = try await a.offer(document, answering: .answer(ActivityRecord(activity: document, userInfo: userInfo)), seenBy: b)
+            let continued = try await b.call(.continue(activity: document.id))
+            #expect(continued.continued?.app == "system")
+            let expected = onB.appendingPathComponent("plan two.txt").resolvingSymlinksInPath().path
+            #expect(
+                await eventually { (try? String(contentsOf: viewed, encoding: .utf8)) == expected + "\n" },
+                "viewed: \((try? String(contentsOf: viewed, encoding: .utf8)) ?? "nothing"); beta's service: \(onBeta.logText)")
+            #expect(onBeta.logText.contains("with org.example.Viewer.desktop"), "beta's service: \(onBeta.logText)")
+        }
+    }
+
+    @Test(
         "S15: A document whose file is outside every container synced here is not opened on beta, whatever alpha's publisher says (a file of beta's own, an app's command): beta runs only its own desktop entries, with its own paths, and a desktop notification says why nothing opened",
         .enabled(if: !DesktopKind.x11.programs.contains { !FileManager.default.isExecutableFile(atPath: $0) }, "needs Xvfb and xclip; skipped"))
     func foreignFileNotOpened() async throws {
