@@ -42,8 +42,16 @@ public final class DBusConnection: Sendable {
         reader.start()
     }
 
-    /// Replaces the handler of signals.
-    public func onSignal(_ handler: @escaping @Sendable (DBusMessage) -> Void) { handlers.withLock { $0.signals = handler } }
+    /// Adds a handler of signals: every handler gets every signal this connection hears.
+    public func onSignal(_ handler: @escaping @Sendable (DBusMessage) -> Void) {
+        handlers.withLock { handlers in
+            let earlier = handlers.signals
+            handlers.signals = { signal in
+                earlier(signal)
+                handler(signal)
+            }
+        }
+    }
 
     /// Replaces the handler of method calls to this connection.
     public func onCall(_ handler: @escaping @Sendable (DBusMessage) -> Void) { handlers.withLock { $0.calls = handler } }

@@ -14,6 +14,7 @@ var waylandName = environment["WAYLAND_DISPLAY"]
 var backend = "auto"
 var verbose = false
 var keepPlaying = false
+var tray = true
 let sizeLimit: UInt64 = 256 << 20
 
 func fail(_ message: String) -> Never {
@@ -32,10 +33,11 @@ while !arguments.isEmpty {
         guard ["auto", "x11", "wayland"].contains(backend) else { fail("--backend takes auto, x11 or wayland, not '\(backend)'") }
     case "--verbose": verbose = true
     case "--keep-playing": keepPlaying = true
+    case "--no-tray": tray = false
     case "--help", "-h":
         print("""
             usage: handoff-clipboard [--backend auto|x11|wayland] [--display NAME] [--wayland-display NAME]
-                                     [--socket PATH] [--keep-playing] [--verbose]
+                                     [--socket PATH] [--keep-playing] [--no-tray] [--verbose]
 
             Offers what apps copy in this graphical session to the account's nearby devices, and
             pastes their copies here when an app asks. On Wayland it needs the compositor's
@@ -46,6 +48,10 @@ while !arguments.isEmpty {
             the recently-used list inside a synced container, and what a media player (MPRIS, on
             the session bus) plays; and opens those continued here. A player here pauses when its
             item is continued on another device, unless --keep-playing.
+
+            While another device offers an activity, a Handoff icon is in the desktop's tray
+            (StatusNotifierItem: KDE Plasma; GNOME with the AppIndicator extension); its menu
+            continues one here. --no-tray leaves the tray alone.
             Runs until the session or the agent ends.
             """)
         exit(0)
@@ -153,5 +159,19 @@ if let bus = sessionBus {
     }
 } else {
     service.log("media are not offered or played: no session bus (DBUS_SESSION_BUS_ADDRESS)")
+}
+// The tray's icon, in a session of its own that watches what is nearby.
+if tray, let bus = sessionBus {
+    do {
+        let forward = Forward()
+        let client = try LocalClient(
+            path: socket, role: .control, onMessage: { forward($0) }, onClose: { service.exit("the agent closed the connection: \($0)") })
+        let icon = Tray(service: service, client: client, bus: bus, environment: environment)
+        forward.to.withLock { $0 = { icon.handle($0) } }
+        try waitFor { try await icon.start() }
+        service.log("the tray shows what is nearby")
+    } catch {
+        service.log("no tray icon: \(error)")
+    }
 }
 clipboard.run()
