@@ -105,7 +105,7 @@ let package = Package(
             name: "MailCompose", dependencies: ["Handoff", "HandoffApp", .product(name: "Crypto", package: "swift-crypto")], path: "Examples/MailCompose",
             exclude: ["App"], swiftSettings: strict),
         .target(
-            name: "HandoffFuzzing", dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "HandoffSession"],
+            name: "HandoffFuzzing", dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "HandoffSession", "HandoffDesktop"],
             swiftSettings: strict),
         .target(name: "CFuzzerDriver"),
         .target(name: "CHandoffSystem"),

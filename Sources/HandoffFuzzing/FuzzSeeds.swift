@@ -1,4 +1,5 @@
 import Foundation
+import HandoffDesktop
 import Handoff
 import HandoffAgent
 import HandoffLocalAPI
@@ -23,6 +24,7 @@ public enum FuzzSeeds {
         case .configFile: configFiles()
         case .clipboardFiles: clipboardFiles()
         case .desktopFiles: desktopFiles()
+        case .dbusMessage: dbusMessages()
         }
     }
 
@@ -272,6 +274,35 @@ public enum FuzzSeeds {
             ("desktop-entry", Array("[Desktop Entry]\nType=Application\nName=Text Editor\nExec=env A=1 \"/opt/My App/run\" --file=%f %U %i %c %%\nIcon=editor\nMimeType=text/plain;\n".utf8)),
             ("kde-link", Array("[Desktop Entry]\nType=Link\nURL[$e]=file:///home/me/Sync/report.pdf\nX-KDE-LastOpenedWith=okular\n".utf8)),
         ]
+    }
+}
+
+extension FuzzSeeds {
+    /// A player's `GetAll` answer as mpv-mpris gives it, a tray's `GetLayout` answer, and a
+    /// signal of the bus.
+    static func dbusMessages() -> [(name: String, bytes: [UInt8])] {
+        var getAll = DBusMessage(kind: .methodReturn, destination: ":1.7", body: [.dictionary([
+            "PlaybackStatus": .string("Playing"), "Position": .int64(42_249_755), "Rate": .double(1), "CanSeek": .boolean(true),
+            "Metadata": .dictionary([
+                "xesam:url": .string("file:///home/me/Sync/song%20one.wav"), "mpris:trackid": .objectPath("/0"), "xesam:title": .string("song one.wav"),
+                "xesam:artist": .strings(["Ann"]), "mpris:length": .int64(120_000_000),
+            ]),
+        ])])
+        getAll.replySerial = 4
+        getAll.sender = ":1.3"
+        var layout = DBusMessage(kind: .methodReturn, destination: ":1.9", body: [
+            .uint32(3),
+            .structure([.int32(0), .dictionary(["children-display": .string("submenu")]), .array(element: "v", [
+                .variant(.structure([.int32(1), .dictionary(["label": .string("alpha: plan.txt"), "enabled": .boolean(true)]), .array(element: "v", [])])),
+            ])]),
+        ])
+        layout.replySerial = 9
+        var changed = DBusMessage(kind: .signal, path: "/org/mpris/MediaPlayer2", interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", body: [
+            .string("org.mpris.MediaPlayer2.Player"), .dictionary(["PlaybackStatus": .string("Paused")]), .strings(["Metadata"]),
+        ])
+        changed.sender = ":1.3"
+        changed.serial = 12
+        return [("mpris-get-all", getAll.encoded()), ("dbusmenu-layout", layout.encoded()), ("properties-changed", changed.encoded())]
     }
 }
 

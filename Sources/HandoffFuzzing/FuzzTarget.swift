@@ -1,4 +1,5 @@
 import Foundation
+import HandoffDesktop
 import Handoff
 import HandoffAgent
 import HandoffApp
@@ -45,6 +46,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// What the session service reads of the desktop: the recently-used list (XBEL), and a
     /// desktop entry whose `Exec` is expanded for a file.
     case desktopFiles = "desktop-files"
+    /// A D-Bus message from the session bus (a media player's metadata, a tray's call), and
+    /// what MPRIS reads of it.
+    case dbusMessage = "dbus-message"
 
     /// The account beacon key the `beacon` target opens with (the seed corpus is sealed with
     /// it, so mutations of real beacons reach the tag check).
@@ -66,6 +70,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .configFile: _ = try? ConfigurationFile(text: String(decoding: bytes, as: UTF8.self), name: "fuzz.conf")
         case .clipboardFiles: Self.clipboardFiles(bytes)
         case .desktopFiles: Self.desktopFiles(bytes)
+        case .dbusMessage: Self.dbusMessage(bytes)
         }
     }
 
@@ -199,6 +204,23 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             ![file.path, file.absoluteString].contains(program) || entry.exec?.contains(program) == true
         else {
             fatalError("Exec made the file its program: \(argv)")
+        }
+    }
+
+    static func dbusMessage(_ bytes: [UInt8]) {
+        guard let message = try? DBusMessage.decode(bytes) else { return }
+        // What was read is written back as the same message.
+        guard let again = try? DBusMessage.decode(message.encoded()), again.body == message.body, again.member == message.member,
+            again.path == message.path, again.serial == message.serial
+        else {
+            fatalError("a message did not read back as it was written: \(message)")
+        }
+        // What MPRIS reads of a body, and the decision it takes on it.
+        for value in message.body {
+            guard let metadata = value.dictionary?["Metadata"]?.dictionary ?? value.dictionary else { continue }
+            let read = MediaMetadata(metadata)
+            _ = read.displayTitle
+            _ = MediaTravel.decide(read, player: "org.mpris.MediaPlayer2.fuzz", containers: [URL(fileURLWithPath: "/home/me/Sync")])
         }
     }
 }

@@ -101,7 +101,7 @@ final class Media: Sendable {
             let invalidated = signal.body.count > 2 ? signal.body[2].strings ?? [] : []
             var changes = changed
             if interface == MPRIS.player, invalidated.contains(where: { $0 == "Metadata" || $0 == "PlaybackStatus" }),
-                let values = try? await bus.properties(of: MPRIS.player, at: MPRIS.path, on: sender, timeout: .seconds(2))
+                let values = try? await bus.properties(of: MPRIS.player, at: MPRIS.path, on: sender, timeout: .seconds(5))
             {
                 changes = values
             }
@@ -116,20 +116,27 @@ final class Media: Sendable {
         await republish()
     }
 
-    /// A player that appeared on the bus: what it plays, and which app and process it is.
+    /// A player that appeared on the bus: what it plays, and which app and process it is. A
+    /// player busy starting (or a busy machine) gets three tries.
     private func add(_ name: String, owner: String) async {
         var player = Player(busName: name, owner: owner)
-        do {
-            let values = try await bus.properties(of: MPRIS.player, at: MPRIS.path, on: owner, timeout: .seconds(2))
-            let root = (try? await bus.properties(of: MPRIS.root, at: MPRIS.path, on: owner, timeout: .seconds(2))) ?? [:]
-            player.pid = try? await bus.processID(of: owner)
-            state.withLock { state in
-                Self.apply(root, of: MPRIS.root, to: &player, count: &state.count)
-                Self.apply(values, of: MPRIS.player, to: &player, count: &state.count)
-                state.players[owner] = player
+        for attempt in 1...3 {
+            do {
+                let values = try await bus.properties(of: MPRIS.player, at: MPRIS.path, on: owner, timeout: .seconds(5))
+                let root = (try? await bus.properties(of: MPRIS.root, at: MPRIS.path, on: owner, timeout: .seconds(5))) ?? [:]
+                player.pid = try? await bus.processID(of: owner)
+                state.withLock { state in
+                    Self.apply(root, of: MPRIS.root, to: &player, count: &state.count)
+                    Self.apply(values, of: MPRIS.player, to: &player, count: &state.count)
+                    state.players[owner] = player
+                }
+                return
+            } catch {
+                service.log("the player \(name) did not say what it plays (try \(attempt) of 3): \(error)")
+                if (error as? DBusError)?.name == "org.freedesktop.DBus.Error.ServiceUnknown" { return }
+                // A moment before asking again.
+                try? await Task.sleep(for: .seconds(attempt))
             }
-        } catch {
-            service.log("the player \(name) did not say what it plays: \(error)")
         }
     }
 
@@ -221,13 +228,13 @@ final class Media: Sendable {
             return
         }
         do {
-            let values = try await bus.properties(of: MPRIS.player, at: MPRIS.path, on: offer.owner, timeout: .seconds(2))
+            let values = try await bus.properties(of: MPRIS.player, at: MPRIS.path, on: offer.owner, timeout: .seconds(3))
             let metadata = MediaMetadata(values["Metadata"]?.dictionary ?? [:])
             guard case .travels(let url) = MediaTravel.decide(metadata, player: offer.player, containers: containers) else {
                 throw DBusError("\(offer.player) now plays something that does not travel")
             }
             var position = values["Position"]?.integer
-            if position == nil { position = try await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: offer.owner, timeout: .seconds(2)).integer }
+            if position == nil { position = try await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: offer.owner, timeout: .seconds(3)).integer }
             let player = state.withLock { $0.players[offer.owner] }
             let media = MediaActivity(
                 url: url, title: metadata.title, artists: metadata.artists, album: metadata.album, position: max(0, Double(position ?? 0) / 1e6),
@@ -246,7 +253,7 @@ final class Media: Sendable {
         guard let offer = state.withLock({ $0.recent[activity] }) else { return }
         guard !keepPlaying else { return service.log("media: '\(offer.activity.title ?? "")' continued elsewhere; \(offer.player) keeps playing (--keep-playing)") }
         do {
-            _ = try await bus.call(DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "Pause", destination: offer.owner), timeout: .seconds(2))
+            _ = try await bus.call(DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "Pause", destination: offer.owner), timeout: .seconds(5))
             service.log("media: paused \(offer.player): its item continued on another device")
         } catch {
             service.log("media: \(offer.player) did not pause: \(error)")
@@ -323,15 +330,15 @@ final class Media: Sendable {
             if let track = player.metadata.trackID {
                 _ = try await bus.call(
                     DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "SetPosition", destination: player.owner, body: [.objectPath(track), .int64(position)]),
-                    timeout: .seconds(2))
+                    timeout: .seconds(5))
             } else {
-                let now = try await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: player.owner, timeout: .seconds(2)).integer ?? 0
+                let now = try await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: player.owner, timeout: .seconds(5)).integer ?? 0
                 _ = try await bus.call(
                     DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "Seek", destination: player.owner, body: [.int64(position - now)]),
-                    timeout: .seconds(2))
+                    timeout: .seconds(5))
             }
             let member = media.playing ? "Play" : "Pause"
-            _ = try await bus.call(DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: member, destination: player.owner), timeout: .seconds(2))
+            _ = try await bus.call(DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: member, destination: player.owner), timeout: .seconds(5))
             service.log("media: \(media.playing ? "playing" : "paused at") \(name) at \(String(format: "%.1f", media.position)) s in \(entry.id), from '\(device)'")
         } catch {
             notPlayed(name, from: device, "\(player.name) opened it but did not go to \(Int(media.position)) s: \(error)")

@@ -510,7 +510,8 @@ struct ClipboardProviderTests {
             #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
             let started = ContinuousClock.now
             let unanswered = try await b.paste()
-            #expect(ContinuousClock.now - started < .seconds(4))
+            // Its deadline (Agent.providerDeadline), with room for a machine busy with the whole suite (4.8 s seen).
+            #expect(ContinuousClock.now - started < .seconds(10))
             #expect(!unanswered.ended)
             #expect(unanswered.bytes.isEmpty)
             #expect(unanswered.failure?.contains("did not answer within") == true, "\(String(describing: unanswered.failure))")
