@@ -139,7 +139,8 @@ let package = Package(
         .executableTarget(
             name: "AgentBenchmark",
             dependencies: [
-                "BenchmarkReport", "Handoff", "HandoffApp", "HandoffAgent", "HandoffProcess", "HandoffLocalAPI", "HandoffWire", "HandoffFuzzing", "handoffd",
+                "BenchmarkReport", "Handoff", "HandoffApp", "HandoffAgent", "HandoffProcess", "HandoffLocalAPI", "HandoffWire", "HandoffFuzzing", "HandoffDesktop", "handoffd",
+                "handoff-clipboard",
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1"),

@@ -446,6 +446,8 @@ case "streams"?:
     try await streamBenchmark().finish()
 case "clipboard"?:
     try await clipboardBenchmark().finish()
+case "media"?:
+    try await mediaBenchmark().finish()
 case "tls-sink"?:
     try await runTLSSink(folder: CommandLine.arguments[2], port: Int(CommandLine.arguments[3])!, checking: CommandLine.arguments[4] == "check")
 case "tls-source"?:

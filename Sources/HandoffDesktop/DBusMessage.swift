@@ -399,10 +399,13 @@ public struct DBusMessage: Sendable {
 
         mutating func uint32() throws(DBusError) -> UInt32 { try raw(UInt32.self) }
 
+        /// A string: valid UTF-8, with no NUL but the one that ends it, as the specification says.
         mutating func text(_ count: Int) throws(DBusError) -> String {
             guard count >= 0, offset + count < bytes.count, bytes[offset + count] == 0 else { throw DBusError("a string runs past the message") }
-            defer { offset += count + 1 }
-            return String(decoding: bytes[offset..<offset + count], as: UTF8.self)
+            let slice = bytes[offset..<offset + count]
+            guard !slice.contains(0), let text = String(validating: slice, as: UTF8.self) else { throw DBusError("a string that is not UTF-8 without NUL") }
+            offset += count + 1
+            return text
         }
 
         mutating func read(_ type: String) throws(DBusError) -> DBusValue {

@@ -31,8 +31,9 @@ final class ClipboardService: Sendable {
     }
 
     /// Connects to the agent and hears of its clipboard; what it says goes to `changed`.
-    /// `session` names the clipboard served, for the agent's doctor.
-    func connect(session: String, _ changed: @escaping @Sendable (LocalClipboard?) -> Void) throws {
+    /// `session` names the clipboard served, for the agent's doctor; nil serves no clipboard
+    /// (the connection then carries the documents' messages only).
+    func connect(session: String?, _ changed: @escaping @Sendable (LocalClipboard?) -> Void) throws {
         let client = try LocalClient(
             path: socket, role: .control,
             onMessage: { [self] message in
@@ -44,6 +45,7 @@ final class ClipboardService: Sendable {
             },
             onClose: { [self] reason in exit("the agent closed the connection: \(reason)") })
         connection.withLock { $0 = client }
+        guard let session else { return }
         let current = blocking { await Self.call(client, .watchClipboard(session: session)) }
         if let error = current.error { throw ClipboardServiceError(error.message) }
         changed(current.clipboard)

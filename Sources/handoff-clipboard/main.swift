@@ -3,7 +3,8 @@ import HandoffDesktop
 import HandoffLocalAPI
 import Synchronization
 
-// handoff-clipboard: the session service of the account's clipboard (docs/clipboard.md). It runs
+// handoff-clipboard: the graphical session's service: the account's clipboard (docs/clipboard.md), the
+// activities of apps that never link Handoff and the tray icon (docs/system-activities.md). It runs
 // in the person's graphical session, next to the apps, and talks to the agent over its socket.
 
 let environment = ProcessInfo.processInfo.environment
@@ -30,19 +31,20 @@ while !arguments.isEmpty {
     case "--wayland-display" where !arguments.isEmpty: waylandName = arguments.removeFirst()
     case "--backend" where !arguments.isEmpty:
         backend = arguments.removeFirst()
-        guard ["auto", "x11", "wayland"].contains(backend) else { fail("--backend takes auto, x11 or wayland, not '\(backend)'") }
+        guard ["auto", "x11", "wayland", "none"].contains(backend) else { fail("--backend takes auto, x11, wayland or none, not '\(backend)'") }
     case "--verbose": verbose = true
     case "--keep-playing": keepPlaying = true
     case "--no-tray": tray = false
     case "--help", "-h":
         print("""
-            usage: handoff-clipboard [--backend auto|x11|wayland] [--display NAME] [--wayland-display NAME]
+            usage: handoff-clipboard [--backend auto|x11|wayland|none] [--display NAME] [--wayland-display NAME]
                                      [--socket PATH] [--keep-playing] [--no-tray] [--verbose]
 
             Offers what apps copy in this graphical session to the account's nearby devices, and
             pastes their copies here when an app asks. On Wayland it needs the compositor's
             data-control protocol (ext-data-control-v1 or wlr-data-control: sway and other
             wlroots compositors, KDE Plasma); without it (GNOME) it uses XWayland's clipboard.
+            With no display (or --backend none) it serves no clipboard, and does the rest.
 
             It also makes the activities of apps that never link Handoff: the newest document of
             the recently-used list inside a synced container, and what a media player (MPRIS, on
@@ -113,14 +115,26 @@ final class Forward: Sendable {
     }
 }
 
-let clipboard: any SessionClipboard
-do {
-    clipboard = try openClipboard()
-    try service.connect(session: clipboard.session) { clipboard.post(.changed($0)) }
-} catch {
-    service.exit("\(error)")
+// The clipboard, where there is a display: without one (a media box, a headless session) the
+// service does the rest.
+var clipboard: (any SessionClipboard)?
+if backend == "none" || (backend == "auto" && displayName == nil && waylandName == nil) {
+    do {
+        try service.connect(session: nil) { _ in }
+    } catch {
+        service.exit("\(error)")
+    }
+    service.log("no clipboard here (\(backend == "none" ? "--backend none" : "no display: DISPLAY and WAYLAND_DISPLAY are unset")); documents, media and the tray still run")
+} else {
+    do {
+        let opened = try openClipboard()
+        clipboard = opened
+        try service.connect(session: opened.session) { opened.post(.changed($0)) }
+    } catch {
+        service.exit("\(error)")
+    }
+    service.log("watching the clipboard of \(clipboard!.session)")
 }
-service.log("watching the clipboard of \(clipboard.session)")
 // The session bus: media players, and apps started over D-Bus.
 var sessionBus: DBusConnection?
 if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty {
@@ -174,4 +188,6 @@ if tray, let bus = sessionBus {
         service.log("no tray icon: \(error)")
     }
 }
-clipboard.run()
+if let clipboard { clipboard.run() }
+// No clipboard: the other parts run on their own threads and tasks, until the agent goes.
+dispatchMain()

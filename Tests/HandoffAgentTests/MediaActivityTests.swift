@@ -256,4 +256,37 @@ struct MediaActivityTests {
             await onB.quit()
         }
     }
+
+    @Test(
+        "With no display, the session service serves no clipboard and still offers what a player plays: a media box with no screen",
+        .enabled(if: hasDBusDaemon && hasGTK, "needs dbus-daemon and PyGObject; skipped"))
+    func noDisplay() async throws {
+        let (setup, song, environments) = try Self.hosts()
+        defer { setup.remove() }
+        let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
+        try await withHosts(containers: [setup.onA, setup.onB]) { devices, namespaces in
+            let (a, b) = (devices[0], devices[1])
+            let (bus, address) = try await privateSessionBus(in: a.state.appendingPathComponent("session-bus"), namespace: namespaces[0])
+            defer { kill(bus.processIdentifier, SIGKILL) }
+            let log = a.state.appendingPathComponent("service.log")
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+            // No DISPLAY and no WAYLAND_DISPLAY: nothing to serve a clipboard on.
+            let environment = ["PATH": "/usr/bin:/bin", "DBUS_SESSION_BUS_ADDRESS": address, "HOME": setup.root.path].merging(environments[0]) { $1 }
+            let service = Process()
+            TestDesktop.command(service, namespace: namespaces[0], executable.path, ["--socket", a.socket, "--verbose"])
+            service.environment = environment
+            service.standardError = try FileHandle(forWritingTo: log)
+            try service.run()
+            defer { kill(service.processIdentifier, SIGKILL) }
+            let text = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+            #expect(await eventually { text().contains("watching media players") }, "\(text())")
+            #expect(text().contains("no clipboard here (no display"), "\(text())")
+            let player = Process()
+            TestDesktop.command(player, namespace: namespaces[0], "/usr/bin/python3", ["-c", fakePlayer, setup.onA.appendingPathComponent(song).absoluteString, "Headless", "0", "stay"])
+            player.environment = environment
+            try player.run()
+            defer { kill(player.processIdentifier, SIGKILL) }
+            #expect(await eventually { (try? await b.nearby())?.first?.activity.title == "Headless" }, "\(text())")
+        }
+    }
 }
