@@ -116,7 +116,7 @@ let package = Package(
         // The Wayland clipboard through libwayland-client and data control, loaded at run time.
         .target(name: "CHandoffWayland"),
         .executableTarget(
-            name: "handoff-clipboard", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI", "HandoffSession", "HandoffCore", "HandoffModel", "HandoffDesktop"],
+            name: "handoff-session", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI", "HandoffSession", "HandoffCore", "HandoffModel", "HandoffDesktop"],
             swiftSettings: strict),
         .target(name: "HandoffProcess", dependencies: ["CHandoffSystem"], swiftSettings: strict),
         .executableTarget(
@@ -140,7 +140,7 @@ let package = Package(
             name: "AgentBenchmark",
             dependencies: [
                 "BenchmarkReport", "Handoff", "HandoffApp", "HandoffAgent", "HandoffProcess", "HandoffLocalAPI", "HandoffWire", "HandoffFuzzing", "HandoffDesktop", "handoffd",
-                "handoff-clipboard",
+                "handoff-session",
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -155,7 +155,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine", "handoff-clipboard", "CHandoffX11", "HandoffSession",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine", "handoff-session", "CHandoffX11", "HandoffSession",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),

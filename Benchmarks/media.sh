@@ -11,5 +11,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
 flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
-for product in AgentBenchmark handoffd handoff-clipboard; do swift build "${flags[@]}" --product "$product" >&2; done
+for product in AgentBenchmark handoffd handoff-session; do swift build "${flags[@]}" --product "$product" >&2; done
 exec "$(swift build "${flags[@]}" --show-bin-path)/AgentBenchmark" media

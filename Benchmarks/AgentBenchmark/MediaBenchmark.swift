@@ -5,14 +5,22 @@ import HandoffLocalAPI
 import HandoffProcess
 import Synchronization
 
-/// Context switches of every thread of `pid` so far (voluntary and not): its wake-ups.
-func wakeups(_ pid: Int32) -> Int {
+/// Context switches (voluntary and not: its wake-ups) of each thread of `pid` so far, by thread.
+func wakeups(_ pid: Int32) -> [String: Int] {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-    return tasks.reduce(0) { total, task in
+    var counts: [String: Int] = [:]
+    for task in tasks {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
-        return total + status.split(separator: "\n").filter { $0.hasSuffix("ctxt_switches") || $0.contains("ctxt_switches:") }
+        counts[task] = status.split(separator: "\n").filter { $0.contains("ctxt_switches:") }
             .compactMap { $0.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } }.reduce(0, +)
     }
+    return counts
+}
+
+/// The wake-ups between two readings: each thread alive at the end, from its count at the start
+/// (0 for a thread started since). A thread that ended meanwhile takes its count with it.
+func wakeups(from start: [String: Int], to end: [String: Int]) -> Int {
+    end.reduce(0) { $0 + $1.value - (start[$1.key] ?? 0) }
 }
 
 /// A player on a host's session bus, polled for where it is (the benchmark's own client).
@@ -94,7 +102,7 @@ func mediaBenchmark() async throws -> Targets {
         ]
         processes.append(start(host.command(["/usr/bin/dbus-daemon", "--session", "--nofork", "--address=unix:path=\(root)/\(host.name)-bus"])))
     }
-    try Data("[Desktop Entry]\nType=Application\nName=mpv Media Player\nExec=/usr/bin/mpv --ao=null --vo=null -- %U\nMimeType=audio/x-wav;\n".utf8)
+    try Data("[Desktop Entry]\nType=Application\nName=mpv Media Player\nExec=/usr/bin/mpv --really-quiet --ao=null --vo=null -- %U\nMimeType=audio/x-wav;\n".utf8)
         .write(to: URL(fileURLWithPath: "\(root)/b-share/applications/mpv.desktop"))
 
     let discoveryPort = String(Int.random(in: 20_000..<40_000))
@@ -128,10 +136,10 @@ func mediaBenchmark() async throws -> Targets {
         if !bus { environment.removeAll { $0.hasPrefix("DBUS_SESSION_BUS_ADDRESS=") } }
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = host.command(["env", "-i"] + environment + [binaries.appendingPathComponent("handoff-clipboard").path, "--socket", host.socket, "--backend", "none", "--verbose"])
+        process.arguments = host.command(["env", "-i"] + environment + [binaries.appendingPathComponent("handoff-session").path, "--socket", host.socket, "--backend", "none", "--verbose"])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle(forWritingAtPath: log)
-        do { try process.run() } catch { fail("cannot start handoff-clipboard: \(error)") }
+        do { try process.run() } catch { fail("cannot start handoff-session: \(error)") }
         await waitFor("\(host.name)'s session service") {
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             return bus ? text.contains("the tray shows what is nearby") : text.contains("offering documents")
@@ -144,14 +152,24 @@ func mediaBenchmark() async throws -> Targets {
     processes.append(serviceB)
 
     func mpv(_ host: Host, _ file: String, at seconds: Int) -> ChildProcess {
-        start(host.command(["env", "-i"] + environments[host.name]! + ["/usr/bin/mpv", "--ao=null", "--vo=null", "--start=\(seconds)", "--", file]))
+        start(host.command(["env", "-i"] + environments[host.name]! + ["/usr/bin/mpv", "--really-quiet", "--ao=null", "--vo=null", "--start=\(seconds)", "--", file]))
+    }
+    /// The session services' logs, for a failure's message.
+    func logs() -> String {
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".log") }.sorted()
+        return files.map { "\n--- \($0):\n" + ((try? String(contentsOfFile: "\(root)/\($0)", encoding: .utf8)) ?? "") }.joined()
     }
     /// One continuation: A's mpv plays from 0:42; B continues it; milliseconds until B's mpv
     /// plays at A's position (± 1 s).
     func continueOnce() async throws -> Double {
         let player = mpv(a, "\(root)/a-sync/\(song)", at: 42)
+        // mpv says it plays before its start position is reached: a person continues later.
+        await waitFor("A's mpv to play at 0:42", explain: logs) {
+            guard let state = await playerPosition(busA), state.playing, state.seconds >= 41.5 else { return false }
+            return true
+        }
         var offered: UUID?
-        await waitFor("B to list A's media") {
+        await waitFor("B to list A's media", explain: logs) {
             offered = (try? await LocalClient(path: b.socket, role: .control).call(.nearby))?.activities?
                 .first { $0.activity.activityType == SystemActivityType.media }?.activity.id
             return offered != nil
@@ -160,7 +178,7 @@ func mediaBenchmark() async throws -> Targets {
         let reply = await call(b, .continue(activity: offered))
         guard reply.continued?.app == "system" else { fail("the continuation went to \(String(describing: reply.continued?.app))") }
         var at = 0.0
-        await waitFor("B's mpv to play at 0:42") {
+        await waitFor("B's mpv to play at 0:42", explain: logs) {
             guard let state = await playerPosition(busB), state.playing, state.seconds >= 41 else { return false }
             at = state.seconds
             return true
@@ -211,7 +229,10 @@ func mediaBenchmark() async throws -> Targets {
         let before = (usage(pids.0).ticks, wakeups(pids.0), usage(pids.1).ticks, wakeups(pids.1))
         // The window itself.
         try await Task.sleep(for: .seconds(window))
-        return (usage(pids.0).ticks - before.0, wakeups(pids.0) - before.1, usage(pids.1).ticks - before.2, wakeups(pids.1) - before.3)
+        return (
+            usage(pids.0).ticks - before.0, wakeups(from: before.1, to: wakeups(pids.0)), usage(pids.1).ticks - before.2,
+            wakeups(from: before.3, to: wakeups(pids.1))
+        )
     }
     let withBus = try await idle(serviceB)
     stop(serviceB)
@@ -228,7 +249,7 @@ func mediaBenchmark() async throws -> Targets {
         Media benchmark. Machine: \(machineDescription()).
         Two handoffd processes \(useNamespaces ? "in two network namespaces on one bridge (veth)" : "on loopback (not root: no namespaces)") \
         (release build, static Swift runtime), paired, each with a session bus of its own (dbus-daemon) and its session service \
-        (handoff-clipboard, no clipboard). Continue: mpv (mpv-mpris, no sound or picture) plays a file of A's synced folder from 0:42; \
+        (handoff-session, no clipboard). Continue: mpv (mpv-mpris, no sound or picture) plays a file of A's synced folder from 0:42; \
         from `continue` on B's local socket until B's mpv, started by B's service on B's copy, says over MPRIS that it plays at 0:41 or \
         later (\(iterations) a run). By hand: the same mpv started on B's copy with --start=42, until it says the same. Both polled on \
         the bus every 10 ms.

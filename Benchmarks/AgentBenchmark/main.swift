@@ -185,13 +185,13 @@ func call(_ host: Host, _ request: LocalCall) async -> LocalReply {
     }
 }
 
-func waitFor(_ what: String, seconds: Double = 20, _ condition: () async -> Bool) async {
+func waitFor(_ what: String, seconds: Double = 20, explain: () -> String = { "" }, _ condition: () async -> Bool) async {
     let deadline = now() + UInt64(seconds * 1e9)
     while now() < deadline {
         if await condition() { return }
         try? await Task.sleep(for: .milliseconds(10))
     }
-    fail("timed out waiting for \(what)")
+    fail("timed out waiting for \(what)\(explain())")
 }
 
 /// Waits for both agents, puts them in one account with a token, and waits until they hear each other.

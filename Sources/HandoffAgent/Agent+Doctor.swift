@@ -86,7 +86,7 @@ extension Agent {
             checks.append(LocalCheck(
                 area: "clipboard", status: .warning,
                 finding: "no session service watches the clipboard: what apps here copy is not offered, and the account's copies paste here only with 'handoff paste'.\(current)",
-                advice: "run handoff-clipboard in your graphical session (docs/clipboard.md, Running the service)"))
+                advice: "run handoff-session in your graphical session (docs/clipboard.md, Running the service)"))
         }
         for watcher in clipboardWatchers.values.sorted(by: { ($0.session ?? "") < ($1.session ?? "") }) {
             checks.append(LocalCheck(
@@ -98,7 +98,7 @@ extension Agent {
         if wayland, desktop.contains("gnome"), !clipboardWatchers.values.contains(where: { $0.session?.hasPrefix("Wayland") == true }) {
             checks.append(LocalCheck(
                 area: "clipboard", subject: "wayland", status: .warning,
-                finding: "this is a GNOME Wayland session: GNOME offers no data-control protocol, so handoff-clipboard cannot watch Wayland apps' copies; it uses XWayland's clipboard, which GNOME keeps in step with Wayland apps' for the most part",
+                finding: "this is a GNOME Wayland session: GNOME offers no data-control protocol, so handoff-session cannot watch Wayland apps' copies; it uses XWayland's clipboard, which GNOME keeps in step with Wayland apps' for the most part",
                 advice: "'handoff copy' and 'handoff paste' work anywhere (wl-paste | handoff copy; handoff paste | wl-copy)"))
         }
         return checks

@@ -57,7 +57,7 @@ extension Agent {
                 checks.append(LocalCheck(
                     area: "system activities", subject: kind, status: .warning,
                     finding: "no session service offers or opens \(kind): apps that never link Handoff are not continued to or from this device",
-                    advice: "run handoff-clipboard in your graphical session\(bus) (docs/system-activities.md)"))
+                    advice: "run handoff-session in your graphical session\(bus) (docs/system-activities.md)"))
                 continue
             }
             for handler in handlers {
@@ -85,7 +85,7 @@ extension Agent {
         if systemHandlers.values.contains(where: { $0.types.contains(activityType) }) {
             return ("system", "the session service opens it")
         }
-        return (nil, "no session service here opens '\(activityType)' (run handoff-clipboard in the graphical session)")
+        return (nil, "no session service here opens '\(activityType)' (run handoff-session in the graphical session)")
     }
 
     /// Continues a system activity: fetched from the origin (its session service saves it), its

@@ -13,6 +13,11 @@ public final class DBusConnection: Sendable {
     /// Method calls waiting for their reply, by serial (every message sent takes one).
     private let pending = Mutex(PendingRequests<CheckedContinuation<DBusMessage, any Error>>())
     private let writing = Mutex(())
+    /// Each waiting call's deadline and what its failure says, by serial.
+    private let deadlines = Mutex<[UInt64: (at: DispatchTime, message: String)]>([:])
+    /// One timer for every call's deadline, set to the earliest (`rearm`). A dispatch source is
+    /// safe to schedule from any thread; it is only ever scheduled, never replaced.
+    private nonisolated(unsafe) let timer: any DispatchSourceTimer
     private let handlers: Mutex<(signals: @Sendable (DBusMessage) -> Void, calls: @Sendable (DBusMessage) -> Void)>
     private let name = Mutex("")
 
@@ -26,6 +31,7 @@ public final class DBusConnection: Sendable {
         address: String, signals: @escaping @Sendable (DBusMessage) -> Void = { _ in }, calls: @escaping @Sendable (DBusMessage) -> Void = { _ in }
     ) throws(DBusError) {
         handlers = Mutex((signals, calls))
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "handoff-dbus-deadlines"))
         fd = try Self.connect(address)
         do throws(DBusError) {
             let uid = String(getuid()).utf8.map { String(format: "%02x", $0) }.joined()
@@ -37,6 +43,9 @@ public final class DBusConnection: Sendable {
             Glibc.close(fd)
             throw error
         }
+        timer.setEventHandler { [weak self] in self?.expire() }
+        timer.schedule(deadline: .distantFuture)
+        timer.resume()
         let reader = Thread { [self] in readLoop() }
         reader.name = "handoff-dbus"
         reader.start()
@@ -75,20 +84,46 @@ public final class DBusConnection: Sendable {
             }
             var message = message
             message.serial = UInt32(truncatingIfNeeded: serial)
+            let (whole, attoseconds) = timeout.components
+            let deadline = DispatchTime.now() + Double(whole) + Double(attoseconds) / 1e18
+            let late = "\(message.destination ?? "the bus") did not answer \(message.member ?? "a method") within \(timeout)"
+            deadlines.withLock { $0[serial] = (deadline, late) }
+            rearm()
             do {
                 try write(message)
             } catch {
-                if let waiting = pending.withLock({ $0.settle(serial) }) { waiting.resume(throwing: error) }
-                return
-            }
-            let member = message.member ?? "a method"
-            let destination = message.destination ?? "the bus"
-            let (whole, attoseconds) = timeout.components
-            DispatchQueue.global().asyncAfter(deadline: .now() + Double(whole) + Double(attoseconds) / 1e18) { [self] in
-                guard let waiting = pending.withLock({ $0.settle(serial) }) else { return }
-                waiting.resume(throwing: DBusError("\(destination) did not answer \(member) within \(timeout)", name: "org.freedesktop.DBus.Error.NoReply"))
+                settle(serial, .failure(error))
             }
         }
+    }
+
+    /// Ends the call `serial` waits for (its reply, an error, its deadline), once.
+    private func settle(_ serial: UInt64, _ result: Result<DBusMessage, any Error>) {
+        let expected = deadlines.withLock { $0.removeValue(forKey: serial) } != nil
+        guard let waiting = pending.withLock({ $0.settle(serial) }) else { return }
+        waiting.resume(with: result)
+        if expected { rearm() }
+    }
+
+    /// Sets the one timer to the earliest deadline of the calls waiting, or to never: with no
+    /// call waiting, nothing wakes this process.
+    private func rearm() {
+        let earliest = deadlines.withLock { $0.values.map(\.at).min() }
+        timer.schedule(deadline: earliest ?? .distantFuture, leeway: .milliseconds(10))
+    }
+
+    /// The timer fired: the calls past their deadline fail.
+    private func expire() {
+        let now = DispatchTime.now()
+        let expired = deadlines.withLock { deadlines in
+            let late = deadlines.filter { $0.value.at <= now }
+            for serial in late.keys { deadlines[serial] = nil }
+            return late
+        }
+        for (serial, entry) in expired {
+            pending.withLock { $0.settle(serial) }?.resume(throwing: DBusError(entry.message, name: "org.freedesktop.DBus.Error.NoReply"))
+        }
+        rearm()
     }
 
     /// Sends a message that expects no reply (a signal, a method return, an error).
@@ -171,6 +206,8 @@ public final class DBusConnection: Sendable {
     private func readLoop() {
         defer {
             for waiting in pending.withLock({ $0.close() }) { waiting.resume(throwing: DBusError("the bus connection ended")) }
+            deadlines.withLock { $0 = [:] }
+            timer.cancel()
             Glibc.close(fd)
         }
         while true {
@@ -183,26 +220,26 @@ public final class DBusConnection: Sendable {
             guard bodyLength <= DBusMessage.maximumBodyBytes else {
                 // Too large to hold here: skipped, and a call waiting for it fails.
                 guard Self.discard(fd, bodyLength) else { return }
-                if let reply = Self.answered(header + fields), let waiting = pending.withLock({ $0.settle(UInt64(reply.serial)) }) {
-                    waiting.resume(throwing: DBusError("the answer of \(bodyLength) bytes is larger than \(DBusMessage.maximumBodyBytes) bytes, the most taken here"))
+                if let reply = Self.answered(header + fields) {
+                    settle(UInt64(reply.serial), .failure(DBusError("the answer of \(bodyLength) bytes is larger than \(DBusMessage.maximumBodyBytes) bytes, the most taken here")))
                 }
                 continue
             }
             guard let body = Self.read(fd, bodyLength) else { return }
             guard let message = try? DBusMessage.decode(header + fields + body) else {
                 // One malformed message: a call waiting for it fails, nothing else changes.
-                if let reply = Self.answered(header + fields), let waiting = pending.withLock({ $0.settle(UInt64(reply.serial)) }) {
-                    waiting.resume(throwing: DBusError("\(reply.sender ?? "the bus") answered with a malformed message"))
+                if let reply = Self.answered(header + fields) {
+                    settle(UInt64(reply.serial), .failure(DBusError("\(reply.sender ?? "the bus") answered with a malformed message")))
                 }
                 continue
             }
             switch message.kind {
             case .methodReturn, .error:
-                guard let serial = message.replySerial, let waiting = pending.withLock({ $0.settle(UInt64(serial)) }) else { continue }
+                guard let serial = message.replySerial else { continue }
                 if message.kind == .error {
-                    waiting.resume(throwing: DBusError("\(message.errorName ?? "error"): \(message.body.first?.string ?? "")", name: message.errorName))
+                    settle(UInt64(serial), .failure(DBusError("\(message.errorName ?? "error"): \(message.body.first?.string ?? "")", name: message.errorName)))
                 } else {
-                    waiting.resume(returning: message)
+                    settle(UInt64(serial), .success(message))
                 }
             case .signal: handlers.withLock { $0.signals }(message)
             case .methodCall: handlers.withLock { $0.calls }(message)

@@ -244,7 +244,7 @@ func withDesktops(
         print("skipped: \(kind.missing.joined(separator: ", ")) not installed (.ci/run installs them)")
         return
     }
-    let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
+    let executable = try #require(builtExecutable("handoff-session"), "handoff-session was not built next to the tests")
     try await withHosts(names, expiry: expiry, containers: containers) { devices, namespaces in
         var desktops: [TestDesktop] = []
         var buses: [ChildProcess] = []

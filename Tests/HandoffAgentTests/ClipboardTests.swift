@@ -445,7 +445,7 @@ struct ClipboardProviderTests {
                 (try await device.call(.doctor).checks ?? []).filter { $0.area == "clipboard" && $0.subject == nil }
             }
             #expect(try await clipboardChecks(a).first?.status == .warning)
-            #expect(try await clipboardChecks(a).first?.advice?.contains("handoff-clipboard") == true)
+            #expect(try await clipboardChecks(a).first?.advice?.contains("handoff-session") == true)
             let watcher = try await ClipboardProvider(on: a, .ignore)
             _ = try await watcher.client.call(.watchClipboard(session: nil))
             #expect(try await clipboardChecks(a).first?.status == .ok)

@@ -263,7 +263,7 @@ struct MediaActivityTests {
     func noDisplay() async throws {
         let (setup, song, environments) = try Self.hosts()
         defer { setup.remove() }
-        let executable = try #require(builtExecutable("handoff-clipboard"), "handoff-clipboard was not built next to the tests")
+        let executable = try #require(builtExecutable("handoff-session"), "handoff-session was not built next to the tests")
         try await withHosts(containers: [setup.onA, setup.onB]) { devices, namespaces in
             let (a, b) = (devices[0], devices[1])
             let (bus, address) = try await privateSessionBus(in: a.state.appendingPathComponent("session-bus"), namespace: namespaces[0])
@@ -287,6 +287,32 @@ struct MediaActivityTests {
             try player.run()
             defer { kill(player.processIdentifier, SIGKILL) }
             #expect(await eventually { (try? await b.nearby())?.first?.activity.title == "Headless" }, "\(text())")
+        }
+    }
+
+    @Test(
+        "S15: A media item whose publisher names a file outside every container synced here, or an address of another scheme, is not played on beta: no player starts, and the log says why",
+        .enabled(if: enabled, "needs mpv, mpv-mpris, dbus-daemon and Xvfb; skipped"))
+    func foreignMediaNotPlayed() async throws {
+        let (setup, _, environments) = try Self.hosts()
+        defer { setup.remove() }
+        try await withDesktops(.x11, containers: [setup.onA, setup.onB], environments: environments, sessionBuses: true) { devices, desktops in
+            let (a, b, onBeta) = (devices[0], devices[1], desktops[1])
+            #expect(await eventually { onBeta.logText.contains("watching media players") }, "beta's service: \(onBeta.logText)")
+            for (url, reason) in [
+                (URL(fileURLWithPath: "/etc/passwd"), "is not in a container synced here"), (URL(string: "smb://server/share/song.wav")!, "a smb address is not played here"),
+            ] {
+                let item = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.media, title: url.lastPathComponent)
+                let media = MediaActivity(url: url, title: "x", artists: [], album: nil, position: 1, length: nil, desktopEntry: "mpv", player: "mpv", playing: true)
+                let publisher = try await a.offer(item, answering: .answer(ActivityRecord(activity: item, userInfo: try UserInfoCoding.encode(media.userInfo))), seenBy: b)
+                let continued = try await b.call(.continue(activity: item.id))
+                #expect(continued.continued?.app == "system")
+                #expect(await eventually { onBeta.logText.contains(reason) }, "beta's service: \(onBeta.logText)")
+                try publisher.client.send(.invalidated(activity: item.id))
+            }
+            let bus = try DBusConnection(address: onBeta.busAddress)
+            try await bus.hello()
+            #expect(try await bus.listNames().allSatisfy { !$0.hasPrefix(MPRIS.namePrefix) }, "a player started on beta")
         }
     }
 }

@@ -111,3 +111,40 @@ struct TrayTests {
         }
     }
 }
+
+@Suite("D-Bus calls on a real bus: each has a deadline, and one timer serves them all")
+struct DBusConnectionTests {
+    @Test(
+        "A call nobody answers fails at its deadline saying who did not answer; calls answered meanwhile are not disturbed",
+        .enabled(if: hasDBusDaemon, "needs dbus-daemon; skipped"))
+    func deadlines() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dbus-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (daemon, address) = try await privateSessionBus(in: folder.appendingPathComponent("bus"))
+        defer { kill(daemon.processIdentifier, SIGKILL) }
+        // A program on the bus that takes calls and never answers them.
+        let silent = try DBusConnection(address: address)
+        try await silent.hello()
+        #expect(try await silent.requestName("org.example.Silent"))
+        let caller = try DBusConnection(address: address)
+        try await caller.hello()
+        let clock = ContinuousClock()
+        let started = clock.now
+        async let unanswered: DBusMessage = caller.call(
+            DBusMessage(kind: .methodCall, path: "/", interface: "org.example.Silent", member: "Wait", destination: "org.example.Silent"), timeout: .milliseconds(400))
+        // Answered calls with longer deadlines, in between: theirs must not fire later.
+        for _ in 0..<20 { _ = try await caller.listNames() }
+        do {
+            _ = try await unanswered
+            Issue.record("a call nobody answered returned")
+        } catch let error as DBusError {
+            #expect(error.name == "org.freedesktop.DBus.Error.NoReply")
+            #expect(error.message.contains("org.example.Silent did not answer Wait"), "\(error)")
+        }
+        let waited = clock.now - started
+        #expect(waited >= .milliseconds(400) && waited < .seconds(5), "\(waited)")
+        // The connection goes on.
+        #expect(try await caller.listNames().contains("org.example.Silent"))
+    }
+}

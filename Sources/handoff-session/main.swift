@@ -3,7 +3,7 @@ import HandoffDesktop
 import HandoffLocalAPI
 import Synchronization
 
-// handoff-clipboard: the graphical session's service: the account's clipboard (docs/clipboard.md), the
+// handoff-session: the graphical session's service: the account's clipboard (docs/clipboard.md), the
 // activities of apps that never link Handoff and the tray icon (docs/system-activities.md). It runs
 // in the person's graphical session, next to the apps, and talks to the agent over its socket.
 
@@ -19,7 +19,7 @@ var tray = true
 let sizeLimit: UInt64 = 256 << 20
 
 func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("handoff-clipboard: \(message)\n".utf8))
+    FileHandle.standardError.write(Data("handoff-session: \(message)\n".utf8))
     exit(2)
 }
 
@@ -37,7 +37,7 @@ while !arguments.isEmpty {
     case "--no-tray": tray = false
     case "--help", "-h":
         print("""
-            usage: handoff-clipboard [--backend auto|x11|wayland|none] [--display NAME] [--wayland-display NAME]
+            usage: handoff-session [--backend auto|x11|wayland|none] [--display NAME] [--wayland-display NAME]
                                      [--socket PATH] [--keep-playing] [--no-tray] [--verbose]
 
             Offers what apps copy in this graphical session to the account's nearby devices, and
@@ -110,7 +110,7 @@ final class Forward: Sendable {
         return try WaylandClipboard(display: waylandName, service: service)
     } catch {
         guard backend == "auto", displayName != nil else { throw error }
-        FileHandle.standardError.write(Data("handoff-clipboard: \(error); using XWayland's clipboard on \(displayName ?? "")\n".utf8))
+        FileHandle.standardError.write(Data("handoff-session: \(error); using XWayland's clipboard on \(displayName ?? "")\n".utf8))
         return try X11Clipboard(display: displayName, service: service)
     }
 }

@@ -194,11 +194,11 @@ final class ClipboardService: Sendable {
     }
 
     func log(_ message: String) {
-        if verbose { FileHandle.standardError.write(Data("handoff-clipboard: \(message)\n".utf8)) }
+        if verbose { FileHandle.standardError.write(Data("handoff-session: \(message)\n".utf8)) }
     }
 
     func exit(_ message: String) -> Never {
-        FileHandle.standardError.write(Data("handoff-clipboard: \(message)\n".utf8))
+        FileHandle.standardError.write(Data("handoff-session: \(message)\n".utf8))
         Foundation.exit(1)
     }
 
