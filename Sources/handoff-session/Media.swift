@@ -327,16 +327,29 @@ final class Media: Sendable {
         }
         do {
             let position = Int64((media.position * 1e6).rounded())
-            if let track = player.metadata.trackID {
-                _ = try await bus.call(
-                    DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "SetPosition", destination: player.owner, body: [.objectPath(track), .int64(position)]),
-                    timeout: .seconds(5))
-            } else {
-                let now = try await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: player.owner, timeout: .seconds(5)).integer ?? 0
-                _ = try await bus.call(
-                    DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "Seek", destination: player.owner, body: [.int64(position - now)]),
-                    timeout: .seconds(5))
-            }
+            // A player may say it has the item before it can seek in it (mpv, while it loads):
+            // the position is checked, and asked for again, for up to 3 s.
+            let clock = ContinuousClock()
+            let deadline = clock.now + .seconds(3)
+            var there = false
+            repeat {
+                if let track = player.metadata.trackID {
+                    _ = try await bus.call(
+                        DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "SetPosition", destination: player.owner, body: [.objectPath(track), .int64(position)]),
+                        timeout: .seconds(5))
+                } else {
+                    let now = try await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: player.owner, timeout: .seconds(5)).integer ?? 0
+                    _ = try await bus.call(
+                        DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "Seek", destination: player.owner, body: [.int64(position - now)]),
+                        timeout: .seconds(5))
+                }
+                let reached = try await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: player.owner, timeout: .seconds(5)).integer
+                // A player that does not report its position is taken at its word.
+                there = reached.map { abs($0 - position) <= 1_500_000 } ?? true
+                // A moment for the player to finish loading before it is asked again.
+                if !there { try await Task.sleep(for: .milliseconds(100)) }
+            } while !there && clock.now < deadline
+            if !there { service.log("media: \(player.name) did not go to \(Int(media.position)) s within 3 s") }
             let member = media.playing ? "Play" : "Pause"
             _ = try await bus.call(DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: member, destination: player.owner), timeout: .seconds(5))
             service.log("media: \(media.playing ? "playing" : "paused at") \(name) at \(String(format: "%.1f", media.position)) s in \(entry.id), from '\(device)'")

@@ -71,7 +71,8 @@ struct TestPlayer {
 
 /// A player of a test's own on a session bus (PyGObject's Gio): it plays `url` as `title`, with
 /// `extra` more metadata entries; with `vanish`, it quits when asked what it plays a second time
-/// (the first is the session service meeting it, the second a fetch).
+/// (the first is the session service meeting it, the second a fetch); with `lazyseek`, it starts
+/// at 0 and drops the first seek asked of it.
 let fakePlayer = """
     import os, sys
     from gi.repository import Gio, GLib
@@ -96,6 +97,8 @@ let fakePlayer = """
     # Built once: a player in C builds its metadata fast; Python would take seconds on a busy machine.
     metadata = GLib.Variant("a{sv}", metadata)
     reads = [0]
+    # "lazyseek": a player still loading, which drops the first seek asked of it (as mpv may).
+    state = {"position": 0 if sys.argv[4] == "lazyseek" else 42000000, "seeks": 0}
     def get_property(connection, sender, path, interface, name):
         if interface == "org.mpris.MediaPlayer2":
             return GLib.Variant("s", "Fake Player" if name == "Identity" else "fake-player")
@@ -106,8 +109,12 @@ let fakePlayer = """
             return metadata
         if name == "PlaybackStatus":
             return GLib.Variant("s", "Playing")
-        return GLib.Variant("x", 42000000)
+        return GLib.Variant("x", state["position"])
     def method_call(connection, sender, path, interface, name, parameters, invocation):
+        if name == "SetPosition":
+            state["seeks"] += 1
+            if not (sys.argv[4] == "lazyseek" and state["seeks"] == 1):
+                state["position"] = parameters.unpack()[1]
         invocation.return_value(None)
     bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
     for interface in node.interfaces:
@@ -313,6 +320,33 @@ struct MediaActivityTests {
             let bus = try DBusConnection(address: onBeta.busAddress)
             try await bus.hello()
             #expect(try await bus.listNames().allSatisfy { !$0.hasPrefix(MPRIS.namePrefix) }, "a player started on beta")
+        }
+    }
+
+    @Test(
+        "A player that drops the first seek while it loads (as mpv may) is asked again: the item continued on beta plays at its position all the same",
+        .enabled(if: hasDBusDaemon && hasGTK && DesktopKind.x11.missing.isEmpty, "needs dbus-daemon, PyGObject and Xvfb; skipped"))
+    func playerThatDropsASeek() async throws {
+        let (setup, song, environments) = try Self.hosts()
+        defer { setup.remove() }
+        let script = setup.root.appendingPathComponent("fake-player.py")
+        try Data(fakePlayer.utf8).write(to: script)
+        try Data("[Desktop Entry]\nType=Application\nName=Fake Player\nExec=/usr/bin/python3 \(script.path) %U Lazy 0 lazyseek\nMimeType=audio/x-wav;\n".utf8)
+            .write(to: setup.root.appendingPathComponent("b-share/applications/fake-player.desktop"))
+        try await withDesktops(.x11, containers: [setup.onA, setup.onB], environments: environments, sessionBuses: true) { devices, desktops in
+            let (a, b, onBeta) = (devices[0], devices[1], desktops[1])
+            #expect(await eventually { onBeta.logText.contains("watching media players") }, "beta's service: \(onBeta.logText)")
+            let item = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.media, title: song)
+            let media = MediaActivity(
+                url: setup.onA.appendingPathComponent(song), title: nil, artists: [], album: nil, position: 42, length: 120, desktopEntry: "fake-player", player: "Fake Player",
+                playing: true)
+            _ = try await a.offer(item, answering: .answer(ActivityRecord(activity: item, userInfo: try UserInfoCoding.encode(media.userInfo))), seenBy: b)
+            #expect(try await b.call(.continue(activity: item.id)).continued?.app == "system")
+            let player = try await TestPlayer.find("org.mpris.MediaPlayer2.fake", on: onBeta.busAddress)
+            #expect(await eventually { onBeta.logText.contains("playing song one.wav at 42.0 s in fake-player.desktop") }, "beta's service: \(onBeta.logText)")
+            #expect(await player.position == 42, "beta's service: \(onBeta.logText)")
+            await player.quit()
+            kill(Int32(try await player.bus.processID(of: player.owner)), SIGKILL)
         }
     }
 }
