@@ -1,7 +1,9 @@
 // Handoff's browser extension: the page in the focused window's active tab, if it is an
 // http(s) page, is this device's current activity, through the native-messaging host
-// `handoff-browser-host` (installed with `handoff browser install`). It works in
-// Chromium-based browsers and Firefox (Manifest V3).
+// `handoff-browser-host` (installed with `handoff browser install`). On video sites whose
+// addresses carry a time, media-time.js says where the video is, and the host puts it in the
+// address when the page is continued. It works in Chromium-based browsers and Firefox
+// (Manifest V3).
 "use strict";
 
 const api = globalThis.browser ?? globalThis.chrome;
@@ -18,6 +20,12 @@ function connect() {
   port = api.runtime.connectNative(HOST);
   port.onMessage.addListener((answer) => {
     retry = 1000;
+    // The page was continued on another device: its media pauses here (media-time.js).
+    if (answer.type === "pause") {
+      const sent = api.tabs.sendMessage(answer.tab, { type: "pause" });
+      if (sent && sent.catch) sent.catch(() => {});
+      return;
+    }
     if (!answer.ok) console.warn("Handoff:", answer.error);
   });
   port.onDisconnect.addListener((closed) => {
@@ -66,6 +74,13 @@ api.tabs.onUpdated.addListener((tabId, change, tab) => {
   if (tab.active && tab.windowId === focusedWindow && (change.url || change.title || change.status === "complete")) offer(tab);
 });
 api.tabs.onRemoved.addListener((tabId) => send({ type: "closed", tab: tabId }));
+// Where a video site's media is (media-time.js): for the page the person is looking at only.
+api.runtime.onMessage.addListener((message, sender) => {
+  const tab = sender && sender.tab;
+  if (!message || message.type !== "time" || !tab || !tab.active || tab.windowId !== focusedWindow) return;
+  if (!Number.isInteger(message.seconds) || message.seconds < 0) return;
+  send({ type: "time", tab: tab.id, seconds: message.seconds });
+});
 api.windows.onFocusChanged.addListener((windowId) => {
   focusedWindow = windowId;
   offerActive();

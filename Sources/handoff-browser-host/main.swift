@@ -8,8 +8,12 @@
 //   {"type": "page", "tab": 12, "url": "https://example.com/a", "title": "A"}   the active tab's page
 //   {"type": "resign"}                                                          no page is current (focus left the browser)
 //   {"type": "closed", "tab": 12}                                               a tab closed
+//   {"type": "time", "tab": 12, "seconds": 83}                                  where the page's video is (video sites)
 // Each gets one answer, in order: {"ok": true} or {"ok": false, "error": "…"}. A message over
-// 64 KiB (a page with a huge URL) is skipped with an error answer.
+// 64 KiB (a page with a huge URL) is skipped with an error answer. When a page is fetched by
+// another device, its address gets the last time its tab said, as the site writes one
+// (`PageTime`); when it was continued there, the host tells the extension
+// {"type": "pause", "tab": 12}, and the page's media pauses.
 // `handoff browser install` writes the manifests that let browsers start it. See docs/web.md.
 import Foundation
 import Handoff
@@ -54,9 +58,12 @@ func answer(_ object: [String: Any]) {
 
 /// The browser's activities, one per tab, on the main actor as activities are.
 @MainActor
-final class Tabs {
+final class Tabs: UserActivityDelegate {
     let center: ActivityCenter
     var activities: [Int: UserActivity] = [:]
+    /// Each tab's page as the extension gave it, and where its media is (video sites).
+    var pages: [Int: URL] = [:]
+    var times: [Int: Int] = [:]
 
     init() {
         let link = SocketAgentConnection(path: LocalSocket.defaultPath(), bundleIdentifier: nil, logger: logger)
@@ -73,6 +80,9 @@ final class Tabs {
             let tab = (message["tab"] as? Int) ?? 0
             let activity = activities[tab] ?? ActivityCenter.$current.withValue(center) { UserActivity(activityType: NSUserActivityTypeBrowsingWeb) }
             activities[tab] = activity
+            activity.delegate = self
+            if pages[tab] != url { times[tab] = nil }
+            pages[tab] = url
             activity.webpageURL = url
             activity.title = (message["title"] as? String).map { String($0.prefix(256)) }
             activity.becomeCurrent()
@@ -83,10 +93,31 @@ final class Tabs {
         case "closed":
             guard let tab = message["tab"] as? Int else { return "'closed' needs the tab's number" }
             activities.removeValue(forKey: tab)?.invalidate()
+            pages[tab] = nil
+            times[tab] = nil
+            return nil
+        case "time":
+            guard let tab = message["tab"] as? Int, let activity = activities[tab] else { return "'time' needs the tab of a page given before" }
+            guard let seconds = message["seconds"] as? Int, seconds >= 0, seconds < 10_000_000 else { return "'seconds' must be a whole number of seconds from 0" }
+            // Written into the address when the page is fetched, not announced each time.
+            times[tab] = seconds
+            activity.needsSave = true
             return nil
         case let other:
-            return "unknown message type \(other.map { "'\($0.prefix(64))'" } ?? "(none)"); the types are page, resign and closed"
+            return "unknown message type \(other.map { "'\($0.prefix(64))'" } ?? "(none)"); the types are page, resign, closed and time"
         }
+    }
+
+    /// The page is fetched by another device: its address gets its media's time.
+    func userActivityWillSave(_ userActivity: UserActivity) {
+        guard let tab = activities.first(where: { $0.value === userActivity })?.key, let page = pages[tab], let seconds = times[tab] else { return }
+        userActivity.webpageURL = PageTime.url(page, at: seconds)
+    }
+
+    /// The page was continued on another device: its media pauses here, as a player's does.
+    func userActivityWasContinued(_ userActivity: UserActivity) {
+        guard let tab = activities.first(where: { $0.value === userActivity })?.key, times[tab] != nil else { return }
+        answer(["type": "pause", "tab": tab])
     }
 }
 

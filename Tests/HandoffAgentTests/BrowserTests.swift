@@ -91,7 +91,7 @@ struct BrowserTests {
         #expect(badStatus != 0 && badPrinted.contains("'netscape' is not one of"), "\(badPrinted)")
     }
 
-    @Test("The native host, spoken to with native-messaging frames: the active tab's page is offered to the other device and opens there in its browser; resigning withdraws it; bad messages get an error answer")
+    @Test("The native host, spoken to with native-messaging frames: the active tab's page is offered to the other device and opens there in its browser; resigning withdraws it; a video's time goes into the address when it is fetched, and the page's media is paused when it was continued; bad messages get an error answer")
     func nativeMessaging() async throws {
         try await withHarness { harness in
             let opened = harness.root.appendingPathComponent("opened.txt")
@@ -123,6 +123,20 @@ struct BrowserTests {
             host.send(raw: Data(repeating: 0x20, count: 70_000))
             #expect((try await host.answer()["error"] as? String)?.contains("skipped") == true)
             #expect(try await host.ask(["type": "resign"])["ok"] as? Bool == true)
+
+            // A video site's page with the time its tab said: continued at that moment, and the
+            // extension is told to pause the page's media here.
+            let video = "https://www.youtube.com/watch?v=abc"
+            #expect(try await host.ask(["type": "page", "tab": 5, "url": video, "title": "A video"])["ok"] as? Bool == true)
+            #expect(try await host.ask(["type": "time", "tab": 5, "seconds": 83])["ok"] as? Bool == true)
+            let wrongTime = try await host.ask(["type": "time", "tab": 5, "seconds": -1])
+            #expect(wrongTime["ok"] as? Bool == false && (wrongTime["error"] as? String)?.contains("seconds") == true)
+            #expect(await eventually { (try? await b.nearby().first?.activity.title) == "A video" })
+            let videoOffer = try #require(try await b.nearby().first)
+            let atTime = try #require(try await b.call(.continue(activity: videoOffer.activity.id)).continued)
+            #expect(atTime.webpageURL == video + "&t=83s")
+            let pause = try await host.answer()
+            #expect(pause["type"] as? String == "pause" && pause["tab"] as? Int == 5, "\(pause)")
 
             // The browser closes the port: the host ends.
             host.finish()
