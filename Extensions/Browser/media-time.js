@@ -22,7 +22,8 @@
     if (!media || !Number.isFinite(media.currentTime)) return;
     const seconds = Math.floor(media.currentTime);
     const now = Date.now();
-    if (seconds === lastSeconds || (!always && now - lastAt < 5000)) return;
+    // Within 5 s of the last report, only a change that matters (a pause, a seek) is told.
+    if (now - lastAt < 5000 && (seconds === lastSeconds || !always)) return;
     lastSeconds = seconds;
     lastAt = now;
     try {

@@ -211,3 +211,115 @@ extension BrowserTests {
         }
     }
 }
+
+/// A video site for Chromium: `www.youtube.com` answered by a server on this machine (TLS with a
+/// certificate of its own; Chromium is told to resolve only that name, to this server), whose
+/// page plays a sound from 1:23 and says on `/log?…` when it plays and pauses.
+let videoSite = """
+    import http.server, ssl, sys, os
+    folder, port, log = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    PAGE = b\"\"\"<html><head><title>A video</title></head><body><audio id="a" preload="auto"></audio><script>
+    const a = document.getElementById("a");
+    a.addEventListener("loadedmetadata", () => { a.currentTime = 83; a.play(); });
+    // Held whole in memory, so that it can be seeked (this server answers no ranges).
+    fetch("/tone.wav").then((r) => r.blob()).then((b) => { a.src = URL.createObjectURL(b); });
+    a.addEventListener("pause", () => fetch("/log?paused-at-" + Math.floor(a.currentTime)));
+    a.addEventListener("playing", () => fetch("/log?playing"));
+    </script></body></html>\"\"\"
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args): pass
+        def do_GET(self):
+            if self.path.startswith("/log?"):
+                with open(log, "a") as out: out.write(self.path[5:] + "\\n")
+                body, kind = b"ok", "text/plain"
+            elif self.path == "/start":
+                # The browser's first page, loaded before its extensions are: the video comes after.
+                body, kind = b"<html><head><title>Starting</title></head><body><script>setTimeout(() => { location = '/watch?v=abc'; }, 1500);</script></body></html>", "text/html"
+            elif self.path == "/tone.wav":
+                body, kind = open(os.path.join(folder, "tone.wav"), "rb").read(), "audio/wav"
+            else:
+                body, kind = PAGE, "text/html"
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem"))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.serve_forever()
+    """
+
+extension BrowserTests {
+    @Test(
+        "The extension in headless Chromium on a video site: where the page's audio is goes into the address beta opens (t=1m23s and on), and when beta continued it the audio pauses on alpha",
+        .enabled(if: chromium != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs Chromium and openssl; skipped"))
+    func videoTimeInChromium() async throws {
+        let browser = try #require(chromium)
+        let home = try makeFolder("chromium-home")
+        let site = try makeFolder("video-site")
+        defer {
+            _ = try? shell(["pkill", "-9", "-f", home.path])
+            try? FileManager.default.removeItem(at: home)
+            try? FileManager.default.removeItem(at: site)
+        }
+        try shell(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", site.appendingPathComponent("key.pem").path,
+            "-out", site.appendingPathComponent("cert.pem").path, "-days", "1", "-subj", "/CN=www.youtube.com"])
+        try silence(seconds: 200).write(to: site.appendingPathComponent("tone.wav"))
+        let log = site.appendingPathComponent("page.log")
+        let port = Int.random(in: 20_000..<40_000)
+        let server = ChildProcess()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        server.arguments = ["-c", videoSite, site.path, String(port), log.path]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { kill(server.processIdentifier, SIGKILL) }
+
+        try await withHarness { harness in
+            let opened = harness.root.appendingPathComponent("opened.txt")
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
+            try await harness.pair([a, b])
+            let handoff = try #require(builtExecutable("handoff"))
+            let (installed, printed) = try await runCommand(handoff, ["browser", "install", "--browser", "chromium"], environment: ["HOME": home.path, "PATH": "/usr/bin:/bin"])
+            try #require(installed == 0, "\(printed)")
+            let page = "https://www.youtube.com/watch?v=abc"
+            let extensionFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Extensions/Browser").standardizedFileURL
+            let process = ChildProcess()
+            process.executableURL = URL(fileURLWithPath: browser)
+            process.arguments = [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(home.path)/.config/chromium",
+                // Only the video site resolves, to the server here: nothing leaves this machine.
+                "--host-resolver-rules=MAP www.youtube.com 127.0.0.1:\(port), MAP * ~NOTFOUND", "--ignore-certificate-errors",
+                "--autoplay-policy=no-user-gesture-required", "--load-extension=\(extensionFolder.path)", "https://www.youtube.com/start",
+            ]
+            var environment = ProcessInfo.processInfo.environment
+            environment["HOME"] = home.path
+            environment["HANDOFF_SOCKET"] = a.socket
+            process.environment = environment
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            defer { kill(process.processIdentifier, SIGKILL) }
+
+            let listed = await eventually(within: .seconds(45)) { (try? await b.nearby().first?.activity.title) == "A video" }
+            try #require(listed, "beta never listed the video page")
+            #expect(await eventually { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("playing") }, "the page's audio never played")
+            // Continued once the extension has told where the audio is (at most 5 s after it plays).
+            var continuedAt: String?
+            let timed = await eventually(within: .seconds(20)) {
+                guard let offer = try? await b.nearby().first, let continued = try? await b.call(.continue(activity: offer.activity.id)).continued else { return false }
+                continuedAt = continued.webpageURL
+                return continued.webpageURL?.contains("&t=") == true
+            }
+            try #require(timed, "the address never carried the time: \(continuedAt ?? "nothing"); page log: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+            let time = try #require(continuedAt?.components(separatedBy: "&t=").last.flatMap { Int($0.dropLast()) })
+            #expect(continuedAt?.hasPrefix(page + "&t=") == true && (83...120).contains(time), "\(continuedAt ?? "")")
+            #expect(await eventually { (try? String(contentsOf: opened, encoding: .utf8))?.hasPrefix(page + "&t=") == true })
+            // Alpha's page paused its audio when beta continued it.
+            #expect(await eventually { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("paused-at-") }, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        }
+    }
+}
