@@ -142,8 +142,10 @@ struct DBusConnectionTests {
             #expect(error.name == "org.freedesktop.DBus.Error.NoReply")
             #expect(error.message.contains("org.example.Silent did not answer Wait"), "\(error)")
         }
+        // Ours, not the bus's own NoReply (after 25 s): its message names the call; on a machine
+        // busy with the whole suite the 400 ms were seen to take 9 s.
         let waited = clock.now - started
-        #expect(waited >= .milliseconds(400) && waited < .seconds(5), "\(waited)")
+        #expect(waited >= .milliseconds(400) && waited < .seconds(25), "\(waited)")
         // The connection goes on.
         #expect(try await caller.listNames().contains("org.example.Silent"))
     }
