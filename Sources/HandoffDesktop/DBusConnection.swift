@@ -18,7 +18,9 @@ public final class DBusConnection: Sendable {
     /// One timer for every call's deadline, set to the earliest (`rearm`). A dispatch source is
     /// safe to schedule from any thread; it is only ever scheduled, never replaced.
     private nonisolated(unsafe) let timer: any DispatchSourceTimer
-    private let handlers: Mutex<(signals: @Sendable (DBusMessage) -> Void, calls: @Sendable (DBusMessage) -> Void)>
+    private let handlers: Mutex<(signals: @Sendable (DBusMessage) -> Void, calls: (@Sendable (DBusMessage) -> Void)?, closed: @Sendable () -> Void)>
+    /// Whether the socket is closed: nothing is written to its number after (it may be reused).
+    private let closedState = Mutex(false)
     private let name = Mutex("")
 
     /// This connection's unique name on the bus (after `hello`).
@@ -26,11 +28,12 @@ public final class DBusConnection: Sendable {
 
     /// Connects to the bus at `address` (`unix:path=…` or `unix:abstract=…`). `signals` gets
     /// every signal, `calls` every method call addressed to this connection (both on the
-    /// reader's thread, in order).
+    /// reader's thread, in order); without `calls`, each call is answered that there is no such
+    /// method, at once.
     public init(
-        address: String, signals: @escaping @Sendable (DBusMessage) -> Void = { _ in }, calls: @escaping @Sendable (DBusMessage) -> Void = { _ in }
+        address: String, signals: @escaping @Sendable (DBusMessage) -> Void = { _ in }, calls: (@Sendable (DBusMessage) -> Void)? = nil
     ) throws(DBusError) {
-        handlers = Mutex((signals, calls))
+        handlers = Mutex((signals, calls, {}))
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "handoff-dbus-deadlines"))
         fd = try Self.connect(address)
         do throws(DBusError) {
@@ -64,6 +67,9 @@ public final class DBusConnection: Sendable {
 
     /// Replaces the handler of method calls to this connection.
     public func onCall(_ handler: @escaping @Sendable (DBusMessage) -> Void) { handlers.withLock { $0.calls = handler } }
+
+    /// Runs `handler` once the connection ends (the bus went away, or `close`).
+    public func onClose(_ handler: @escaping @Sendable () -> Void) { handlers.withLock { $0.closed = handler } }
 
     /// Says hello to the bus; its answer is this connection's unique name.
     @discardableResult
@@ -108,8 +114,11 @@ public final class DBusConnection: Sendable {
     /// Sets the one timer to the earliest deadline of the calls waiting, or to never: with no
     /// call waiting, nothing wakes this process.
     private func rearm() {
-        let earliest = deadlines.withLock { $0.values.map(\.at).min() }
-        timer.schedule(deadline: earliest ?? .distantFuture, leeway: .milliseconds(10))
+        // Scheduled under the lock (it does not block), so that two threads re-arming at once
+        // cannot leave the timer set for a deadline set that has changed since.
+        deadlines.withLock { deadlines in
+            timer.schedule(deadline: deadlines.values.map(\.at).min() ?? .distantFuture, leeway: .milliseconds(10))
+        }
     }
 
     /// The timer fired: the calls past their deadline fail.
@@ -200,7 +209,10 @@ public final class DBusConnection: Sendable {
 
     private func write(_ message: DBusMessage) throws(DBusError) {
         let bytes = message.encoded()
-        try writing.withLock { _ throws(DBusError) in try Self.send(fd, bytes) }
+        try writing.withLock { _ throws(DBusError) in
+            guard !closedState.withLock({ $0 }) else { throw DBusError("the bus connection is closed") }
+            try Self.send(fd, bytes)
+        }
     }
 
     private func readLoop() {
@@ -208,14 +220,24 @@ public final class DBusConnection: Sendable {
             for waiting in pending.withLock({ $0.close() }) { waiting.resume(throwing: DBusError("the bus connection ended")) }
             deadlines.withLock { $0 = [:] }
             timer.cancel()
-            Glibc.close(fd)
+            // Closed under the writers' lock: no write can reach the number once it is reused.
+            writing.withLock { _ in
+                closedState.withLock { $0 = true }
+                Glibc.close(fd)
+            }
+            handlers.withLock { $0.closed }()
         }
         while true {
             guard let header = Self.read(fd, 16) else { return }
-            let bodyLength = Int(header[4..<8].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-            let fieldsLength = Int(header[12..<16].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+            // Either byte order: the bus passes each message on in its sender's.
+            let bigEndian = header[0] == UInt8(ascii: "B")
+            func length(_ bytes: ArraySlice<UInt8>) -> Int {
+                Int((bigEndian ? Array(bytes) : Array(bytes.reversed())).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+            }
+            let bodyLength = length(header[4..<8])
+            let fieldsLength = length(header[12..<16])
             // The specification's limits: a bus never sends more. Past them the stream cannot be trusted.
-            guard header[0] == UInt8(ascii: "l"), fieldsLength < 1 << 26, bodyLength < 1 << 27 else { return }
+            guard header[0] == UInt8(ascii: "l") || bigEndian, fieldsLength < 1 << 26, bodyLength < 1 << 27 else { return }
             guard let fields = Self.read(fd, (fieldsLength + 7) / 8 * 8) else { return }
             guard bodyLength <= DBusMessage.maximumBodyBytes else {
                 // Too large to hold here: skipped, and a call waiting for it fails.
@@ -242,7 +264,15 @@ public final class DBusConnection: Sendable {
                     settle(UInt64(serial), .success(message))
                 }
             case .signal: handlers.withLock { $0.signals }(message)
-            case .methodCall: handlers.withLock { $0.calls }(message)
+            case .methodCall:
+                if let calls = handlers.withLock({ $0.calls }) {
+                    calls(message)
+                } else if !message.noReplyExpected {
+                    // Nothing is served here: said at once, so the caller does not wait 25 s.
+                    let answer: DBusMessage = message.interface == "org.freedesktop.DBus.Peer" && message.member == "Ping"
+                        ? .reply(to: message) : .error(to: message, "org.freedesktop.DBus.Error.UnknownMethod", "nothing is served on this connection")
+                    try? send(answer)
+                }
             }
         }
     }
@@ -251,7 +281,7 @@ public final class DBusConnection: Sendable {
     /// serial and sender, or nil for a message that is no reply.
     static func answered(_ header: [UInt8]) -> (serial: UInt32, sender: String?)? {
         guard header.count >= 16, header[1] == DBusMessage.Kind.methodReturn.rawValue || header[1] == DBusMessage.Kind.error.rawValue else { return nil }
-        var reader = DBusMessage.Reader(bytes: header)
+        var reader = DBusMessage.Reader(bytes: header, bigEndian: header[0] == UInt8(ascii: "B"))
         reader.offset = 12
         guard case .array(_, let fields)? = try? reader.read("a(yv)") else { return nil }
         var serial: UInt32?

@@ -72,6 +72,15 @@ public indirect enum DBusValue: Sendable, Hashable {
         .array(element: "{sv}", entries.sorted { $0.key < $1.key }.map { .dictEntry(.string($0.key), .variant($0.value)) })
     }
 
+    /// Whether `path` is a valid object path: `/`, or `/`-separated elements of `[A-Za-z0-9_]`.
+    public static func isObjectPath(_ path: String) -> Bool {
+        guard path.hasPrefix("/") else { return false }
+        if path == "/" { return true }
+        return path.dropFirst().split(separator: "/", omittingEmptySubsequences: false).allSatisfy { element in
+            !element.isEmpty && element.utf8.allSatisfy { $0 == UInt8(ascii: "_") || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
+        }
+    }
+
     // MARK: Reading values
 
     /// The value inside variants (itself, when it is not one).
@@ -282,10 +291,11 @@ public struct DBusMessage: Sendable {
     /// Reads a whole message: its header, and its body by the header's signature.
     public static func decode(_ bytes: [UInt8]) throws(DBusError) -> DBusMessage {
         guard bytes.count >= 16 else { throw DBusError("a message shorter than its header") }
-        guard bytes[0] == UInt8(ascii: "l") else { throw DBusError("a message that is not little-endian D-Bus") }
+        // Written in either byte order, as its sender's; the bus passes it on as it came.
+        guard bytes[0] == UInt8(ascii: "l") || bytes[0] == UInt8(ascii: "B") else { throw DBusError("a message that is not D-Bus (its first byte is neither l nor B)") }
         guard let kind = Kind(rawValue: bytes[1]) else { throw DBusError("a message of unknown type \(bytes[1])") }
         guard bytes[3] == 1 else { throw DBusError("a message of D-Bus protocol version \(bytes[3])") }
-        var reader = Reader(bytes: bytes)
+        var reader = Reader(bytes: bytes, bigEndian: bytes[0] == UInt8(ascii: "B"))
         reader.offset = 4
         let bodyLength = Int(try reader.uint32())
         var message = DBusMessage(kind: kind)
@@ -342,9 +352,17 @@ public struct DBusMessage: Sendable {
             case .int64(let v): raw(v)
             case .uint64(let v): raw(v)
             case .double(let v): raw(v.bitPattern)
-            case .string(let v), .objectPath(let v):
-                raw(UInt32(v.utf8.count))
-                bytes += v.utf8
+            case .string(let v):
+                // A NUL would end the string early and make the message invalid, which a bus
+                // answers by closing the connection: text from elsewhere (a title) loses it.
+                let text = v.utf8.contains(0) ? v.replacingOccurrences(of: "\u{0}", with: "") : v
+                raw(UInt32(text.utf8.count))
+                bytes += text.utf8
+                bytes.append(0)
+            case .objectPath(let v):
+                let path = DBusValue.isObjectPath(v) ? v : "/"
+                raw(UInt32(path.utf8.count))
+                bytes += path.utf8
                 bytes.append(0)
             case .signature(let v):
                 bytes.append(UInt8(truncatingIfNeeded: v.utf8.count))
@@ -375,6 +393,8 @@ public struct DBusMessage: Sendable {
     /// Reads values by their signature, checking every length against the bytes there are.
     struct Reader {
         let bytes: [UInt8]
+        /// The message's byte order (`B`); little-endian (`l`) otherwise.
+        var bigEndian = false
         var offset = 0
         /// Values read so far (`maximumValues`).
         var values = 0
@@ -392,7 +412,11 @@ public struct DBusMessage: Sendable {
             align(size)
             guard offset + size <= bytes.count else { throw DBusError("a message ends early") }
             var v: T = 0
-            for i in (0..<size).reversed() { v = v << 8 | T(truncatingIfNeeded: bytes[offset + i]) }
+            if bigEndian {
+                for i in 0..<size { v = v << 8 | T(truncatingIfNeeded: bytes[offset + i]) }
+            } else {
+                for i in (0..<size).reversed() { v = v << 8 | T(truncatingIfNeeded: bytes[offset + i]) }
+            }
             offset += size
             return v
         }
@@ -439,7 +463,10 @@ public struct DBusMessage: Sendable {
             case UInt8(ascii: "t"): return .uint64(try raw(UInt64.self))
             case UInt8(ascii: "d"): return .double(Double(bitPattern: try raw(UInt64.self)))
             case UInt8(ascii: "s"): return .string(try text(Int(try uint32())))
-            case UInt8(ascii: "o"): return .objectPath(try text(Int(try uint32())))
+            case UInt8(ascii: "o"):
+                let path = try text(Int(try uint32()))
+                guard DBusValue.isObjectPath(path) else { throw DBusError("an object path that is not one") }
+                return .objectPath(path)
             case UInt8(ascii: "g"): return .signature(try text(Int(try byte())))
             case UInt8(ascii: "v"):
                 let inner = try text(Int(try byte()))

@@ -65,6 +65,9 @@ public final class DesktopNotifier: Sendable {
         return reply.body.first?.uint32 ?? 0
     }
 
+    /// Ends the notifier's connection to the bus (a notifier made for one message).
+    public func close() { bus.close() }
+
     /// Takes a notification away.
     public func withdraw(_ id: UInt32) async {
         actions.withLock { _ = $0.byID.removeValue(forKey: id) }

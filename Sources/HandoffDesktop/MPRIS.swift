@@ -46,7 +46,10 @@ public struct MediaMetadata: Sendable, Equatable {
 
     /// Reads the `a{sv}` of the property.
     public init(_ values: [String: DBusValue]) {
-        if case .objectPath(let id)? = values["mpris:trackid"] { trackID = id } else { trackID = values["mpris:trackid"]?.string }
+        // A track id is an object path; one that is not (some players send a plain string) is
+        // not one to send back, and the position is then set with Seek.
+        let id = values["mpris:trackid"]?.string
+        trackID = id.flatMap { DBusValue.isObjectPath($0) ? $0 : nil }
         url = values["xesam:url"]?.string.flatMap { URL(string: $0) }
         title = values["xesam:title"]?.string
         artists = (values["xesam:artist"]?.strings ?? []).filter { !$0.isEmpty }
@@ -165,7 +168,10 @@ extension MediaActivity {
             }
         }
         guard case .url(let url)? = entries[.string("url")] else { throw MediaActivityError("it has no 'url'") }
-        guard let position = try number("position"), position.isFinite, position >= 0 else { throw MediaActivityError("its 'position' is not a number of seconds from 0") }
+        // At most 10^7 s (115 days): no item is longer, and microseconds of it fit in an Int64.
+        guard let position = try number("position"), position.isFinite, position >= 0, position <= 1e7 else {
+            throw MediaActivityError("its 'position' is not a number of seconds from 0 to 10^7")
+        }
         var artists: [String] = []
         if case .array(let values)? = entries[.string("artists")] {
             artists = values.compactMap { if case .string(let s) = $0 { return s } else { return nil } }
@@ -175,7 +181,7 @@ extension MediaActivity {
         let length = try number("length")
         self.init(
             url: url, title: try string("title"), artists: artists, album: try string("album"), position: position,
-            length: length.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }, desktopEntry: try string("desktopEntry"), player: try string("player"), playing: playing)
+            length: length.flatMap { $0.isFinite && $0 >= 0 && $0 <= 1e7 ? $0 : nil }, desktopEntry: try string("desktopEntry"), player: try string("player"), playing: playing)
     }
 }
 

@@ -34,11 +34,16 @@ package struct DesktopApplications: Sendable {
 
     /// The desktop entry of `id` (`org.gnome.TextEditor.desktop`): the first found, unless it is
     /// hidden (a user's `Hidden=true` copy removes the system's) or not a valid application.
+    /// An ID names a file inside an applications folder and nowhere else: one whose dashes would
+    /// make `..` (`-..-..-Sync-x.desktop`, which another device may send) or a hidden or empty
+    /// part is not an ID.
     package func entry(id: String) -> DesktopEntry? {
-        guard id.hasSuffix(".desktop"), !id.contains("/"), !id.hasPrefix(".") else { return nil }
+        let parts = id.split(separator: "-", omittingEmptySubsequences: false)
+        guard id.hasSuffix(".desktop"), !id.contains("/"), parts.allSatisfy({ !$0.isEmpty && !$0.hasPrefix(".") }) else { return nil }
         for folder in applicationFolders {
+            let inside = folder.standardizedFileURL.path + "/"
             // The ID's dashes may stand for subfolders (`kde-kate.desktop` is `kde/kate.desktop`).
-            for candidate in Self.paths(for: id, in: folder) where FileManager.default.fileExists(atPath: candidate.path) {
+            for candidate in Self.paths(for: id, in: folder) where candidate.standardizedFileURL.path.hasPrefix(inside) && FileManager.default.fileExists(atPath: candidate.path) {
                 guard let text = try? String(contentsOf: candidate, encoding: .utf8), let keys = try? KeyFile(text: text) else { return nil }
                 guard let entry = try? DesktopEntry(id: id, keyFile: keys, location: candidate.path), !entry.hidden else { return nil }
                 return entry

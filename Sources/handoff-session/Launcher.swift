@@ -99,6 +99,7 @@ extension ClipboardService {
         Task { [self] in
             do {
                 let notifier = try await DesktopNotifier.connect(environment: ["DBUS_SESSION_BUS_ADDRESS": address])
+                defer { notifier.close() }
                 _ = try await notifier.inform(summary: summary, body: body)
             } catch {
                 log("no desktop notification: \(error)")

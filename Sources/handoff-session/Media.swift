@@ -44,16 +44,30 @@ final class Media: Sendable {
     struct Offer: Sendable {
         let activity: ActivityAnnouncement
         let owner: String
+        /// The player's bus name (`org.mpris.MediaPlayer2.vlc`) and its name for people.
+        let busName: String
         let player: String
         let url: URL
+    }
+
+    /// A player's changed properties, of one interface.
+    struct Change: Sendable {
+        let interface: String
+        let values: [String: DBusValue]
     }
 
     struct State: Sendable {
         /// By the player's unique name on the bus (its signals' sender).
         var players: [String: Player] = [:]
         var offered: Offer?
-        /// The items offered lately, to pause their player when one is continued elsewhere.
-        var recent: [UUID: Offer] = [:]
+        /// The items offered lately, oldest first, to pause their player when one is continued
+        /// elsewhere.
+        var recent: [Offer] = []
+        /// The players being asked what they play, by unique name: one that leaves meanwhile is
+        /// taken out, and its answer dropped.
+        var joining: Set<String> = []
+        /// Changes heard from a joining player, applied after its answer.
+        var early: [String: [Change]] = [:]
         var count: UInt64 = 0
         var status = ""
     }
@@ -92,12 +106,32 @@ final class Media: Sendable {
             guard signal.sender == "org.freedesktop.DBus", signal.body.count == 3, let name = signal.body[0].string, name.hasPrefix(MPRIS.namePrefix),
                 let old = signal.body[1].string, let new = signal.body[2].string
             else { return }
-            if !old.isEmpty { state.withLock { _ = $0.players.removeValue(forKey: old) } }
-            if !new.isEmpty { await add(name, owner: new) }
+            if !old.isEmpty {
+                state.withLock { state in
+                    state.players[old] = nil
+                    state.joining.remove(old)
+                    state.early[old] = nil
+                }
+            }
+            if !new.isEmpty {
+                state.withLock { _ = $0.joining.insert(new) }
+                // Asked on a task of its own: a player slow to answer holds up no other's signals.
+                Task { [self] in
+                    await add(name, owner: new)
+                    await republish()
+                }
+            }
         case (DBusConnection.properties, "PropertiesChanged"):
-            guard let sender = signal.sender, signal.body.count >= 2, let interface = signal.body[0].string, let changed = signal.body[1].dictionary,
-                state.withLock({ $0.players[sender] != nil })
-            else { return }
+            guard let sender = signal.sender, signal.body.count >= 2, let interface = signal.body[0].string, let changed = signal.body[1].dictionary else { return }
+            // A player still being asked what it plays gets its changes after its answer.
+            let known = state.withLock { state -> Bool in
+                if state.joining.contains(sender) {
+                    state.early[sender, default: []].append(Change(interface: interface, values: changed))
+                    if state.early[sender]!.count > 64 { state.early[sender]!.removeFirst() }
+                }
+                return state.players[sender] != nil
+            }
+            guard known else { return }
             let invalidated = signal.body.count > 2 ? signal.body[2].strings ?? [] : []
             var changes = changed
             if interface == MPRIS.player, invalidated.contains(where: { $0 == "Metadata" || $0 == "PlaybackStatus" }),
@@ -120,14 +154,25 @@ final class Media: Sendable {
     /// player busy starting (or a busy machine) gets three tries.
     private func add(_ name: String, owner: String) async {
         var player = Player(busName: name, owner: owner)
+        // Given up, or answered: either way it is no longer joining.
+        defer {
+            state.withLock { state in
+                state.joining.remove(owner)
+                state.early[owner] = nil
+            }
+        }
         for attempt in 1...3 {
             do {
                 let values = try await bus.properties(of: MPRIS.player, at: MPRIS.path, on: owner, timeout: .seconds(5))
                 let root = (try? await bus.properties(of: MPRIS.root, at: MPRIS.path, on: owner, timeout: .seconds(5))) ?? [:]
                 player.pid = try? await bus.processID(of: owner)
                 state.withLock { state in
+                    guard state.joining.remove(owner) != nil else { return }
                     Self.apply(root, of: MPRIS.root, to: &player, count: &state.count)
                     Self.apply(values, of: MPRIS.player, to: &player, count: &state.count)
+                    for change in state.early.removeValue(forKey: owner) ?? [] {
+                        Self.apply(change.values, of: change.interface, to: &player, count: &state.count)
+                    }
                     state.players[owner] = player
                 }
                 return
@@ -185,9 +230,9 @@ final class Media: Sendable {
             var offer: Offer?
             if let (player, url) = wanted {
                 let activity = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.media, title: player.metadata.displayTitle)
-                offer = Offer(activity: activity, owner: player.owner, player: player.name, url: url)
-                state.recent[activity.id] = offer
-                if state.recent.count > 16, let oldest = state.recent.keys.first(where: { $0 != activity.id }) { state.recent[oldest] = nil }
+                offer = Offer(activity: activity, owner: player.owner, busName: player.busName, player: player.name, url: url)
+                state.recent.append(offer!)
+                if state.recent.count > 16 { state.recent.removeFirst() }
             }
             state.offered = offer
             return (offer, current, changed ? status : "")
@@ -230,7 +275,7 @@ final class Media: Sendable {
         do {
             let values = try await bus.properties(of: MPRIS.player, at: MPRIS.path, on: offer.owner, timeout: .seconds(3))
             let metadata = MediaMetadata(values["Metadata"]?.dictionary ?? [:])
-            guard case .travels(let url) = MediaTravel.decide(metadata, player: offer.player, containers: containers) else {
+            guard case .travels(let url) = MediaTravel.decide(metadata, player: offer.busName, containers: containers) else {
                 throw DBusError("\(offer.player) now plays something that does not travel")
             }
             var position = values["Position"]?.integer
@@ -250,7 +295,7 @@ final class Media: Sendable {
 
     /// A player here whose item was continued on another device pauses.
     private func pause(_ activity: UUID) async {
-        guard let offer = state.withLock({ $0.recent[activity] }) else { return }
+        guard let offer = state.withLock({ $0.recent.last { $0.activity.id == activity } }) else { return }
         guard !keepPlaying else { return service.log("media: '\(offer.activity.title ?? "")' continued elsewhere; \(offer.player) keeps playing (--keep-playing)") }
         do {
             _ = try await bus.call(DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "Pause", destination: offer.owner), timeout: .seconds(5))
@@ -284,9 +329,14 @@ final class Media: Sendable {
         }
         let applications = DesktopApplications(environment: environment)
         let mimeType = applications.mimeType(forFileNamed: url.lastPathComponent) ?? (url.isFileURL ? nil : "x-scheme-handler/\(scheme)")
-        var entry = media.desktopEntry.flatMap { applications.entry(id: $0 + ".desktop") }
-        if entry == nil, let mimeType { entry = applications.defaultEntry(for: mimeType) }
-        guard let entry else { return notPlayed(name, from: device, "no app here plays \(mimeType ?? "it")") }
+        // Only sound and video go to a player: another device names no other kind of file to open.
+        guard let mimeType, Self.isMedia(mimeType) else {
+            return notPlayed(name, from: device, "it is not a sound or video file (\(mimeType ?? "of no known type")): not played")
+        }
+        // The player the other device named, when it is a player here; else the type's default.
+        var entry = media.desktopEntry.flatMap { applications.entry(id: $0 + ".desktop") }.flatMap { $0.mimeTypes.contains(where: Self.isMedia) ? $0 : nil }
+        if entry == nil { entry = applications.defaultEntry(for: mimeType) }
+        guard let entry else { return notPlayed(name, from: device, "no app here plays \(mimeType)") }
         let id = String(entry.id.dropLast(".desktop".count))
         let running = state.withLock { $0.players.values.first { $0.desktopEntry == id } }
         var launched: Launcher.Started?
@@ -316,7 +366,11 @@ final class Media: Sendable {
                     } else {
                         ours = candidate.desktopEntry == id
                     }
-                    return ours && Self.sameItem(candidate.metadata.url, url)
+                    // Loaded: playing, or knowing the item's length. (mpv names the item as soon as
+                    // it is asked to open it, before it can seek in it; and mpv-mpris 0.7 goes on
+                    // saying Stopped when an idle mpv opens an item, while it plays it.)
+                    let loaded = candidate.status != .stopped || candidate.metadata.length != nil
+                    return ours && loaded && Self.sameItem(candidate.metadata.url, url)
                 }
             }
             // The signals update the players meanwhile; this waits for them, for one item.
@@ -326,6 +380,7 @@ final class Media: Sendable {
             return service.log("media: \(entry.id) opened \(name) but says nothing of it over MPRIS: it plays from its start")
         }
         do {
+            // MediaActivity caps the position at 10^7 s: its microseconds fit.
             let position = Int64((media.position * 1e6).rounded())
             // A player may say it has the item before it can seek in it (mpv, while it loads):
             // the position is checked, and asked for again, for up to 3 s.
@@ -340,12 +395,17 @@ final class Media: Sendable {
                 } else {
                     let now = try await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: player.owner, timeout: .seconds(5)).integer ?? 0
                     _ = try await bus.call(
-                        DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "Seek", destination: player.owner, body: [.int64(position - now)]),
+                        DBusMessage(
+                            kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: "Seek", destination: player.owner,
+                            body: [.int64(position.subtractingReportingOverflow(now).overflow ? 0 : position - now)]),
                         timeout: .seconds(5))
                 }
                 let reached = try await bus.property("Position", of: MPRIS.player, at: MPRIS.path, on: player.owner, timeout: .seconds(5)).integer
                 // A player that does not report its position is taken at its word.
-                there = reached.map { abs($0 - position) <= 1_500_000 } ?? true
+                there = reached.map { reached in
+                    let (difference, overflow) = reached.subtractingReportingOverflow(position)
+                    return !overflow && difference.magnitude <= 1_500_000
+                } ?? true
                 // A moment for the player to finish loading before it is asked again.
                 if !there { try await Task.sleep(for: .milliseconds(100)) }
             } while !there && clock.now < deadline
@@ -356,6 +416,12 @@ final class Media: Sendable {
         } catch {
             notPlayed(name, from: device, "\(player.name) opened it but did not go to \(Int(media.position)) s: \(error)")
         }
+    }
+
+    /// Whether `mimeType` is sound or video, or an address a player may open.
+    static func isMedia(_ mimeType: String) -> Bool {
+        mimeType.hasPrefix("audio/") || mimeType.hasPrefix("video/") || mimeType == "application/ogg" || mimeType == "x-scheme-handler/http"
+            || mimeType == "x-scheme-handler/https" || mimeType == "application/x-matroska" || mimeType == "application/vnd.apple.mpegurl"
     }
 
     /// Whether a player's item is the one asked for: the same file, or the same address.

@@ -45,6 +45,9 @@ final class Tray: Sendable {
         var entries: [Entry] = []
         var revision: UInt32 = 1
         var nextID: Int32 = 1
+        /// Each activity's menu id, kept while it is nearby: a click on a menu drawn before a
+        /// rebuild still finds its entry.
+        var ids: [UUID: Int32] = [:]
         /// The bus name the item has while it is shown.
         var shownAs: String?
         var shownCount = 0
@@ -107,10 +110,16 @@ final class Tray: Sendable {
         let applications = DesktopApplications(environment: environment)
         let (show, hide, changed) = state.withLock { state -> (String?, String?, Bool) in
             let sorted = state.nearby.values.sorted { $0.age < $1.age }
+            var ids: [UUID: Int32] = [:]
             state.entries = sorted.map { activity in
-                defer { state.nextID = state.nextID == Int32.max ? 1 : state.nextID + 1 }
-                return Entry(id: state.nextID, activity: activity, icon: Self.icon(for: activity, applications))
+                let id = state.ids[activity.activity.id] ?? {
+                    defer { state.nextID = state.nextID == Int32.max ? 1 : state.nextID + 1 }
+                    return state.nextID
+                }()
+                ids[activity.activity.id] = id
+                return Entry(id: id, activity: activity, icon: Self.icon(for: activity, applications))
             }
+            state.ids = ids
             state.revision &+= 1
             if state.entries.isEmpty {
                 defer { state.shownAs = nil }

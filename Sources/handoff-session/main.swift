@@ -141,6 +141,8 @@ if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty {
     do {
         let bus = try DBusConnection(address: address)
         try waitFor { try await bus.hello() }
+        // Media and the tray live on it: without it the service starts again (systemd restarts it).
+        bus.onClose { service.exit("the session bus closed the connection") }
         sessionBus = bus
     } catch {
         service.log("no session bus: \(error)")

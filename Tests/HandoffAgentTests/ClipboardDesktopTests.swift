@@ -71,9 +71,7 @@ final class TestDesktop: Sendable {
         server.standardOutput = FileHandle.nullDevice
         switch kind {
         case .x11:
-            // A display number no other X server here uses.
-            var number = Int.random(in: 200..<900)
-            while FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") { number = Int.random(in: 200..<900) }
+            let number = try Self.freeDisplay()
             display = ":\(number)"
             runtime = nil
             Self.command(server, namespace: namespace, "/usr/bin/Xvfb", [display, "-nolisten", "tcp", "-screen", "0", "320x240x24"])
@@ -120,6 +118,22 @@ final class TestDesktop: Sendable {
         if !extra.isEmpty { service.environment = ProcessInfo.processInfo.environment.merging(extra) { $1 } }
         try service.run()
         try #require(await eventually { self.logText.contains("watching the clipboard") }, "the clipboard service did not start: \(logText)")
+    }
+
+    /// A display number no X server here uses: free, or left by one that was killed (its lock
+    /// names a process that is gone: its socket and lock are removed). Killed servers leave both
+    /// behind, and after enough runs every number had a socket (the search never ended).
+    static func freeDisplay() throws -> Int {
+        for number in (200..<900).shuffled() {
+            let lock = "/tmp/.X\(number)-lock", socket = "/tmp/.X11-unix/X\(number)"
+            guard FileManager.default.fileExists(atPath: lock) || FileManager.default.fileExists(atPath: socket) else { return number }
+            let owner = (try? String(contentsOfFile: lock, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            if let owner, kill(owner, 0) == 0 || errno != ESRCH { continue }
+            try? FileManager.default.removeItem(atPath: lock)
+            try? FileManager.default.removeItem(atPath: socket)
+            return number
+        }
+        throw LocalError(.failed, "every X display number from 200 to 899 is in use here")
     }
 
     /// Makes `process` run `executable` inside `namespace` (when there is one).
@@ -198,6 +212,12 @@ final class TestDesktop: Sendable {
         for app in apps.withLock({ $0 }) where app.isRunning { kill(app.processIdentifier, SIGKILL) }
         for process in [service, server] where process.isRunning { kill(process.processIdentifier, SIGKILL) }
         if let runtime { try? FileManager.default.removeItem(at: runtime) }
+        // A killed X server leaves its socket and lock behind.
+        if kind == .x11 {
+            let number = display.dropFirst()
+            try? FileManager.default.removeItem(atPath: "/tmp/.X\(number)-lock")
+            try? FileManager.default.removeItem(atPath: "/tmp/.X11-unix/X\(number)")
+        }
     }
 }
 

@@ -40,6 +40,43 @@ struct DBusMessageTests {
         #expect(Array(bytes[header...]) == [1, 0, 0, 0, 0, 0, 0, 0] + Array(repeating: 255, count: 8) + [0, 0, 0, 0, 0, 0, 0, 0] + [2])
     }
 
+    @Test("A message in big-endian byte order (a sender's choice, which the bus passes on) is read as well as a little-endian one")
+    func bigEndian() throws {
+        var bytes: [UInt8] = []
+        func align(_ n: Int) { while bytes.count % n != 0 { bytes.append(0) } }
+        func u32(_ v: UInt32) { align(4); bytes += [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        func text(_ v: String) { u32(UInt32(v.utf8.count)); bytes += Array(v.utf8) + [0] }
+        func signature(_ v: String) { bytes += [UInt8(v.utf8.count)] + Array(v.utf8) + [0] }
+        let body: [UInt8] = [0, 0, 0, 7, 0, 0, 0, 2, UInt8(ascii: "h"), UInt8(ascii: "i"), 0]
+        bytes = [UInt8(ascii: "B"), 4, 0, 1]
+        u32(UInt32(body.count))
+        u32(9)
+        u32(0)
+        let fieldsStart = bytes.count
+        for (code, type, value) in [(UInt8(1), "o", "/a"), (2, "s", "a.b"), (3, "s", "C"), (8, "g", "us")] {
+            align(8)
+            bytes.append(code)
+            signature(type)
+            if type == "g" { signature(value) } else { text(value) }
+        }
+        let fieldsLength = UInt32(bytes.count - fieldsStart)
+        bytes.replaceSubrange(12..<16, with: [UInt8(fieldsLength >> 24), UInt8(fieldsLength >> 16 & 0xFF), UInt8(fieldsLength >> 8 & 0xFF), UInt8(fieldsLength & 0xFF)])
+        align(8)
+        bytes += body
+        let message = try DBusMessage.decode(bytes)
+        #expect(message.serial == 9)
+        #expect(message.path == "/a" && message.interface == "a.b" && message.member == "C")
+        #expect(message.body == [.uint32(7), .string("hi")])
+    }
+
+    @Test("What is written is always a valid message: a NUL in a string (a title from another device) is dropped, an object path that is not one is written as /")
+    func writtenValid() throws {
+        let message = DBusMessage(kind: .signal, path: "/p", interface: "a.b", member: "C", body: [.string("a\u{0}b"), .objectPath("not a path")])
+        let read = try DBusMessage.decode(message.encoded())
+        #expect(read.body == [.string("ab"), .objectPath("/")])
+        #expect(DBusValue.isObjectPath("/org/mpris/MediaPlayer2") && DBusValue.isObjectPath("/") && !DBusValue.isObjectPath("/a//b") && !DBusValue.isObjectPath("/a-b"))
+    }
+
     @Test("A metadata dictionary of 10,000 entries is read whole")
     func tenThousandEntries() throws {
         var entries: [String: DBusValue] = [:]

@@ -298,7 +298,7 @@ struct MediaActivityTests {
     }
 
     @Test(
-        "S15: A media item whose publisher names a file outside every container synced here, or an address of another scheme, is not played on beta: no player starts, and the log says why",
+        "S15: A media item whose publisher names a file outside every container synced here, an address of another scheme, or a file that is no sound or video, is not played on beta (the log says why); one naming an app of beta's that is no player plays in beta's player, not in that app",
         .enabled(if: enabled, "needs mpv, mpv-mpris, dbus-daemon and Xvfb; skipped"))
     func foreignMediaNotPlayed() async throws {
         let (setup, _, environments) = try Self.hosts()
@@ -317,9 +317,33 @@ struct MediaActivityTests {
                 #expect(await eventually { onBeta.logText.contains(reason) }, "beta's service: \(onBeta.logText)")
                 try publisher.client.send(.invalidated(activity: item.id))
             }
+            // A file of the synced folder that is no sound or video is not opened at all.
+            try Data("notes".utf8).write(to: setup.onA.appendingPathComponent("notes.txt"))
+            try Data("notes".utf8).write(to: setup.onB.appendingPathComponent("notes.txt"))
+            let text = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.media, title: "notes.txt")
+            let textMedia = MediaActivity(
+                url: setup.onA.appendingPathComponent("notes.txt"), title: nil, artists: [], album: nil, position: 1, length: nil, desktopEntry: "org.example.Notes", player: nil,
+                playing: true)
+            let textPublisher = try await a.offer(text, answering: .answer(ActivityRecord(activity: text, userInfo: try UserInfoCoding.encode(textMedia.userInfo))), seenBy: b)
+            _ = try await b.call(.continue(activity: text.id))
+            #expect(await eventually { onBeta.logText.contains("it is not a sound or video file") }, "beta's service: \(onBeta.logText)")
+            try textPublisher.client.send(.invalidated(activity: text.id))
+            #expect(!FileManager.default.fileExists(atPath: setup.opened.path), "beta's Notes app ran")
             let bus = try DBusConnection(address: onBeta.busAddress)
             try await bus.hello()
             #expect(try await bus.listNames().allSatisfy { !$0.hasPrefix(MPRIS.namePrefix) }, "a player started on beta")
+
+            // A sound file naming an app of beta's that is no player (its Notes) plays in beta's player.
+            let sound = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.media, title: "song")
+            let soundMedia = MediaActivity(
+                url: setup.onA.appendingPathComponent("Music/song one.wav"), title: nil, artists: [], album: nil, position: 5, length: nil, desktopEntry: "org.example.Notes",
+                player: nil, playing: true)
+            _ = try await a.offer(sound, answering: .answer(ActivityRecord(activity: sound, userInfo: try UserInfoCoding.encode(soundMedia.userInfo))), seenBy: b)
+            _ = try await b.call(.continue(activity: sound.id))
+            #expect(await eventually { onBeta.logText.contains("playing song one.wav at 5.0 s in mpv.desktop") }, "beta's service: \(onBeta.logText)")
+            #expect(!FileManager.default.fileExists(atPath: setup.opened.path), "beta's Notes app ran")
+            let played = try await TestPlayer.find("org.mpris.MediaPlayer2.mpv", on: onBeta.busAddress)
+            await played.quit()
         }
     }
 
@@ -347,6 +371,38 @@ struct MediaActivityTests {
             #expect(await player.position == 42, "beta's service: \(onBeta.logText)")
             await player.quit()
             kill(Int32(try await player.bus.processID(of: player.owner)), SIGKILL)
+        }
+    }
+
+    @Test(
+        "When beta's player for the item is already running, it is given the item (OpenUri) rather than started again: beta's one idle mpv plays it at the position",
+        .enabled(if: enabled, "needs mpv, mpv-mpris, dbus-daemon and Xvfb (.ci/run installs them); skipped"))
+    func runningPlayerTakesTheItem() async throws {
+        let (setup, song, environments) = try Self.hosts()
+        defer { setup.remove() }
+        try await withDesktops(.x11, containers: [setup.onA, setup.onB], environments: environments, sessionBuses: true) { devices, desktops in
+            let (a, b, onBeta) = (devices[0], devices[1], desktops[1])
+            #expect(await eventually { onBeta.logText.contains("watching media players") }, "beta's service: \(onBeta.logText)")
+            // Beta's mpv, open with nothing to play.
+            let idle = try onBeta.start("/usr/bin/mpv", ["--idle=yes", "--ao=null", "--vo=null"], environment: ["HOME": setup.root.path])
+            defer { kill(idle.processIdentifier, SIGKILL) }
+            let player = try await TestPlayer.find("org.mpris.MediaPlayer2.mpv", on: onBeta.busAddress)
+            let item = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.media, title: song)
+            let media = MediaActivity(
+                url: setup.onA.appendingPathComponent(song), title: nil, artists: [], album: nil, position: 42, length: 120, desktopEntry: "mpv", player: "mpv", playing: true)
+            _ = try await a.offer(item, answering: .answer(ActivityRecord(activity: item, userInfo: try UserInfoCoding.encode(media.userInfo))), seenBy: b)
+            #expect(try await b.call(.continue(activity: item.id)).continued?.app == "system")
+            #expect(await eventually { onBeta.logText.contains("playing song one.wav at 42.0 s in mpv.desktop") }, "beta's service: \(onBeta.logText)")
+            #expect(await player.url?.resolvingSymlinksInPath().path == setup.onB.appendingPathComponent(song).resolvingSymlinksInPath().path)
+            // It plays from the position: its position moves on from there. (mpv-mpris 0.7 goes on
+            // saying Stopped when an idle mpv opens an item, so the status is not what tells.)
+            let position = try #require(await player.position)
+            #expect(position >= 41.5 && position <= 60, "beta's mpv is at \(position) s; beta's service: \(onBeta.logText)")
+            #expect(await eventually { (await player.position ?? 0) > position + 0.2 }, "beta's mpv does not play")
+            // The same mpv: no second one started.
+            let names = try await player.bus.listNames().filter { $0.hasPrefix(MPRIS.namePrefix) }
+            #expect(names.count == 1, "\(names)")
+            await player.quit()
         }
     }
 }

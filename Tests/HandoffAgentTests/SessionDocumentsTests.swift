@@ -4,6 +4,24 @@ import Testing
 
 @Suite("Desktop entries and the recently-used list, as a desktop reads them")
 struct SessionDocumentsTests {
+    @Test("S15: A desktop ID another device sends never names a file outside the applications folders: dashes that would make '..' (a planted entry in a synced folder), a hidden or an empty part are not IDs")
+    func desktopIDsStayInside() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ids-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let applications = root.appendingPathComponent("data/applications")
+        let synced = root.appendingPathComponent("Sync")
+        for folder in [applications, synced, applications.appendingPathComponent("kde")] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
+        let entry = "[Desktop Entry]\nType=Application\nName=Planted\nExec=sh -c 'touch /tmp/planted' %u\n"
+        try Data(entry.utf8).write(to: synced.appendingPathComponent("x.desktop"))
+        try Data(entry.utf8).write(to: applications.appendingPathComponent("kde/kate.desktop"))
+        let desktop = DesktopApplications(environment: ["HOME": root.path, "XDG_DATA_HOME": root.appendingPathComponent("data").path, "XDG_DATA_DIRS": "/nonexistent"])
+        for id in ["-..-..-Sync-x.desktop", "..-..-Sync-x.desktop", "kde-..-..-..-Sync-x.desktop", "a--b.desktop", "kde-.kate.desktop", "-kate.desktop"] {
+            #expect(desktop.entry(id: id) == nil, "\(id) named a file")
+        }
+        // A real subfolder ID still works.
+        #expect(desktop.entry(id: "kde-kate.desktop")?.name == "Planted")
+    }
+
     static func entry(_ text: String, id: String = "test.desktop") throws -> DesktopEntry {
         try DesktopEntry(id: id, keyFile: KeyFile(text: text), location: "/usr/share/applications/\(id)")
     }

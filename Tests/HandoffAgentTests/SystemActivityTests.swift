@@ -261,7 +261,8 @@ struct DocumentActivityTests {
             #expect(
                 await eventually { (try? String(contentsOf: viewed, encoding: .utf8)) == expected + "\n" },
                 "viewed: \((try? String(contentsOf: viewed, encoding: .utf8)) ?? "nothing"); beta's service: \(onBeta.logText)")
-            #expect(onBeta.logText.contains("with org.example.Viewer.desktop"), "beta's service: \(onBeta.logText)")
+            // Logged once the app answered, which is after it opened the file.
+            #expect(await eventually { onBeta.logText.contains("with org.example.Viewer.desktop") }, "beta's service: \(onBeta.logText)")
         }
     }
 

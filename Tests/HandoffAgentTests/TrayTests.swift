@@ -124,7 +124,7 @@ struct DBusConnectionTests {
         let (daemon, address) = try await privateSessionBus(in: folder.appendingPathComponent("bus"))
         defer { kill(daemon.processIdentifier, SIGKILL) }
         // A program on the bus that takes calls and never answers them.
-        let silent = try DBusConnection(address: address)
+        let silent = try DBusConnection(address: address, calls: { _ in })
         try await silent.hello()
         #expect(try await silent.requestName("org.example.Silent"))
         let caller = try DBusConnection(address: address)
@@ -148,5 +148,27 @@ struct DBusConnectionTests {
         #expect(waited >= .milliseconds(400) && waited < .seconds(25), "\(waited)")
         // The connection goes on.
         #expect(try await caller.listNames().contains("org.example.Silent"))
+    }
+
+    @Test(
+        "A connection that serves nothing answers a call at once (no such method; a Ping is answered), not after the bus's 25 s",
+        .enabled(if: hasDBusDaemon, "needs dbus-daemon; skipped"))
+    func nothingServed() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dbus-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (daemon, address) = try await privateSessionBus(in: folder.appendingPathComponent("bus"))
+        defer { kill(daemon.processIdentifier, SIGKILL) }
+        let quiet = try DBusConnection(address: address)
+        let name = try await quiet.hello()
+        let caller = try DBusConnection(address: address)
+        try await caller.hello()
+        _ = try await caller.call(DBusMessage(kind: .methodCall, path: "/", interface: "org.freedesktop.DBus.Peer", member: "Ping", destination: name), timeout: .seconds(5))
+        do {
+            _ = try await caller.call(DBusMessage(kind: .methodCall, path: "/", interface: "org.example.I", member: "M", destination: name), timeout: .seconds(5))
+            Issue.record("a call to a connection serving nothing returned")
+        } catch let error as DBusError {
+            #expect(error.name == "org.freedesktop.DBus.Error.UnknownMethod", "\(error)")
+        }
     }
 }
