@@ -57,32 +57,12 @@ func clipboardPaste(_ socket: String) throws -> (count: Int, nanoseconds: UInt64
 func clipboardBenchmark() async throws -> Targets {
     try? FileManager.default.removeItem(atPath: root)
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-    // Two network namespaces on a bridge as root (each agent a host of its own, as two devices
-    // are), else loopback.
-    let useNamespaces = getuid() == 0 && shell(["ip", "netns", "add", "hc\(getpid())probe"]) == 0
-    if useNamespaces { shell(["ip", "netns", "del", "hc\(getpid())probe"]) }
-    let prefix = "hc\(getpid() % 100_000)"
-    let base = Int.random(in: 20_000..<40_000)
-    let a: Host
-    let b: Host
-    if useNamespaces {
-        undoOnFailure.withLock { $0 = prefix }
-        makeBridgedNamespaces(prefix: prefix, names: ["a", "b"], subnet: "10.80.0")
-        a = Host(name: "a", namespace: "\(prefix)a", address: "10.80.0.1", port: 47_170)
-        b = Host(name: "b", namespace: "\(prefix)b", address: "10.80.0.2", port: 47_170)
-    } else {
-        undoOnFailure.withLock { $0 = "" }
-        a = Host(name: "a", namespace: nil, address: "127.0.0.1", port: base)
-        b = Host(name: "b", namespace: nil, address: "127.0.0.1", port: base + 2)
-    }
-    let interface = useNamespaces ? "eth0" : "lo"
+    let hosts = TwoHosts(prefix: "hc", subnet: "10.80.0")
+    let (a, b, interface, useNamespaces, base) = (hosts.a, hosts.b, hosts.interface, hosts.namespaces, hosts.base)
     var processes: [ChildProcess] = []
     defer {
         for process in processes { stop(process) }
-        if useNamespaces {
-            for name in ["a", "b", "br"] { shell(["ip", "netns", "del", "\(prefix)\(name)"]) }
-        }
-        try? FileManager.default.removeItem(atPath: root)
+        hosts.remove()
     }
     let offers = Int(ProcessInfo.processInfo.environment["OFFERS"] ?? "") ?? 30
     let pastes = Int(ProcessInfo.processInfo.environment["PASTES"] ?? "") ?? 100

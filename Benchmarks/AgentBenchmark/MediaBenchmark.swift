@@ -52,30 +52,12 @@ func mediaBenchmark() async throws -> Targets {
     guard FileManager.default.isExecutableFile(atPath: "/usr/bin/mpv"), FileManager.default.fileExists(atPath: "/etc/mpv/scripts/mpris.so"),
         FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")
     else { fail("the media benchmark needs mpv, mpv-mpris and dbus-daemon (apt-get install mpv mpv-mpris dbus-daemon)") }
-    let useNamespaces = getuid() == 0 && shell(["ip", "netns", "add", "hm\(getpid())probe"]) == 0
-    if useNamespaces { shell(["ip", "netns", "del", "hm\(getpid())probe"]) }
-    let prefix = "hm\(getpid() % 100_000)"
-    let base = Int.random(in: 20_000..<40_000)
-    let a: Host
-    let b: Host
-    if useNamespaces {
-        undoOnFailure.withLock { $0 = prefix }
-        makeBridgedNamespaces(prefix: prefix, names: ["a", "b"], subnet: "10.81.0")
-        a = Host(name: "a", namespace: "\(prefix)a", address: "10.81.0.1", port: 47_170)
-        b = Host(name: "b", namespace: "\(prefix)b", address: "10.81.0.2", port: 47_170)
-    } else {
-        undoOnFailure.withLock { $0 = "" }
-        a = Host(name: "a", namespace: nil, address: "127.0.0.1", port: base)
-        b = Host(name: "b", namespace: nil, address: "127.0.0.1", port: base + 2)
-    }
-    let interface = useNamespaces ? "eth0" : "lo"
+    let hosts = TwoHosts(prefix: "hm", subnet: "10.81.0")
+    let (a, b, interface, useNamespaces) = (hosts.a, hosts.b, hosts.interface, hosts.namespaces)
     var processes: [ChildProcess] = []
     defer {
         for process in processes { stop(process) }
-        if useNamespaces {
-            for name in ["a", "b", "br"] { shell(["ip", "netns", "del", "\(prefix)\(name)"]) }
-        }
-        try? FileManager.default.removeItem(atPath: root)
+        hosts.remove()
     }
 
     // Each host: a synced folder with the sound file, its own session bus, and on B mpv's entry.
@@ -159,6 +141,10 @@ func mediaBenchmark() async throws -> Targets {
         let files = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".log") }.sorted()
         return files.map { "\n--- \($0):\n" + ((try? String(contentsOfFile: "\(root)/\($0)", encoding: .utf8)) ?? "") }.joined()
     }
+    // One connection to B's agent asks what is nearby, for every wait (a connection each time
+    // would reach the agent's limit of local clients).
+    let watcher = try LocalClient(path: b.socket, role: .control)
+    defer { watcher.close() }
     /// One continuation: A's mpv plays from 0:42; B continues it; milliseconds until B's mpv
     /// plays at A's position (± 1 s).
     func continueOnce() async throws -> Double {
@@ -170,7 +156,7 @@ func mediaBenchmark() async throws -> Targets {
         }
         var offered: UUID?
         await waitFor("B to list A's media", explain: logs) {
-            offered = (try? await LocalClient(path: b.socket, role: .control).call(.nearby))?.activities?
+            offered = (try? await watcher.call(.nearby))?.activities?
                 .first { $0.activity.activityType == SystemActivityType.media }?.activity.id
             return offered != nil
         }
@@ -189,7 +175,7 @@ func mediaBenchmark() async throws -> Targets {
         await quitPlayers(busA)
         player.waitUntilExit()
         await waitFor("A's item to be withdrawn") {
-            ((try? await LocalClient(path: b.socket, role: .control).call(.nearby))?.activities ?? []).allSatisfy { $0.activity.activityType != SystemActivityType.media }
+            ((try? await watcher.call(.nearby))?.activities ?? []).allSatisfy { $0.activity.activityType != SystemActivityType.media }
         }
         return elapsed
     }

@@ -151,6 +151,44 @@ struct Host {
     }
 }
 
+/// Two hosts, a and b: as root two network namespaces on a bridge (each agent a host of its own,
+/// as two devices are), else loopback, on ports of their own.
+struct TwoHosts {
+    let a: Host
+    let b: Host
+    let namespaces: Bool
+    let prefix: String
+    /// The first of the ports this run may use on loopback (the agents take `base` and `base + 2`).
+    let base: Int
+    /// The interface the agents' beacons use: the namespaces' veth, or loopback.
+    var interface: String { namespaces ? "eth0" : "lo" }
+
+    init(prefix letters: String, subnet: String) {
+        namespaces = getuid() == 0 && shell(["ip", "netns", "add", "\(letters)\(getpid())probe"]) == 0
+        if namespaces { shell(["ip", "netns", "del", "\(letters)\(getpid())probe"]) }
+        prefix = "\(letters)\(getpid() % 100_000)"
+        base = Int.random(in: 20_000..<40_000)
+        if namespaces {
+            undoOnFailure.withLock { [prefix] in $0 = prefix }
+            makeBridgedNamespaces(prefix: prefix, names: ["a", "b"], subnet: subnet)
+            a = Host(name: "a", namespace: "\(prefix)a", address: "\(subnet).1", port: 47_170)
+            b = Host(name: "b", namespace: "\(prefix)b", address: "\(subnet).2", port: 47_170)
+        } else {
+            undoOnFailure.withLock { $0 = "" }
+            a = Host(name: "a", namespace: nil, address: "127.0.0.1", port: base)
+            b = Host(name: "b", namespace: nil, address: "127.0.0.1", port: base + 2)
+        }
+    }
+
+    /// Removes the namespaces and the run's folder.
+    func remove() {
+        if namespaces {
+            for name in ["a", "b", "br"] { shell(["ip", "netns", "del", "\(prefix)\(name)"]) }
+        }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}
+
 @discardableResult
 func shell(_ arguments: [String]) -> Int32 {
     let process = ChildProcess()

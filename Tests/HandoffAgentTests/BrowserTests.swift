@@ -145,6 +145,36 @@ struct BrowserTests {
     }
 }
 
+/// Alpha and beta paired, the native host installed for Chromium in `home`, and headless
+/// Chromium with the extension on alpha (`arguments` after its own: the page to open last);
+/// beta's browser writes what it opens to the file `body` gets.
+func withExtensionInChromium(_ browser: String, home: URL, _ arguments: [String], _ body: (TestDevice, TestDevice, URL) async throws -> Void) async throws {
+    try await withHarness { harness in
+        let opened = harness.root.appendingPathComponent("opened.txt")
+        let a = try await harness.start("alpha")
+        let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
+        try await harness.pair([a, b])
+        let handoff = try #require(builtExecutable("handoff"))
+        let (installed, printed) = try await runCommand(handoff, ["browser", "install", "--browser", "chromium"], environment: ["HOME": home.path, "PATH": "/usr/bin:/bin"])
+        try #require(installed == 0, "\(printed)")
+        let extensionFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Extensions/Browser").standardizedFileURL
+        let process = ChildProcess()
+        process.executableURL = URL(fileURLWithPath: browser)
+        process.arguments = [
+            "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(home.path)/.config/chromium", "--load-extension=\(extensionFolder.path)",
+        ] + arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home.path
+        environment["HANDOFF_SOCKET"] = a.socket
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { kill(process.processIdentifier, SIGKILL) }
+        try await body(a, b, opened)
+    }
+}
+
 /// Debian's Chromium, when it is installed.
 let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
@@ -175,32 +205,8 @@ extension BrowserTests {
             _ = try? shell(["pkill", "-9", "-f", "http.server \(port) --bind 127.0.0.1 --directory \(site.path)"])
         }
 
-        try await withHarness { harness in
-            let opened = harness.root.appendingPathComponent("opened.txt")
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
-            try await harness.pair([a, b])
-            let handoff = try #require(builtExecutable("handoff"))
-            let (installed, printed) = try await runCommand(handoff, ["browser", "install", "--browser", "chromium"], environment: ["HOME": home.path, "PATH": "/usr/bin:/bin"])
-            try #require(installed == 0, "\(printed)")
-
-            let page = "http://127.0.0.1:\(port)/page.html"
-            let extensionFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Extensions/Browser").standardizedFileURL
-            let process = ChildProcess()
-            process.executableURL = URL(fileURLWithPath: browser)
-            process.arguments = [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(home.path)/.config/chromium",
-                "--load-extension=\(extensionFolder.path)", page,
-            ]
-            var environment = ProcessInfo.processInfo.environment
-            environment["HOME"] = home.path
-            environment["HANDOFF_SOCKET"] = a.socket
-            process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            defer { kill(process.processIdentifier, SIGKILL) }
-
+        let page = "http://127.0.0.1:\(port)/page.html"
+        try await withExtensionInChromium(browser, home: home, [page]) { _, b, opened in
             let listed = await eventually(within: .seconds(45)) { (try? await b.nearby().first?.activity.title) == "A page from Chromium" }
             try #require(listed, "beta never listed the page Chromium shows")
             let offer = try #require(try await b.nearby().first)
@@ -277,33 +283,12 @@ extension BrowserTests {
         try server.run()
         defer { kill(server.processIdentifier, SIGKILL) }
 
-        try await withHarness { harness in
-            let opened = harness.root.appendingPathComponent("opened.txt")
-            let a = try await harness.start("alpha")
-            let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
-            try await harness.pair([a, b])
-            let handoff = try #require(builtExecutable("handoff"))
-            let (installed, printed) = try await runCommand(handoff, ["browser", "install", "--browser", "chromium"], environment: ["HOME": home.path, "PATH": "/usr/bin:/bin"])
-            try #require(installed == 0, "\(printed)")
-            let page = "https://www.youtube.com/watch?v=abc"
-            let extensionFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Extensions/Browser").standardizedFileURL
-            let process = ChildProcess()
-            process.executableURL = URL(fileURLWithPath: browser)
-            process.arguments = [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(home.path)/.config/chromium",
-                // Only the video site resolves, to the server here: nothing leaves this machine.
-                "--host-resolver-rules=MAP www.youtube.com 127.0.0.1:\(port), MAP * ~NOTFOUND", "--ignore-certificate-errors",
-                "--autoplay-policy=no-user-gesture-required", "--load-extension=\(extensionFolder.path)", "https://www.youtube.com/start",
-            ]
-            var environment = ProcessInfo.processInfo.environment
-            environment["HOME"] = home.path
-            environment["HANDOFF_SOCKET"] = a.socket
-            process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            defer { kill(process.processIdentifier, SIGKILL) }
-
+        let page = "https://www.youtube.com/watch?v=abc"
+        try await withExtensionInChromium(browser, home: home, [
+            // Only the video site resolves, to the server here: nothing leaves this machine.
+            "--host-resolver-rules=MAP www.youtube.com 127.0.0.1:\(port), MAP * ~NOTFOUND", "--ignore-certificate-errors",
+            "--autoplay-policy=no-user-gesture-required", "https://www.youtube.com/start",
+        ]) { _, b, opened in
             let listed = await eventually(within: .seconds(45)) { (try? await b.nearby().first?.activity.title) == "A video" }
             try #require(listed, "beta never listed the video page")
             #expect(await eventually { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("playing") }, "the page's audio never played")
