@@ -231,6 +231,11 @@ func mediaBenchmark() async throws -> Targets {
 
     let continueP50 = runs.percentile("continue media", 0.5)
     let floorP50 = runs.percentile("mpv by hand", 0.5)
+    // What a continuation adds to the player's own start, run by run: the machine's state moves
+    // both figures together, their difference much less.
+    let added = (0..<runs.count).map {
+        BenchmarkReport.percentile(runs.samples["continue media"]![$0], 0.5) - BenchmarkReport.percentile(runs.samples["mpv by hand"]![$0], 0.5)
+    }
     print("""
         Media benchmark. Machine: \(machineDescription()).
         Two handoffd processes \(useNamespaces ? "in two network namespaces on one bridge (veth)" : "on loopback (not root: no namespaces)") \
@@ -243,6 +248,8 @@ func mediaBenchmark() async throws -> Targets {
 
         \(runs.table())
 
+        What continuing adds to starting the player by hand, p50 of each run: \(added.map { format($0, 1) + " ms" }.joined(separator: ", ")).
+
         Idle, no player running, \(Int(window)) s each: B's session service with its session bus (watching players and the tray) \
         and without one (documents only, as before media).
 
@@ -254,8 +261,8 @@ func mediaBenchmark() async throws -> Targets {
         """)
     let targets = Targets()
     targets.check(
-        "continuing a media item, p50 ≤ starting the player by hand + 150 ms", continueP50 <= floorP50 + 150,
-        "\(format(continueP50, 1)) ms against \(format(floorP50, 1)) ms by hand")
+        "continuing a media item adds ≤ 150 ms to starting the player by hand (p50), every run", added.allSatisfy { $0 <= 150 },
+        "\(format(continueP50, 1)) ms against \(format(floorP50, 1)) ms by hand; adds \(format(added.min() ?? 0, 1))–\(format(added.max() ?? 0, 1)) ms")
     targets.check(
         "no player: the service's wake-ups with the session bus ≤ without it + 0.1/s", perSecond(withBus.wakeups) <= perSecond(withoutBus.wakeups) + 0.1,
         "\(format(perSecond(withBus.wakeups), 2)) /s against \(format(perSecond(withoutBus.wakeups), 2)) /s")
