@@ -116,7 +116,7 @@ let package = Package(
         // The Wayland clipboard through libwayland-client and data control, loaded at run time.
         .target(name: "CHandoffWayland"),
         .executableTarget(
-            name: "handoff-session", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI", "HandoffSession", "HandoffCore", "HandoffModel", "HandoffDesktop"],
+            name: "handoff-session", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI", "HandoffSession", "HandoffCore", "HandoffModel", "HandoffDesktop", "HandoffProcess"],
             swiftSettings: strict),
         .target(name: "HandoffProcess", dependencies: ["CHandoffSystem"], swiftSettings: strict),
         .executableTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import HandoffDesktop
 import HandoffLocalAPI
+import HandoffProcess
 import HandoffSession
 
 /// Starts a desktop application on files or addresses, as the desktop does: over D-Bus for an
@@ -44,7 +45,9 @@ enum Launcher {
         guard let program = find(argv[0], path: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") else {
             throw Failure("\(entry.id) runs '\(argv[0])', which is not installed here")
         }
-        let process = Process()
+        // Started without this service's descriptors (its sockets to the agent, the bus and the
+        // display stay its own: an app must not keep them open after the service ends).
+        let process = ChildProcess()
         process.executableURL = program
         process.arguments = Array(argv.dropFirst())
         process.environment = environment

@@ -52,14 +52,14 @@ final class TestDesktop: Sendable {
     /// X: ":N"; Wayland: the compositor's socket (an absolute path, as WAYLAND_DISPLAY may be).
     let display: String
     let namespace: String?
-    let server: Process
-    let service: Process
+    let server: ChildProcess
+    let service: ChildProcess
     let log: URL
     /// The Wayland compositor's runtime folder (its socket's), removed at the end.
     let runtime: URL?
     /// What the service's environment has besides the test's (a session bus's address, XDG folders).
     let extra: [String: String]
-    private let apps = Mutex<[Process]>([])
+    private let apps = Mutex<[ChildProcess]>([])
 
     init(_ kind: DesktopKind, for device: TestDevice, namespace: String?, service executable: URL, environment extra: [String: String] = [:]) async throws {
         self.kind = kind
@@ -67,7 +67,7 @@ final class TestDesktop: Sendable {
         self.extra = extra
         log = device.state.appendingPathComponent("clipboard-service.log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        server = Process()
+        server = ChildProcess()
         server.standardOutput = FileHandle.nullDevice
         switch kind {
         case .x11:
@@ -111,7 +111,7 @@ final class TestDesktop: Sendable {
             try #require(started, "sway did not start: \((try? String(contentsOf: serverLog, encoding: .utf8)) ?? "")")
             display = socket()!
         }
-        service = Process()
+        service = ChildProcess()
         let backend = kind == .x11 ? ["--backend", "x11", "--display", display] : ["--backend", "wayland", "--wayland-display", display]
         Self.command(service, namespace: namespace, executable.path, ["--socket", device.socket, "--verbose"] + backend)
         service.standardError = try FileHandle(forWritingTo: log)
@@ -137,7 +137,7 @@ final class TestDesktop: Sendable {
     }
 
     /// Makes `process` run `executable` inside `namespace` (when there is one).
-    static func command(_ process: Process, namespace: String?, _ executable: String, _ arguments: [String]) {
+    static func command(_ process: ChildProcess, namespace: String?, _ executable: String, _ arguments: [String]) {
         if let namespace {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             // `ip netns exec` replaces itself with the program: the pid is the program's.
@@ -165,8 +165,8 @@ final class TestDesktop: Sendable {
     /// An app copies `bytes` as `type` (nil: text), and stays the clipboard's owner (as xclip
     /// and `wl-copy --foreground` do) until it is killed or another app copies.
     @discardableResult
-    func copy(_ bytes: [UInt8], type: String? = nil) throws -> Process {
-        let app = Process()
+    func copy(_ bytes: [UInt8], type: String? = nil) throws -> ChildProcess {
+        let app = ChildProcess()
         switch kind {
         case .x11:
             Self.command(app, namespace: namespace, "/usr/bin/xclip", ["-selection", "clipboard", "-i", "-quiet"] + (type.map { ["-t", $0] } ?? []))
@@ -190,7 +190,7 @@ final class TestDesktop: Sendable {
         let (program, arguments) =
             kind == .x11
             ? ("/usr/bin/xclip", ["-selection", "clipboard", "-o", "-t", type]) : ("/usr/bin/wl-paste", ["--no-newline", "--type", type])
-        let probe = Process()
+        let probe = ChildProcess()
         Self.command(probe, namespace: namespace, program, arguments)
         let result = try await runProcess(probe.executableURL!, probe.arguments!, input: [], environment: environment)
         return (result.status, result.output)

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffProcess
 import HandoffLocalAPI
 import HandoffWire
 import Synchronization
@@ -346,7 +347,7 @@ struct ClipboardTests {
 /// Runs `executable` with `arguments`, `input` on its standard input; what it wrote and its status.
 func runProcess(_ executable: URL, _ arguments: [String], input: [UInt8], environment: [String: String]? = nil) async throws -> (status: Int32, output: [UInt8], error: String) {
     try await onThread {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = executable
         process.arguments = arguments
         if let environment { process.environment = environment }

@@ -129,8 +129,8 @@ extension TestDesktop {
 
     /// Starts a program of this session (in its namespace), with its bus and `environment`.
     @discardableResult
-    func start(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Process {
-        let app = Process()
+    func start(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
+        let app = ChildProcess()
         Self.command(app, namespace: namespace, executable, arguments)
         app.environment = self.environment.merging(["DBUS_SESSION_BUS_ADDRESS": busAddress]) { $1 }.merging(environment) { $1 }
         app.standardInput = FileHandle.nullDevice
@@ -279,7 +279,7 @@ struct MediaActivityTests {
             _ = FileManager.default.createFile(atPath: log.path, contents: nil)
             // No DISPLAY and no WAYLAND_DISPLAY: nothing to serve a clipboard on.
             let environment = ["PATH": "/usr/bin:/bin", "DBUS_SESSION_BUS_ADDRESS": address, "HOME": setup.root.path].merging(environments[0]) { $1 }
-            let service = Process()
+            let service = ChildProcess()
             TestDesktop.command(service, namespace: namespaces[0], executable.path, ["--socket", a.socket, "--verbose"])
             service.environment = environment
             service.standardError = try FileHandle(forWritingTo: log)
@@ -288,7 +288,7 @@ struct MediaActivityTests {
             let text = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
             #expect(await eventually { text().contains("watching media players") }, "\(text())")
             #expect(text().contains("no clipboard here (no display"), "\(text())")
-            let player = Process()
+            let player = ChildProcess()
             TestDesktop.command(player, namespace: namespaces[0], "/usr/bin/python3", ["-c", fakePlayer, setup.onA.appendingPathComponent(song).absoluteString, "Headless", "0", "stay"])
             player.environment = environment
             try player.run()

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffProcess
 import HandoffSession
 import Testing
 
@@ -83,7 +84,7 @@ struct SessionDocumentsTests {
         let echo = try Self.entry("[Desktop Entry]\nType=Application\nName=Echo\nExec=/bin/echo %f\n")
         let argv = try echo.command(opening: [hostile])
         #expect(argv == ["/bin/echo", hostile.path])
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: argv[0])
         process.arguments = Array(argv.dropFirst())
         let output = Pipe()

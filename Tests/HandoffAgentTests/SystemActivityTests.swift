@@ -155,7 +155,7 @@ struct DocumentHosts {
 /// Whether a real GTK program can write the recently-used list here (PyGObject and GTK 3's
 /// introspection data, which .ci/run installs).
 let hasGTK: Bool = {
-    let probe = Process()
+    let probe = ChildProcess()
     probe.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
     probe.arguments = ["-c", "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"]
     probe.standardOutput = FileHandle.nullDevice
