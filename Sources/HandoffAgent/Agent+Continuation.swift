@@ -580,7 +580,7 @@ extension Agent {
             bundleIdentifier: app.manifest.bundleIdentifier, teamIdentifier: app.manifest.teamIdentifier, executable: app.executable.path,
             activityTypes: app.manifest.continuableActivityTypes.sorted(),
             running: sessions.values.filter { $0.app?.manifest.bundleIdentifier == app.manifest.bundleIdentifier }.count,
-            signedBy: app.signedBy)
+            signedBy: app.signedBy, teamSource: app.manifest.teamSource?.description)
     }
 }
 

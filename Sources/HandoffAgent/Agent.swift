@@ -702,7 +702,7 @@ public actor Agent {
             reply = LocalReply(activities: await nearbyActivities())
         case .apps:
             reply = LocalReply(apps: installed.all.map(localApp))
-        case .installApp(let directory):
+        case .installApp(let directory, let settings):
             do {
                 // Copying, hashing and flushing an app to disk take a while: on a thread of their
                 // own, not one of the few that async code shares.
@@ -710,7 +710,7 @@ public actor Agent {
                 let outcome: Result<(app: InstalledApp, warning: String?), AppRegistryError> = await withCheckedContinuation { continuation in
                     Thread.detachNewThread {
                         do throws(AppRegistryError) {
-                            continuation.resume(returning: .success(try registry.install(from: URL(fileURLWithPath: directory))))
+                            continuation.resume(returning: .success(try registry.install(from: URL(fileURLWithPath: directory), settings: settings)))
                         } catch {
                             continuation.resume(returning: .failure(error))
                         }
@@ -725,7 +725,8 @@ public actor Agent {
                         "added app '\(added.manifest.bundleIdentifier)', signed by team \(added.signedBy ?? "?")", metadata: ["from": "\(directory)"])
                 }
                 var installedReply = LocalReply(app: localApp(added))
-                installedReply.warnings = warning.map { [$0] }
+                let warnings = added.manifest.warnings.map(\.description) + (warning.map { [$0] } ?? [])
+                installedReply.warnings = warnings.isEmpty ? nil : warnings
                 reply = installedReply
             } catch {
                 reply = .failure(LocalError(.failed, error.message))

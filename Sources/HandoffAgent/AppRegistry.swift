@@ -68,10 +68,20 @@ package struct AppRegistry: Sendable {
     /// The copy is checked, not the source, so that nothing can change in between. Atomic: a
     /// failure leaves the previous install as it was. The warning says when an unsigned app
     /// was taken because of development mode.
+    ///
+    /// `settings` are Xcode build settings the app's files use (`PRODUCT_BUNDLE_IDENTIFIER`…).
+    /// An unsigned app keeps them in its copy's `Handoff.xcconfig`, over the ones it has; a
+    /// signed app carries its own in its signature, so given ones must be the same.
     @discardableResult
-    package func install(from source: URL) throws(AppRegistryError) -> (app: InstalledApp, warning: String?) {
+    package func install(from source: URL, settings: [String: String] = [:]) throws(AppRegistryError) -> (app: InstalledApp, warning: String?) {
         try Self.onlyFilesAndFolders(source, shown: source.path)
-        let checked = try Self.read(source)
+        let given: BuildSettings
+        do throws(BuildSettingsError) {
+            given = try BuildSettings(settings)
+        } catch {
+            throw AppRegistryError("\(source.path): \(error)")
+        }
+        let checked = try Self.read(source, settings: given)
         let fileManager = FileManager.default
         let bundle = checked.manifest.bundleIdentifier
         guard bundle.range(of: #"^[A-Za-z0-9][A-Za-z0-9.\-_]*$"#, options: .regularExpression) != nil else {
@@ -82,12 +92,18 @@ package struct AppRegistry: Sendable {
         do {
             try fileManager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             try fileManager.copyItem(at: source.standardizedFileURL, to: staging)
-            // On disk before it takes the app's place: a power cut never leaves a torn app.
-            Self.flush(staging)
         } catch {
             try? fileManager.removeItem(at: staging)
             throw AppRegistryError("could not install \(source.path) into \(target.path): \(error.localizedDescription)")
         }
+        do throws(AppRegistryError) {
+            try Self.keep(given, in: staging, shown: source.path)
+        } catch {
+            try? fileManager.removeItem(at: staging)
+            throw error
+        }
+        // On disk before it takes the app's place: a power cut never leaves a torn app.
+        Self.flush(staging)
         let staged: (app: InstalledApp, warning: String?)
         do throws(AppRegistryError) {
             staged = try self.checked(staging, source: source)
@@ -144,11 +160,12 @@ package struct AppRegistry: Sendable {
         let bundle = app.manifest.bundleIdentifier
         guard let declared = app.manifest.teamIdentifier else {
             throw AppRegistryError(
-                "\(shown): '\(bundle)' is signed by team '\(team)', but its entitlements name no team; set com.apple.developer.team-identifier to '\(team)' and sign it again")
+                "\(shown): '\(bundle)' is signed by team '\(team)', but names no team; set com.apple.developer.team-identifier to '\(team)' in its entitlements (or sign with --setting DEVELOPMENT_TEAM=\(team)) and sign it again")
         }
         guard declared == team else {
+            let source = app.manifest.teamSource.map { " (from \($0))" } ?? ""
             throw AppRegistryError(
-                "\(shown): '\(bundle)' names team '\(declared)' in its entitlements, but it is signed by team '\(team)' (its key's identifier); set com.apple.developer.team-identifier to '\(team)' and sign it again")
+                "\(shown): '\(bundle)' names team '\(declared)'\(source), but it is signed by team '\(team)' (its key's identifier); set com.apple.developer.team-identifier to '\(team)' and sign it again")
         }
         app.signedBy = team
         return (app, nil)
@@ -227,11 +244,49 @@ package struct AppRegistry: Sendable {
         }
     }
 
+    /// Puts build settings given at install into an app's copy: into its `Handoff.xcconfig`,
+    /// over those it has, for an unsigned app; for a signed one, they must be those it was
+    /// signed with, since the file is part of what its team signed.
+    static func keep(_ given: BuildSettings, in copy: URL, shown: String) throws(AppRegistryError) {
+        guard !given.values.isEmpty else { return }
+        let file = copy.appendingPathComponent(AppManifest.buildSettingsFile)
+        var kept = BuildSettings()
+        if FileManager.default.fileExists(atPath: file.path) {
+            do throws(BuildSettingsError) {
+                try kept.read(xcconfig: file, confinedTo: copy)
+            } catch {
+                throw AppRegistryError("\(shown)/\(AppManifest.buildSettingsFile): \(error.problem)")
+            }
+        }
+        if FileManager.default.fileExists(atPath: copy.appendingPathComponent(AppSignature.path).path) {
+            let differing = given.values.keys.sorted().filter { kept[$0] != given[$0] }
+            guard differing.isEmpty else {
+                throw AppRegistryError(
+                    "\(shown): refused: the app is signed with its build settings, and \(differing.joined(separator: ", ")) given here \(differing.count == 1 ? "differs" : "differ") from them; give settings to 'handoff apps sign --setting NAME=VALUE' and sign it again"
+                )
+            }
+            return
+        }
+        for (name, value) in given.values.sorted(by: { $0.key < $1.key }) {
+            do throws(BuildSettingsError) {
+                try kept.set(name, value)
+            } catch {
+                throw AppRegistryError("\(shown): \(error)")
+            }
+        }
+        do {
+            try Data(kept.xcconfigText(header: "Build settings the app's Info.plist and entitlements are expanded with (handoff apps install --setting).").utf8)
+                .write(to: file)
+        } catch {
+            throw AppRegistryError("could not write \(file.path): \(error.localizedDescription)")
+        }
+    }
+
     /// Reads and checks an app directory.
-    static func read(_ directory: URL) throws(AppRegistryError) -> InstalledApp {
+    static func read(_ directory: URL, settings: BuildSettings = BuildSettings()) throws(AppRegistryError) -> InstalledApp {
         let manifest: AppManifest
         do {
-            manifest = try AppManifest(directory: directory)
+            manifest = try AppManifest(directory: directory, settings: settings)
         } catch {
             throw AppRegistryError("\(error)")
         }

@@ -19,6 +19,10 @@ public struct AppManifest: Sendable, Hashable {
     public var documentTypes: [DocumentType]
     /// Every entry of the `com.apple.developer.associated-domains` entitlement, whatever its service.
     public var associatedDomains: [AssociatedDomain]
+    /// Where `teamIdentifier` was read: an entitlement, or the `DEVELOPMENT_TEAM` build setting.
+    public var teamSource: TeamSource?
+    /// Keys of the files that were malformed and ignored, as Apple platforms ignore them.
+    public var warnings: [ManifestWarning]
 
     /// Describes an app directly, without reading any file.
     public init(
@@ -35,22 +39,29 @@ public struct AppManifest: Sendable, Hashable {
         self.activityTypes = activityTypes
         self.documentTypes = documentTypes
         self.associatedDomains = associatedDomains
+        self.teamSource = teamIdentifier == nil ? nil : .teamIdentifierEntitlement
+        self.warnings = []
     }
 
     /// Reads a manifest from the bytes of an `Info.plist` (XML or binary) and, when the app
-    /// has one, its entitlements plist.
+    /// has one, its entitlements plist, expanding the build settings they use
+    /// (`$(PRODUCT_BUNDLE_IDENTIFIER)`…) from `settings`.
     ///
-    /// The names only appear in errors, so pass whatever helps a person find the file.
-    /// Keys this type does not know are ignored.
+    /// The names only appear in errors and warnings, so pass whatever helps a person find the
+    /// file. Keys this type does not know are ignored; a key it knows but cannot read is
+    /// ignored with a warning in `warnings`, as Apple platforms ignore it, except the bundle
+    /// identifier and the executable, which an app cannot run without.
     public init(
         infoPlist: Data,
         infoPlistName: String = "Info.plist",
         entitlements: Data? = nil,
-        entitlementsName: String = "entitlements"
+        entitlementsName: String = "entitlements",
+        settings: BuildSettings = BuildSettings()
     ) throws(ManifestError) {
-        let info = try PlistDictionary(reading: infoPlist, file: infoPlistName)
+        let warnings = ManifestWarnings()
+        let info = try PlistDictionary(reading: infoPlist, file: infoPlistName, settings: settings, warnings: warnings)
 
-        guard let bundleIdentifier = try info.string(InfoKey.bundleIdentifier) else {
+        guard let bundleIdentifier = try info.requiredString(InfoKey.bundleIdentifier) else {
             throw info.error(
                 key: InfoKey.bundleIdentifier,
                 "missing; every app needs a bundle identifier such as 'com.example.editor'"
@@ -63,73 +74,118 @@ public struct AppManifest: Sendable, Hashable {
             )
         }
         self.bundleIdentifier = bundleIdentifier
-        self.executable = try info.string(InfoKey.executable)
-        self.activityTypes = try info.nonEmptyStrings(InfoKey.activityTypes) ?? []
+        self.executable = try info.requiredString(InfoKey.executable)
+        self.activityTypes = try info.strings(InfoKey.activityTypes, nonEmpty: true) ?? []
 
         var documentTypes: [DocumentType] = []
-        for entry in try info.dictionaries(InfoKey.documentTypes) ?? [] {
+        for entry in info.dictionaries(InfoKey.documentTypes) ?? [] {
             documentTypes.append(try DocumentType(entry))
         }
         self.documentTypes = documentTypes
 
         if let entitlements {
-            let granted = try PlistDictionary(reading: entitlements, file: entitlementsName)
-            self.teamIdentifier = try Self.teamIdentifier(in: granted)
-            self.associatedDomains = try Self.associatedDomains(in: granted)
+            let granted = try Entitlements(plist: entitlements, file: entitlementsName, settings: settings, bundleIdentifier: bundleIdentifier)
+            self.teamIdentifier = granted.teamIdentifier
+            self.teamSource = granted.teamSource
+            self.associatedDomains = granted.associatedDomains
+            self.warnings = warnings.list + granted.warnings
         } else {
-            self.teamIdentifier = nil
+            let team = try? settings.value(of: "DEVELOPMENT_TEAM")
+            self.teamIdentifier = team.flatMap { $0.isBlank ? nil : $0 }
+            self.teamSource = self.teamIdentifier == nil ? nil : .developmentTeamSetting
             self.associatedDomains = []
+            self.warnings = warnings.list
         }
     }
 
-    /// Reads `Info.plist` from an app directory, plus its entitlements when there are any:
-    /// `Entitlements.plist` or the one file ending in `.entitlements`.
+    /// The file in an app directory that holds the build settings its `Info.plist` and
+    /// entitlements are expanded with; `handoff apps sign --setting/--xcconfig` writes it, and
+    /// the signature covers it.
+    public static let buildSettingsFile = "Handoff.xcconfig"
+
+    /// Reads an app directory: its `Info.plist`, its entitlements when there are any, and the
+    /// build settings in its `Handoff.xcconfig` with `settings` over them.
     ///
-    /// An app without entitlements is fine: it has no team and claims no domains, so it can
-    /// only be chosen as a default browser. Two entitlements files are an error, because
-    /// picking one would silently ignore the other.
-    public init(directory: URL) throws(ManifestError) {
+    /// The Info.plist is the file the build setting `INFOPLIST_FILE` names, else `Info.plist`,
+    /// else the one file named as Xcode names them (`MyApp-Info.plist`). The entitlements are
+    /// the file `CODE_SIGN_ENTITLEMENTS` names, else the one `Entitlements.plist` or
+    /// `*.entitlements`. Several candidates are an error that lists them and says which
+    /// setting chooses, because picking one would silently ignore the others. An app without
+    /// entitlements is fine: its team can come from `DEVELOPMENT_TEAM`, and it claims no domains.
+    public init(directory: URL, settings given: BuildSettings = BuildSettings()) throws(ManifestError) {
         let fileManager = FileManager.default
         var isDirectory: ObjCBool = false
         guard fileManager.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw ManifestError(file: directory.path, key: nil, problem: "no such directory; expected an app directory holding an Info.plist")
         }
 
-        let infoURL = directory.appendingPathComponent("Info.plist")
-        guard fileManager.fileExists(atPath: infoURL.path) else {
-            throw ManifestError(file: infoURL.path, key: nil, problem: "no such file; every app directory needs an Info.plist")
+        var settings = BuildSettings()
+        let settingsURL = directory.appendingPathComponent(Self.buildSettingsFile)
+        if fileManager.fileExists(atPath: settingsURL.path) {
+            do throws(BuildSettingsError) {
+                try settings.read(xcconfig: settingsURL, confinedTo: directory)
+            } catch {
+                throw ManifestError(file: settingsURL.path, key: nil, problem: error.description.replacingOccurrences(of: settingsURL.path + ": ", with: ""))
+            }
         }
-        let info = try Self.contents(of: infoURL)
+        for (name, value) in given.values.sorted(by: { $0.key < $1.key }) {
+            try? settings.set(name, value)
+        }
 
         let names: [String]
         do {
-            names = try fileManager.contentsOfDirectory(atPath: directory.path)
+            names = try fileManager.contentsOfDirectory(atPath: directory.path).filter { !$0.hasPrefix(".") }.sorted()
         } catch {
             throw ManifestError(file: directory.path, key: nil, problem: "cannot list the directory: \(error.localizedDescription)")
         }
-        // Hidden files such as "._App.entitlements" are copying leftovers, not entitlements.
-        let candidates = names
-            .filter { !$0.hasPrefix(".") && ($0 == "Entitlements.plist" || $0.hasSuffix(".entitlements")) }
-            .sorted()
-            .map { directory.appendingPathComponent($0) }
-        if candidates.count > 1 {
-            let listed = candidates.map { "'\($0.lastPathComponent)'" }.joined(separator: " and ")
-            throw ManifestError(
-                file: directory.path,
-                key: nil,
-                problem: "found \(listed); keep a single entitlements file so it is clear which one applies"
-            )
+
+        let infoURL: URL
+        if let named = try Self.namedFile("INFOPLIST_FILE", in: directory, settings: settings) {
+            infoURL = named
+        } else if names.contains("Info.plist") {
+            infoURL = directory.appendingPathComponent("Info.plist")
+        } else {
+            // Hidden files such as "._App-Info.plist" are copying leftovers.
+            let candidates = names.filter { $0.hasSuffix("-Info.plist") }
+            guard candidates.count <= 1 else {
+                throw ManifestError(
+                    file: directory.path, key: nil,
+                    problem: "found \(Self.list(candidates)) and no Info.plist; choose one with the build setting INFOPLIST_FILE (--setting INFOPLIST_FILE=\(candidates[0]))")
+            }
+            guard let only = candidates.first else {
+                throw ManifestError(
+                    file: directory.appendingPathComponent("Info.plist").path, key: nil,
+                    problem: "no such file; every app directory needs an Info.plist (or one NAME-Info.plist, or the file the build setting INFOPLIST_FILE names)")
+            }
+            infoURL = directory.appendingPathComponent(only)
+        }
+        let info = try Self.contents(of: infoURL)
+
+        var entitlementsURL: URL?
+        if let named = try Self.namedFile("CODE_SIGN_ENTITLEMENTS", in: directory, settings: settings) {
+            entitlementsURL = named
+        } else {
+            let candidates = names.filter { $0 == "Entitlements.plist" || $0.hasSuffix(".entitlements") }
+            if candidates.count > 1 {
+                throw ManifestError(
+                    file: directory.path,
+                    key: nil,
+                    problem: "found \(Self.list(candidates)); keep a single entitlements file so it is clear which one applies, or choose one with the build setting CODE_SIGN_ENTITLEMENTS (--setting CODE_SIGN_ENTITLEMENTS=\(candidates[0]))"
+                )
+            }
+            entitlementsURL = candidates.first.map { directory.appendingPathComponent($0) }
         }
 
         var entitlements: Data?
-        if let entitlementsURL = candidates.first {
+        if let entitlementsURL {
             entitlements = try Self.contents(of: entitlementsURL)
         }
         try self.init(
             infoPlist: info,
             infoPlistName: infoURL.path,
             entitlements: entitlements,
-            entitlementsName: candidates.first?.path ?? "entitlements"
+            entitlementsName: entitlementsURL?.path ?? "entitlements",
+            settings: settings
         )
     }
 
@@ -178,39 +234,34 @@ extension AppManifest {
         }
     }
 
-    /// The team comes from its own entitlement when present; otherwise it is the prefix of
-    /// the application identifier (`TEAMID.bundle.identifier`).
-    private static func teamIdentifier(in entitlements: PlistDictionary) throws(ManifestError) -> String? {
-        if let team = try entitlements.string(EntitlementKey.teamIdentifier) {
-            guard !team.isBlank else {
-                throw entitlements.error(key: EntitlementKey.teamIdentifier, "is empty; expected a team identifier such as 'ABCDE12345'")
+    /// The app directory's file a build setting names (`INFOPLIST_FILE`,
+    /// `CODE_SIGN_ENTITLEMENTS`), relative to the directory and inside it; `nil` when unset.
+    private static func namedFile(_ setting: String, in directory: URL, settings: BuildSettings) throws(ManifestError) -> URL? {
+        let shown = directory.appendingPathComponent(buildSettingsFile).path
+        let path: String
+        do {
+            guard let value = try settings.value(of: setting), !value.isBlank else { return nil }
+            path = value
+        } catch {
+            let problem: String
+            switch error {
+            case .unset(let name): problem = "\(setting) uses build setting \(name), which has no value: \(BuildSettings.hint(for: name))"
+            case .invalid(let text): problem = text
             }
-            return team
+            throw ManifestError(file: shown, key: setting, problem: problem)
         }
-        for key in EntitlementKey.applicationIdentifiers {
-            guard let applicationIdentifier = try entitlements.string(key) else { continue }
-            guard let dot = applicationIdentifier.firstIndex(of: "."), dot != applicationIdentifier.startIndex else {
-                throw entitlements.error(
-                    key: key,
-                    "'\(applicationIdentifier)' has no team prefix; expected 'TEAMID.bundle.identifier'"
-                )
-            }
-            return String(applicationIdentifier[..<dot])
+        guard !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
+            throw ManifestError(file: shown, key: setting, problem: "'\(path)' must be a path inside the app directory, relative to it")
         }
-        return nil
+        let url = directory.appendingPathComponent(path)
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw ManifestError(file: url.path, key: nil, problem: "no such file; the build setting \(setting) names it")
+        }
+        return url
     }
 
-    private static func associatedDomains(in entitlements: PlistDictionary) throws(ManifestError) -> [AssociatedDomain] {
-        let key = EntitlementKey.associatedDomains
-        var domains: [AssociatedDomain] = []
-        for (index, entry) in (try entitlements.strings(key) ?? []).enumerated() {
-            do throws(ManifestError) {
-                domains.append(try AssociatedDomain(parsing: entry))
-            } catch {
-                throw entitlements.error(key: "\(key)[\(index)]", error.problem)
-            }
-        }
-        return domains
+    private static func list(_ names: [String]) -> String {
+        names.map { "'\($0)'" }.joined(separator: " and ")
     }
 }
 
@@ -224,13 +275,6 @@ private enum InfoKey {
     static let extensions = "CFBundleTypeExtensions"
     static let role = "CFBundleTypeRole"
     static let ubiquitousActivityType = "NSUbiquitousDocumentUserActivityType"
-}
-
-private enum EntitlementKey {
-    static let teamIdentifier = "com.apple.developer.team-identifier"
-    /// iOS spells it without the prefix, macOS with it.
-    static let applicationIdentifiers = ["application-identifier", "com.apple.application-identifier"]
-    static let associatedDomains = "com.apple.developer.associated-domains"
 }
 
 // MARK: - DocumentType
@@ -266,300 +310,11 @@ public struct DocumentType: Sendable, Hashable {
 
     fileprivate init(_ entry: PlistDictionary) throws(ManifestError) {
         self.name = try entry.string(InfoKey.documentTypeName)
-        self.contentTypes = try entry.nonEmptyStrings(InfoKey.contentTypes) ?? []
-        self.extensions = try entry.nonEmptyStrings(InfoKey.extensions) ?? []
+        self.contentTypes = try entry.strings(InfoKey.contentTypes, nonEmpty: true) ?? []
+        self.extensions = try entry.strings(InfoKey.extensions, nonEmpty: true) ?? []
         self.role = try entry.string(InfoKey.role)
-        let activityType = try entry.string(InfoKey.ubiquitousActivityType)
-        if let activityType, activityType.isBlank {
-            throw entry.error(key: InfoKey.ubiquitousActivityType, "is empty; expected an activity type such as 'com.example.editor.editing'")
-        }
-        self.ubiquitousActivityType = activityType
+        self.ubiquitousActivityType = try entry.string(
+            InfoKey.ubiquitousActivityType, nonEmpty: true, example: "an activity type such as 'com.example.editor.editing'")
     }
 }
 
-// MARK: - AssociatedDomain
-
-/// One entry of the `com.apple.developer.associated-domains` entitlement, such as
-/// `activitycontinuation:example.com` or `applinks:*.example.com?mode=developer`.
-///
-/// Handoff from a web browser only considers entries whose service is `activitycontinuation`.
-public struct AssociatedDomain: Sendable, Hashable {
-    /// The service before the first colon: `activitycontinuation`, `applinks`, `webcredentials`…
-    public var service: String
-    /// The claimed host, lowercased, without a `*.` prefix, port, `?mode=` suffix or trailing dot.
-    public var host: String
-    /// The entry was `*.host`: it claims every subdomain of `host` but, as on Apple
-    /// platforms, not `host` itself.
-    public var includesSubdomains: Bool
-
-    /// Parses an entitlement entry of the form `service:host`, where the host may start with
-    /// `*.`, carry a port (`host:8443`, which is dropped) and end with `?mode=developer`
-    /// or another mode (also dropped).
-    ///
-    /// Errors name the file `entitlements`; `AppManifest` replaces that with the file it
-    /// read and the entry's index.
-    public init(parsing entry: String) throws(ManifestError) {
-        func invalid(_ problem: String) -> ManifestError {
-            ManifestError(file: "entitlements", key: EntitlementKey.associatedDomains, problem: problem)
-        }
-        let example = "write it as 'service:host', for example 'activitycontinuation:example.com'"
-
-        guard let colon = entry.firstIndex(of: ":") else {
-            throw invalid("entry '\(entry)' has no service; \(example)")
-        }
-        let service = String(entry[..<colon])
-        guard !service.isBlank else {
-            throw invalid("entry '\(entry)' has an empty service; \(example)")
-        }
-
-        var rest = Substring(entry[entry.index(after: colon)...])
-        if let question = rest.firstIndex(of: "?") {
-            guard rest[question...].hasPrefix("?mode=") else {
-                throw invalid("entry '\(entry)' ends with '\(rest[question...])'; the only suffix allowed is '?mode=…', such as '?mode=developer'")
-            }
-            rest = rest[..<question]
-        }
-        if let portColon = rest.lastIndex(of: ":") {
-            let port = rest[rest.index(after: portColon)...]
-            guard !port.isEmpty, port.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-                throw invalid("entry '\(entry)' has port '\(port)'; a port must be a number, as in 'example.com:8443'")
-            }
-            rest = rest[..<portColon]
-        }
-
-        var includesSubdomains = false
-        if rest.hasPrefix("*.") {
-            includesSubdomains = true
-            rest = rest.dropFirst(2)
-        }
-        let host = Self.normalize(host: rest)
-        guard !host.isEmpty else {
-            throw invalid("entry '\(entry)' has an empty host; \(example)")
-        }
-        if let bad = host.first(where: { $0.isWhitespace || "/*@#?".contains($0) }) {
-            throw invalid("entry '\(entry)' has '\(bad)' in its host; expected a domain name such as 'example.com' or '*.example.com'")
-        }
-
-        self.service = service
-        self.host = host
-        self.includesSubdomains = includesSubdomains
-    }
-
-    /// Whether this entry claims `host`, compared case-insensitively and ignoring a trailing dot.
-    /// A `*.example.com` entry matches `a.example.com` and `a.b.example.com` but not `example.com`.
-    public func matches(host candidate: String) -> Bool {
-        let candidate = Self.normalize(host: candidate)
-        guard !candidate.isEmpty else { return false }
-        if includesSubdomains {
-            return candidate.hasSuffix("." + host)
-        }
-        return candidate == host
-    }
-
-    /// Lowercases a host name and drops one trailing dot, so `Example.COM.` and `example.com` compare equal.
-    static func normalize(host: some StringProtocol) -> String {
-        let lowered = host.lowercased()
-        return lowered.hasSuffix(".") ? String(lowered.dropLast()) : lowered
-    }
-}
-
-
-// MARK: - ManifestError
-
-/// A manifest file that cannot be used, with the file and key at fault and what is wrong,
-/// for example `Info.plist: key 'NSUserActivityTypes': expected an array of strings, found a string`.
-public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The file name or path given when reading.
-    public var file: String
-    /// The key at fault, with an index for array items (`CFBundleDocumentTypes[1].LSItemContentTypes`),
-    /// or `nil` when the whole file is at fault.
-    public var key: String?
-    /// What is wrong and, where it helps, what to write instead.
-    public var problem: String
-
-    public init(file: String, key: String?, problem: String) {
-        self.file = file
-        self.key = key
-        self.problem = problem
-    }
-
-    public var description: String {
-        if let key {
-            return "\(file): key '\(key)': \(problem)"
-        }
-        return "\(file): \(problem)"
-    }
-}
-
-// MARK: - Typed access to a decoded plist
-
-/// A decoded plist dictionary that reads values of the expected type or throws a
-/// `ManifestError` naming the file and the full key path.
-///
-/// Not `Sendable`: it holds the `Any` values Foundation decodes and never leaves the
-/// initializer that reads it.
-private struct PlistDictionary {
-    let values: [String: Any]
-    let file: String
-    /// Prefix for keys of nested dictionaries, such as `CFBundleDocumentTypes[0].`.
-    let keyPath: String
-
-    init(reading data: Data, file: String) throws(ManifestError) {
-        guard !data.isEmpty else {
-            throw ManifestError(file: file, key: nil, problem: "the file is empty; expected an XML or binary property list")
-        }
-        if let problem = BinaryPlistCheck.problem(in: data) {
-            throw ManifestError(file: file, key: nil, problem: "not a property list this reads: \(problem)")
-        }
-        let decoded: Any
-        do {
-            decoded = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)
-        } catch {
-            let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
-            throw ManifestError(
-                file: file,
-                key: nil,
-                problem: "not a property list; expected XML or binary plist" + (detail.map { " (\($0))" } ?? "")
-            )
-        }
-        guard let values = decoded as? [String: Any] else {
-            throw ManifestError(file: file, key: nil, problem: "expected a dictionary at the top level, found \(describeKind(of: decoded))")
-        }
-        self.init(values: values, file: file, keyPath: "")
-    }
-
-    private init(values: [String: Any], file: String, keyPath: String) {
-        self.values = values
-        self.file = file
-        self.keyPath = keyPath
-    }
-
-    func error(key: String, _ problem: String) -> ManifestError {
-        ManifestError(file: file, key: keyPath + key, problem: problem)
-    }
-
-    func string(_ key: String) throws(ManifestError) -> String? {
-        guard let value = values[key] else { return nil }
-        guard let string = value as? String else {
-            throw error(key: key, "expected a string, found \(describeKind(of: value))")
-        }
-        return string
-    }
-
-    func strings(_ key: String) throws(ManifestError) -> [String]? {
-        guard let items = try array(key, of: "strings") else { return nil }
-        var strings: [String] = []
-        for (index, item) in items.enumerated() {
-            guard let string = item as? String else {
-                throw error(key: "\(key)[\(index)]", "expected a string, found \(describeKind(of: item))")
-            }
-            strings.append(string)
-        }
-        return strings
-    }
-
-    func nonEmptyStrings(_ key: String) throws(ManifestError) -> [String]? {
-        guard let items = try array(key, of: "strings") else { return nil }
-        var strings: [String] = []
-        for (index, item) in items.enumerated() {
-            guard let string = item as? String, !string.isBlank else {
-                throw error(key: "\(key)[\(index)]", "expected a non-empty string, found \(describeKind(of: item))")
-            }
-            strings.append(string)
-        }
-        return strings
-    }
-
-    func dictionaries(_ key: String) throws(ManifestError) -> [PlistDictionary]? {
-        guard let items = try array(key, of: "dictionaries") else { return nil }
-        var dictionaries: [PlistDictionary] = []
-        for (index, item) in items.enumerated() {
-            let itemKey = "\(key)[\(index)]"
-            guard let values = item as? [String: Any] else {
-                throw error(key: itemKey, "expected a dictionary, found \(describeKind(of: item))")
-            }
-            dictionaries.append(PlistDictionary(values: values, file: file, keyPath: keyPath + itemKey + "."))
-        }
-        return dictionaries
-    }
-
-    private func array(_ key: String, of elements: String) throws(ManifestError) -> [Any]? {
-        guard let value = values[key] else { return nil }
-        guard let items = value as? [Any] else {
-            throw error(key: key, "expected an array of \(elements), found \(describeKind(of: value))")
-        }
-        return items
-    }
-}
-
-/// Names the kind of a decoded plist value for error messages: "a string", "an array"…
-private func describeKind(of value: Any) -> String {
-    switch value {
-    case let string as String:
-        return string.isBlank ? "an empty string" : "a string"
-    case is [Any]:
-        return "an array"
-    case is [AnyHashable: Any]:
-        return "a dictionary"
-    case is Data:
-        return "data"
-    case is Date:
-        return "a date"
-    case let number as NSNumber:
-        // Foundation decodes <true/> and <false/> as numbers of Objective-C type "c".
-        return String(cString: number.objCType) == "c" ? "a boolean" : "a number"
-    default:
-        return "a value of type \(type(of: value))"
-    }
-}
-
-extension StringProtocol {
-    /// Empty or only whitespace: a value a person left blank.
-    var isBlank: Bool {
-        allSatisfy(\.isWhitespace)
-    }
-}
-
-/// Looks over a binary property list's object table before Foundation reads it: the Linux
-/// Foundation crashes on some kinds of object (a set, found by fuzzing), which no manifest
-/// needs. Only the kinds a manifest can hold pass: booleans, integers, reals, dates, data,
-/// strings, arrays and dictionaries. Anything that is not a binary plist passes unchanged.
-enum BinaryPlistCheck {
-    static func problem(in data: Data) -> String? {
-        let bytes = [UInt8](data)
-        guard bytes.starts(with: Array("bplist0".utf8)) else { return nil }
-        guard bytes.count >= 8 + 32 else { return "a binary plist too short to hold its trailer" }
-        let trailer = bytes.count - 32
-        let offsetSize = Int(bytes[trailer + 6])
-        guard (1...8).contains(offsetSize), (1...8).contains(Int(bytes[trailer + 7])) else {
-            return "a binary plist whose trailer gives impossible sizes"
-        }
-        func integer(at start: Int, size: Int) -> Int? {
-            guard start >= 0, size <= 8, start + size <= bytes.count else { return nil }
-            var value: UInt64 = 0
-            for index in start..<(start + size) { value = value << 8 | UInt64(bytes[index]) }
-            return value > UInt64(Int.max) ? nil : Int(value)
-        }
-        guard let count = integer(at: trailer + 8, size: 8), let tableStart = integer(at: trailer + 24, size: 8),
-            count <= bytes.count, tableStart >= 8, tableStart <= trailer,
-            count.multipliedReportingOverflow(by: offsetSize).partialValue <= trailer - tableStart
-        else { return "a binary plist whose object table does not fit in it" }
-        for index in 0..<count {
-            guard let offset = integer(at: tableStart + index * offsetSize, size: offsetSize), offset >= 8, offset < tableStart else {
-                return "a binary plist object \(index) lies outside the objects"
-            }
-            let marker = bytes[offset]
-            switch marker >> 4 {
-            case 0x0 where marker == 0x00 || marker == 0x08 || marker == 0x09:
-                continue  // null, false, true
-            case 0x1, 0x2, 0x4, 0x5, 0x6, 0xA, 0xD:
-                continue  // integer, real, data, ASCII and UTF-16 strings, array, dictionary
-            case 0x3 where marker == 0x33:
-                continue  // date
-            default:
-                return "a binary plist holds an object of kind 0x\(String(marker, radix: 16)), which no manifest uses"
-            }
-        }
-        return nil
-    }
-}

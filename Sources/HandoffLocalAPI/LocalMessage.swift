@@ -77,7 +77,8 @@ public enum LocalCall: Sendable, Hashable {
     case watch
     case apps
     /// Installs the app in `directory` (its `Info.plist`, entitlements and executable).
-    case installApp(directory: String)
+    /// `settings`: Xcode build settings (`NAME` to `VALUE`) the app's files use; see docs/porting.md.
+    case installApp(directory: String, settings: [String: String] = [:])
     case removeApp(bundleIdentifier: String)
     /// Makes this device the first member of a new account.
     case createAccount(name: String)
@@ -330,6 +331,7 @@ extension LocalMessage: Codable {
     enum Key: String, CodingKey {
         case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code, port
         case record, error, reply, continuation, activityType, origin, event, stream, nonce, clipboardType, types, read, size, clipboard, session, status
+        case settings
     }
 
     public init(from decoder: any Decoder) throws {
@@ -349,7 +351,12 @@ extension LocalMessage: Codable {
         case "continue": self = .call(request: try request(), .continue(activity: try c.decodeIfPresent(UUID.self, forKey: .activity)))
         case "watch": self = .call(request: try request(), .watch)
         case "apps": self = .call(request: try request(), .apps)
-        case "installApp": self = .call(request: try request(), .installApp(directory: try c.decode(String.self, forKey: .directory)))
+        case "installApp":
+            self = .call(
+                request: try request(),
+                .installApp(
+                    directory: try c.decode(String.self, forKey: .directory),
+                    settings: try c.decodeIfPresent([String: String].self, forKey: .settings) ?? [:]))
         case "removeApp": self = .call(request: try request(), .removeApp(bundleIdentifier: try c.decode(String.self, forKey: .bundleIdentifier)))
         case "createAccount": self = .call(request: try request(), .createAccount(name: try c.decode(String.self, forKey: .name)))
         case "invite":
@@ -442,9 +449,10 @@ extension LocalMessage: Codable {
                 try c.encodeIfPresent(activity, forKey: .activity)
             case .watch: try c.encode("watch", forKey: .type)
             case .apps: try c.encode("apps", forKey: .type)
-            case .installApp(let directory):
+            case .installApp(let directory, let settings):
                 try c.encode("installApp", forKey: .type)
                 try c.encode(directory, forKey: .directory)
+                if !settings.isEmpty { try c.encode(settings, forKey: .settings) }
             case .removeApp(let bundleIdentifier):
                 try c.encode("removeApp", forKey: .type)
                 try c.encode(bundleIdentifier, forKey: .bundleIdentifier)

@@ -264,6 +264,7 @@ extension LocalJSONWriter {
         key("running"); signed(a.running)
         if let value = a.signedBy { key("signedBy"); string(value) }
         if let value = a.teamIdentifier { key("teamIdentifier"); string(value) }
+        if let value = a.teamSource { key("teamSource"); string(value) }
         close()
     }
 
@@ -469,6 +470,7 @@ extension LocalJSONReader {
 
     mutating func app() throws(Unusual) -> LocalApp {
         var bundleIdentifier: String?, teamIdentifier: String?, executable: String?, activityTypes: [String]?, running: Int?, signedBy: String?
+        var teamSource: String?
         try object { (key, r) throws(Unusual) in
             switch key {
             case "bundleIdentifier": bundleIdentifier = try r.string()
@@ -477,13 +479,14 @@ extension LocalJSONReader {
             case "activityTypes": activityTypes = try r.strings()
             case "running": running = try r.signed()
             case "signedBy": signedBy = try r.optionalString()
+            case "teamSource": teamSource = try r.optionalString()
             default: try r.skip(depth: 3)
             }
         }
         guard let bundleIdentifier, let executable, let activityTypes, let running else { throw Unusual() }
         return LocalApp(
             bundleIdentifier: bundleIdentifier, teamIdentifier: teamIdentifier, executable: executable, activityTypes: activityTypes, running: running,
-            signedBy: signedBy)
+            signedBy: signedBy, teamSource: teamSource)
     }
 
     mutating func containers() throws(Unusual) -> [LocalContainer] {

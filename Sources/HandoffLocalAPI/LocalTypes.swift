@@ -81,11 +81,15 @@ public struct LocalApp: Codable, Sendable, Hashable {
     public var running: Int
     /// The team whose key signed the app; absent for an unsigned app (development mode).
     public var signedBy: String?
+    /// Where the team identifier was read ("the build setting DEVELOPMENT_TEAM"…).
+    public var teamSource: String?
 
     public init(
-        bundleIdentifier: String, teamIdentifier: String?, executable: String, activityTypes: [String], running: Int, signedBy: String? = nil
+        bundleIdentifier: String, teamIdentifier: String?, executable: String, activityTypes: [String], running: Int, signedBy: String? = nil,
+        teamSource: String? = nil
     ) {
         self.signedBy = signedBy
+        self.teamSource = teamSource
         self.bundleIdentifier = bundleIdentifier
         self.teamIdentifier = teamIdentifier
         self.executable = executable

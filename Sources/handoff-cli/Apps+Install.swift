@@ -11,17 +11,19 @@ extension Apps {
         static let configuration = CommandConfiguration(commandName: "install", abstract: "Install an app: a directory with Info.plist, its entitlements and the executable.")
         @OptionGroup var connection: Connection
         @OptionGroup var output: Output
+        @OptionGroup var build: BuildSettingOptions
         @Argument(help: "The app's directory.") var directory: String
 
         func run() async throws {
             let client = try connection.connect()
             let absolute = URL(fileURLWithPath: directory, relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath)).standardizedFileURL.path
-            let reply = await call(client, .installApp(directory: absolute))
+            let reply = await call(client, .installApp(directory: absolute, settings: build.resolved().values))
             for warning in reply.warnings ?? [] { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
             guard let app = reply.app else { return }
             if output.json { return printJSON(app) }
             let signed = app.signedBy.map { "signed by team \($0)" } ?? "not signed"
-            print("Installed \(app.bundleIdentifier) (team \(app.teamIdentifier ?? "none"), \(signed)): \(app.activityTypes.joined(separator: ", "))")
+            let source = app.teamSource.map { " from \($0)" } ?? ""
+            print("Installed \(app.bundleIdentifier) (team \(app.teamIdentifier ?? "none")\(source), \(signed)): \(app.activityTypes.joined(separator: ", "))")
         }
     }
 }

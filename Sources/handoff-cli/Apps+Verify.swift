@@ -23,10 +23,12 @@ extension Apps {
             } catch {
                 failWith("\(error)")
             }
+            printWarnings(manifest)
+            let source = manifest.teamSource.map { " (from \($0))" } ?? ""
             guard manifest.teamIdentifier == team else {
-                failWith("\(directory): signed by team '\(team)', but its entitlements name \(manifest.teamIdentifier.map { "team '\($0)'" } ?? "no team")")
+                failWith("\(directory): signed by team '\(team)', but the app names \(manifest.teamIdentifier.map { "team '\($0)'\(source)" } ?? "no team")")
             }
-            print("\(directory): \(manifest.bundleIdentifier), signed by team \(team); every file matches.")
+            print("\(directory): \(manifest.bundleIdentifier), signed by team \(team)\(source); every file matches.")
         }
     }
 }

@@ -79,15 +79,6 @@ private func infoError(_ keys: [String: Any]) throws -> ManifestError {
     return try #require(throws: ManifestError.self) { try AppManifest(infoPlist: data) }
 }
 
-/// The error reading a manifest whose entitlements hold the given keys.
-private func entitlementsError(_ keys: [String: Any]) throws -> ManifestError {
-    let infoData = try info()
-    let entitlements = try plist(keys)
-    return try #require(throws: ManifestError.self) {
-        try AppManifest(infoPlist: infoData, entitlements: entitlements, entitlementsName: "Editor.entitlements")
-    }
-}
-
 private func domainError(_ entry: String) throws -> ManifestError {
     try #require(throws: ManifestError.self) { try AssociatedDomain(parsing: entry) }
 }
@@ -411,72 +402,101 @@ struct InfoPlistErrorTests {
         #expect(error.description == "Info.plist: key 'CFBundleExecutable': expected a string, found a boolean")
     }
 
-    @Test("NSUserActivityTypes given as a single string is rejected")
-    func rejectsActivityTypesString() throws {
-        let error = try infoError(["CFBundleIdentifier": "com.example.editor", "NSUserActivityTypes": "com.example.editor.editing"])
-        #expect(error.description == "Info.plist: key 'NSUserActivityTypes': expected an array of strings, found a string")
+    @Test("NSUserActivityTypes given as a single string is ignored with a warning naming the key and file; the rest is read")
+    func ignoresActivityTypesString() throws {
+        let manifest = try AppManifest(
+            infoPlist: try info(["CFBundleExecutable": "Editor", "NSUserActivityTypes": "com.example.editor.editing"]), infoPlistName: "Focus/Info.plist")
+        #expect(manifest.activityTypes.isEmpty)
+        #expect(manifest.executable == "Editor")
+        #expect(manifest.warnings.map(\.description) == ["Focus/Info.plist: key 'NSUserActivityTypes': expected an array of strings, found a string; ignored"])
     }
 
-    @Test("An empty activity type is rejected with its index")
-    func rejectsEmptyActivityType() throws {
-        let error = try infoError(["CFBundleIdentifier": "com.example.editor", "NSUserActivityTypes": ["com.example.editor.editing", ""]])
-        #expect(error.key == "NSUserActivityTypes[1]")
-        #expect(error.problem == "expected a non-empty string, found an empty string")
+    @Test("NSUserActivityTypes given as a dictionary (as a real Firefox Focus Info.plist has it) is ignored with a warning; document types still hand off")
+    func ignoresActivityTypesDictionary() throws {
+        let manifest = try AppManifest(
+            infoPlist: try info([
+                "CFBundleExecutable": "Focus",
+                "NSUserActivityTypes": ["org.mozilla.ios.Focus.openUrl": "Open URL"],
+                "CFBundleDocumentTypes": [["LSItemContentTypes": ["public.html"], "NSUbiquitousDocumentUserActivityType": "org.mozilla.ios.Focus.page"]],
+            ]))
+        #expect(manifest.activityTypes.isEmpty)
+        #expect(manifest.continuableActivityTypes == ["org.mozilla.ios.Focus.page"])
+        #expect(manifest.warnings.map(\.key) == ["NSUserActivityTypes"])
+        #expect(manifest.warnings.first?.problem == "expected an array of strings, found a dictionary")
     }
 
-    @Test("An activity type that is not a string is rejected with its index")
-    func rejectsNumericActivityType() throws {
-        let error = try infoError(["CFBundleIdentifier": "com.example.editor", "NSUserActivityTypes": [7]])
-        #expect(error.key == "NSUserActivityTypes[0]")
-        #expect(error.problem == "expected a non-empty string, found a number")
+    @Test("An empty activity type is skipped with a warning naming its index; the others are kept")
+    func skipsEmptyActivityType() throws {
+        let manifest = try AppManifest(infoPlist: try info(["NSUserActivityTypes": ["com.example.editor.editing", ""]]))
+        #expect(manifest.activityTypes == ["com.example.editor.editing"])
+        #expect(manifest.warnings == [ManifestWarning(file: "Info.plist", key: "NSUserActivityTypes[1]", problem: "expected a non-empty string, found an empty string")])
     }
 
-    @Test("CFBundleDocumentTypes that is not an array is rejected")
-    func rejectsDocumentTypesDictionary() throws {
-        let error = try infoError(["CFBundleIdentifier": "com.example.editor", "CFBundleDocumentTypes": ["CFBundleTypeName": "Markdown"]])
-        #expect(error.key == "CFBundleDocumentTypes")
-        #expect(error.problem == "expected an array of dictionaries, found a dictionary")
+    @Test("An activity type that is not a string is skipped with a warning naming its index")
+    func skipsNumericActivityType() throws {
+        let manifest = try AppManifest(infoPlist: try info(["NSUserActivityTypes": [7, "com.example.editor.editing"]]))
+        #expect(manifest.activityTypes == ["com.example.editor.editing"])
+        #expect(manifest.warnings.map(\.key) == ["NSUserActivityTypes[0]"])
+        #expect(manifest.warnings.first?.problem == "expected a non-empty string, found a number")
     }
 
-    @Test("A document type that is not a dictionary is rejected with its index")
-    func rejectsDocumentTypeString() throws {
-        let error = try infoError(["CFBundleIdentifier": "com.example.editor", "CFBundleDocumentTypes": [["CFBundleTypeName": "Markdown"], "public.text"]])
-        #expect(error.key == "CFBundleDocumentTypes[1]")
-        #expect(error.problem == "expected a dictionary, found a string")
+    @Test("CFBundleDocumentTypes that is not an array is ignored with a warning")
+    func ignoresDocumentTypesDictionary() throws {
+        let manifest = try AppManifest(infoPlist: try info(["CFBundleDocumentTypes": ["CFBundleTypeName": "Markdown"], "NSUserActivityTypes": ["a.b"]]))
+        #expect(manifest.documentTypes.isEmpty)
+        #expect(manifest.activityTypes == ["a.b"])
+        #expect(manifest.warnings.map(\.description) == ["Info.plist: key 'CFBundleDocumentTypes': expected an array of dictionaries, found a dictionary; ignored"])
+    }
+
+    @Test("A document type that is not a dictionary is skipped with a warning naming its index")
+    func skipsDocumentTypeString() throws {
+        let manifest = try AppManifest(infoPlist: try info(["CFBundleDocumentTypes": [["CFBundleTypeName": "Markdown"], "public.text"]]))
+        #expect(manifest.documentTypes.map(\.name) == ["Markdown"])
+        #expect(manifest.warnings.map(\.key) == ["CFBundleDocumentTypes[1]"])
+        #expect(manifest.warnings.first?.problem == "expected a dictionary, found a string")
     }
 
     @Test(
-        "A document type's string key holding another type is rejected with its full key path",
+        "A document type's string key holding another type is ignored with a warning naming its full key path",
         arguments: ["CFBundleTypeName", "CFBundleTypeRole", "NSUbiquitousDocumentUserActivityType"]
     )
-    func rejectsDocumentStringKey(key: String) throws {
-        let error = try infoError(["CFBundleIdentifier": "com.example.editor", "CFBundleDocumentTypes": [[key: 42]]])
-        #expect(error.key == "CFBundleDocumentTypes[0].\(key)")
-        #expect(error.problem == "expected a string, found a number")
+    func ignoresDocumentStringKey(key: String) throws {
+        let manifest = try AppManifest(infoPlist: try info(["CFBundleDocumentTypes": [[key: 42, "CFBundleTypeExtensions": ["md"]]]]))
+        #expect(manifest.documentTypes.map(\.extensions) == [["md"]])
+        #expect(manifest.warnings == [ManifestWarning(file: "Info.plist", key: "CFBundleDocumentTypes[0].\(key)", problem: "expected a string, found a number")])
     }
 
     @Test(
-        "A document type's list key holding a single string is rejected with its full key path",
+        "A document type's list key holding a single string is ignored with a warning naming its full key path",
         arguments: ["LSItemContentTypes", "CFBundleTypeExtensions"]
     )
-    func rejectsDocumentListKey(key: String) throws {
-        let error = try infoError(["CFBundleIdentifier": "com.example.editor", "CFBundleDocumentTypes": [[key: "md"]]])
-        #expect(error.description == "Info.plist: key 'CFBundleDocumentTypes[0].\(key)': expected an array of strings, found a string")
+    func ignoresDocumentListKey(key: String) throws {
+        let manifest = try AppManifest(infoPlist: try info(["CFBundleDocumentTypes": [[key: "md", "CFBundleTypeName": "Markdown"]]]))
+        #expect(manifest.documentTypes.map(\.name) == ["Markdown"])
+        #expect(
+            manifest.warnings.map(\.description) == ["Info.plist: key 'CFBundleDocumentTypes[0].\(key)': expected an array of strings, found a string; ignored"])
     }
 
-    @Test("A content type that is not a string is rejected with its index")
-    func rejectsNumericContentType() throws {
-        let error = try infoError(["CFBundleIdentifier": "com.example.editor", "CFBundleDocumentTypes": [["LSItemContentTypes": ["public.text", Data([1])]]]])
-        #expect(error.key == "CFBundleDocumentTypes[0].LSItemContentTypes[1]")
-        #expect(error.problem == "expected a non-empty string, found data")
+    @Test("A content type that is not a string is skipped with a warning naming its index")
+    func skipsNumericContentType() throws {
+        let manifest = try AppManifest(infoPlist: try info(["CFBundleDocumentTypes": [["LSItemContentTypes": ["public.text", Data([1])]]]]))
+        #expect(manifest.documentTypes.map(\.contentTypes) == [["public.text"]])
+        #expect(manifest.warnings.map(\.key) == ["CFBundleDocumentTypes[0].LSItemContentTypes[1]"])
+        #expect(manifest.warnings.first?.problem == "expected a non-empty string, found data")
     }
 
-    @Test("An empty NSUbiquitousDocumentUserActivityType is rejected")
-    func rejectsEmptyDocumentActivityType() throws {
-        let error = try infoError(["CFBundleIdentifier": "com.example.editor", "CFBundleDocumentTypes": [["NSUbiquitousDocumentUserActivityType": ""]]])
-        #expect(error.key == "CFBundleDocumentTypes[0].NSUbiquitousDocumentUserActivityType")
-        #expect(error.problem.hasPrefix("is empty"))
+    @Test("An empty NSUbiquitousDocumentUserActivityType is ignored with a warning")
+    func ignoresEmptyDocumentActivityType() throws {
+        let manifest = try AppManifest(infoPlist: try info(["CFBundleDocumentTypes": [["NSUbiquitousDocumentUserActivityType": ""]]]))
+        #expect(manifest.documentTypes.map(\.ubiquitousActivityType) == [nil])
+        #expect(manifest.warnings.map(\.key) == ["CFBundleDocumentTypes[0].NSUbiquitousDocumentUserActivityType"])
+        #expect(manifest.warnings.first?.problem.hasPrefix("is empty") == true)
     }
+}
+
+/// The manifest read with entitlements holding the given keys.
+private func withEntitlements(_ keys: [String: Any]) throws -> AppManifest {
+    try AppManifest(infoPlist: try info(), entitlements: try plist(keys), entitlementsName: "Editor.entitlements")
 }
 
 @Suite("Malformed entitlements")
@@ -501,60 +521,74 @@ struct EntitlementsErrorTests {
         #expect(error.description == "entitlements: expected a dictionary at the top level, found a string")
     }
 
-    @Test("A team identifier that is not a string is rejected")
-    func rejectsNumericTeam() throws {
-        let error = try entitlementsError(["com.apple.developer.team-identifier": 12345])
-        #expect(error.description == "Editor.entitlements: key 'com.apple.developer.team-identifier': expected a string, found a number")
+    @Test("A team identifier that is not a string is ignored with a warning; the team then comes from application-identifier")
+    func ignoresNumericTeam() throws {
+        let manifest = try withEntitlements(["com.apple.developer.team-identifier": 12345, "application-identifier": "ABCDE12345.com.example.editor"])
+        #expect(manifest.teamIdentifier == "ABCDE12345")
+        #expect(manifest.teamSource == .applicationIdentifier(key: "application-identifier"))
+        #expect(
+            manifest.warnings.map(\.description) == ["Editor.entitlements: key 'com.apple.developer.team-identifier': expected a string, found a number; ignored"])
     }
 
-    @Test("An empty team identifier is rejected")
-    func rejectsEmptyTeam() throws {
-        let error = try entitlementsError(["com.apple.developer.team-identifier": ""])
-        #expect(error.key == "com.apple.developer.team-identifier")
-        #expect(error.problem.hasPrefix("is empty"))
+    @Test("An empty team identifier is ignored with a warning")
+    func ignoresEmptyTeam() throws {
+        let manifest = try withEntitlements(["com.apple.developer.team-identifier": ""])
+        #expect(manifest.teamIdentifier == nil)
+        #expect(manifest.warnings.map(\.key) == ["com.apple.developer.team-identifier"])
+        #expect(manifest.warnings.first?.problem.hasPrefix("is empty") == true)
     }
 
-    @Test("An application-identifier that is not a string is rejected")
-    func rejectsArrayApplicationIdentifier() throws {
-        let error = try entitlementsError(["application-identifier": ["ABCDE12345.com.example.editor"]])
-        #expect(error.key == "application-identifier")
-        #expect(error.problem == "expected a string, found an array")
+    @Test("An application-identifier that is not a string is ignored with a warning")
+    func ignoresArrayApplicationIdentifier() throws {
+        let manifest = try withEntitlements(["application-identifier": ["ABCDE12345.com.example.editor"]])
+        #expect(manifest.teamIdentifier == nil)
+        #expect(manifest.warnings == [ManifestWarning(file: "Editor.entitlements", key: "application-identifier", problem: "expected a string, found an array")])
     }
 
-    @Test("An application-identifier without a team prefix is rejected")
-    func rejectsApplicationIdentifierWithoutTeam() throws {
-        let error = try entitlementsError(["application-identifier": "editor"])
-        #expect(error.key == "application-identifier")
-        #expect(error.problem.contains("no team prefix"))
+    @Test("An application-identifier without a team prefix is ignored with a warning")
+    func ignoresApplicationIdentifierWithoutTeam() throws {
+        let manifest = try withEntitlements(["application-identifier": "editor"])
+        #expect(manifest.teamIdentifier == nil)
+        #expect(manifest.warnings.map(\.key) == ["application-identifier"])
+        #expect(manifest.warnings.first?.problem.contains("no team prefix") == true)
     }
 
-    @Test("Associated domains that are not an array are rejected")
-    func rejectsDomainsString() throws {
-        let error = try entitlementsError(["com.apple.developer.associated-domains": "activitycontinuation:example.com"])
-        #expect(error.description == "Editor.entitlements: key 'com.apple.developer.associated-domains': expected an array of strings, found a string")
+    @Test("Associated domains that are not an array are ignored with a warning")
+    func ignoresDomainsString() throws {
+        let manifest = try withEntitlements([
+            "com.apple.developer.associated-domains": "activitycontinuation:example.com", "com.apple.developer.team-identifier": "ABCDE12345",
+        ])
+        #expect(manifest.associatedDomains.isEmpty)
+        #expect(manifest.teamIdentifier == "ABCDE12345")
+        #expect(
+            manifest.warnings.map(\.description) == [
+                "Editor.entitlements: key 'com.apple.developer.associated-domains': expected an array of strings, found a string; ignored"
+            ])
     }
 
-    @Test("An associated domain entry that is not a string is rejected with its index")
-    func rejectsDomainNumber() throws {
-        let error = try entitlementsError(["com.apple.developer.associated-domains": ["activitycontinuation:example.com", 3]])
-        #expect(error.key == "com.apple.developer.associated-domains[1]")
-        #expect(error.problem == "expected a string, found a number")
+    @Test("An associated domain entry that is not a string is skipped with a warning naming its index")
+    func skipsDomainNumber() throws {
+        let manifest = try withEntitlements(["com.apple.developer.associated-domains": ["activitycontinuation:example.com", 3]])
+        #expect(manifest.associatedDomains.map(\.host) == ["example.com"])
+        #expect(manifest.warnings == [ManifestWarning(file: "Editor.entitlements", key: "com.apple.developer.associated-domains[1]", problem: "expected a string, found a number")])
     }
 
-    @Test("An associated domain entry without a colon is rejected, naming the file and index")
-    func rejectsDomainWithoutColon() throws {
-        let error = try entitlementsError(["com.apple.developer.associated-domains": ["activitycontinuation:example.com", "example.org"]])
-        #expect(error.file == "Editor.entitlements")
-        #expect(error.key == "com.apple.developer.associated-domains[1]")
-        #expect(error.problem.contains("'example.org' has no service"))
+    @Test("An associated domain entry without a colon is skipped with a warning naming the file and index; the others are kept")
+    func skipsDomainWithoutColon() throws {
+        let manifest = try withEntitlements(["com.apple.developer.associated-domains": ["activitycontinuation:example.com", "example.org"]])
+        #expect(manifest.associatedDomains.map(\.host) == ["example.com"])
+        let warning = try #require(manifest.warnings.first)
+        #expect(warning.file == "Editor.entitlements")
+        #expect(warning.key == "com.apple.developer.associated-domains[1]")
+        #expect(warning.problem.contains("'example.org' has no service"))
     }
 
-    @Test("An associated domain entry with an empty host is rejected, naming the file and index")
-    func rejectsDomainWithEmptyHost() throws {
-        let error = try entitlementsError(["com.apple.developer.associated-domains": ["activitycontinuation:"]])
-        #expect(error.file == "Editor.entitlements")
-        #expect(error.key == "com.apple.developer.associated-domains[0]")
-        #expect(error.problem.contains("empty host"))
+    @Test("An associated domain entry with an empty host is skipped with a warning naming the file and index")
+    func skipsDomainWithEmptyHost() throws {
+        let manifest = try withEntitlements(["com.apple.developer.associated-domains": ["activitycontinuation:"]])
+        #expect(manifest.associatedDomains.isEmpty)
+        #expect(manifest.warnings.map(\.key) == ["com.apple.developer.associated-domains[0]"])
+        #expect(manifest.warnings.first?.problem.contains("empty host") == true)
     }
 }
 
@@ -639,16 +673,16 @@ struct AppDirectoryTests {
         #expect(error.problem.hasPrefix("no such directory"))
     }
 
-    @Test("An error in a file of the directory names the file's path")
-    func errorsNameThePath() throws {
+    @Test("A warning about a file of the directory names the file's path")
+    func warningsNameThePath() throws {
         try withAppDirectory { directory in
             try info().write(to: directory.appendingPathComponent("Info.plist"))
             let entitlementsURL = directory.appendingPathComponent("Editor.entitlements")
             try plist(["com.apple.developer.associated-domains": ["example.com"]]).write(to: entitlementsURL)
 
-            let error = try #require(throws: ManifestError.self) { try AppManifest(directory: directory) }
-            #expect(error.file == entitlementsURL.path)
-            #expect(error.key == "com.apple.developer.associated-domains[0]")
+            let manifest = try AppManifest(directory: directory)
+            #expect(manifest.warnings.map(\.file) == [entitlementsURL.path])
+            #expect(manifest.warnings.map(\.key) == ["com.apple.developer.associated-domains[0]"])
         }
     }
 }

@@ -110,7 +110,7 @@ struct LocalMessageJSONTests {
             app: maybe(&rng) { rng in
                 LocalApp(
                     bundleIdentifier: text(&rng), teamIdentifier: maybe(&rng, text), executable: text(&rng), activityTypes: strings(&rng),
-                    running: Int.random(in: -2...1_000, using: &rng), signedBy: maybe(&rng, text))
+                    running: Int.random(in: -2...1_000, using: &rng), signedBy: maybe(&rng, text), teamSource: maybe(&rng, text))
             },
             account: maybe(&rng, text),
             containers: maybe(&rng) { rng in (0..<Int.random(in: 0...2, using: &rng)).map { _ in LocalContainer(identifier: text(&rng), folder: text(&rng)) } })

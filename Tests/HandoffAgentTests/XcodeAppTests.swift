@@ -1,0 +1,103 @@
+import Foundation
+import HandoffLocalAPI
+import HandoffSigning
+import Testing
+
+@testable import HandoffAgent
+
+/// An app directory laid out as an Xcode project's files are: `NAME-Info.plist` and
+/// `NAME.entitlements` full of build settings, no team key, an executable.
+private func makeXcodeApp(in root: URL, activityTypes: String = "<array><string>$(PRODUCT_BUNDLE_IDENTIFIER).editing</string></array>") throws -> URL {
+    let folder = root.appendingPathComponent("Notes-\(UUID().uuidString.prefix(6))", isDirectory: true)
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    try """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <plist version="1.0"><dict>
+        <key>CFBundleIdentifier</key><string>$(PRODUCT_BUNDLE_IDENTIFIER)</string>
+        <key>CFBundleExecutable</key><string>$(EXECUTABLE_NAME)</string>
+        <key>CFBundleShortVersionString</key><string>$(MARKETING_VERSION)</string>
+        <key>NSUserActivityTypes</key>\(activityTypes)
+        </dict></plist>
+        """.write(to: folder.appendingPathComponent("Notes-Info.plist"), atomically: true, encoding: .utf8)
+    try """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <plist version="1.0"><dict>
+        <key>application-identifier</key><string>$(AppIdentifierPrefix)$(CFBundleIdentifier)</string>
+        <key>com.apple.developer.associated-domains</key><array><string>activitycontinuation:notes.example.com</string></array>
+        </dict></plist>
+        """.write(to: folder.appendingPathComponent("Notes.entitlements"), atomically: true, encoding: .utf8)
+    let executable = folder.appendingPathComponent("Notes")
+    try "#!/bin/sh\nexit 0\n".write(to: executable, atomically: true, encoding: .utf8)
+    try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: executable.path)
+    return folder
+}
+
+@Suite("Apps with Xcode's files")
+struct XcodeAppTests {
+    let root: URL
+
+    init() throws {
+        root = URL(fileURLWithPath: "/tmp/hx-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    }
+
+    @Test("With the CLI: sign with an .xcconfig and DEVELOPMENT_TEAM, verify and install; the agent lists the expanded identifiers and where the team came from")
+    func signAndInstall() async throws {
+        let handoff = try #require(builtExecutable("handoff"))
+        try await withHarness { harness in
+            let device = try await harness.start("xcode") { $0.allowsUnsignedApps = false }
+            let keyFile = root.appendingPathComponent("team.key").path
+            _ = try await runCommand(handoff, ["team", "create", "--key", keyFile])
+            let team = TeamKey.identifier(of: try TeamKey(pemRepresentation: String(contentsOfFile: keyFile, encoding: .utf8), file: keyFile).privateKey.publicKey)
+            let app = try makeXcodeApp(in: root)
+            let xcconfig = root.appendingPathComponent("Notes.xcconfig")
+            try "PRODUCT_NAME = Notes\nPRODUCT_BUNDLE_IDENTIFIER = com.example.$(PRODUCT_NAME:lower)\n".write(to: xcconfig, atomically: true, encoding: .utf8)
+
+            // Without the settings, the message names the variable and how to give it.
+            let (unset, unsetText) = try await runCommand(handoff, ["apps", "sign", app.path, "--key", keyFile])
+            #expect(unset == 1)
+            #expect(unsetText.contains("PRODUCT_BUNDLE_IDENTIFIER, which has no value"), "\(unsetText)")
+            #expect(!FileManager.default.fileExists(atPath: app.appendingPathComponent("Handoff.xcconfig").path))
+
+            // The team comes from DEVELOPMENT_TEAM through $(AppIdentifierPrefix).
+            let (signed, signedText) = try await runCommand(
+                handoff, ["apps", "sign", app.path, "--key", keyFile, "--xcconfig", xcconfig.path, "--setting", "DEVELOPMENT_TEAM=\(team)"])
+            #expect(signed == 0, "\(signedText)")
+            #expect(signedText.contains("Signed com.example.notes as team \(team) (the team from the prefix of the entitlement application-identifier)"), "\(signedText)")
+            let (verified, verifiedText) = try await runCommand(handoff, ["apps", "verify", app.path])
+            #expect(verified == 0 && verifiedText.contains("com.example.notes, signed by team \(team)"), "\(verifiedText)")
+
+            // Settings that differ from those it was signed with are refused; the same ones are fine.
+            let (differs, differsText) = try await runCommand(
+                handoff, ["apps", "install", app.path, "--socket", device.socket, "--setting", "PRODUCT_BUNDLE_IDENTIFIER=com.example.other"])
+            #expect(differs == 1 && differsText.contains("PRODUCT_BUNDLE_IDENTIFIER given here differs"), "\(differsText)")
+            let (installed, installedText) = try await runCommand(
+                handoff, ["apps", "install", app.path, "--socket", device.socket, "--setting", "DEVELOPMENT_TEAM=\(team)"])
+            #expect(installed == 0, "\(installedText)")
+            #expect(installedText.contains("team \(team) from the prefix of the entitlement application-identifier"), "\(installedText)")
+            let apps = try await device.call(.apps).apps ?? []
+            #expect(apps.map(\.bundleIdentifier) == ["com.example.notes"])
+            #expect(apps.first?.activityTypes == ["com.example.notes.editing"])
+            #expect(apps.first?.signedBy == team)
+        }
+    }
+
+    @Test("An unsigned app in development mode takes its settings at install, keeps them in its copy, and a malformed key is a warning, not a refusal")
+    func developmentInstall() throws {
+        let state = root.appendingPathComponent("state")
+        let registry = AppRegistry(stateDirectory: state, allowsUnsignedApps: true)
+        let app = try makeXcodeApp(in: root, activityTypes: "<dict><key>com.example.notes.open</key><string>Open</string></dict>")
+        let (installed, _) = try registry.install(
+            from: app, settings: ["PRODUCT_NAME": "Notes", "PRODUCT_BUNDLE_IDENTIFIER": "com.example.notes", "DEVELOPMENT_TEAM": "EXAMPLETEAM"])
+        #expect(installed.manifest.bundleIdentifier == "com.example.notes")
+        #expect(installed.manifest.teamIdentifier == "EXAMPLETEAM")
+        #expect(installed.manifest.warnings.map(\.key) == ["NSUserActivityTypes"])
+        #expect(installed.manifest.warnings.first?.file.hasSuffix("Notes-Info.plist") == true)
+        // Read again as the agent does when it starts: the copy holds the settings.
+        let loaded = registry.load()
+        #expect(loaded.problems.isEmpty, "\(loaded.problems)")
+        #expect(loaded.apps.map(\.manifest.bundleIdentifier) == ["com.example.notes"])
+        // The source directory was not changed.
+        #expect(!FileManager.default.fileExists(atPath: app.appendingPathComponent("Handoff.xcconfig").path))
+    }
+}
