@@ -385,3 +385,10 @@ public enum UserActivityError: Error, Sendable, Hashable, CustomStringConvertibl
         }
     }
 }
+
+/// Activities compare by identity, as `NSUserActivity` objects do, so that they can be kept
+/// in sets (`UIScene.ConnectionOptions.userActivities`).
+extension UserActivity: Hashable {
+    public static func == (lhs: UserActivity, rhs: UserActivity) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}

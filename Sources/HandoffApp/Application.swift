@@ -72,6 +72,22 @@ open class Application: ContinuationReceiver {
     public nonisolated let logger: Logger
     private var continuations = ContinuationStateMachine<UserActivity>()
 
+    /// UIKit's launch option keys; Handoff passes none.
+    public struct LaunchOptionsKey: RawRepresentable, Hashable, Sendable {
+        public var rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public static let userActivityType = LaunchOptionsKey(rawValue: "UIApplicationLaunchOptionsUserActivityTypeKey")
+    }
+
+    /// The scenes connected now (an app that uses scenes has one once it started).
+    public internal(set) var connectedScenes: Set<Scene> = []
+    /// The sessions of the connected scenes.
+    public internal(set) var openSessions: Set<SceneSession> = []
+    /// Whether the delegate heard `didFinishLaunchingWithOptions`.
+    var launched = false
+    /// The app was launched for a continuation: its scene connects when the activity arrives.
+    var sceneAwaitsContinuation = false
+
     /// The app of this process, bound to its Handoff agent. It becomes `Application.shared`;
     /// a process has one (a second one takes over the continuations, with a warning).
     public convenience init(delegate: (any ApplicationDelegate)?) {
@@ -84,6 +100,12 @@ open class Application: ContinuationReceiver {
                 logger.warning("a second Application was made; continuations now go to the new one and its delegate")
             }
             Application.processApplication = self
+        }
+        // The agent names the continuation it started the app for.
+        let launchedForContinuation = ProcessInfo.processInfo.environment["HANDOFF_CONTINUATION"].map { !$0.isEmpty } ?? false
+        // Launching finishes once the main queue runs, after the code that made the app.
+        DispatchQueue.main.async {
+            MainActor.assumeIsolated { self.finishLaunching(awaitingContinuation: launchedForContinuation) }
         }
     }
 
@@ -130,6 +152,10 @@ open class Application: ContinuationReceiver {
         var restorations: [RestorationHandler] = []
         perform {
             for action in actions {
+                if usesScenes {
+                    runInScene(action)
+                    continue
+                }
                 switch action {
                 case .willContinue(let type):
                     _ = delegate?.application(self, willContinueUserActivityWithType: type)

@@ -39,6 +39,18 @@ public protocol ApplicationDelegate: AnyObject {
 
     /// The framework brought a responder-managed activity up to date.
     func application(_ application: Application, didUpdate userActivity: UserActivity)
+
+    /// The app started; called once, before any scene connects or continuation is delivered.
+    func application(_ application: Application, didFinishLaunchingWithOptions launchOptions: [Application.LaunchOptionsKey: Any]?) -> Bool
+
+    /// The configuration of a scene about to connect, in an app that uses scenes. The default
+    /// gives the Info.plist's configuration for the session's role.
+    func application(
+        _ application: Application, configurationForConnecting connectingSceneSession: SceneSession, options: Scene.ConnectionOptions
+    ) -> SceneConfiguration
+
+    /// Sessions the app will not show again.
+    func application(_ application: Application, didDiscardSceneSessions sceneSessions: Set<SceneSession>)
 }
 
 extension ApplicationDelegate {
@@ -66,6 +78,29 @@ extension ApplicationDelegate {
     }
 
     public func application(_ application: Application, didUpdate userActivity: UserActivity) {}
+
+    public func application(_ application: Application, didFinishLaunchingWithOptions launchOptions: [Application.LaunchOptionsKey: Any]?) -> Bool {
+        true
+    }
+
+    public func application(
+        _ application: Application, configurationForConnecting connectingSceneSession: SceneSession, options: Scene.ConnectionOptions
+    ) -> SceneConfiguration {
+        SceneConfiguration(name: nil, sessionRole: connectingSceneSession.role)
+    }
+
+    public func application(_ application: Application, didDiscardSceneSessions sceneSessions: Set<SceneSession>) {}
+}
+
+extension ApplicationDelegate where Self: UIResponder {
+    /// Runs the app, as `UIApplicationMain` does: makes the delegate and the `Application`,
+    /// then runs the main queue for ever. So an app delegate marked `@main`, as Xcode's
+    /// template writes it, starts the app unchanged.
+    public static func main() {
+        let delegate = Self()
+        let application = Application(delegate: delegate)
+        withExtendedLifetime(application) { dispatchMain() }
+    }
 }
 
 /// UIKit's and AppKit's names, so code written for Apple platforms compiles unchanged.
@@ -75,7 +110,6 @@ public typealias UIApplicationDelegate = ApplicationDelegate
 public typealias NSApplicationDelegate = ApplicationDelegate
 public typealias UIUserActivityRestoring = UserActivityRestoring
 public typealias NSUserActivityRestoring = UserActivityRestoring
-public typealias UIResponder = Responder
-public typealias NSResponder = Responder
+public typealias NSResponder = UIResponder
 public typealias UIDocument = Document
 public typealias NSDocument = Document

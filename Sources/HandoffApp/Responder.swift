@@ -39,6 +39,17 @@ open class Responder: UserActivityRestoring {
     open func restoreUserActivityState(_ activity: UserActivity) {}
 }
 
+/// UIKit's (and AppKit's, as `NSResponder`) name for a responder. Its `init()` is required, so
+/// that the framework can make a delegate class it knows by name: an app delegate marked
+/// `@main`, a scene delegate named in the Info.plist. A subclass with initializers of its own
+/// keeps `init()` too (`required init() { … }`), or subclasses `Responder` instead.
+@MainActor
+open class UIResponder: Responder {
+    public required override init() {
+        super.init()
+    }
+}
+
 /// Which responders and documents share each framework-managed activity.
 @MainActor
 final class ManagedActivities {
@@ -84,8 +95,15 @@ final class ManagedActivities {
         for member in entry.members {
             member.responder?.updateUserActivityState(activity)
         }
-        if let application = activity.center.receiver as? Application {
-            application.delegate?.application(application, didUpdate: activity)
+        guard let application = activity.center.receiver as? Application else { return }
+        application.perform {
+            if application.usesScenes {
+                // The scene that manages the activity, else the one continuations reach.
+                let scene = entry.members.lazy.compactMap { $0.responder as? Scene }.first ?? application.activeScene
+                if let scene { scene.delegate?.scene(scene, didUpdate: activity) }
+            } else {
+                application.delegate?.application(application, didUpdate: activity)
+            }
         }
     }
 

@@ -21,6 +21,8 @@ public struct AppManifest: Sendable, Hashable {
     public var associatedDomains: [AssociatedDomain]
     /// Where `teamIdentifier` was read: an entitlement, or the `DEVELOPMENT_TEAM` build setting.
     public var teamSource: TeamSource?
+    /// `UIApplicationSceneManifest`: present when the app uses scenes (see `Scene` in HandoffApp).
+    public var sceneManifest: SceneManifest?
     /// Keys of the files that were malformed and ignored, as Apple platforms ignore them.
     public var warnings: [ManifestWarning]
 
@@ -31,8 +33,10 @@ public struct AppManifest: Sendable, Hashable {
         teamIdentifier: String? = nil,
         activityTypes: [String] = [],
         documentTypes: [DocumentType] = [],
-        associatedDomains: [AssociatedDomain] = []
+        associatedDomains: [AssociatedDomain] = [],
+        sceneManifest: SceneManifest? = nil
     ) {
+        self.sceneManifest = sceneManifest
         self.bundleIdentifier = bundleIdentifier
         self.executable = executable
         self.teamIdentifier = teamIdentifier
@@ -82,6 +86,11 @@ public struct AppManifest: Sendable, Hashable {
             documentTypes.append(try DocumentType(entry))
         }
         self.documentTypes = documentTypes
+        if let scenes = info.dictionary(InfoKey.sceneManifest) {
+            self.sceneManifest = try SceneManifest(scenes)
+        } else {
+            self.sceneManifest = nil
+        }
 
         if let entitlements {
             let granted = try Entitlements(plist: entitlements, file: entitlementsName, settings: settings, bundleIdentifier: bundleIdentifier)
@@ -275,6 +284,71 @@ private enum InfoKey {
     static let extensions = "CFBundleTypeExtensions"
     static let role = "CFBundleTypeRole"
     static let ubiquitousActivityType = "NSUbiquitousDocumentUserActivityType"
+    static let sceneManifest = "UIApplicationSceneManifest"
+    static let supportsMultipleScenes = "UIApplicationSupportsMultipleScenes"
+    static let sceneConfigurations = "UISceneConfigurations"
+    static let sceneConfigurationName = "UISceneConfigurationName"
+    static let sceneDelegateClassName = "UISceneDelegateClassName"
+    static let sceneClassName = "UISceneClassName"
+}
+
+// MARK: - SceneManifest
+
+/// `UIApplicationSceneManifest`: that the app uses scenes, and the scene configurations of
+/// each session role, with the classes they name.
+public struct SceneManifest: Sendable, Hashable {
+    /// One entry of `UISceneConfigurations`.
+    public struct Configuration: Sendable, Hashable {
+        /// `UISceneConfigurationName`.
+        public var name: String?
+        /// `UISceneDelegateClassName`, such as `MapViewer.SceneDelegate` (Xcode writes
+        /// `$(PRODUCT_MODULE_NAME).SceneDelegate`).
+        public var delegateClassName: String?
+        /// `UISceneClassName`.
+        public var sceneClassName: String?
+
+        public init(name: String? = nil, delegateClassName: String? = nil, sceneClassName: String? = nil) {
+            self.name = name
+            self.delegateClassName = delegateClassName
+            self.sceneClassName = sceneClassName
+        }
+    }
+
+    /// `UIApplicationSupportsMultipleScenes`.
+    public var supportsMultipleScenes: Bool
+    /// `UISceneConfigurations`: each session role (`UIWindowSceneSessionRoleApplication`) to its configurations.
+    public var configurations: [String: [Configuration]]
+
+    public init(supportsMultipleScenes: Bool = false, configurations: [String: [Configuration]] = [:]) {
+        self.supportsMultipleScenes = supportsMultipleScenes
+        self.configurations = configurations
+    }
+
+    /// The configuration of `role` named `name`, or the role's first when `name` is nil.
+    public func configuration(named name: String?, role: String) -> Configuration? {
+        let candidates = configurations[role] ?? []
+        guard let name else { return candidates.first }
+        return candidates.first { $0.name == name }
+    }
+
+    fileprivate init(_ entry: PlistDictionary) throws(ManifestError) {
+        supportsMultipleScenes = entry.bool(InfoKey.supportsMultipleScenes) ?? false
+        var configurations: [String: [Configuration]] = [:]
+        if let roles = entry.dictionary(InfoKey.sceneConfigurations) {
+            for role in roles.values.keys.sorted() {
+                var listed: [Configuration] = []
+                for configuration in roles.dictionaries(role) ?? [] {
+                    listed.append(
+                        Configuration(
+                            name: try configuration.string(InfoKey.sceneConfigurationName),
+                            delegateClassName: try configuration.string(InfoKey.sceneDelegateClassName, nonEmpty: true),
+                            sceneClassName: try configuration.string(InfoKey.sceneClassName, nonEmpty: true)))
+                }
+                configurations[role] = listed
+            }
+        }
+        self.configurations = configurations
+    }
 }
 
 // MARK: - DocumentType

@@ -175,6 +175,26 @@ struct PlistDictionary {
         return strings
     }
 
+    /// A nested dictionary, or `nil` with a warning when the value is of another type.
+    func dictionary(_ key: String) -> PlistDictionary? {
+        guard let value = values[key] else { return nil }
+        guard let nested = value as? [String: Any] else {
+            warn(key: key, "expected a dictionary, found \(describeKind(of: value))")
+            return nil
+        }
+        return PlistDictionary(values: nested, file: file, keyPath: keyPath + key + ".", settings: settings, warnings: warnings)
+    }
+
+    /// A boolean, or `nil` with a warning when the value is of another type.
+    func bool(_ key: String) -> Bool? {
+        guard let value = values[key] else { return nil }
+        guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else {
+            warn(key: key, "expected a boolean, found \(describeKind(of: value))")
+            return nil
+        }
+        return number.boolValue
+    }
+
     /// An array of dictionaries; a wrong type gives `nil`, an item that is not a dictionary
     /// is skipped, each with a warning.
     func dictionaries(_ key: String) -> [PlistDictionary]? {

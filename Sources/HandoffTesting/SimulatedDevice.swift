@@ -237,8 +237,9 @@ public actor SimulatedDevice {
     /// Sets the synced folders that apps launched from now on see.
     public func setSyncedContainers(_ containers: [SyncedContainer]) { syncedContainers = containers }
 
-    /// Starts an installed app, or returns the running (or starting) one.
-    fileprivate func start(_ bundleIdentifier: String) async throws -> Application {
+    /// Starts an installed app, or returns the running (or starting) one. Started for a
+    /// continuation, an app with scenes connects its scene when the activity arrives.
+    fileprivate func start(_ bundleIdentifier: String, forContinuation: Bool = false) async throws -> Application {
         try await ready()
         if let running = apps[bundleIdentifier]?.application { return running }
         if let launching = launches[bundleIdentifier] { return await launching.value }
@@ -256,7 +257,9 @@ public actor SimulatedDevice {
         let makeDelegate = slot.makeDelegate
         // Continuations arriving while the app starts wait for this one launch.
         let launch = Task { @MainActor in
-            Application(center: center, manifest: manifest, syncedContainers: containers, delegate: makeDelegate())
+            let application = Application(center: center, manifest: manifest, syncedContainers: containers, delegate: makeDelegate())
+            application.perform { application.finishLaunching(awaitingContinuation: forContinuation) }
+            return application
         }
         launches[bundleIdentifier] = launch
         apps[bundleIdentifier]?.center = center
@@ -460,7 +463,7 @@ final class FabricLauncher: AppLauncher {
     func launch(_ launch: AppLaunch) async throws(AgentError) -> any LaunchedApp {
         guard let device = device.withLock({ $0.device }) else { throw AgentError("the simulated device is gone") }
         do {
-            _ = try await device.start(launch.app.manifest.bundleIdentifier)
+            _ = try await device.start(launch.app.manifest.bundleIdentifier, forContinuation: true)
         } catch {
             throw AgentError("\(error)")
         }
