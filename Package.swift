@@ -99,6 +99,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "MapViewer", dependencies: ["Handoff", "HandoffApp", "MapViewerKit"], path: "Examples/MapViewer", exclude: ["App"], swiftSettings: strict),
+        .executableTarget(
+            name: "MapViewerScenes", dependencies: ["Handoff", "HandoffApp", "MapViewerKit"], path: "Examples/MapViewerScenes", exclude: ["App"], swiftSettings: strict),
         .executableTarget(name: "Editor", dependencies: ["Handoff", "HandoffApp"], path: "Examples/Editor", exclude: ["App"], swiftSettings: strict),
         .executableTarget(name: "Shapes", dependencies: ["Handoff", "HandoffApp"], path: "Examples/Shapes", exclude: ["App"], swiftSettings: strict),
         .executableTarget(
@@ -155,7 +157,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine", "handoff-session", "CHandoffX11", "HandoffSession",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "MapViewerScenes", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine", "handoff-session", "CHandoffX11", "HandoffSession",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),

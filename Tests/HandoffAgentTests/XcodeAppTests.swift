@@ -1,6 +1,8 @@
 import Foundation
+import HandoffCore
 import HandoffLocalAPI
 import HandoffSigning
+import HandoffTesting
 import Testing
 
 @testable import HandoffAgent
@@ -99,5 +101,57 @@ struct XcodeAppTests {
         #expect(loaded.apps.map(\.manifest.bundleIdentifier) == ["com.example.notes"])
         // The source directory was not changed.
         #expect(!FileManager.default.fileExists(atPath: app.appendingPathComponent("Handoff.xcconfig").path))
+    }
+}
+
+extension XcodeAppTests {
+    @Test("MapViewer's iOS scene form, installed from its Xcode-style files and .xcconfig, continues the app delegate form's activities on another agent: launched, the activity reaches willConnectTo; running, scene(_:continue:)")
+    func sceneFormEndToEnd() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            try await harness.installMapViewer(on: a)
+
+            // The scene form on beta: its files as the project holds them, expanded from its .xcconfig.
+            let binary = try #require(builtExecutable("MapViewerScenes"), "MapViewerScenes was not built next to the tests")
+            let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Examples/MapViewerScenes/App").standardizedFileURL
+            let folder = harness.root.appendingPathComponent("MapViewerScenes-app", isDirectory: true)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            for file in ["Info.plist", "MapViewerScenes.entitlements"] {
+                try FileManager.default.copyItem(at: sources.appendingPathComponent(file), to: folder.appendingPathComponent(file))
+            }
+            try FileManager.default.copyItem(at: binary, to: folder.appendingPathComponent("MapViewerScenes"))
+            var settings = BuildSettings()
+            try settings.read(xcconfig: sources.appendingPathComponent("MapViewerScenes.xcconfig"))
+            let installed = try #require(try await b.call(.installApp(directory: folder.path, settings: settings.values)).app)
+            #expect(installed.bundleIdentifier == "com.example.handoff.MapViewer")
+            #expect(installed.executable.hasSuffix("/MapViewerScenes"))
+
+            let origin = try harness.runMapViewer(on: a)
+            origin.send("show 37.7887 -122.4075 0.02")
+            let offered = await eventually { (try? await b.nearby().first?.activity.activityType) == mapViewing }
+            try #require(offered, "beta never listed alpha's activity")
+            let offer = try #require(try await b.nearby().first)
+            let continued = try #require(try await b.call(.continue(activity: offer.activity.id)).continued)
+            #expect(continued.app == "com.example.handoff.MapViewer")
+            let restored = await eventually { b.mapViewerEvents.contains { $0.contains("map shows center 37.7887, -122.4075") } }
+            #expect(restored, "events on beta: \(b.mapViewerEvents)")
+            #expect(b.mapViewerEvents.contains("connected with \(mapViewing)"), "events on beta: \(b.mapViewerEvents)")
+            #expect(!b.mapViewerEvents.contains { $0.hasPrefix("continue ") || $0.hasPrefix("will continue ") }, "events on beta: \(b.mapViewerEvents)")
+
+            // Running now: the next continuation reaches the connected scene.
+            origin.send("edit stonestown")
+            origin.send("favorite on")
+            let editing = await eventually { (try? await b.nearby().first?.activity.title) == "Editing Stonestown" }
+            try #require(editing)
+            let second = try #require(try await b.nearby().first)
+            try await b.call(.continue(activity: second.activity.id))
+            #expect(await eventually { b.mapViewerEvents.contains("editor open for Stonestown, favorite: true") }, "events on beta: \(b.mapViewerEvents)")
+            let storeEditing = "com.example.handoff.MapViewer.store-editing"
+            let tail = b.mapViewerEvents.drop { $0 != "will continue \(storeEditing)" }
+            #expect(Array(tail.prefix(2)) == ["will continue \(storeEditing)", "continue \(storeEditing)"], "events on beta: \(b.mapViewerEvents)")
+            #expect(await eventually { origin.log.contains("editor for Stonestown closed: continued on another device") }, "events on alpha: \(origin.log)")
+        }
     }
 }
