@@ -18,10 +18,13 @@ extension Agent {
         guard let web = siteAssociations as? WebSiteAssociations else { return [] }
         return await web.outcomes.map { outcome in
             switch outcome.result {
-            case .success(let apps):
+            case .success(let read):
+                let apps = read.file.activityContinuationApps
+                var finding = apps.isEmpty ? "its association file approves no app for continuing its pages" : "its association file approves \(apps.sorted().joined(separator: ", "))"
+                if !read.file.problems.isEmpty { finding += "; left out: " + read.file.problems.joined(separator: "; ") }
                 return LocalCheck(
-                    area: "web-association", subject: outcome.site, status: .ok,
-                    finding: apps.isEmpty ? "its association file approves no app for continuing its pages" : "its association file approves \(apps.sorted().joined(separator: ", "))")
+                    area: "web-association", subject: outcome.site, status: read.file.problems.isEmpty ? .ok : .warning, finding: finding,
+                    advice: read.file.problems.isEmpty ? nil : "fix those entries of the site's file; 'handoff doctor --site \(outcome.site)' shows the whole file")
             case .failure(let error):
                 return LocalCheck(
                     area: "web-association", subject: outcome.site, status: .warning,

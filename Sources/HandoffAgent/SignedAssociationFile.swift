@@ -14,11 +14,20 @@ package enum SignedAssociationFile {
     /// The most certificates a signed file may carry: its signer and a few intermediates.
     static let maximumCertificates = 6
 
+    /// Whether the bytes are the signed form: DER, a SEQUENCE, where JSON starts with `{`
+    /// (after white space, or a byte-order mark the JSON reader then refuses).
+    static func looksSigned(_ bytes: [UInt8]) -> Bool {
+        bytes.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) } == 0x30
+    }
+
     package enum Digest {
-        case sha256, sha384, sha512
+        /// SHA-1 is what sites signed with when Apple introduced signed files (2014), and Apple
+        /// accepts it there: the certificate, not the digest, decides whom the file is from.
+        case sha1, sha256, sha384, sha512
 
         init?(_ oid: ASN1ObjectIdentifier) {
             switch oid.description {
+            case "1.3.14.3.2.26": self = .sha1
             case "2.16.840.1.101.3.4.2.1": self = .sha256
             case "2.16.840.1.101.3.4.2.2": self = .sha384
             case "2.16.840.1.101.3.4.2.3": self = .sha512
@@ -28,6 +37,7 @@ package enum SignedAssociationFile {
 
         func hash(_ bytes: some DataProtocol) -> [UInt8] {
             switch self {
+            case .sha1: return Array(Insecure.SHA1.hash(data: bytes))
             case .sha256: return Array(SHA256.hash(data: bytes))
             case .sha384: return Array(SHA384.hash(data: bytes))
             case .sha512: return Array(SHA512.hash(data: bytes))
@@ -37,6 +47,7 @@ package enum SignedAssociationFile {
         /// The signature algorithms a signer with this digest may have used.
         var algorithms: [Certificate.SignatureAlgorithm] {
             switch self {
+            case .sha1: return [.sha1WithRSAEncryption]
             case .sha256: return [.ecdsaWithSHA256, .sha256WithRSAEncryption]
             case .sha384: return [.ecdsaWithSHA384, .sha384WithRSAEncryption]
             case .sha512: return [.ecdsaWithSHA512, .sha512WithRSAEncryption]
@@ -44,24 +55,50 @@ package enum SignedAssociationFile {
         }
     }
 
+    /// Whether `signature` over `bytes` verifies with `certificate`'s key for this digest. ECDSA
+    /// with SHA-1, which swift-certificates does not name, is checked on the digest itself.
+    static func verifies(_ signature: [UInt8], over bytes: [UInt8], by certificate: Certificate, digest: Digest) -> Bool {
+        if digest.algorithms.contains(where: { certificate.publicKey.isValidSignature(signature, for: bytes, signatureAlgorithm: $0) }) {
+            return true
+        }
+        guard digest == .sha1, let ecdsa = try? P256.Signing.ECDSASignature(derRepresentation: signature) else { return false }
+        let hashed = Insecure.SHA1.hash(data: bytes)
+        if let key = P256.Signing.PublicKey(certificate.publicKey) { return key.isValidSignature(ecdsa, for: hashed) }
+        return false
+    }
+
     /// The JSON of a signed file whose one signature verifies with a certificate in it that is
     /// valid now, for `host`, and chains (through the file's other certificates) to `roots`.
-    static func verify(_ bytes: [UInt8], host: String, roots: CertificateStore) async throws(SiteAssociationError) -> [UInt8] {
+    /// A refusal says which of these failed: a broken signature, an expired (or not yet valid)
+    /// certificate, a certificate for another host, or one no trusted authority issued.
+    static func verify(_ bytes: [UInt8], host: String, roots: CertificateStore, now: Date = Date()) async throws(SiteAssociationError) -> [UInt8] {
         let parsed: (content: [UInt8], certificates: [Certificate], digest: Digest, signedBytes: [UInt8], signature: [UInt8])
         do {
             parsed = try parse(bytes)
         } catch let error as SiteAssociationError {
             throw error
         } catch {
-            throw SiteAssociationError("the signed file cannot be read: \(error)")
+            throw SiteAssociationError(
+                "the signed file cannot be read: it is not DER CMS signed data with the JSON attached (as 'openssl smime -sign -nodetach -outform DER' writes)")
         }
-        let signer = parsed.certificates.first { certificate in
-            parsed.digest.algorithms.contains { algorithm in
-                certificate.publicKey.isValidSignature(parsed.signature, for: parsed.signedBytes, signatureAlgorithm: algorithm)
-            }
+        guard let signer = parsed.certificates.first(where: { verifies(parsed.signature, over: parsed.signedBytes, by: $0, digest: parsed.digest) }) else {
+            throw SiteAssociationError(
+                "the file's signature does not verify with any certificate in it: the JSON was changed after signing, or the signature is not of this content")
         }
-        guard let signer else {
-            throw SiteAssociationError("the file's signature does not verify with any certificate in it")
+        let who = "the file's signer, \(signer.subject)"
+        if now > signer.notValidAfter {
+            throw SiteAssociationError("\(who), has a certificate that expired on \(Self.day(signer.notValidAfter)); sign the file again with a current certificate")
+        }
+        if now < signer.notValidBefore {
+            throw SiteAssociationError("\(who), has a certificate that is not valid until \(Self.day(signer.notValidBefore))")
+        }
+        let names = ((try? signer.extensions.subjectAlternativeNames) ?? nil)?.compactMap { name -> String? in
+            if case .dnsName(let dns) = name { return dns }
+            return nil
+        } ?? []
+        guard names.contains(where: { Self.name($0, covers: host) }) else {
+            let named = names.isEmpty ? "names no host" : "is for \(names.joined(separator: ", "))"
+            throw SiteAssociationError("\(who), has a certificate that \(named), not \(host)")
         }
         var verifier = Verifier(rootCertificates: roots) {
             RFC5280Policy()
@@ -69,9 +106,28 @@ package enum SignedAssociationFile {
         }
         let result = await verifier.validate(leaf: signer, intermediates: CertificateStore(parsed.certificates))
         guard case .validCertificate = result else {
-            throw SiteAssociationError("the file's signer, \(signer.subject), is not trusted or not valid for \(host) now")
+            throw SiteAssociationError(
+                "\(who), has a certificate issued by \(signer.issuer), which does not lead to a certificate authority this device trusts (a private authority is added with --association-ca)")
         }
         return parsed.content
+    }
+
+    /// Whether a certificate's DNS name covers `host`: the same, ignoring case, or `*.` for
+    /// one label, as TLS compares them.
+    static func name(_ name: String, covers host: String) -> Bool {
+        let name = name.lowercased()
+        let host = host.lowercased()
+        if name.hasPrefix("*.") {
+            guard let dot = host.firstIndex(of: ".") else { return false }
+            return host[dot...] == name.dropFirst()
+        }
+        return name == host
+    }
+
+    private static func day(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withFullDate]
+        return formatter.string(from: date)
     }
 
     package static func parse(_ bytes: [UInt8]) throws -> (content: [UInt8], certificates: [Certificate], digest: Digest, signedBytes: [UInt8], signature: [UInt8]) {
@@ -115,7 +171,7 @@ package enum SignedAssociationFile {
         let signer = try children(signerInfos[0])
         guard signer.count >= 5, let digestOID = try children(signer[2]).first,
             let digest = Digest(try ASN1ObjectIdentifier(berEncoded: digestOID))
-        else { throw SiteAssociationError("the signed file's digest is not SHA-256, SHA-384 or SHA-512") }
+        else { throw SiteAssociationError("the signed file's digest is not SHA-1, SHA-256, SHA-384 or SHA-512") }
         var index = 3
         var signedBytes = content
         if signer[index].identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) {

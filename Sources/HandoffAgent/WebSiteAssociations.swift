@@ -106,12 +106,21 @@ enum HTTPSFetcher {
 /// are not followed; at most 128 KB. What a site says is kept for `refresh`, a failure for a
 /// minute, and both are what `handoff doctor` shows. See `docs/web.md`.
 package actor WebSiteAssociations: SiteAssociations {
+    /// A site's file as it was read.
+    package struct ReadFile: Sendable {
+        package var file: SiteAssociationFile
+        /// Where on the site it was found: `/.well-known/apple-app-site-association`…
+        package var path: String
+        /// It came in the signed (2014) form, and its signature held.
+        package var signed: Bool
+    }
+
     /// What was last learned of one site.
     package struct Outcome: Sendable {
         package var site: String
         package var fetched: Date
-        /// The apps the site approves, or why its file approves none.
-        package var result: Result<Set<String>, SiteAssociationError>
+        /// The site's file, or why it has none that can be used.
+        package var result: Result<ReadFile, SiteAssociationError>
     }
 
     private let context: NIOSSLContext
@@ -153,7 +162,7 @@ package actor WebSiteAssociations: SiteAssociations {
     package func approved(_ candidates: Set<String>, forHost host: String, port: Int?) async -> Set<String> {
         let outcome = await outcome(host: host, port: port ?? 443)
         switch outcome.result {
-        case .success(let apps): return apps.intersection(candidates)
+        case .success(let read): return read.file.activityContinuationApps.intersection(candidates)
         case .failure: return []
         }
     }
@@ -161,6 +170,12 @@ package actor WebSiteAssociations: SiteAssociations {
     /// Forgets what sites said: the next question fetches their files again.
     package func forget() {
         known = [:]
+    }
+
+    /// Fetches a site's file again, now, as `handoff doctor --site` asks.
+    package func refresh(host: String, port: Int = 443) async -> Outcome {
+        known[port == 443 ? host.lowercased() : "\(host.lowercased()):\(port)"] = nil
+        return await outcome(host: host, port: port)
     }
 
     /// What is known of each site asked about so far, most recent first.
@@ -178,9 +193,14 @@ package actor WebSiteAssociations: SiteAssociations {
         fetching[site] = nil
         let keep: Duration
         switch outcome.result {
-        case .success(let apps):
+        case .success(let read):
             keep = refresh
-            logger.info("a web site's association file was read", metadata: ["site": "\(site)", "apps": "\(apps.sorted().joined(separator: " "))"])
+            logger.info(
+                "a web site's association file was read",
+                metadata: [
+                    "site": "\(site)", "apps": "\(read.file.activityContinuationApps.sorted().joined(separator: " "))",
+                    "problems": "\(read.file.problems.count)",
+                ])
         case .failure(let error):
             keep = min(refresh, Self.failureRetry)
             logger.notice("a web site's association file approves no app: \(error.message)", metadata: ["site": "\(site)"])
@@ -195,19 +215,20 @@ package actor WebSiteAssociations: SiteAssociations {
     }
 
     private func fetch(host: String, port: Int, site: String) async -> Outcome {
-        let result: Result<Set<String>, SiteAssociationError>
+        let result: Result<ReadFile, SiteAssociationError>
         var address = in_addr()
         if host.isEmpty || host.contains(":") || inet_aton(host, &address) != 0 {
             result = .failure(SiteAssociationError("association files are fetched only from a domain name, not \(host)"))
         } else {
             var reasons: [String] = []
-            var found: Result<Set<String>, SiteAssociationError>?
+            var found: Result<ReadFile, SiteAssociationError>?
             for path in ["/.well-known/apple-app-site-association", "/apple-app-site-association"] {
                 do throws(SiteAssociationError) {
                     let document = try await HTTPSFetcher.get(
                         host: host, port: port, path: path, context: context, limit: SiteAssociationFile.maximumSize, deadline: .seconds(10),
                         eventLoopGroup: eventLoopGroup)
-                    found = .success(try await read(document, host: host).activityContinuationApps)
+                    let (file, signed) = try await read(document, host: host)
+                    found = .success(ReadFile(file: file, path: path, signed: signed))
                     break
                 } catch {
                     reasons.append("\(path): \(error.message)")
@@ -220,10 +241,11 @@ package actor WebSiteAssociations: SiteAssociations {
         return Outcome(site: site, fetched: Date(), result: result)
     }
 
-    /// The file in an answer, or why the answer holds none. A signed file (`application/pkcs7-mime`,
-    /// CMS with the JSON attached) counts only if its signature verifies against a certificate
-    /// that is valid now, for this host, and chains to a trusted authority.
-    func read(_ document: FetchedDocument, host: String) async throws(SiteAssociationError) -> SiteAssociationFile {
+    /// The file in an answer, or why the answer holds none. A signed file (CMS with the JSON
+    /// attached, the 2014 form) is told by its bytes, whatever its `Content-Type`, and counts
+    /// only if its signature verifies against a certificate that is valid now, for this host,
+    /// and chains to a trusted authority.
+    func read(_ document: FetchedDocument, host: String) async throws(SiteAssociationError) -> (SiteAssociationFile, signed: Bool) {
         switch document.status {
         case 200:
             break
@@ -232,9 +254,8 @@ package actor WebSiteAssociations: SiteAssociations {
         default:
             throw SiteAssociationError("the site answered \(document.status)")
         }
-        let type = document.contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        guard type == "application/pkcs7-mime" else { return try SiteAssociationFile(json: document.body) }
+        guard SignedAssociationFile.looksSigned(document.body) else { return (try SiteAssociationFile(json: document.body), false) }
         let roots = CertificateStore.systemTrustRoots.appending(contentsOf: extraRoots)
-        return try SiteAssociationFile(json: try await SignedAssociationFile.verify(document.body, host: host, roots: roots))
+        return (try SiteAssociationFile(json: try await SignedAssociationFile.verify(document.body, host: host, roots: roots)), true)
     }
 }

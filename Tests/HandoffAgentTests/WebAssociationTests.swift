@@ -43,11 +43,13 @@ struct TestCertificateAuthority {
     }
 
     /// A certificate for `host` this authority signs, and its key.
-    func leaf(for host: String) throws -> (Certificate, P256.Signing.PrivateKey) {
+    func leaf(
+        for host: String, notValidBefore: Date = Date().addingTimeInterval(-300), notValidAfter: Date = Date().addingTimeInterval(86_400)
+    ) throws -> (Certificate, P256.Signing.PrivateKey) {
         let serverKey = P256.Signing.PrivateKey()
         let leaf = try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(serverKey.publicKey),
-            notValidBefore: Date().addingTimeInterval(-300), notValidAfter: Date().addingTimeInterval(86_400),
+            notValidBefore: notValidBefore, notValidAfter: notValidAfter,
             issuer: name, subject: try DistinguishedName { CommonName(host) }, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
@@ -231,7 +233,7 @@ final class EndlessWebServer: Sendable {
 
 @Suite("Web sites' association files")
 struct WebAssociationTests {
-    @Test("Both JSON shapes are read for activitycontinuation; anything malformed is refused with what is wrong")
+    @Test("Both JSON shapes are read for activitycontinuation; a malformed section or app ID is left out and named, never costing the others; what is not JSON is refused")
     func parsing() throws {
         let ios9 = try SiteAssociationFile(json: Array(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]},"applinks":{"apps":[],"details":[{"appID":"X.y","paths":["*"]}]}}"#.utf8))
         #expect(ios9.activityContinuationApps == [approvedApp])
@@ -248,10 +250,25 @@ struct WebAssociationTests {
         }
         #expect(refusal("{not json").contains("not valid JSON"))
         #expect(refusal("[1,2]").contains("not a JSON object"))
-        #expect(refusal(#"{"activitycontinuation":[]}"#).contains("is not an object"))
-        #expect(refusal(#"{"activitycontinuation":{"apps":"WEBTEAM.x"}}"#).contains("is not an array"))
-        #expect(refusal(#"{"activitycontinuation":{"apps":["no-team"]}}"#).contains("apps[0]"))
         #expect(refusal(String(repeating: " ", count: 128 * 1024 + 1)).contains("over the limit"))
+
+        func problems(_ text: String) throws -> (Set<String>, [String]) {
+            let file = try SiteAssociationFile(json: Array(text.utf8))
+            return (file.activityContinuationApps, file.problems)
+        }
+        #expect(try problems(#"{"activitycontinuation":[]}"#).1 == ["'activitycontinuation' is an array, not an object; the section is ignored"])
+        #expect(try problems(#"{"activitycontinuation":{"apps":"WEBTEAM.x"}}"#).1.first?.contains("not an array") == true)
+        // One malformed app ID costs only itself.
+        let (apps, why) = try problems(#"{"activitycontinuation":{"apps":["no-team","WEBTEAM.com.example.news",7]}}"#)
+        #expect(apps == [approvedApp])
+        #expect(why.count == 2)
+        #expect(why.first?.contains("'activitycontinuation.apps[0]' is 'no-team'") == true)
+        // An applinks of the wrong shape does not cost activitycontinuation.
+        let (kept, applinks) = try problems(#"{"applinks":{"details":{"apps":"nope"}},"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#)
+        #expect(kept == [approvedApp])
+        #expect(!applinks.isEmpty)
+        let (alsoKept, _) = try problems(#"{"applinks":["wrong"],"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#)
+        #expect(alsoKept == [approvedApp])
     }
 
     /// A site on loopback with a certificate from a test CA, and the associations that trust it.
@@ -380,7 +397,7 @@ struct WebAssociationTests {
         #expect(try await outcome(try ca.signed(listed, by: "localhost")).0 == [approvedApp])
         let (otherHost, why) = try await outcome(try ca.signed(listed, by: "other.example"))
         #expect(otherHost.isEmpty)
-        #expect(why.contains("not trusted or not valid for localhost"), "\(why)")
+        #expect(why.contains("has a certificate that is for other.example, not localhost"), "\(why)")
         var tampered = try ca.signed(listed, by: "localhost")
         let at = try #require(tampered.firstIndex(of: UInt8(ascii: "W")))
         tampered[at] = UInt8(ascii: "X")
@@ -549,6 +566,98 @@ extension WebAssociationTests {
             #expect(activity?.webpageURL?.absoluteString == "https://news.example.com/42")
             #expect(activity?.userInfo?["article"] as? Int == 42)
             #expect(!FileManager.default.fileExists(atPath: opened.path), "the page was also opened with the browser command")
+        }
+    }
+}
+
+extension WebAssociationTests {
+    /// What a site serving `body` at the well-known place approves of `approvedApp`, and why not.
+    func signedOutcome(_ body: [UInt8], contentType: String = "application/pkcs7-mime", trusting ca: TestCertificateAuthority, server: TestWebServer) async throws -> (Set<String>, String) {
+        server.set("/.well-known/apple-app-site-association", WebAnswer(headers: [("Content-Type", contentType)], body: body))
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate], logger: logger)
+        let approved = await web.approved([approvedApp], forHost: "localhost", port: server.port)
+        return (approved, await reason(web))
+    }
+
+    @Test("A signed file's refusal tells apart an expired certificate, one not yet valid, an untrusted root, another host and a broken signature; no message shows an internal name")
+    func signedRefusalsSayWhy() async throws {
+        let ca = try TestCertificateAuthority()
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "localhost"), answers: [:])
+        defer { Task { await server.close() } }
+        let listed = Array(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#.utf8)
+        func sign(_ identity: (Certificate, P256.Signing.PrivateKey)) throws -> [UInt8] {
+            try CMS.sign(listed, certificate: identity.0, privateKey: .init(identity.1), detached: false)
+        }
+        let expired = try sign(ca.leaf(for: "localhost", notValidBefore: Date().addingTimeInterval(-86_400 * 400), notValidAfter: Date().addingTimeInterval(-86_400 * 30)))
+        let early = try sign(ca.leaf(for: "localhost", notValidBefore: Date().addingTimeInterval(86_400 * 30), notValidAfter: Date().addingTimeInterval(86_400 * 60)))
+        let stranger = try sign(TestCertificateAuthority("Someone else's CA").leaf(for: "localhost"))
+        let otherHost = try sign(ca.leaf(for: "shop.example.org"))
+        var broken = try sign(ca.leaf(for: "localhost"))
+        let at = try #require(broken.firstIndex(of: UInt8(ascii: "W")))
+        broken[at] = UInt8(ascii: "X")
+        let cases: [([UInt8], String)] = [
+            (expired, "has a certificate that expired on"), (early, "is not valid until"),
+            (stranger, "which does not lead to a certificate authority this device trusts"), (otherHost, "is for shop.example.org, not localhost"),
+            (broken, "does not verify with any certificate in it"), (Array([0x30, 0x03, 0x02, 0x01, 0x00]), "not CMS signed data"),
+        ]
+        var reasons: [String] = []
+        for (body, expected) in cases {
+            let (approved, why) = try await signedOutcome(body, trusting: ca, server: server)
+            #expect(approved.isEmpty)
+            #expect(why.contains(expected), "\(why)")
+            reasons.append(why)
+        }
+        #expect(Set(reasons).count == cases.count, "each refusal reads differently")
+        for why in reasons {
+            #expect(!why.contains(".swift") && !why.contains("Error(") && !why.contains("ASN1"), "\(why)")
+        }
+    }
+
+    @Test("The signed form is told by its bytes, not its Content-Type: a signed file served as JSON is verified, JSON served as pkcs7 is read as JSON")
+    func signedFormByBytes() async throws {
+        let ca = try TestCertificateAuthority()
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "localhost"), answers: [:])
+        defer { Task { await server.close() } }
+        let listed = #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#
+        let signedAsJSON = try await signedOutcome(try ca.signed(listed, by: "localhost"), contentType: "application/json", trusting: ca, server: server)
+        #expect(signedAsJSON.0 == [approvedApp], "\(signedAsJSON.1)")
+        let jsonAsSigned = try await signedOutcome(Array(listed.utf8), contentType: "application/pkcs7-mime", trusting: ca, server: server)
+        #expect(jsonAsSigned.0 == [approvedApp], "\(jsonAsSigned.1)")
+        // A forged "signed" body served as JSON is still checked as signed, never read as JSON.
+        var forged = try ca.signed(listed, by: "other.example")
+        forged[forged.count - 1] ^= 0xFF
+        #expect(try await signedOutcome(forged, contentType: "application/json", trusting: ca, server: server).0.isEmpty)
+    }
+
+    @Test("A file signed with SHA-1 digests, as sites signed them in 2014, is read: the certificate decides trust", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs /usr/bin/openssl; skipped"))
+    func signedWithSHA1() async throws {
+        let ca = try TestCertificateAuthority()
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "localhost"), answers: [:])
+        defer { Task { await server.close() } }
+        let folder = try makeFolder("openssl-sha1")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for (name, keyKind) in [("rsa", ["-newkey", "rsa:2048"]), ("ec", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])] {
+            let key = folder.appendingPathComponent("\(name).key").path
+            let certificate = folder.appendingPathComponent("\(name).pem").path
+            try shell(["openssl", "req", "-x509"] + keyKind + ["-nodes", "-keyout", key, "-out", certificate, "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-days", "1"])
+            try #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#.write(to: folder.appendingPathComponent("aasa.json"), atomically: true, encoding: .utf8)
+            let output = folder.appendingPathComponent("\(name).p7m").path
+            try shell([
+                "openssl", "smime", "-sign", "-md", "sha1", "-inkey", key, "-signer", certificate, "-nodetach", "-outform", "DER",
+                "-in", folder.appendingPathComponent("aasa.json").path, "-out", output,
+            ])
+            let body = try [UInt8](Data(contentsOf: URL(fileURLWithPath: output)))
+            // The digest in the file is SHA-1's (1.3.14.3.2.26).
+            #expect(body.firstRange(of: [0x06, 0x05, 0x2B, 0x0E, 0x03, 0x02, 0x1A]) != nil)
+            server.set("/.well-known/apple-app-site-association", WebAnswer(headers: [("Content-Type", "application/pkcs7-mime")], body: body))
+            var logger = Logger(label: "test")
+            logger.logLevel = .critical
+            let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate] + (try NIOSSLCertificate.fromPEMFile(certificate)), logger: logger)
+            let approved = await web.approved([approvedApp], forHost: "localhost", port: server.port)
+            let why = await reason(web)
+            #expect(approved == [approvedApp], "\(name): \(why)")
         }
     }
 }
