@@ -1,5 +1,7 @@
 import Foundation
+import HandoffCore
 import HandoffLocalAPI
+import HandoffWire
 import NIOCore
 import NIOPosix
 
@@ -32,6 +34,91 @@ extension Agent {
                     advice: "its pages open in the browser instead of an app; the site must serve the file over HTTPS with a certificate this device trusts (add a private certificate authority with --association-ca)")
             }
         }
+    }
+
+    /// `handoff doctor --site`: the site's file fetched now, and what it lets each app do there:
+    /// every app it names, and every app installed here that claims the site.
+    func siteAssociationReport(host given: String, url: String?) async -> LocalReply {
+        guard let web = siteAssociations as? WebSiteAssociations else {
+            return .failure(LocalError(.failed, "this agent does not fetch web sites' association files"))
+        }
+        var host = given.lowercased()
+        var port = 443
+        if let colon = host.lastIndex(of: ":"), let number = Int(host[host.index(after: colon)...]), (1...65_535).contains(number) {
+            port = number
+            host = String(host[..<colon])
+        }
+        guard !host.isEmpty, host.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "." || $0 == "-" }) else {
+            return .failure(LocalError(.badRequest, "'\(given)' is not a host name such as example.com (or example.com:8443)"))
+        }
+        var address: URL?
+        if let url {
+            guard let parsed = URL(string: url), parsed.scheme == "https", parsed.host?.lowercased() == host else {
+                return .failure(LocalError(.badRequest, "'\(url)' is not an https address on \(host)"))
+            }
+            address = parsed
+        }
+        let outcome = await web.refresh(host: host, port: port)
+        var report = LocalSiteAssociation(site: outcome.site)
+        let file: SiteAssociationFile
+        switch outcome.result {
+        case .failure(let error):
+            report.error = error.message
+            file = SiteAssociationFile(activityContinuationApps: [])
+        case .success(let read):
+            report.source = "https://\(outcome.site)\(read.path)"
+            report.signed = read.signed
+            report.problems = read.file.problems
+            file = read.file
+        }
+        let installedHere = Dictionary(
+            installed.all.compactMap { app in app.manifest.applicationIdentifier.map { ($0, app.manifest) } }, uniquingKeysWith: { first, _ in first })
+        func claims(_ manifest: AppManifest?) -> [AssociatedDomain] {
+            manifest?.associatedDomains.filter { $0.matches(host: host) } ?? []
+        }
+        var identifiers: [String] = []
+        func add(_ identifier: String) { if !identifiers.contains(identifier) { identifiers.append(identifier) } }
+        (file.activityContinuation?.apps ?? []).forEach(add)
+        (file.appLinks?.details.flatMap(\.appIDs) ?? []).forEach(add)
+        (file.webCredentials?.apps ?? []).forEach(add)
+        (file.appClips?.apps ?? []).forEach(add)
+        installedHere.keys.sorted().filter { !claims(installedHere[$0]).isEmpty }.forEach(add)
+
+        report.apps = identifiers.map { identifier in
+            let manifest = installedHere[identifier]
+            let claimed = claims(manifest)
+            let listed = file.activityContinuation?.apps.contains(identifier) ?? false
+            let details = file.appLinks?.details.filter { $0.appIDs.contains(identifier) } ?? []
+            return LocalSiteApp(
+                applicationIdentifier: identifier, installed: manifest != nil,
+                claims: claimed.map { "\($0.service):\($0.includesSubdomains ? "*." : "")\($0.host)" },
+                activityContinuation: listed, continuesPages: listed && claimed.contains { $0.service == "activitycontinuation" },
+                webCredentials: file.webCredentials?.apps.contains(identifier) ?? false, appClip: file.appClips?.apps.contains(identifier) ?? false,
+                appLinks: details.flatMap(Self.describe),
+                opensURL: address.map { address in details.contains { $0.opens(address, defaults: file.appLinks?.defaults ?? AppLinks.Defaults()) } })
+        }
+        var reply = LocalReply()
+        reply.siteAssociation = report
+        return reply
+    }
+
+    /// An applinks entry's patterns in words: `/products/* ?ref=?*`, `not /checkout/*`.
+    static func describe(_ detail: AppLinkDetail) -> [String] {
+        if let components = detail.components {
+            return components.map { component in
+                var parts: [String] = [component.path ?? "any path"]
+                switch component.query {
+                case .whole(let pattern)?: parts.append("?\(pattern)")
+                case .items(let items)?: parts.append("?" + items.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "&"))
+                case nil: break
+                }
+                if let fragment = component.fragment { parts.append("#\(fragment)") }
+                if component.caseSensitive == false { parts.append("(any case)") }
+                if component.percentsEncoded == false { parts.append("(decoded)") }
+                return (component.exclude ? "not " : "") + parts.joined(separator: " ")
+            }
+        }
+        return (detail.paths ?? []).map { $0.hasPrefix("NOT ") ? "not " + $0.dropFirst(4) : $0 }
     }
 
     /// Forgets what web sites' association files said (a test changes a site's file).

@@ -765,6 +765,8 @@ public actor Agent {
             reply = LocalReply(probe: await probe(host: host, port: port))
         case .doctor:
             reply = LocalReply(checks: await doctor())
+        case .siteAssociation(let host, let url):
+            reply = await siteAssociationReport(host: host, url: url)
         case .openStream, .acceptStream, .copy, .paste, .provideClipboard:
             reply = .failure(LocalError(.badRequest, "'openStream', 'acceptStream', 'copy', 'paste' and 'provideClipboard' open a connection of their own: send one as the first message of a new connection"))
         case .offerClipboard(let types):

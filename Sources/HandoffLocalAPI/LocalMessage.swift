@@ -22,6 +22,8 @@ public struct LocalReply: Codable, Sendable, Hashable {
     public var probe: LocalProbe?
     /// What `doctor` found, in the order it looked.
     public var checks: [LocalCheck]?
+    /// What a web site's association file lets each app do (`siteAssociation`).
+    public var siteAssociation: LocalSiteAssociation?
     /// This device's synced containers (in the reply to an app's `hello`).
     public var containers: [LocalContainer]?
     /// What the request did that a person should know of (an app installed unsigned).
@@ -104,6 +106,9 @@ public enum LocalCall: Sendable, Hashable {
     case probe(host: String, port: Int)
     /// Looks at what discovery and links need, in order, and says what it found (`checks`).
     case doctor
+    /// Fetches a web site's association file now and says what each app may do there
+    /// (`siteAssociation`); `url`, when given, is checked against its universal links.
+    case siteAssociation(host: String, url: String?)
     /// The first message of a connection that carries the continuation streams of
     /// `continuation`, opened by the app that continued it. The reply comes once the
     /// originating app took the streams; the connection then carries stream frames
@@ -331,7 +336,7 @@ extension LocalMessage: Codable {
     enum Key: String, CodingKey {
         case type, request, version, role, bundleIdentifier, activity, directory, name, token, host, lifetime, invitation, accept, code, port
         case record, error, reply, continuation, activityType, origin, event, stream, nonce, clipboardType, types, read, size, clipboard, session, status
-        case settings
+        case settings, url
     }
 
     public init(from decoder: any Decoder) throws {
@@ -373,6 +378,8 @@ extension LocalMessage: Codable {
         case "removeDevice": self = .call(request: try request(), .removeDevice(name: try c.decode(String.self, forKey: .name)))
         case "probe": self = .call(request: try request(), .probe(host: try c.decode(String.self, forKey: .host), port: try c.decode(Int.self, forKey: .port)))
         case "doctor": self = .call(request: try request(), .doctor)
+        case "siteAssociation":
+            self = .call(request: try request(), .siteAssociation(host: try c.decode(String.self, forKey: .host), url: try c.decodeIfPresent(String.self, forKey: .url)))
         case "openStream":
             self = .call(
                 request: try request(),
@@ -485,6 +492,10 @@ extension LocalMessage: Codable {
                 try c.encode(port, forKey: .port)
             case .doctor:
                 try c.encode("doctor", forKey: .type)
+            case .siteAssociation(let host, let url):
+                try c.encode("siteAssociation", forKey: .type)
+                try c.encode(host, forKey: .host)
+                try c.encodeIfPresent(url, forKey: .url)
             case .openStream(let version, let continuation):
                 try c.encode("openStream", forKey: .type)
                 try c.encode(version, forKey: .version)

@@ -605,13 +605,14 @@ extension LocalReply {
     var carriesOnlyHelloAnswer: Bool {
         version != nil && status == nil && devices == nil && activities == nil && apps == nil && continued == nil && invitation == nil
             && joinRequest == nil && verification == nil && probe == nil && checks == nil && warnings == nil && clipboard == nil && pasting == nil
+            && siteAssociation == nil
     }
 
     /// True when the reply holds nothing but `ok` and its `continued` or `error`.
     var carriesOnlyContinuedOrError: Bool {
         version == nil && device == nil && app == nil && status == nil && devices == nil && activities == nil && apps == nil
             && account == nil && invitation == nil && joinRequest == nil && verification == nil && probe == nil && checks == nil
-            && containers == nil && warnings == nil && clipboard == nil && pasting == nil
+            && containers == nil && warnings == nil && clipboard == nil && pasting == nil && siteAssociation == nil
     }
 }
 

@@ -306,6 +306,68 @@ public struct LocalJoinRequest: Codable, Sendable, Hashable {
     }
 }
 
+/// What a web site's association file lets apps do there, as `handoff doctor --site` shows it.
+public struct LocalSiteAssociation: Codable, Sendable, Hashable {
+    /// The site asked about: `host` or `host:port`.
+    public var site: String
+    /// The address the file was read from.
+    public var source: String?
+    /// It came in the signed (2014) form and its signature held.
+    public var signed: Bool?
+    /// Why the site has no file that can be used.
+    public var error: String?
+    /// Parts of the file left out, and why.
+    public var problems: [String]
+    /// Every app the file names, and every app installed here that claims the site.
+    public var apps: [LocalSiteApp]
+
+    public init(site: String, source: String? = nil, signed: Bool? = nil, error: String? = nil, problems: [String] = [], apps: [LocalSiteApp] = []) {
+        self.site = site
+        self.source = source
+        self.signed = signed
+        self.error = error
+        self.problems = problems
+        self.apps = apps
+    }
+}
+
+/// One app in a site's association file, or installed here and claiming the site.
+public struct LocalSiteApp: Codable, Sendable, Hashable {
+    /// `TEAMID.bundle.id`.
+    public var applicationIdentifier: String
+    /// An app installed here has this identifier.
+    public var installed: Bool
+    /// The installed app's associated-domains entries that name this site.
+    public var claims: [String]
+    /// Listed in `activitycontinuation`.
+    public var activityContinuation: Bool
+    /// Listed, installed, and claiming `activitycontinuation:` for the site: its pages continue in it.
+    public var continuesPages: Bool
+    /// Listed in `webcredentials`.
+    public var webCredentials: Bool
+    /// Listed in `appclips`.
+    public var appClip: Bool
+    /// The universal-link patterns of the `applinks` entries that list it, in order.
+    public var appLinks: [String]
+    /// Whether the address asked about opens in it, when one was given.
+    public var opensURL: Bool?
+
+    public init(
+        applicationIdentifier: String, installed: Bool, claims: [String], activityContinuation: Bool, continuesPages: Bool, webCredentials: Bool,
+        appClip: Bool, appLinks: [String], opensURL: Bool? = nil
+    ) {
+        self.applicationIdentifier = applicationIdentifier
+        self.installed = installed
+        self.claims = claims
+        self.activityContinuation = activityContinuation
+        self.continuesPages = continuesPages
+        self.webCredentials = webCredentials
+        self.appClip = appClip
+        self.appLinks = appLinks
+        self.opensURL = opensURL
+    }
+}
+
 /// One finding of `doctor`: what was looked at, how it is, and what to do about it.
 public struct LocalCheck: Codable, Sendable, Hashable {
     public enum Status: String, Codable, Sendable, Hashable {

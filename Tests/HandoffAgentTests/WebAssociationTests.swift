@@ -661,3 +661,59 @@ extension WebAssociationTests {
         }
     }
 }
+
+extension WebAssociationTests {
+    @Test("handoff doctor --site reads the site's file now and says, per app, what it may do there: pages, universal links (and whether an address opens), passwords, app clip; and what was left out")
+    func doctorSite() async throws {
+        let handoff = try #require(builtExecutable("handoff"))
+        let ca = try TestCertificateAuthority()
+        let file = """
+            {"applinks":{"details":[{"appIDs":["WEBTEAM.com.example.news"],"components":[{"/":"/admin/*","exclude":true},{"/":"/articles/*","?":{"ref":"?*"}}]}]},
+             "activitycontinuation":{"apps":["WEBTEAM.com.example.news","OTHER.com.example.reader","not an id"]},
+             "webcredentials":{"apps":["WEBTEAM.com.example.news"]},
+             "appclips":{"apps":["WEBTEAM.com.example.news.Clip"]}}
+            """
+        let server = try await TestWebServer(identity: try ca.serverIdentity(for: "localhost"), answers: ["/.well-known/apple-app-site-association": .json(file)])
+        let trust = try ca.nioCertificate
+        try await withHarness { harness in
+            let b = try await harness.start("beta") { $0.associationTrust = [trust] }
+            let agentB = try #require(b.agent)
+            await agentB.installInProcess(
+                AppManifest(
+                    bundleIdentifier: "com.example.news", teamIdentifier: "WEBTEAM", activityTypes: [NSUserActivityTypeBrowsingWeb],
+                    associatedDomains: [try AssociatedDomain(parsing: "activitycontinuation:localhost"), try AssociatedDomain(parsing: "applinks:localhost")]))
+            // An app that claims the site the file does not list.
+            await agentB.installInProcess(
+                AppManifest(bundleIdentifier: "com.example.blog", teamIdentifier: "WEBTEAM", associatedDomains: [try AssociatedDomain(parsing: "activitycontinuation:localhost")]))
+            let site = "localhost:\(server.port)"
+            let (code, text) = try await runCommand(
+                handoff, ["doctor", "--socket", b.socket, "--site", site, "--url", "https://localhost:\(server.port)/articles/7?ref=mail"])
+            #expect(code == 0, "\(text)")
+            #expect(text.contains("read https://\(site)/.well-known/apple-app-site-association (JSON)"), "\(text)")
+            #expect(text.contains("left out: 'activitycontinuation.apps[2]' is 'not an id'"), "\(text)")
+            let news = try #require(text.range(of: "WEBTEAM.com.example.news (installed here)").map { String(text[$0.lowerBound...]) })
+            #expect(news.contains("claims: activitycontinuation:localhost, applinks:localhost"), "\(news)")
+            #expect(news.contains("continue the site's pages: yes"), "\(news)")
+            #expect(news.contains("universal links: not /admin/*, /articles/* ?ref=?*"), "\(news)")
+            #expect(news.contains("opens https://localhost:\(server.port)/articles/7?ref=mail: yes"), "\(news)")
+            #expect(news.contains("passwords (webcredentials): yes"), "\(news)")
+            #expect(text.contains("OTHER.com.example.reader (not installed here)\n  continue the site's pages: listed (not installed here)"), "\(text)")
+            #expect(text.contains("WEBTEAM.com.example.blog (installed here)"), "\(text)")
+            #expect(text.contains("no: the app claims the site, but the file does not list it"), "\(text)")
+            #expect(text.contains("WEBTEAM.com.example.news.Clip (not installed here)"), "\(text)")
+
+            // An address the file excludes, as JSON.
+            let (_, json) = try await runCommand(
+                handoff, ["doctor", "--socket", b.socket, "--json", "--site", site, "--url", "https://localhost:\(server.port)/admin/users"])
+            let report = try JSONDecoder().decode(LocalSiteAssociation.self, from: Data(json.utf8))
+            #expect(report.apps.first { $0.applicationIdentifier == "WEBTEAM.com.example.news" }?.opensURL == false)
+
+            // A file with a trailing comma is no file: exit 8 with the line and column.
+            server.set("/.well-known/apple-app-site-association", .json(#"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news",]}}"#))
+            let (failed, failedText) = try await runCommand(handoff, ["doctor", "--socket", b.socket, "--site", site])
+            #expect(failed == 8, "\(failedText)")
+            #expect(failedText.contains("line 1, column 60: a trailing comma before ']'"), "\(failedText)")
+        }
+        await server.close()
+    }
+}
