@@ -25,6 +25,7 @@ public enum FuzzSeeds {
         case .clipboardFiles: clipboardFiles()
         case .desktopFiles: desktopFiles()
         case .dbusMessage: dbusMessages()
+        case .buildSettings: buildSettings()
         }
     }
 
@@ -212,6 +213,33 @@ public enum FuzzSeeds {
         [
             ("ios9", Array(#"{"activitycontinuation":{"apps":["EXAMPLETEAM.com.example.notes"]}}"#.utf8)),
             ("ios13", Array(#"{"activitycontinuation":{"apps":["A1B2C3.com.example.a","A1B2C3.com.example.b"]},"applinks":{"details":[]}}"#.utf8)),
+            (
+                "components",
+                Array(
+                    ##"{"applinks":{"defaults":{"caseSensitive":false},"details":[{"appIDs":["A1.b"],"components":[{"/":"/a/*","exclude":true},{"/":"/b/?*","?":{"q":"*"},"#":"x*","percentsEncoded":false}]},{"appID":"C2.d","paths":["NOT /p/*","/*"]}]},"webcredentials":{"apps":["A1.b"]},"appclips":{"apps":["A1.b.Clip"]},"activitycontinuation":{"apps":["A1.b"]}}"##
+                        .utf8)
+            ),
+        ]
+    }
+
+    static func buildSettings() -> [(name: String, bytes: [UInt8])] {
+        [
+            (
+                "project",
+                Array(
+                    """
+                    // Notes.xcconfig
+                    PRODUCT_NAME = Notes App
+                    PRODUCT_BUNDLE_IDENTIFIER = com.example.$(PRODUCT_NAME:lower:rfc1034identifier)
+                    OTHER_FLAGS = $(inherited) -x ;
+                    SUFFIX[config=Debug] = .debug
+                    ID = ${PRODUCT_BUNDLE_IDENTIFIER}$(SUFFIX:default=)
+                    WEBSITE = https:/$()/example.com
+                    DEVELOPMENT_TEAM = ABCDE12345
+                    APP_ID = $(AppIdentifierPrefix)$(PRODUCT_BUNDLE_IDENTIFIER)
+                    """.utf8)
+            ),
+            ("plist-string", Array("$(PRODUCT_BUNDLE_IDENTIFIER).editing".utf8)),
         ]
     }
 

@@ -49,6 +49,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// A D-Bus message from the session bus (a media player's metadata, a tray's call), and
     /// what MPRIS reads of it.
     case dbusMessage = "dbus-message"
+    /// An `.xcconfig` file (its `#include` lines dropped: a fuzzer must not read files), and
+    /// Xcode's `$(VARIABLE)` expansion of its values and of an Info.plist string.
+    case buildSettings = "build-settings"
 
     /// The account beacon key the `beacon` target opens with (the seed corpus is sealed with
     /// it, so mutations of real beacons reach the tag check).
@@ -65,7 +68,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .userInfo: Self.userInfo(bytes)
         case .infoPlist: _ = try? AppManifest(infoPlist: Data(bytes))
         case .entitlements: _ = try? AppManifest(infoPlist: Self.validInfoPlist, entitlements: Data(bytes))
-        case .associationFile: _ = try? SiteAssociationFile(json: bytes)
+        case .associationFile: Self.associationFile(bytes)
+        case .buildSettings: Self.buildSettings(bytes)
         case .signedAssociationFile: Self.signedAssociationFile(bytes)
         case .configFile: _ = try? ConfigurationFile(text: String(decoding: bytes, as: UTF8.self), name: "fuzz.conf")
         case .clipboardFiles: Self.clipboardFiles(bytes)
@@ -154,6 +158,37 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             preconditionFailure("a userInfo value that decodes does not decode after encoding: \(value)")
         }
         _ = try? UserInfoCoding.decodeUserInfo(Data(bytes))
+    }
+
+    private static func associationFile(_ bytes: [UInt8]) {
+        guard let file = try? SiteAssociationFile(json: bytes) else { return }
+        // What a universal link's matching does with the file's patterns.
+        for address in ["https://example.com/", "https://example.com/a/b?c=d&e=%C3%A9#f", "https://example.com/" + String(repeating: "a", count: 300)] {
+            _ = file.appLinkApps(for: URL(string: address)!)
+        }
+    }
+
+    private static func buildSettings(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("#include") }.joined(separator: "\n")
+        var settings = BuildSettings()
+        guard (try? settings.read(xcconfig: text, file: "fuzz.xcconfig", directory: URL(fileURLWithPath: "/nonexistent"))) != nil else {
+            _ = try? settings.expand(text)
+            return
+        }
+        for name in settings.values.keys.sorted() { _ = try? settings.expand("$(\(name))") }
+        // What is written out reads back as the same values.
+        var again = BuildSettings()
+        do {
+            try again.read(xcconfig: settings.xcconfigText(), file: "again.xcconfig", directory: URL(fileURLWithPath: "/nonexistent"))
+        } catch {
+            fatalError("written settings do not read back: \(error)")
+        }
+        for name in settings.values.keys {
+            let before = try? settings.expand("$(\(name))")
+            let after = try? again.expand("$(\(name))")
+            if before != after { fatalError("\(name) expands to \(String(describing: before)) before writing, \(String(describing: after)) after") }
+        }
     }
 
     private static func signedAssociationFile(_ bytes: [UInt8]) {

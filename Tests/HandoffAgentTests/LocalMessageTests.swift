@@ -15,6 +15,7 @@ struct LocalMessageTests {
             .call(request: 5, .continue(activity: activity.id)), .call(request: 6, .continue(activity: nil)),
             .call(request: 7, .watch), .call(request: 8, .apps), .call(request: 9, .installApp(directory: "/apps/notes")),
             .call(request: 9, .installApp(directory: "/apps/notes", settings: ["PRODUCT_BUNDLE_IDENTIFIER": "com.example.notes", "DEVELOPMENT_TEAM": "T"])),
+            .call(request: 9, .siteAssociation(host: "example.com", url: "https://example.com/a")), .call(request: 9, .siteAssociation(host: "example.com", url: nil)),
             .call(request: 10, .removeApp(bundleIdentifier: "com.example.notes")), .call(request: 11, .createAccount(name: "home")),
             .call(request: 12, .invite(token: true, host: "10.0.0.1", lifetime: 60)), .call(request: 13, .awaitJoin(invitation: UUID())),
             .call(request: 14, .confirmJoin(invitation: UUID(), accept: false)), .call(request: 15, .join(code: "ABCD")),
