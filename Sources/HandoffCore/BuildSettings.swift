@@ -76,11 +76,17 @@ public struct BuildSettings: Sendable, Hashable {
     }
 
     /// These settings as `.xcconfig` text that reads back as the same values, sorted by name.
-    /// `//` inside a value is written `/$()/`, which reads back as `//` (`$()` is empty).
+    /// What reading would change is guarded with `$()`, which expands to nothing: `//` inside a
+    /// value is written `/$()/` (else a comment), and white space at either end, or a `;` at
+    /// the end, gets a `$()` beside it (else trimmed). (The fuzzer found the white space: a
+    /// `$(inherited) -x` over nothing is ` -x`.)
     public func xcconfigText(header: String? = nil) -> String {
         var text = header.map { $0.split(separator: "\n", omittingEmptySubsequences: false).map { "// \($0)\n" }.joined() } ?? ""
         for (name, value) in values.sorted(by: { $0.key < $1.key }) {
-            text += "\(name) = \(value.replacingOccurrences(of: "//", with: "/$()/"))\n"
+            var written = value.replacingOccurrences(of: "//", with: "/$()/")
+            if written.first == " " || written.first == "\t" { written = "$()" + written }
+            if written.last == " " || written.last == "\t" || written.last == ";" { written += "$()" }
+            text += "\(name) = \(written)\n"
         }
         return text
     }

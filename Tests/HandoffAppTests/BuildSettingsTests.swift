@@ -173,10 +173,12 @@ struct XcconfigTests {
         }
     }
 
-    @Test("Written out and read back, settings are the same, // in a value included")
+    @Test("Written out and read back, settings are the same: // in a value, white space at its ends, a ; at its end")
     func roundTrip() throws {
         try withFolder { folder in
-            let values = try settings(["WEBSITE": "https://example.com/a//b", "PRODUCT_BUNDLE_IDENTIFIER": "com.example.editor", "EMPTY": ""])
+            let values = try settings([
+                "WEBSITE": "https://example.com/a//b", "PRODUCT_BUNDLE_IDENTIFIER": "com.example.editor", "EMPTY": "", "FLAGS": " -x ", "ENDS": "a;",
+            ])
             let file = folder.appendingPathComponent("Handoff.xcconfig")
             try values.xcconfigText(header: "made by a test").write(to: file, atomically: true, encoding: .utf8)
             var read = BuildSettings()
