@@ -34,13 +34,30 @@ enum HTTPSFetcher {
         } catch is DeadlineExceeded {
             throw SiteAssociationError("no answer within \(deadline)")
         } catch NIOSSLError.handshakeFailed(let why) {
-            throw SiteAssociationError("the TLS handshake failed: \(why) (is the site's certificate valid for \(host)?)")
+            // BoringSSL's text names its source files: only what it means is said.
+            if "\(why)".contains("CERTIFICATE_VERIFY_FAILED") {
+                throw SiteAssociationError(
+                    "the TLS handshake failed: the site's certificate is not trusted here (no certificate authority this device trusts issued it for \(host); a private one is added with --association-ca)")
+            }
+            throw SiteAssociationError("the TLS handshake failed: the site and this device agree on no TLS 1.2 or newer connection")
         } catch let error as NIOSSLExtraError where error == .failedToValidateHostname {
-            throw SiteAssociationError("the TLS handshake failed: the site's certificate is not valid for \(host) (\(error))")
-        } catch let error as BoringSSLError {
-            throw SiteAssociationError("the TLS handshake failed: the site's certificate is not trusted or not valid for \(host) (\(error))")
+            throw SiteAssociationError("the TLS handshake failed: the site's certificate is not valid for \(host)")
+        } catch is BoringSSLError {
+            throw SiteAssociationError("the TLS handshake failed: the site's certificate is not trusted or not valid for \(host)")
+        } catch let error as NIOConnectionError {
+            if error.dnsAError != nil && error.dnsAAAAError != nil && error.connectionErrors.isEmpty {
+                throw SiteAssociationError("no answer: the name \(host) could not be resolved")
+            }
+            let codes = error.connectionErrors.compactMap { ($0.error as? IOError)?.errnoCode }
+            if codes.contains(ECONNREFUSED) { throw SiteAssociationError("nothing answers on \(host):\(port) (connection refused)") }
+            if let code = codes.first { throw SiteAssociationError("no answer: cannot connect to \(host):\(port) (\(String(cString: strerror(code))))") }
+            throw SiteAssociationError("no answer: cannot connect to \(host):\(port)")
+        } catch ChannelError.connectTimeout {
+            throw SiteAssociationError("no answer: no connection to \(host):\(port) within 5 seconds")
+        } catch let error as IOError {
+            throw SiteAssociationError("cannot fetch it: \(String(cString: strerror(error.errnoCode)))")
         } catch {
-            throw SiteAssociationError("cannot fetch it: \(error)")
+            throw SiteAssociationError("cannot fetch it: the connection to \(host):\(port) failed")
         }
     }
 
@@ -233,7 +250,9 @@ package actor WebSiteAssociations: SiteAssociations {
                 } catch {
                     reasons.append("\(path): \(error.message)")
                     // A site whose certificate fails fails the same way for the second path.
-                    if error.message.hasPrefix("the TLS handshake failed") || error.message.hasPrefix("no answer") { break }
+                    if error.message.hasPrefix("the TLS handshake failed") || error.message.hasPrefix("no answer") || error.message.hasPrefix("nothing answers") {
+                        break
+                    }
                 }
             }
             result = found ?? .failure(SiteAssociationError(reasons.joined(separator: "; ")))

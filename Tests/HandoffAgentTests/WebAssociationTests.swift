@@ -717,3 +717,43 @@ extension WebAssociationTests {
         await server.close()
     }
 }
+
+extension WebAssociationTests {
+    @Test("Why a site could not be read is said in words, without the network library's type names: nothing listening, an untrusted certificate, a certificate for another host")
+    func fetchFailuresInWords() async throws {
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        // A port nothing listens on: bind one, note it, close it.
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
+        let closedPort = Int(UInt16(bigEndian: address.sin_port))
+        close(probe)
+
+        let ca = try TestCertificateAuthority()
+        let untrusted = try await TestWebServer(identity: try TestCertificateAuthority("Stranger").serverIdentity(for: "localhost"), answers: [:])
+        let otherHost = try await TestWebServer(identity: try ca.serverIdentity(for: "other.example"), answers: [:])
+        defer {
+            Task {
+                await untrusted.close()
+                await otherHost.close()
+            }
+        }
+        let expectations: [(Int, String)] = [
+            (closedPort, "nothing answers on localhost:\(closedPort) (connection refused)"), (untrusted.port, "not trusted"), (otherHost.port, "not valid for localhost"),
+        ]
+        for (port, expected) in expectations {
+            let web = try WebSiteAssociations(additionalTrust: [try ca.nioCertificate], logger: logger)
+            #expect(await web.approved([approvedApp], forHost: "localhost", port: port).isEmpty)
+            let why = await reason(web)
+            #expect(why.contains(expected), "\(why)")
+            for leak in ["NIO", "Error", "sslError", ".cc:", ".swift", "errno:", "SingleConnectionFailure"] {
+                #expect(!why.contains(leak), "\(why)")
+            }
+        }
+    }
+}
