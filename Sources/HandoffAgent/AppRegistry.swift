@@ -106,7 +106,12 @@ package struct AppRegistry: Sendable {
         Self.flush(staging)
         let staged: (app: InstalledApp, warning: String?)
         do throws(AppRegistryError) {
-            staged = try self.checked(staging, source: source)
+            do throws(AppRegistryError) {
+                staged = try self.checked(staging, source: source)
+            } catch {
+                // The copy's folder is the agent's business: the message names the one given.
+                throw AppRegistryError(error.message.replacingOccurrences(of: staging.path, with: source.path))
+            }
             guard staged.app.manifest.bundleIdentifier == bundle else {
                 throw AppRegistryError("\(source.path) changed while it was being installed; install it again")
             }
@@ -259,7 +264,12 @@ package struct AppRegistry: Sendable {
             }
         }
         if FileManager.default.fileExists(atPath: copy.appendingPathComponent(AppSignature.path).path) {
-            let differing = given.values.keys.sorted().filter { kept[$0] != given[$0] }
+            // Compared as they expand: the file guards some characters with `$()`.
+            let differing = given.values.keys.sorted().filter { name in
+                let reference = "$(\(name))"
+                guard let mine = try? kept.expand(reference), let theirs = try? given.expand(reference) else { return kept[name] != given[name] }
+                return mine != theirs
+            }
             guard differing.isEmpty else {
                 throw AppRegistryError(
                     "\(shown): refused: the app is signed with its build settings, and \(differing.joined(separator: ", ")) given here \(differing.count == 1 ? "differs" : "differ") from them; give settings to 'handoff apps sign --setting NAME=VALUE' and sign it again"

@@ -24,6 +24,12 @@ extension Application {
             connectScene(options: Scene.ConnectionOptions())
             return
         }
+        awaitContinuationForScene()
+    }
+
+    /// Holds the first scene back until a continuation's outcome, for a while at most.
+    private func awaitContinuationForScene() {
+        guard !sceneAwaitsContinuation else { return }
         sceneAwaitsContinuation = true
         // A bound on waiting: if the continuation's outcome never comes, the app still shows.
         Task { @MainActor [weak self] in
@@ -34,7 +40,7 @@ extension Application {
         }
     }
 
-    private func launchIfNeeded() {
+    func launchIfNeeded() {
         guard !launched else { return }
         launched = true
         perform { _ = delegate?.application(self, didFinishLaunchingWithOptions: nil) }
@@ -47,6 +53,10 @@ extension Application {
         case .willContinue(let type):
             if let scene = activeScene {
                 scene.delegate?.scene(scene, willContinueUserActivityWithType: type)
+            } else {
+                // No scene yet: the outcome connects one, carrying the activity; launching must
+                // not connect an empty one first.
+                awaitContinuationForScene()
             }
         case .continue(let activity):
             if let scene = activeScene {
@@ -105,20 +115,21 @@ extension Application {
     }
 
     /// Disconnects the session's scene, as UIKit does when the app's window closes: the scene
-    /// delegate is asked for the activity that restores it (kept in the session), then hears
-    /// `sceneWillResignActive`, `sceneDidEnterBackground` and `sceneDidDisconnect`; the app
-    /// delegate hears `didDiscardSceneSessions`.
+    /// delegate hears `sceneWillResignActive` and `sceneDidEnterBackground`, is asked for the
+    /// activity that restores it (kept in the session), then hears `sceneDidDisconnect`; the
+    /// app delegate hears `didDiscardSceneSessions`.
     public func requestSceneSessionDestruction(_ sceneSession: SceneSession, options: Any?, errorHandler: ((any Error) -> Void)?) {
         guard let scene = sceneSession.scene, connectedScenes.contains(scene) else {
             errorHandler?(CocoaError(.featureUnsupported))
             return
         }
         perform {
-            sceneSession.stateRestorationActivity = scene.delegate?.stateRestorationActivity(for: scene)
             scene.activationState = .foregroundInactive
             scene.delegate?.sceneWillResignActive(scene)
             scene.activationState = .background
             scene.delegate?.sceneDidEnterBackground(scene)
+            // Asked once the scene is in the background, as UIKit asks: what it saved there counts.
+            sceneSession.stateRestorationActivity = scene.delegate?.stateRestorationActivity(for: scene)
             connectedScenes.remove(scene)
             openSessions.remove(sceneSession)
             scene.activationState = .unattached

@@ -150,6 +150,8 @@ open class Application: ContinuationReceiver {
     @discardableResult
     private func run(_ actions: [ContinuationStateMachine<UserActivity>.Action]) -> [RestorationHandler] {
         var restorations: [RestorationHandler] = []
+        // The delegate hears that the app launched before any continuation.
+        launchIfNeeded()
         perform {
             for action in actions {
                 if usesScenes {

@@ -134,7 +134,7 @@ public struct AppManifest: Sendable, Hashable {
             do throws(BuildSettingsError) {
                 try settings.read(xcconfig: settingsURL, confinedTo: directory)
             } catch {
-                throw ManifestError(file: settingsURL.path, key: nil, problem: error.description.replacingOccurrences(of: settingsURL.path + ": ", with: ""))
+                throw ManifestError(file: error.source, key: nil, problem: error.problem)
             }
         }
         for (name, value) in given.values.sorted(by: { $0.key < $1.key }) {

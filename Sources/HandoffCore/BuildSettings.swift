@@ -63,16 +63,16 @@ public struct BuildSettings: Sendable, Hashable {
     /// With `confinedTo`, every included file must lie inside that folder (an installed app's
     /// settings never read a file outside the app).
     public mutating func read(xcconfig url: URL, confinedTo folder: URL? = nil) throws(BuildSettingsError) {
-        var conditioned: Set<String> = []
+        var state = ReadState()
         let confinement = folder.map { $0.standardizedFileURL.path + "/" }
-        try read(xcconfig: url.standardizedFileURL, including: [], confinement: confinement, conditioned: &conditioned)
+        try read(xcconfig: url.standardizedFileURL, including: [], confinement: confinement, state: &state)
     }
 
     /// Reads `.xcconfig` text; `file` names it in errors, and `#include` paths are relative to
     /// `directory`.
     public mutating func read(xcconfig text: String, file: String, directory: URL) throws(BuildSettingsError) {
-        var conditioned: Set<String> = []
-        try read(text: text, file: file, directory: directory, including: [], confinement: nil, conditioned: &conditioned)
+        var state = ReadState()
+        try read(text: text, file: file, directory: directory, including: [], confinement: nil, state: &state)
     }
 
     /// These settings as `.xcconfig` text that reads back as the same values, sorted by name.
@@ -83,7 +83,11 @@ public struct BuildSettings: Sendable, Hashable {
     public func xcconfigText(header: String? = nil) -> String {
         var text = header.map { $0.split(separator: "\n", omittingEmptySubsequences: false).map { "// \($0)\n" }.joined() } ?? ""
         for (name, value) in values.sorted(by: { $0.key < $1.key }) {
-            var written = value.replacingOccurrences(of: "//", with: "/$()/")
+            var written = ""
+            for character in value {
+                if character == "/", written.last == "/" { written += "$()" }
+                written.append(character)
+            }
             if written.first == " " || written.first == "\t" { written = "$()" + written }
             if written.last == " " || written.last == "\t" || written.last == ";" { written += "$()" }
             text += "\(name) = \(written)\n"
@@ -101,14 +105,14 @@ public struct BuildSettings: Sendable, Hashable {
     /// that cannot be read (an unknown modifier, a setting that refers to itself).
     public func expand(_ text: String) throws(BuildSettingExpansionError) -> String {
         guard text.contains("$") else { return text }
-        var resolving: [String] = []
-        return try expand(Substring(text), resolving: &resolving)
+        var state = ExpansionState()
+        return try expand(Substring(text), state: &state)
     }
 
     /// The value `name` expands to: set, or one of the defaults Xcode defines; `nil` when neither.
     public func value(of name: String) throws(BuildSettingExpansionError) -> String? {
-        var resolving: [String] = []
-        return try lookup(name, resolving: &resolving)
+        var state = ExpansionState()
+        return try lookup(name, state: &state)
     }
 
     /// Whether a conditional assignment's conditions all hold: `sdk` against `SDK_NAME` (never,
@@ -141,8 +145,24 @@ public struct BuildSettings: Sendable, Hashable {
     }
 
     private static let limit = 32
+    /// The longest value a setting may have, or expand to: an identifier or a list of flags is
+    /// far shorter, and the bound keeps a hostile file from growing values without end
+    /// (`A = $(inherited)$(inherited)` line after line, or `A1 = $(A0)$(A0)` …).
+    public static let maximumValueLength = 65_536
 
-    private func expand(_ text: Substring, resolving: inout [String]) throws(BuildSettingExpansionError) -> String {
+    /// Where one expansion is: the settings being resolved (a loop is an error) and how deep
+    /// references nest.
+    private struct ExpansionState {
+        var resolving: [String] = []
+        var depth = 0
+    }
+
+    private func expand(_ text: Substring, state: inout ExpansionState) throws(BuildSettingExpansionError) -> String {
+        state.depth += 1
+        defer { state.depth -= 1 }
+        guard state.depth <= Self.limit else {
+            throw .invalid("references nest more than \(Self.limit) deep")
+        }
         var output = ""
         var index = text.startIndex
         while index < text.endIndex {
@@ -174,15 +194,18 @@ public struct BuildSettings: Sendable, Hashable {
             guard let end else {
                 throw .invalid("'\(text)' opens a reference with '$\(text[next])' that is never closed")
             }
-            let inner = try expand(text[text.index(after: next)..<end], resolving: &resolving)
-            output += try resolve(reference: inner, resolving: &resolving)
+            let inner = try expand(text[text.index(after: next)..<end], state: &state)
+            output += try resolve(reference: inner, state: &state)
+            guard output.utf8.count <= Self.maximumValueLength else {
+                throw .invalid("'\(text.prefix(80))' expands to more than \(Self.maximumValueLength) characters")
+            }
             index = text.index(after: end)
         }
         return output
     }
 
     /// One reference's content, `NAME` or `NAME:modifier:…`, already expanded inside.
-    private func resolve(reference: String, resolving: inout [String]) throws(BuildSettingExpansionError) -> String {
+    private func resolve(reference: String, state: inout ExpansionState) throws(BuildSettingExpansionError) -> String {
         guard !reference.isEmpty else { return "" }
         var parts = reference.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         let name = String(parts.removeFirst())
@@ -205,7 +228,7 @@ public struct BuildSettings: Sendable, Hashable {
         }
         let defaultValue = modifiers.first { $0.hasPrefix("default=") }.map { String($0.dropFirst("default=".count)) }
         var value: String
-        if let found = try lookup(name, resolving: &resolving), !found.isEmpty || defaultValue == nil {
+        if let found = try lookup(name, state: &state), !found.isEmpty || defaultValue == nil {
             value = found
         } else if let defaultValue {
             value = defaultValue
@@ -218,18 +241,18 @@ public struct BuildSettings: Sendable, Hashable {
         return value
     }
 
-    private func lookup(_ name: String, resolving: inout [String]) throws(BuildSettingExpansionError) -> String? {
+    private func lookup(_ name: String, state: inout ExpansionState) throws(BuildSettingExpansionError) -> String? {
         if name == "inherited" { return "" }
         guard let raw = values[name] ?? defaultValue(of: name) else { return nil }
-        guard !resolving.contains(name) else {
-            throw .invalid("build setting \(name) refers to itself (\((resolving + [name]).joined(separator: " → ")))")
+        guard !state.resolving.contains(name) else {
+            throw .invalid("build setting \(name) refers to itself (\((state.resolving + [name]).joined(separator: " → ")))")
         }
-        guard resolving.count < Self.limit else {
+        guard state.resolving.count < Self.limit else {
             throw .invalid("build setting \(name) is nested more than \(Self.limit) references deep")
         }
-        resolving.append(name)
-        defer { resolving.removeLast() }
-        return try expand(Substring(raw), resolving: &resolving)
+        state.resolving.append(name)
+        defer { state.resolving.removeLast() }
+        return try expand(Substring(raw), state: &state)
     }
 
     /// The settings Xcode defines for every app target, made the way Xcode makes them; `nil`
@@ -307,6 +330,15 @@ public struct BuildSettings: Sendable, Hashable {
 
     private static let maximumIncludeDepth = 16
     private static let maximumFileSize = 1 << 20
+    /// At most this many files are read for one `read(xcconfig:)`, includes included.
+    private static let maximumFiles = 64
+
+    /// What one read has done so far: conditional settings that apply (a plain line does not
+    /// override them), and how many files it read.
+    private struct ReadState {
+        var conditioned: Set<String> = []
+        var files = 0
+    }
 
     private mutating func set(_ name: String, _ value: String, source: String) throws(BuildSettingsError) {
         guard Self.isName(name) else {
@@ -316,10 +348,14 @@ public struct BuildSettings: Sendable, Hashable {
             throw BuildSettingsError(source: source, problem: "the value of \(name) holds a line break; a build setting is one line")
         }
         let before = values[name] ?? ""
-        values[name] = value.replacingOccurrences(of: "$(inherited)", with: before).replacingOccurrences(of: "${inherited}", with: before)
+        let made = value.replacingOccurrences(of: "$(inherited)", with: before).replacingOccurrences(of: "${inherited}", with: before)
+        guard made.utf8.count <= Self.maximumValueLength else {
+            throw BuildSettingsError(source: source, problem: "the value of \(name) is over \(Self.maximumValueLength) characters")
+        }
+        values[name] = made
     }
 
-    private mutating func read(xcconfig url: URL, including: [String], confinement: String?, conditioned: inout Set<String>) throws(BuildSettingsError) {
+    private mutating func read(xcconfig url: URL, including: [String], confinement: String?, state: inout ReadState) throws(BuildSettingsError) {
         let path = url.path
         if let confinement, !path.hasPrefix(confinement) {
             throw BuildSettingsError(source: including.last ?? path, problem: "includes \(path), outside \(confinement.dropLast()); an app's settings stay inside the app")
@@ -329,6 +365,10 @@ public struct BuildSettings: Sendable, Hashable {
         }
         guard including.count < Self.maximumIncludeDepth else {
             throw BuildSettingsError(source: path, problem: "is included more than \(Self.maximumIncludeDepth) files deep")
+        }
+        state.files += 1
+        guard state.files <= Self.maximumFiles else {
+            throw BuildSettingsError(source: including.last ?? path, problem: "includes more than \(Self.maximumFiles) files in all")
         }
         let data: Data
         do {
@@ -344,13 +384,14 @@ public struct BuildSettings: Sendable, Hashable {
         guard let text = String(data: data, encoding: .utf8) else {
             throw BuildSettingsError(source: path, problem: "is not UTF-8 text")
         }
-        try read(text: text, file: path, directory: url.deletingLastPathComponent(), including: including + [path], confinement: confinement, conditioned: &conditioned)
+        try read(text: text, file: path, directory: url.deletingLastPathComponent(), including: including + [path], confinement: confinement, state: &state)
     }
 
     private mutating func read(
-        text: String, file: String, directory: URL, including: [String], confinement: String?, conditioned: inout Set<String>
+        text: String, file: String, directory: URL, including: [String], confinement: String?, state: inout ReadState
     ) throws(BuildSettingsError) {
-        for (offset, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // "\r\n" is one Character: splitting on newlines splits files written on Windows too.
+        for (offset, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let source = "\(file):\(offset + 1)"
             var line = Substring(rawLine)
             if line.hasSuffix("\r") { line = line.dropLast() }
@@ -372,7 +413,7 @@ public struct BuildSettings: Sendable, Hashable {
                 guard FileManager.default.fileExists(atPath: target.path) else {
                     throw BuildSettingsError(source: source, problem: "includes \"\(included)\", which does not exist (\(target.standardizedFileURL.path)); write #include? for a file that may be missing")
                 }
-                try read(xcconfig: target.standardizedFileURL, including: including, confinement: confinement, conditioned: &conditioned)
+                try read(xcconfig: target.standardizedFileURL, including: including, confinement: confinement, state: &state)
                 continue
             }
 
@@ -409,10 +450,10 @@ public struct BuildSettings: Sendable, Hashable {
             }
             if conditions.isEmpty {
                 // A conditional value that applies is more specific than a plain one.
-                if conditioned.contains(name) { continue }
+                if state.conditioned.contains(name) { continue }
             } else {
                 guard conditionMatches(conditions) else { continue }
-                conditioned.insert(name)
+                state.conditioned.insert(name)
             }
             try set(name, String(value), source: source)
         }

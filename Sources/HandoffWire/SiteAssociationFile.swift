@@ -61,12 +61,12 @@ public struct SiteAssociationFile: Sendable, Hashable {
         guard case .object = root else {
             throw SiteAssociationError("the file is not a JSON object (its top level is \(root.kind))")
         }
-        var problems: [String] = []
+        var problems = ProblemList()
         activityContinuation = Self.appList(root["activitycontinuation"], section: "activitycontinuation", problems: &problems)
         webCredentials = Self.appList(root["webcredentials"], section: "webcredentials", problems: &problems)
         appClips = Self.appList(root["appclips"], section: "appclips", problems: &problems)
         appLinks = root["applinks"].flatMap { AppLinks($0, problems: &problems) }
-        self.problems = problems
+        self.problems = problems.finished
     }
 
     /// `TEAMID.bundle.id`: a team identifier, a dot, and a bundle identifier.
@@ -86,27 +86,27 @@ public struct SiteAssociationFile: Sendable, Hashable {
         return apps
     }
 
-    static func appList(_ value: JSONValue?, section: String, problems: inout [String]) -> AppList? {
+    static func appList(_ value: JSONValue?, section: String, problems: inout ProblemList) -> AppList? {
         guard let value else { return nil }
         guard case .object = value else {
-            problems.append("'\(section)' is \(value.kind), not an object; the section is ignored")
+            problems.add("'\(section)' is \(value.kind), not an object; the section is ignored")
             return nil
         }
         guard let listed = value["apps"] else { return AppList(apps: []) }
         guard case .array(let items) = listed else {
-            problems.append("'\(section).apps' is \(listed.kind), not an array; the section is ignored")
+            problems.add("'\(section).apps' is \(listed.kind), not an array; the section is ignored")
             return nil
         }
         return AppList(apps: applicationIdentifiers(items, at: "\(section).apps", problems: &problems))
     }
 
-    static func applicationIdentifiers(_ items: [JSONValue], at path: String, problems: inout [String]) -> [String] {
+    static func applicationIdentifiers(_ items: [JSONValue], at path: String, problems: inout ProblemList) -> [String] {
         var apps: [String] = []
         for (index, item) in items.enumerated() {
             guard case .string(let identifier) = item, isApplicationIdentifier(identifier) else {
                 let shown: String
-                if case .string(let text) = item { shown = "'\(text)'" } else { shown = item.kind }
-                problems.append("'\(path)[\(index)]' is \(shown), not an application identifier such as ABCDE12345.com.example.app; it is ignored")
+                if case .string(let text) = item { shown = "'\(ProblemList.quoted(text))'" } else { shown = item.kind }
+                problems.add("'\(path)[\(index)]' is \(shown), not an application identifier such as ABCDE12345.com.example.app; it is ignored")
                 continue
             }
             apps.append(identifier)
@@ -139,9 +139,9 @@ public struct AppLinks: Sendable, Hashable {
         self.details = details
     }
 
-    init?(_ value: JSONValue, problems: inout [String]) {
+    init?(_ value: JSONValue, problems: inout ProblemList) {
         guard case .object = value else {
-            problems.append("'applinks' is \(value.kind), not an object; the section is ignored")
+            problems.add("'applinks' is \(value.kind), not an object; the section is ignored")
             return nil
         }
         defaults = Self.defaults(value["defaults"], base: Defaults(), at: "applinks.defaults", problems: &problems)
@@ -155,9 +155,9 @@ public struct AppLinks: Sendable, Hashable {
         case .array(let items):
             entries = items.enumerated().map { ("applinks.details[\($0.offset)]", $0.element, nil) }
         case .object(let members):
-            entries = members.map { ("applinks.details.\($0.key)", $0.value, $0.key) }
+            entries = members.map { ("applinks.details.\(ProblemList.quoted($0.key))", $0.value, $0.key) }
         default:
-            problems.append("'applinks.details' is \(listed.kind), not an array; the section is ignored")
+            problems.add("'applinks.details' is \(listed.kind), not an array; the section is ignored")
             return nil
         }
         var details: [AppLinkDetail] = []
@@ -169,10 +169,10 @@ public struct AppLinks: Sendable, Hashable {
         self.details = details
     }
 
-    static func defaults(_ value: JSONValue?, base: Defaults, at path: String, problems: inout [String]) -> Defaults {
+    static func defaults(_ value: JSONValue?, base: Defaults, at path: String, problems: inout ProblemList) -> Defaults {
         guard let value else { return base }
         guard case .object = value else {
-            problems.append("'\(path)' is \(value.kind), not an object; it is ignored")
+            problems.add("'\(path)' is \(value.kind), not an object; it is ignored")
             return base
         }
         var defaults = base
@@ -181,19 +181,19 @@ public struct AppLinks: Sendable, Hashable {
         return defaults
     }
 
-    static func boolean(_ value: JSONValue?, at path: String, problems: inout [String]) -> Bool? {
+    static func boolean(_ value: JSONValue?, at path: String, problems: inout ProblemList) -> Bool? {
         guard let value else { return nil }
         guard case .bool(let flag) = value else {
-            problems.append("'\(path)' is \(value.kind), not true or false; it is ignored")
+            problems.add("'\(path)' is \(value.kind), not true or false; it is ignored")
             return nil
         }
         return flag
     }
 
-    static func string(_ value: JSONValue?, at path: String, problems: inout [String]) -> String? {
+    static func string(_ value: JSONValue?, at path: String, problems: inout ProblemList) -> String? {
         guard let value else { return nil }
         guard case .string(let text) = value else {
-            problems.append("'\(path)' is \(value.kind), not a string; it is ignored")
+            problems.add("'\(path)' is \(value.kind), not a string; it is ignored")
             return nil
         }
         return text
@@ -239,9 +239,9 @@ public struct AppLinkDetail: Sendable, Hashable {
         return false
     }
 
-    init?(_ value: JSONValue, appID keyedAppID: String?, at path: String, defaults sectionDefaults: AppLinks.Defaults, problems: inout [String]) {
+    init?(_ value: JSONValue, appID keyedAppID: String?, at path: String, defaults sectionDefaults: AppLinks.Defaults, problems: inout ProblemList) {
         guard case .object = value else {
-            problems.append("'\(path)' is \(value.kind), not an object; it is ignored")
+            problems.add("'\(path)' is \(value.kind), not an object; it is ignored")
             return nil
         }
         var appIDs: [String] = []
@@ -252,14 +252,14 @@ public struct AppLinkDetail: Sendable, Hashable {
             if case .array(let items) = listed {
                 appIDs += SiteAssociationFile.applicationIdentifiers(items, at: "\(path).appIDs", problems: &problems)
             } else {
-                problems.append("'\(path).appIDs' is \(listed.kind), not an array; it is ignored")
+                problems.add("'\(path).appIDs' is \(listed.kind), not an array; it is ignored")
             }
         }
         if let single = value["appID"] {
             appIDs += SiteAssociationFile.applicationIdentifiers([single], at: "\(path).appID", problems: &problems)
         }
         guard !appIDs.isEmpty else {
-            problems.append("'\(path)' names no well-formed application identifier; it is ignored")
+            problems.add("'\(path)' names no well-formed application identifier; it is ignored")
             return nil
         }
         self.appIDs = appIDs
@@ -273,7 +273,7 @@ public struct AppLinkDetail: Sendable, Hashable {
                 }
                 self.components = components
             } else {
-                problems.append("'\(path).components' is \(listed.kind), not an array; it is ignored")
+                problems.add("'\(path).components' is \(listed.kind), not an array; it is ignored")
             }
         }
         if let listed = value["paths"] {
@@ -282,7 +282,7 @@ public struct AppLinkDetail: Sendable, Hashable {
                     AppLinks.string(item.element, at: "\(path).paths[\(item.offset)]", problems: &problems)
                 }
             } else {
-                problems.append("'\(path).paths' is \(listed.kind), not an array; it is ignored")
+                problems.add("'\(path).paths' is \(listed.kind), not an array; it is ignored")
             }
         }
     }
@@ -349,9 +349,9 @@ public struct AppLinkComponent: Sendable, Hashable {
         return true
     }
 
-    init?(_ value: JSONValue, at path: String, problems: inout [String]) {
+    init?(_ value: JSONValue, at path: String, problems: inout ProblemList) {
         guard case .object = value else {
-            problems.append("'\(path)' is \(value.kind), not an object; it is ignored")
+            problems.add("'\(path)' is \(value.kind), not an object; it is ignored")
             return nil
         }
         self.path = AppLinks.string(value["/"], at: "\(path)./", problems: &problems)
@@ -364,11 +364,11 @@ public struct AppLinkComponent: Sendable, Hashable {
         case .object(let members):
             var items: [String: String] = [:]
             for member in members {
-                if let pattern = AppLinks.string(member.value, at: "\(path).?.\(member.key)", problems: &problems) { items[member.key] = pattern }
+                if let pattern = AppLinks.string(member.value, at: "\(path).?.\(ProblemList.quoted(member.key))", problems: &problems) { items[member.key] = pattern }
             }
             query = .items(items)
         case let other?:
-            problems.append("'\(path).?' is \(other.kind), not a string or an object; the component is ignored")
+            problems.add("'\(path).?' is \(other.kind), not a string or an object; the component is ignored")
             return nil
         }
         exclude = AppLinks.boolean(value["exclude"], at: "\(path).exclude", problems: &problems) ?? false
@@ -406,5 +406,39 @@ enum WildcardPattern {
         }
         while p < pattern.count, pattern[p] == "*" { p += 1 }
         return p == pattern.count
+    }
+}
+
+/// What a file's reading left out, as a person reads it: at most 50 entries (then how many
+/// more), each quoted text shortened and its control characters escaped, so that a hostile
+/// file cannot make the list huge or write to a terminal.
+struct ProblemList {
+    static let limit = 50
+    private(set) var list: [String] = []
+    private var more = 0
+
+    mutating func add(_ problem: @autoclosure () -> String) {
+        guard list.count < Self.limit else {
+            more += 1
+            return
+        }
+        list.append(problem())
+    }
+
+    var finished: [String] {
+        more == 0 ? list : list + ["and \(more) more"]
+    }
+
+    /// A text from the file, shown: at most 60 characters, control characters escaped.
+    static func quoted(_ text: String) -> String {
+        var shown = ""
+        for scalar in text.unicodeScalars.prefix(60) {
+            if scalar.value < 0x20 || scalar.value == 0x7F || (0x80..<0xA0).contains(scalar.value) {
+                shown += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                shown.unicodeScalars.append(scalar)
+            }
+        }
+        return text.unicodeScalars.count > 60 ? shown + "…" : shown
     }
 }

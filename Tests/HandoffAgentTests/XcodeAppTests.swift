@@ -155,3 +155,22 @@ extension XcodeAppTests {
         }
     }
 }
+
+extension XcodeAppTests {
+    @Test("A signed app installs with the very settings it was signed with, even those its Handoff.xcconfig had to guard (// and a trailing ;)")
+    func signedWithGuardedSettings() throws {
+        let key = TeamKey.generate()
+        let app = try makeXcodeApp(in: root)
+        let settings = try BuildSettings([
+            "PRODUCT_NAME": "Notes", "PRODUCT_BUNDLE_IDENTIFIER": "com.example.notes", "DEVELOPMENT_TEAM": key.teamIdentifier,
+            "WEBSITE": "https://notes.example.com", "FLAGS": "-a;",
+        ])
+        try settings.xcconfigText().write(to: app.appendingPathComponent("Handoff.xcconfig"), atomically: true, encoding: .utf8)
+        try AppSignature.sign(app, with: key)
+        let registry = AppRegistry(stateDirectory: root.appendingPathComponent("signed-state"), allowsUnsignedApps: false)
+        let (installed, _) = try registry.install(from: app, settings: ["WEBSITE": "https://notes.example.com", "FLAGS": "-a;"])
+        #expect(installed.signedBy == key.teamIdentifier)
+        #expect(throws: AppRegistryError.self) { try registry.install(from: app, settings: ["WEBSITE": "https://other.example.com"]) }
+    }
+}
+

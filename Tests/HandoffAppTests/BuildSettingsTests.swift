@@ -178,6 +178,7 @@ struct XcconfigTests {
         try withFolder { folder in
             let values = try settings([
                 "WEBSITE": "https://example.com/a//b", "PRODUCT_BUNDLE_IDENTIFIER": "com.example.editor", "EMPTY": "", "FLAGS": " -x ", "ENDS": "a;",
+                "FILE": "file:///a", "SLASHES": "a////b/",
             ])
             let file = folder.appendingPathComponent("Handoff.xcconfig")
             try values.xcconfigText(header: "made by a test").write(to: file, atomically: true, encoding: .utf8)
@@ -196,6 +197,57 @@ struct XcconfigTests {
         #expect(throws: BuildSettingsError.self) { try values.assign("2FAST=x") }
         #expect(throws: BuildSettingsError.self) { try values.set("A", "one\ntwo") }
         try values.assign(" DEVELOPMENT_TEAM = ABCDE12345 ")
+        #expect(values["DEVELOPMENT_TEAM"] == "ABCDE12345")
+    }
+}
+
+@Suite("Build settings a hostile file cannot blow up")
+struct BuildSettingLimitTests {
+    @Test("A value that $(inherited) doubles line after line stops at the length limit with an error naming the setting")
+    func inheritedDoubling() throws {
+        let text = "A = xxxxxxxxxxxxxxxx\n" + String(repeating: "A = $(inherited)$(inherited)\n", count: 40)
+        var values = BuildSettings()
+        let error = try #require(throws: BuildSettingsError.self) {
+            try values.read(xcconfig: text, file: "bomb.xcconfig", directory: URL(fileURLWithPath: "/nonexistent"))
+        }
+        #expect(error.problem.contains("the value of A is over 65536 characters"))
+    }
+
+    @Test("Settings that double each other's expansion stop at the length limit, quickly")
+    func referenceDoubling() throws {
+        var values = try BuildSettings(["A0": "xxxxxxxx"])
+        for level in 1...24 { try values.set("A\(level)", "$(A\(level - 1))$(A\(level - 1))") }
+        let error = try #require(throws: BuildSettingExpansionError.self) { try values.expand("$(A24)") }
+        guard case .invalid(let text) = error else { Issue.record("\(error)"); return }
+        #expect(text.contains("expands to more than 65536 characters"))
+    }
+
+    @Test("References nested thousands deep are refused, not a stack overflow")
+    func deepNesting() throws {
+        let text = String(repeating: "$(", count: 20_000) + "A" + String(repeating: ")", count: 20_000)
+        let error = try #require(throws: BuildSettingExpansionError.self) { try BuildSettings().expand(text) }
+        guard case .invalid(let problem) = error else { Issue.record("\(error)"); return }
+        #expect(problem.contains("nest more than 32"))
+    }
+
+    @Test("Includes are bounded in all, not only in depth")
+    func includeFanOut() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-fanout-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try String(repeating: "#include \"leaf.xcconfig\"\n", count: 100).write(to: folder.appendingPathComponent("b.xcconfig"), atomically: true, encoding: .utf8)
+        try "A = 1\n".write(to: folder.appendingPathComponent("leaf.xcconfig"), atomically: true, encoding: .utf8)
+        try String(repeating: "#include \"b.xcconfig\"\n", count: 100).write(to: folder.appendingPathComponent("top.xcconfig"), atomically: true, encoding: .utf8)
+        var values = BuildSettings()
+        let error = try #require(throws: BuildSettingsError.self) { try values.read(xcconfig: folder.appendingPathComponent("top.xcconfig")) }
+        #expect(error.problem.contains("more than 64 files in all"))
+    }
+
+    @Test("A file written on Windows (CRLF) reads as the same one with LF")
+    func crlf() throws {
+        var values = BuildSettings()
+        try values.read(xcconfig: "// header\r\nPRODUCT_NAME = Notes\r\nDEVELOPMENT_TEAM = ABCDE12345\r\n", file: "win.xcconfig", directory: URL(fileURLWithPath: "/nonexistent"))
+        #expect(values["PRODUCT_NAME"] == "Notes")
         #expect(values["DEVELOPMENT_TEAM"] == "ABCDE12345")
     }
 }

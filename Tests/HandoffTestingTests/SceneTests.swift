@@ -16,6 +16,7 @@ final class SceneLog {
         case failed(String, code: Int)
         case updated(String)
         case discarded(Int)
+        case restorationAsked
     }
 
     var events: [Event] = []
@@ -95,6 +96,7 @@ final class RecordingSceneDelegate: UIResponder, UIWindowSceneDelegate {
         let activity = NSUserActivity(activityType: notesType)
         activity.userInfo = ["restored": true]
         log?.restorationActivity = activity
+        log?.events.append(.restorationAsked)
         return activity
     }
 }
@@ -243,7 +245,66 @@ struct SceneTests {
         application.requestSceneSessionDestruction(session, options: nil, errorHandler: nil)
         #expect(session.stateRestorationActivity === appDelegate.log.restorationActivity)
         #expect(session.stateRestorationActivity?.userInfo?["restored"] as? Bool == true)
-        #expect(Array(appDelegate.log.events.suffix(4)) == [.resign, .background, .disconnected, .discarded(1)])
+        // Asked once the scene is in the background, as UIKit asks.
+        #expect(Array(appDelegate.log.events.suffix(5)) == [.resign, .background, .restorationAsked, .disconnected, .discarded(1)])
         #expect(application.connectedScenes.isEmpty)
+    }
+}
+
+/// An agent connection that carries nothing: for an app whose continuations a test drives itself.
+final class SilentConnection: AgentConnection {
+    func send(_ event: AppEvent) async {}
+    func openStreams(_ continuation: ContinuationContext) async throws(ContinuationFailure) -> StreamPair {
+        throw .connectionUnavailable("a silent connection opens no streams")
+    }
+}
+
+/// An app delegate without scenes that records the order of what it hears.
+@MainActor
+final class LaunchOrderDelegate: ApplicationDelegate {
+    var events: [String] = []
+    func application(_ application: Application, didFinishLaunchingWithOptions launchOptions: [Application.LaunchOptionsKey: Any]?) -> Bool {
+        events.append("launched")
+        return true
+    }
+    func application(_ application: Application, willContinueUserActivityWithType userActivityType: String) -> Bool {
+        events.append("will continue")
+        return true
+    }
+    func application(_ application: Application, continue userActivity: UserActivity, restorationHandler: @escaping ([UserActivityRestoring]?) -> Void) -> Bool {
+        events.append("continue")
+        return true
+    }
+}
+
+extension SceneTests {
+    func makeApp(_ manifest: AppManifest, delegate: any ApplicationDelegate) -> Application {
+        let center = ActivityCenter(connection: SilentConnection(), bundleIdentifier: manifest.bundleIdentifier, teamIdentifier: "TEAM1", deviceName: "here")
+        return Application(center: center, manifest: manifest, syncedContainers: [], delegate: delegate)
+    }
+
+    @Test("A continuation whose willContinue comes before the app finished launching still connects the scene with the activity, not an empty scene and then continue")
+    func continuationBeforeLaunchFinished() async throws {
+        let appDelegate = SceneAppDelegate()
+        let application = makeApp(sceneNotesManifest(), delegate: appDelegate)
+        let id = UUID()
+        await application.willContinue(id, activityType: notesType)
+        // The queued launch runs now, as it does once the main queue turns: it must wait.
+        application.finishLaunching(awaitingContinuation: false)
+        #expect(application.connectedScenes.isEmpty)
+        let activity = application.perform { UserActivity(activityType: notesType) }
+        await application.continueActivity(id, activity)
+        #expect(appDelegate.log.events == [.launched, .connected(activities: [notesType], handoffType: notesType), .foreground, .active])
+    }
+
+    @Test("An app without scenes hears didFinishLaunching before a continuation that comes before its launch finished")
+    func launchBeforeContinuation() async throws {
+        let delegate = LaunchOrderDelegate()
+        let application = makeApp(notesManifest(), delegate: delegate)
+        let id = UUID()
+        await application.willContinue(id, activityType: notesType)
+        application.finishLaunching(awaitingContinuation: false)
+        await application.continueActivity(id, application.perform { UserActivity(activityType: notesType) })
+        #expect(delegate.events == ["launched", "will continue", "continue"])
     }
 }

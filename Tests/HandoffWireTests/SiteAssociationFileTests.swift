@@ -183,3 +183,20 @@ struct SiteAssociationModelTests {
         }
     }
 }
+
+@Suite("Association files a hostile site cannot blow up")
+struct SiteAssociationLimitTests {
+    @Test("Thousands of malformed entries under a long key make at most 50 short problems and a count; control characters are escaped")
+    func boundedProblems() throws {
+        let key = String(repeating: "k", count: 60_000) + "\u{1B}[2J"
+        let items = Array(repeating: "0", count: 14_000).joined(separator: ",")
+        let text = #"{"applinks":{"details":{""# + key.replacingOccurrences(of: "\u{1B}", with: "\\u001b") + #"":{"appIDs":["# + items + #"]}}},"activitycontinuation":{"apps":["A1.b","\u001b[31mX"]}}"#
+        #expect(text.utf8.count < SiteAssociationFile.maximumSize)
+        let file = try SiteAssociationFile(json: Array(text.utf8))
+        #expect(file.activityContinuationApps == ["A1.b"])
+        #expect(file.problems.count == 51)
+        #expect(file.problems.last?.hasPrefix("and ") == true)
+        #expect(file.problems.allSatisfy { $0.count < 400 }, "\(file.problems.map(\.count).max() ?? 0)")
+        #expect(!file.problems.joined().unicodeScalars.contains { $0.value == 0x1B })
+    }
+}
