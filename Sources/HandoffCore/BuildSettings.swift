@@ -1,9 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Xcode's build settings, as an app's `Info.plist` and entitlements refer to them:
 /// `$(PRODUCT_BUNDLE_IDENTIFIER)`, `${EXECUTABLE_NAME}`, `$(PRODUCT_NAME:rfc1034identifier)`.
 ///
