@@ -233,13 +233,16 @@ public actor Agent {
         }
         installed.defaultBrowser = configuration.defaultBrowser
         let store: StateStore
+        let upgraded: String?
         do {
             store = try StateStore(directory: configuration.stateDirectory)
+            upgraded = try StateFormat.prepare(store)
         } catch {
             throw AgentError("\(error)")
         }
         var logger = logger ?? Logger(label: "handoffd")
         logger[metadataKey: "state"] = "\(configuration.stateDirectory.path)"
+        if let upgraded { logger.notice("\(upgraded)") }
         collaborators = Collaborators(
             logger: logger, store: store,
             registry: AppRegistry(stateDirectory: configuration.stateDirectory, allowsUnsignedApps: configuration.allowsUnsignedApps),

@@ -15,6 +15,10 @@ package enum StateError: Error, Sendable, Hashable, CustomStringConvertible {
     case unwritable(path: String, reason: String)
     /// The state folder is not safe to keep keys in: someone else owns it or may write in it.
     case unsafe(path: String, reason: String)
+    /// A newer Handoff wrote the state folder in a format this one does not read.
+    case newerFormat(path: String, found: Int, supported: Int)
+    /// An older state folder could not be upgraded; it was left as it was.
+    case upgradeFailed(path: String, from: Int, to: Int, reason: String)
 
     package var description: String {
         switch self {
@@ -26,6 +30,10 @@ package enum StateError: Error, Sendable, Hashable, CustomStringConvertible {
             return "the state file \(path) is damaged (\(reason)); move it aside to start this device afresh, or restore it from a backup"
         case .unwritable(let path, let reason):
             return "cannot write the state file \(path): \(reason); check the permissions and free space of its folder"
+        case .newerFormat(let path, let found, let supported):
+            return "the state folder \(path) was written by a newer Handoff (state format \(found); this handoffd \(handoffVersion) reads formats up to \(supported)); run the newer handoffd, or give another folder with --state-dir. The folder was not changed"
+        case .upgradeFailed(let path, let from, let to, let reason):
+            return "cannot upgrade the state folder \(path) from format \(from) to \(to): \(reason)"
         }
     }
 }
