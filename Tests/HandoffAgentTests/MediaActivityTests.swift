@@ -178,12 +178,15 @@ struct MediaActivityTests {
             let onA = try await TestPlayer.find("org.mpris.MediaPlayer2.mpv", on: onAlpha.busAddress)
             #expect(await eventually { await onA.status == "Playing" })
             // Seeked once mpv has loaded the file (a seek before that is dropped), as a person would.
+            // The clock starts before the first seek: alpha plays on from whichever seek took, and
+            // the bound below must hold for the earliest (a full-suite run read 46.5 s, 3.9 s after
+            // a clock started once the seeks were done).
+            let clock = ContinuousClock()
+            let seeked = clock.now
             #expect(await eventually {
                 try? await onA.seek(to: 42)
                 return (await onA.position ?? 0) >= 41.5
             }, "alpha's mpv did not go to 0:42")
-            let clock = ContinuousClock()
-            let seeked = clock.now
             #expect(await eventually { onAlpha.logText.contains("offering 'song one.wav' from mpv") }, "alpha's service: \(onAlpha.logText)")
             #expect(await eventually { (try? await b.nearby())?.first?.activity.activityType == SystemActivityType.media })
             let listed = try #require(try await b.nearby().first)
