@@ -446,18 +446,7 @@ struct WebAssociationTests {
         defer { Task { await server.close() } }
         let folder = try makeFolder("openssl-rsa")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let key = folder.appendingPathComponent("rsa.key").path
-        let certificate = folder.appendingPathComponent("rsa.pem").path
-        try shell([
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost", "-days", "1",
-        ])
-        try #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#.write(to: folder.appendingPathComponent("aasa.json"), atomically: true, encoding: .utf8)
-        try shell([
-            "openssl", "smime", "-sign", "-inkey", key, "-signer", certificate, "-nodetach", "-outform", "DER",
-            "-in", folder.appendingPathComponent("aasa.json").path, "-out", folder.appendingPathComponent("aasa.p7m").path,
-        ])
-        let body = try [UInt8](Data(contentsOf: folder.appendingPathComponent("aasa.p7m")))
+        let (body, certificate) = try opensslSigned(in: folder, name: "rsa", key: ["-newkey", "rsa:2048"])
         server.set("/.well-known/apple-app-site-association", WebAnswer(headers: [("Content-Type", "application/pkcs7-mime")], body: body))
         var logger = Logger(label: "test")
         logger.logLevel = .critical
@@ -571,6 +560,26 @@ extension WebAssociationTests {
 }
 
 extension WebAssociationTests {
+    /// The association file signed as a site signs it with openssl: a self-signed certificate
+    /// for localhost made with `key` (openssl req's key options), `openssl smime -sign -nodetach`
+    /// with `digest` if given. Returns the DER file and the certificate's PEM path.
+    func opensslSigned(in folder: URL, name: String, key keyOptions: [String], digest: String? = nil) throws -> ([UInt8], String) {
+        let key = folder.appendingPathComponent("\(name).key").path
+        let certificate = folder.appendingPathComponent("\(name).pem").path
+        try shell(
+            ["openssl", "req", "-x509"] + keyOptions + [
+                "-nodes", "-keyout", key, "-out", certificate, "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-days", "1",
+            ])
+        let json = folder.appendingPathComponent("\(name).json")
+        try #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#.write(to: json, atomically: true, encoding: .utf8)
+        let output = folder.appendingPathComponent("\(name).p7m").path
+        try shell(
+            ["openssl", "smime", "-sign"] + (digest.map { ["-md", $0] } ?? []) + [
+                "-inkey", key, "-signer", certificate, "-nodetach", "-outform", "DER", "-in", json.path, "-out", output,
+            ])
+        return (try [UInt8](Data(contentsOf: URL(fileURLWithPath: output))), certificate)
+    }
+
     /// What a site serving `body` at the well-known place approves of `approvedApp`, and why not.
     func signedOutcome(_ body: [UInt8], contentType: String = "application/pkcs7-mime", trusting ca: TestCertificateAuthority, server: TestWebServer) async throws -> (Set<String>, String) {
         server.set("/.well-known/apple-app-site-association", WebAnswer(headers: [("Content-Type", contentType)], body: body))
@@ -639,16 +648,7 @@ extension WebAssociationTests {
         let folder = try makeFolder("openssl-sha1")
         defer { try? FileManager.default.removeItem(at: folder) }
         for (name, keyKind) in [("rsa", ["-newkey", "rsa:2048"]), ("ec", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])] {
-            let key = folder.appendingPathComponent("\(name).key").path
-            let certificate = folder.appendingPathComponent("\(name).pem").path
-            try shell(["openssl", "req", "-x509"] + keyKind + ["-nodes", "-keyout", key, "-out", certificate, "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-days", "1"])
-            try #"{"activitycontinuation":{"apps":["WEBTEAM.com.example.news"]}}"#.write(to: folder.appendingPathComponent("aasa.json"), atomically: true, encoding: .utf8)
-            let output = folder.appendingPathComponent("\(name).p7m").path
-            try shell([
-                "openssl", "smime", "-sign", "-md", "sha1", "-inkey", key, "-signer", certificate, "-nodetach", "-outform", "DER",
-                "-in", folder.appendingPathComponent("aasa.json").path, "-out", output,
-            ])
-            let body = try [UInt8](Data(contentsOf: URL(fileURLWithPath: output)))
+            let (body, certificate) = try opensslSigned(in: folder, name: name, key: keyKind, digest: "sha1")
             // The digest in the file is SHA-1's (1.3.14.3.2.26).
             #expect(body.firstRange(of: [0x06, 0x05, 0x2B, 0x0E, 0x03, 0x02, 0x1A]) != nil)
             server.set("/.well-known/apple-app-site-association", WebAnswer(headers: [("Content-Type", "application/pkcs7-mime")], body: body))
