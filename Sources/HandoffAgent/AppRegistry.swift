@@ -91,7 +91,7 @@ package struct AppRegistry: Sendable {
         let staging = directory.appendingPathComponent(".\(bundle)\(Self.stagingMark)\(UUID().uuidString)", isDirectory: true)
         do {
             try fileManager.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            try fileManager.copyItem(at: source.standardizedFileURL, to: staging)
+            try Self.copyAsThisUser(source.standardizedFileURL, to: staging)
         } catch {
             try? fileManager.removeItem(at: staging)
             throw AppRegistryError("could not install \(source.path) into \(target.path): \(error.localizedDescription)")
@@ -225,6 +225,53 @@ package struct AppRegistry: Sendable {
             try FileManager.default.removeItem(at: target)
         } catch {
             throw AppRegistryError("could not remove \(target.path): \(error.localizedDescription)")
+        }
+    }
+
+    /// Copies an app folder (only files and folders: `onlyFilesAndFolders` checked it) as the
+    /// agent's user: the bytes and the permission bits (without set-id bits or write for others),
+    /// never the owner or group. Foundation's `copyItem` keeps those, which a user may not give
+    /// away: a folder left in root's group (`sudo cp -r`, a package's example copied) failed to
+    /// install with "You don't have permission".
+    static func copyAsThisUser(_ source: URL, to target: URL) throws {
+        func mode(_ path: String) throws -> mode_t {
+            var info = stat()
+            guard stat(path, &info) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            return info.st_mode
+        }
+        try FileManager.default.createDirectory(at: target, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        for name in try FileManager.default.contentsOfDirectory(atPath: source.path) {
+            let from = source.appendingPathComponent(name).path, to = target.appendingPathComponent(name).path
+            let found = try mode(from)
+            if found & S_IFMT == S_IFDIR {
+                try copyAsThisUser(URL(fileURLWithPath: from, isDirectory: true), to: URL(fileURLWithPath: to, isDirectory: true))
+                _ = chmod(to, (found & 0o755) | 0o700)
+                continue
+            }
+            let input = open(from, O_RDONLY | O_CLOEXEC)
+            guard input >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            defer { close(input) }
+            let output = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (found & 0o755) | 0o600)
+            guard output >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            defer { close(output) }
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
+                if count == 0 { break }
+                guard count > 0 else {
+                    if errno == EINTR { continue }
+                    throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                }
+                var written = 0
+                while written < count {
+                    let step = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + written, count - written) }
+                    guard step > 0 else {
+                        if step < 0 && errno == EINTR { continue }
+                        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                    }
+                    written += step
+                }
+            }
         }
     }
 
