@@ -37,6 +37,8 @@ let package = Package(
         // The local socket's blocking client, errors and JSON primitives, without Foundation: what
         // the `handoff` front links.
         .target(name: "HandoffLocalSocket", dependencies: ["HandoffFraming"], swiftSettings: strict),
+        // Handoff's version, written once (Sources/CHandoffVersion/CHandoffVersion.c).
+        .target(name: "CHandoffVersion"),
         .target(name: "HandoffLocalAPI", dependencies: ["HandoffFraming", "HandoffLocalSocket", "HandoffModel"], swiftSettings: strict),
         .target(
             name: "Handoff",
@@ -58,6 +60,7 @@ let package = Package(
                 "HandoffDesktop",
                 "CHandoffSystem",
                 "HandoffProcess",
+                "CHandoffVersion",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -76,28 +79,33 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "MapViewerKit", dependencies: ["Handoff", "HandoffApp"], path: "Examples/MapViewerKit", swiftSettings: strict),
-        .executableTarget(
-            name: "handoffd",
+        // Each program's code is a library, so that one executable (handoff-programs, what the
+        // Debian package ships) can hold them all; each program is also built alone.
+        .target(
+            name: "HandoffDaemon",
             dependencies: [
                 "HandoffAgent",
+                "HandoffCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
+        .executableTarget(name: "handoffd", dependencies: ["HandoffDaemon"], swiftSettings: strict),
         // What every form of `handoff` shares, without Foundation (the front links nothing heavier).
         .target(name: "HandoffCommandLine", dependencies: ["HandoffLocalSocket"], swiftSettings: strict),
         // `handoff` runs a plain `continue` itself and every other command through `handoff-cli`.
         .executableTarget(name: "handoff", dependencies: ["HandoffCommandLine"], swiftSettings: strict),
-        .executableTarget(
-            name: "handoff-cli",
+        .target(
+            name: "HandoffCLI",
             dependencies: [
-                "Handoff", "HandoffApp", "HandoffWire", "HandoffSigning", "HandoffLocalAPI", "HandoffDesktop", "HandoffCommandLine",
+                "Handoff", "HandoffApp", "HandoffWire", "HandoffSigning", "HandoffLocalAPI", "HandoffDesktop", "HandoffCommandLine", "CHandoffVersion",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
+        .executableTarget(name: "handoff-cli", dependencies: ["HandoffCLI"], swiftSettings: strict),
         .executableTarget(name: "MapViewer", dependencies: ["Handoff", "HandoffApp", "MapViewerKit"], path: "Examples/MapViewer", exclude: ["App"], swiftSettings: strict),
         .executableTarget(
             name: "MapViewerScenes", dependencies: ["Handoff", "HandoffApp", "MapViewerKit"], path: "Examples/MapViewerScenes", exclude: ["App"], swiftSettings: strict),
@@ -117,9 +125,11 @@ let package = Package(
         .target(name: "HandoffSession", swiftSettings: strict),
         // The Wayland clipboard through libwayland-client and data control, loaded at run time.
         .target(name: "CHandoffWayland"),
-        .executableTarget(
-            name: "handoff-session", dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI", "HandoffSession", "HandoffCore", "HandoffModel", "HandoffDesktop", "HandoffProcess"],
+        .target(
+            name: "HandoffSessionService",
+            dependencies: ["CHandoffX11", "CHandoffWayland", "HandoffLocalAPI", "HandoffSession", "HandoffCore", "HandoffModel", "HandoffDesktop", "HandoffProcess"],
             swiftSettings: strict),
+        .executableTarget(name: "handoff-session", dependencies: ["HandoffSessionService"], swiftSettings: strict),
         .target(name: "HandoffProcess", dependencies: ["CHandoffSystem"], swiftSettings: strict),
         .executableTarget(
             name: "handoff-fuzz",
@@ -127,9 +137,12 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(name: "handoff-state-torture", dependencies: ["HandoffAgent"], swiftSettings: strict),
         .executableTarget(name: "handoff-stream-app", dependencies: ["Handoff", "HandoffApp"], swiftSettings: strict),
-        .executableTarget(
-            name: "handoff-browser-host",
+        .target(
+            name: "HandoffBrowserHost",
             dependencies: ["Handoff", "HandoffLocalAPI", .product(name: "Logging", package: "swift-log")], swiftSettings: strict),
+        .executableTarget(name: "handoff-browser-host", dependencies: ["HandoffBrowserHost"], swiftSettings: strict),
+        .executableTarget(
+            name: "handoff-programs", dependencies: ["HandoffDaemon", "HandoffCLI", "HandoffSessionService", "HandoffBrowserHost"], swiftSettings: strict),
         .executableTarget(name: "handoff-demo", dependencies: ["HandoffProcess", "handoffd", "handoff", "handoff-cli", "MapViewer"], swiftSettings: strict),
         .target(name: "BenchmarkReport", path: "Benchmarks/BenchmarkReport", swiftSettings: strict),
         .executableTarget(
@@ -157,7 +170,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "MapViewerScenes", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "HandoffCommandLine", "handoff-session", "CHandoffX11", "HandoffSession",
+                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "MapViewerScenes", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "handoff-programs", "HandoffCLI", "HandoffDaemon", "HandoffCommandLine", "handoff-session", "CHandoffX11", "HandoffSession",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),

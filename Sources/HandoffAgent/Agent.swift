@@ -1,3 +1,4 @@
+import CHandoffVersion
 import Foundation
 import HandoffCore
 import HandoffDesktop
@@ -12,8 +13,8 @@ import X509
 import Glibc
 #endif
 
-/// The version of Handoff this agent is.
-public let handoffVersion = "0.3.0"
+/// The version of Handoff this agent is (written once, in Sources/CHandoffVersion).
+public let handoffVersion = String(cString: handoff_version())
 
 /// Why the agent could not start or do what was asked.
 public struct AgentError: Error, Sendable, CustomStringConvertible {

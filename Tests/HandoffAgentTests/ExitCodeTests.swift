@@ -4,7 +4,8 @@ import HandoffCommandLine
 import HandoffLocalAPI
 import Testing
 
-@testable import handoff_cli
+@testable import HandoffCLI
+@testable import HandoffDaemon
 
 /// The exit code each kind of error gives, including the one the process tests cannot reach
 /// with a single agent (5, a continuation that failed).
@@ -37,6 +38,14 @@ struct CommandStartTests {
         let unnamed = Self.commands(HandoffCommand.self).filter { $0.1.configuration.commandName == nil }.map(\.0)
         #expect(unnamed.isEmpty, "commands without commandName: \(unnamed)")
         #expect(Self.commands(HandoffCommand.self).count >= 20)
+    }
+
+    @Test("Every command's help and manual page end with examples: each of handoff's commands and handoffd")
+    func everyCommandHasExamples() {
+        let commands = Self.commands(HandoffCommand.self) + [("handoffd", Handoffd.self as any ParsableCommand.Type)]
+        let without = commands.filter { !$0.1.configuration.discussion.contains("Examples:\n  $ ") }.map(\.0)
+        #expect(without.isEmpty, "commands without examples: \(without)")
+        #expect(commands.count >= 29)
     }
 }
 

@@ -11,7 +11,7 @@ func run(_ name: String, _ arguments: [String], environment: [String: String] = 
     return try await onThread { try runToEnd(binary, arguments, environment: environment) }
 }
 
-private func runToEnd(_ binary: URL, _ arguments: [String], environment: [String: String]) throws -> (status: Int32, output: String, errors: String) {
+func runToEnd(_ binary: URL, _ arguments: [String], environment: [String: String]) throws -> (status: Int32, output: String, errors: String) {
     let process = ChildProcess()
     process.executableURL = binary
     process.arguments = arguments
@@ -46,6 +46,33 @@ struct ProcessTests {
         #expect(status.status == 3 && status.errors.contains("no Handoff agent is running at \(socket)"), "\(status)")
         let quick = try await run("handoff", ["continue", "--latest", "--socket", socket])
         #expect(quick.status == 3 && quick.errors.contains("no Handoff agent is running at \(socket)"), "\(quick)")
+    }
+
+    @Test("handoff-programs, the one binary the Debian package ships, is each program by the name it is started by, and through the front; another name is refused")
+    func sharedBinaryByName() async throws {
+        let shared = try #require(builtExecutable("handoff-programs"))
+        let front = try #require(builtExecutable("handoff"))
+        let libexec = folder.appendingPathComponent("libexec/handoff", isDirectory: true)
+        let bin = folder.appendingPathComponent("bin", isDirectory: true)
+        try FileManager.default.createDirectory(at: libexec, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.copyItem(at: shared, to: libexec.appendingPathComponent("handoff-programs"))
+        for name in ["handoff-cli", "handoff-session", "handoff-browser-host"] {
+            try FileManager.default.createSymbolicLink(atPath: libexec.appendingPathComponent(name).path, withDestinationPath: "handoff-programs")
+        }
+        try FileManager.default.createSymbolicLink(atPath: bin.appendingPathComponent("handoffd").path, withDestinationPath: "../libexec/handoff/handoff-programs")
+        try FileManager.default.copyItem(at: front, to: bin.appendingPathComponent("handoff"))
+        let version = try await run("handoff-cli", ["--version"]).output
+        #expect(!version.isEmpty)
+        let daemon = try runToEnd(bin.appendingPathComponent("handoffd"), ["--version"], environment: [:])
+        #expect(daemon.status == 0 && daemon.output == version, "\(daemon)")
+        let viaFront = try runToEnd(bin.appendingPathComponent("handoff"), ["devices", "--help"], environment: [:])
+        #expect(viaFront.status == 0 && viaFront.output.contains("USAGE: handoff devices"), "\(viaFront)")
+        let session = try runToEnd(libexec.appendingPathComponent("handoff-session"), ["--help"], environment: [:])
+        #expect(session.status == 0 && session.output.contains("usage: handoff-session"), "\(session)")
+        let other = try runToEnd(libexec.appendingPathComponent("handoff-programs"), ["--version"], environment: [:])
+        #expect(other.status == 64 && other.output.contains("start it by one of its names"), "\(other)")
     }
 
     @Test("handoff finds handoff-cli beside it, beside the link it was called through, in ../libexec/handoff or on PATH; without it, a plain continue still runs and anything else names what is missing and exits 127")

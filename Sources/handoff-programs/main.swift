@@ -1,0 +1,28 @@
+import HandoffBrowserHost
+import HandoffCLI
+import HandoffDaemon
+import HandoffSessionService
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Every Handoff program but the `handoff` front in one executable, told apart by the name it is
+// started by (a link named handoffd, handoff-cli, handoff-session or handoff-browser-host), as
+// busybox does. The Debian package ships this one binary: each program alone carries its own
+// copy of the Swift runtime, Foundation and ICU's data (about 55 MB), four times over.
+let name = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 } ?? ""
+switch name {
+case "handoffd":
+    await HandoffDaemonMain.main()
+// `handoff` execs handoff-cli with its own arguments, the name `handoff` first.
+case "handoff", "handoff-cli":
+    await HandoffMain.main()
+case "handoff-session":
+    SessionServiceMain.main()
+case "handoff-browser-host":
+    BrowserHostMain.main()
+default:
+    print("handoff-programs: started as '\(name)'; start it by one of its names: handoffd, handoff-cli, handoff-session, handoff-browser-host")
+    exit(64)
+}

@@ -1,0 +1,4 @@
+import HandoffDaemon
+
+// The agent (Sources/HandoffDaemon).
+await HandoffDaemonMain.main()
