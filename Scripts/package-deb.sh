@@ -10,6 +10,8 @@
 # handoff-examples (the MapViewer example). docs/operations.md (The Debian package) says what
 # goes where and why.
 set -euo pipefail
+# What the files' modes are made from, whatever the builder's own umask (dh_fixperms, below).
+umask 022
 cd "$(dirname "$0")/.."
 root=$PWD
 output=$root
@@ -69,6 +71,10 @@ front=$(swift build "${static[@]}" --show-bin-path)/handoff
 mkdir -p "$stage/names"
 ln -sf "$bin/handoff-programs" "$stage/names/handoffd"
 version=$("$stage/names/handoffd" --version)
+if [ -z "${HANDOFF_VERSION:-}" ] && ! head -1 "$changelog" | grep -qF "handoff ($version)"; then
+  say "the programs are version $version but Packaging/debian/changelog's newest entry is $(head -1 "$changelog"): add an entry for $version"
+  exit 1
+fi
 arch=$(dpkg --print-architecture)
 say "packaging Handoff $version for $arch"
 
@@ -157,13 +163,16 @@ build_package() {
   local binaries=() file
   for file in "$@"; do binaries+=("-e$tree/$file"); done
   local depends size
-  depends=$(cd "$stage" && dpkg-shlibdeps -O "${binaries[@]}" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+  depends=$(cd "$stage" && dpkg-shlibdeps -O "${binaries[@]}" | sed -n 's/^shlibs:Depends=//p')
+  [ -n "$depends" ] || { say "dpkg-shlibdeps found no libraries for $name"; exit 1; }
+  # Modes as dh_fixperms leaves them: folders and programs 755, everything else 644.
+  chmod -R u+rwX,go=rX "$tree"
   size=$(du -k -s --exclude=DEBIAN "$tree" | cut -f1)
   sed -e "s/@VERSION@/$version/g" -e "s/@ARCH@/$arch/" -e "s/@INSTALLED_SIZE@/$size/" -e "s/@DEPENDS@/$depends/" \
     "$template" > "$tree/DEBIAN/control"
   (cd "$tree" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum > DEBIAN/md5sums)
   chmod 644 "$tree/DEBIAN/md5sums" "$tree/DEBIAN/control"
-  find "$tree" -newermt "@$SOURCE_DATE_EPOCH" -print0 | xargs -0 touch -h -d "@$SOURCE_DATE_EPOCH"
+  find "$tree" -newermt "@$SOURCE_DATE_EPOCH" -print0 | xargs -0 -r touch -h -d "@$SOURCE_DATE_EPOCH"
   local deb=$output/${name}_${version}_${arch}.deb
   if [ "$(id -u)" = 0 ]; then
     dpkg-deb --root-owner-group -Zxz --build "$tree" "$deb" >&2

@@ -20,12 +20,12 @@ say() { printf '\n== %s\n' "$*" >&2; }
 fail() { echo "package test FAILED: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || skip "it installs a package system-wide and makes network namespaces and users, which needs root"
-for tool in apt-get dpkg-deb dpkg-shlibdeps ip runuser useradd; do
+for tool in apt-get dpkg-deb dpkg-shlibdeps ip runuser useradd pkill pgrep mkfifo strip cc; do
   command -v "$tool" >/dev/null 2>&1 || skip "$tool is missing (.ci/run installs what it needs)"
 done
 command -v lintian >/dev/null 2>&1 || skip "lintian is missing (apt-get install lintian; .ci/run installs it)"
 marker=/var/lib/handoff-package-test
-if dpkg-query -W -f='${Status}' handoff 2>/dev/null | grep -q "installed" && [ ! -e "$marker" ]; then
+if [ "$(dpkg-query -W -f='${db:Status-Status}' handoff 2>/dev/null)" = installed ] && [ ! -e "$marker" ]; then
   skip "a handoff package is installed on this machine and this test did not install it: it would replace it"
 fi
 ip netns add handoff-pkg-probe 2>/dev/null || skip "cannot make a network namespace here"
@@ -41,7 +41,7 @@ cleanup() {
     ip netns del "hopkg-$host" 2>/dev/null
   done
   sleep 0.2
-  for host in "${hosts[@]}"; do userdel "hopkg-$host" 2>/dev/null; done
+  for host in "${hosts[@]}"; do userdel -f "hopkg-$host" 2>/dev/null; done
   if [ -e "$marker" ]; then DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq handoff handoff-examples >/dev/null 2>&1; rm -f "$marker"; fi
   rm -rf "$work"
 }
@@ -84,6 +84,7 @@ as() {
 }
 start_agent() {
   local host=$1
+  rm -f "$work/home-$host/run/handoff/agent.sock"
   as "$host" handoffd --name "$host" --log-level warning >> "$work/$host-handoffd.log" 2>&1 &
   for _ in $(seq 100); do [ -S "$work/home-$host/run/handoff/agent.sock" ] && return 0; sleep 0.1; done
   cat "$work/$host-handoffd.log" >&2; fail "handoffd on $host did not start"
@@ -107,10 +108,14 @@ open_mapviewer() {
   rm -f "$work/$host.in"; mkfifo -m 666 "$work/$host.in"
   install -d -m 755 -o "hopkg-$host" "$work/$host-data"
   as "$host" HANDOFF_APP_DATA="$work/$host-data" "$(state "$host")/apps/com.example.handoff.MapViewer/MapViewer" \
-    < "$work/$host.in" > /dev/null 2>&1 &
+    < "$work/$host.in" >> "$work/$host-MapViewer.log" 2>&1 &
+  mapviewer=$!
   exec 7> "$work/$host.in"
 }
-tell() { echo "$1" >&7; }
+tell() {
+  kill -0 "$mapviewer" 2>/dev/null || { cat "$work/"*-MapViewer.log >&2; fail "MapViewer ended before '$1'"; }
+  echo "$1" >&7
+}
 continued() { grep -q "^map shows" "$(state beta)/data/com.example.handoff.MapViewer/events.log"; }
 beta_sees_alpha() { as beta handoff devices | grep -q nearby; }
 beta_lists_the_map() { as beta handoff list | grep -q 'Viewing the store map'; }
@@ -205,8 +210,13 @@ while read -r path; do
     left+=("$path")
   fi
 done < "$work/files"
-for link in /etc/systemd/user/default.target.wants/handoffd.service /etc/systemd/user/graphical-session.target.wants/handoff-session.service; do
+for link in /etc/systemd/user/default.target.wants/handoffd.service /etc/systemd/user/graphical-session.target.wants/handoff-session.service \
+  /etc/systemd/user/handoffd.service /etc/systemd/user/handoff-session.service; do
   [ -L "$link" ] && left+=("$link")
+done
+# deb-systemd-helper's own records of the links it made.
+for record in /var/lib/systemd/deb-systemd-user-helper-enabled/*handoff* /var/lib/systemd/deb-systemd-user-helper-masked/*handoff*; do
+  [ -e "$record" ] && left+=("$record")
 done
 [ ${#left[@]} -eq 0 ] || fail "purge left: ${left[*]}"
 [ "$(sha256sum < "$(state alpha)/account.json")" = "$account" ] || fail "purge changed alpha's account"

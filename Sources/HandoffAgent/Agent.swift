@@ -367,12 +367,21 @@ public actor Agent {
     }
 
     private func takeLinkPort(refused: inout [any LinkListening]) async -> Result<Void, AgentError> {
+        var port = configuration.listen.port
+        /// The default port is held (another user's agent on this machine, most often): take
+        /// one the system chooses instead, and say so.
+        func givesWay(_ error: any Error) -> Bool {
+            guard configuration.listenFallsBack, port != 0, Self.isAddressInUse(error) else { return false }
+            logger.notice("port \(port) is taken (another user's agent on this machine?); links use a port the system chooses")
+            port = 0
+            return true
+        }
         for _ in 0..<64 {
             let made: any LinkListening
             do {
                 made = try await network.listen(
                     identity: identity, trust: .members({ [pins] in pins.value.contains($0) }), host: listenHost,
-                    port: configuration.listen.port,
+                    port: port,
                     whenAccepted: { [weak self] connection in self?.linkAccepted(connection) },
                     acceptStream: { [weak self] target, stream, peer in
                         guard let self else { return ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the agent stopped") }
@@ -385,6 +394,7 @@ public actor Agent {
                     await self?.answer(frame, from: peer)
                 }
             } catch {
+                if givesWay(error) { continue }
                 return .failure(AgentError("cannot listen for links on \(configuration.listen): \(error); choose another --listen"))
             }
             guard network.beaconBus == nil else {
@@ -396,8 +406,12 @@ public actor Agent {
                 endpoints.links = made
                 return .success(())
             } catch {
-                let held = (error as? IOError)?.errnoCode == EADDRINUSE
-                guard held, configuration.listen.port == 0 else {
+                let held = Self.isAddressInUse(error)
+                if givesWay(error) {
+                    await made.close()
+                    continue
+                }
+                guard held, port == 0 else {
                     await made.close()
                     return .failure(AgentError(
                         "UDP port \(made.port) on \(listenHost), where static peers' beacons arrive, "
@@ -407,6 +421,13 @@ public actor Agent {
             }
         }
         return .failure(AgentError("no port on \(listenHost) was free for both TCP and UDP in 64 tries; choose one with --listen"))
+    }
+
+    /// Whether binding failed because another socket holds the address (EADDRINUSE), however
+    /// the error came wrapped.
+    static func isAddressInUse(_ error: any Error) -> Bool {
+        if let io = error as? IOError { return io.errnoCode == EADDRINUSE }
+        return "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE")
     }
 
     /// The port links listen on (and static peers send beacons to).

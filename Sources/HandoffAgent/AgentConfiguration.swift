@@ -14,6 +14,11 @@ public struct AgentConfiguration: Sendable {
     /// Where links (TCP) and beacons from static peers (UDP) are taken, on one port number.
     /// `::` (the default) takes IPv6 and IPv4; on a host without IPv6 it means `0.0.0.0`.
     package var listen: HostPort
+    /// Whether a `listen` port another program holds gives way to one the system chooses: so
+    /// for the default port, which the agent of every user of a machine tries first (the
+    /// package turns the agent on for each); a port the person chose stops the agent instead.
+    /// Other devices learn the port from beacons and DNS-SD; a join code then carries it.
+    package var listenFallsBack = false
     /// The interfaces beacons are multicast on; nil chooses every interface that is up and
     /// multicast-capable, loopback excepted; empty sends no multicast.
     package var interfaces: [String]?
@@ -350,6 +355,8 @@ extension AgentConfiguration {
         }
         if let listen = pick(flags.listen, "listen") {
             configuration.listen = try checked(listen.origin) { () throws(ConfigurationError) in try HostPort(parsing: listen.value) }
+        } else {
+            configuration.listenFallsBack = true
         }
         let interfaces = list(flags.interfaces, "interface")
         if !interfaces.isEmpty {

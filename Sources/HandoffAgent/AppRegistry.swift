@@ -94,7 +94,8 @@ package struct AppRegistry: Sendable {
             try Self.copyAsThisUser(source.standardizedFileURL, to: staging)
         } catch {
             try? fileManager.removeItem(at: staging)
-            throw AppRegistryError("could not install \(source.path) into \(target.path): \(error.localizedDescription)")
+            let reason = (error as? AppRegistryError)?.message.replacingOccurrences(of: staging.path, with: target.path) ?? error.localizedDescription
+            throw AppRegistryError("could not install \(source.path) into \(target.path): \(reason)")
         }
         do throws(AppRegistryError) {
             try Self.keep(given, in: staging, shown: source.path)
@@ -234,44 +235,56 @@ package struct AppRegistry: Sendable {
     /// away: a folder left in root's group (`sudo cp -r`, a package's example copied) failed to
     /// install with "You don't have permission".
     static func copyAsThisUser(_ source: URL, to target: URL) throws {
-        func mode(_ path: String) throws -> mode_t {
-            var info = stat()
-            guard stat(path, &info) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            return info.st_mode
+        func failure(_ path: String) -> any Error {
+            let code = errno
+            return AppRegistryError("\(path): \(String(cString: strerror(code)))")
         }
         try FileManager.default.createDirectory(at: target, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         for name in try FileManager.default.contentsOfDirectory(atPath: source.path) {
             let from = source.appendingPathComponent(name).path, to = target.appendingPathComponent(name).path
-            let found = try mode(from)
-            if found & S_IFMT == S_IFDIR {
+            // Not followed: a link or pipe put in after the folder was checked is refused here,
+            // and a pipe never makes the copy wait (O_NONBLOCK).
+            var found = stat()
+            guard lstat(from, &found) == 0 else { throw failure(from) }
+            if found.st_mode & S_IFMT == S_IFDIR {
                 try copyAsThisUser(URL(fileURLWithPath: from, isDirectory: true), to: URL(fileURLWithPath: to, isDirectory: true))
-                _ = chmod(to, (found & 0o755) | 0o700)
+                guard chmod(to, (found.st_mode & 0o755) | 0o700) == 0 else { throw failure(to) }
                 continue
             }
-            let input = open(from, O_RDONLY | O_CLOEXEC)
-            guard input >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            let input = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+            guard input >= 0 else { throw failure(from) }
             defer { close(input) }
-            let output = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (found & 0o755) | 0o600)
-            guard output >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            defer { close(output) }
-            var buffer = [UInt8](repeating: 0, count: 1 << 20)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
-                if count == 0 { break }
-                guard count > 0 else {
-                    if errno == EINTR { continue }
-                    throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-                }
-                var written = 0
-                while written < count {
-                    let step = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + written, count - written) }
-                    guard step > 0 else {
-                        if step < 0 && errno == EINTR { continue }
-                        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-                    }
-                    written += step
-                }
+            var opened = stat()
+            guard fstat(input, &opened) == 0, opened.st_mode & S_IFMT == S_IFREG else {
+                throw AppRegistryError("\(from): not a plain file")
             }
+            let output = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (opened.st_mode & 0o755) | 0o600)
+            guard output >= 0 else { throw failure(to) }
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            do {
+                while true {
+                    let count = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) }
+                    if count == 0 { break }
+                    guard count > 0 else {
+                        if errno == EINTR { continue }
+                        throw failure(from)
+                    }
+                    var written = 0
+                    while written < count {
+                        let step = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + written, count - written) }
+                        guard step > 0 else {
+                            if step < 0 && errno == EINTR { continue }
+                            throw failure(to)
+                        }
+                        written += step
+                    }
+                }
+            } catch {
+                close(output)
+                throw error
+            }
+            // A write the file system takes late (a full disk, a quota) shows here.
+            guard close(output) == 0 else { throw failure(to) }
         }
     }
 

@@ -9,8 +9,8 @@ struct BrowserInstall: ParsableCommand {
         discussion: withExamples(
             """
             Then load the extension: in a Chromium-based browser, open chrome://extensions, turn on developer mode and \
-            'Load unpacked' the folder Extensions/Browser; in Firefox, open about:debugging and load \
-            Extensions/Browser/manifest.json as a temporary add-on.
+            'Load unpacked' the folder Extensions/Browser (/usr/share/handoff/browser-extension where the Debian \
+            package is installed); in Firefox, open about:debugging and load its manifest.json as a temporary add-on.
             """,
             [
                 ("handoff browser install", "Set up every supported browser for you."),
@@ -84,7 +84,10 @@ struct BrowserInstall: ParsableCommand {
             print(String(decoding: data, as: UTF8.self))
         } else {
             for entry in written { print("\(entry["browser"]!): wrote \(entry["manifest"]!)") }
-            print("Now load the extension in Extensions/Browser (see 'handoff browser install --help').")
+            // The package's copy of the extension, else the one in a checkout.
+            let packaged = "/usr/share/handoff/browser-extension"
+            let folder = FileManager.default.fileExists(atPath: packaged + "/manifest.json") ? packaged : "Extensions/Browser"
+            print("Now load the extension in \(folder) (see 'handoff browser install --help').")
         }
     }
 }

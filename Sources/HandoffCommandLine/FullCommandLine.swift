@@ -34,14 +34,20 @@ public enum FullCommandLine {
     }
 
     /// Runs the first candidate that can run in this process's place, with this process's
-    /// arguments (the name it was called by included) and environment; if none can, says why
-    /// and exits with 127, as a shell does for a command it cannot run.
+    /// arguments and environment, named `handoff` whatever name this front was called by (an
+    /// alias's link): the Debian package's handoff-cli is a shared binary that is each program
+    /// by its name; if none can, says why and exits with 127, as a shell does for a command it
+    /// cannot run.
     public static func run() -> Never {
         let executable = resolvedExecutable() ?? CommandLine.arguments[0]
         let places = candidates(called: CommandLine.arguments[0], executable: executable, path: getenv("PATH").map { String(cString: $0) })
+        let argv = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: Int(CommandLine.argc) + 1)
+        argv[0] = strdup("handoff")
+        for index in 1..<Int(CommandLine.argc) { argv[index] = CommandLine.unsafeArgv[index] }
+        argv[Int(CommandLine.argc)] = nil
         var reasons: [String] = []
         for place in places {
-            execv(place, CommandLine.unsafeArgv)
+            execv(place, argv)
             let failure = errno
             if failure != ENOENT && failure != ENOTDIR { reasons.append("\(place): \(String(cString: strerror(failure)))") }
         }

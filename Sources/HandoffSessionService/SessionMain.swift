@@ -65,6 +65,14 @@ public enum SessionServiceMain {
             }
         }
 
+        // One service per agent: a desktop that starts it both from its systemd unit and from
+        // the XDG autostart entry gets one. The lock lasts as long as this process.
+        let lockFile = open(socket + ".session-lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if lockFile >= 0 && flock(lockFile, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK {
+            FileHandle.standardError.write(Data("handoff-session: another handoff-session serves the agent at \(socket) already; this one ends\n".utf8))
+            exit(0)
+        }
+
         // An app that stops reading a paste midway must not end the service.
         signal(SIGPIPE, SIG_IGN)
 

@@ -15,8 +15,16 @@ final class NativeHost: Sendable {
     private let input: FileHandle
     private let output: FileHandle
 
-    init(socket: String) throws {
-        let binary = try #require(builtExecutable("handoff-browser-host"), "handoff-browser-host was not built next to the tests")
+    /// `shared`: started through handoff-programs, the one binary the Debian package ships, by a
+    /// link named handoff-browser-host (in the socket's folder), as the package's manifest names it.
+    init(socket: String, shared: Bool = false) throws {
+        var binary = try #require(builtExecutable("handoff-browser-host"), "handoff-browser-host was not built next to the tests")
+        if shared {
+            let link = URL(fileURLWithPath: socket).deletingLastPathComponent().appendingPathComponent("shared/handoff-browser-host")
+            try FileManager.default.createDirectory(at: link.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: try #require(builtExecutable("handoff-programs")).path)
+            binary = link
+        }
         process = ChildProcess()
         process.executableURL = binary
         process.arguments = ["chrome-extension://bcgblgbejekhpkmkaoapfinefihbjeha/"]
@@ -91,14 +99,14 @@ struct BrowserTests {
         #expect(badStatus != 0 && badPrinted.contains("'netscape' is not one of"), "\(badPrinted)")
     }
 
-    @Test("The native host, spoken to with native-messaging frames: the active tab's page is offered to the other device and opens there in its browser; resigning withdraws it; a video's time goes into the address when it is fetched, and the page's media is paused when it was continued; bad messages get an error answer")
-    func nativeMessaging() async throws {
+    @Test("The native host, spoken to with native-messaging frames: the active tab's page is offered to the other device and opens there in its browser; resigning withdraws it; a video's time goes into the address when it is fetched, and the page's media is paused when it was continued; bad messages get an error answer (the host alone, and through the package's shared binary)", arguments: [false, true])
+    func nativeMessaging(shared: Bool) async throws {
         try await withHarness { harness in
             let opened = harness.root.appendingPathComponent("opened.txt")
             let a = try await harness.start("alpha")
             let b = try await harness.start("beta") { $0.browserCommand = ["sh", "-c", "printf %s \"$0\" > \(opened.path)"] }
             try await harness.pair([a, b])
-            let host = try NativeHost(socket: a.socket)
+            let host = try NativeHost(socket: a.socket, shared: shared)
             defer { host.process.terminate() }
 
             let page = "https://news.example.com/articles/7"

@@ -16,8 +16,9 @@ let packageTestBlocker: String? = {
     where !FileManager.default.isExecutableFile(atPath: tool) {
         return "\(tool) is missing (.ci/run installs it)"
     }
-    let status = (try? shell(["dpkg-query", "-W", "-f=${Status}", "handoff"])) ?? ""
-    if status.contains("installed") && !FileManager.default.fileExists(atPath: "/var/lib/handoff-package-test") {
+    // "installed" exactly: a purged package may still be listed as "not-installed".
+    let status = (try? shell(["dpkg-query", "-W", "-f=${db:Status-Status}", "handoff"])) ?? ""
+    if status.trimmingCharacters(in: .whitespacesAndNewlines) == "installed" && !FileManager.default.fileExists(atPath: "/var/lib/handoff-package-test") {
         return "a handoff package this test did not install is on this machine"
     }
     return nil
