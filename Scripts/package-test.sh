@@ -11,9 +11,30 @@
 # install` to the first continuation. Exits 77 (skipped) with the reason when it cannot run
 # here: not root, no apt-get, no network namespaces, or a `handoff` package this test did not
 # install.
+#   Scripts/package-test.sh --prepare DIR
+# only builds the packages the test installs into DIR, from the debug build (package-deb.sh
+# --debug: a relink, in about a minute rather than a release build's ten); with
+# HANDOFF_PACKAGE_TEST_PACKAGES=DIR the test then installs those rather than building release
+# ones itself. .ci/run does so before `swift test`, which must not relink .build while it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+
+# The packages: this version, and a newer build of it (its version with +test1), into $1 (with
+# package-deb.sh's options after it): old.list and new.list hold their paths.
+build_packages() {
+  local dir=$1 version; shift
+  mkdir -p "$dir"
+  bash Scripts/package-deb.sh --output "$dir/old" "$@" > "$dir/old.list"
+  version=$(dpkg-deb -f "$(tail -2 "$dir/old.list" | head -1)" Version)
+  HANDOFF_VERSION="$version+test1" bash Scripts/package-deb.sh --output "$dir/new" "$@" > "$dir/new.list"
+  if [ "${1:-}" = --debug ]; then echo "a debug build" > "$dir/build"; else echo "a release build" > "$dir/build"; fi
+}
+if [ "${1:-}" = --prepare ]; then
+  [ -n "${2:-}" ] || { echo "package-test.sh: --prepare needs a folder" >&2; exit 2; }
+  build_packages "$2" --debug
+  exit 0
+fi
 
 skip() { echo "package test skipped: $*" >&2; exit 77; }
 say() { printf '\n== %s\n' "$*" >&2; }
@@ -48,13 +69,20 @@ cleanup() {
 trap cleanup EXIT
 
 # -- The packages: this version, and a newer build of it (its version with +test1).
-say "building the package and a newer build of it"
-bash Scripts/package-deb.sh --output "$work/old" > "$work/old.list"
-mapfile -t old < <(tail -2 "$work/old.list")
+packages=${HANDOFF_PACKAGE_TEST_PACKAGES:-}
+if [ -n "$packages" ]; then
+  [ -s "$packages/old.list" ] && [ -s "$packages/new.list" ] \
+    || fail "HANDOFF_PACKAGE_TEST_PACKAGES=$packages holds no packages from Scripts/package-test.sh --prepare"
+  say "the packages built before the test ($(cat "$packages/build")) in $packages"
+else
+  packages=$work/packages
+  say "building the package and a newer build of it (release)"
+  build_packages "$packages"
+fi
+mapfile -t old < <(tail -2 "$packages/old.list")
 deb=${old[0]}
 version=$(dpkg-deb -f "$deb" Version)
-HANDOFF_VERSION="$version+test1" bash Scripts/package-deb.sh --output "$work/new" > "$work/new.list"
-mapfile -t new < <(tail -2 "$work/new.list")
+mapfile -t new < <(tail -2 "$packages/new.list")
 for package in "${new[@]}"; do
   [ "$(dpkg-deb -f "$package" Version)" = "$version+test1" ] || fail "the newer build of $package is version $(dpkg-deb -f "$package" Version)"
 done
@@ -225,6 +253,7 @@ for host in "${hosts[@]}"; do
 done
 
 say "done"
+echo "the packages: $(cat "$packages/build")"
 for package in "${old[@]}"; do
   printf 'package: %s, %s KiB; installed: %s KiB\n' "$(basename "$package")" "$(du -k "$package" | cut -f1)" "$(dpkg-deb -f "$package" Installed-Size)"
 done

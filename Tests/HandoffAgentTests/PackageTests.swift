@@ -28,7 +28,8 @@ let packageTestBlocker: String? = {
 /// newer build), lintian clean, installed with apt-get; the installed programs pair two users
 /// on two hosts and continue MapViewer between them; the newer build installed over it keeps
 /// the account, devices and apps, which still continue; purge leaves no file of the package and
-/// every user's state.
+/// every user's state. The packages come from a release build, or from the debug build when
+/// .ci/run made them before the tests (HANDOFF_PACKAGE_TEST_PACKAGES).
 @Suite(
     "The Debian package", .serialized,
     .enabled(if: packageTestBlocker == nil, "needs root, network namespaces, apt-get, dpkg-dev and lintian, and no handoff package it did not install; skipped"))
@@ -51,7 +52,7 @@ struct PackageTests {
         let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
         // Its summary (sizes, the time from apt-get install to the first continuation) is what
         // docs/operations.md reports: shown in the test's output.
-        print(text.split(separator: "\n").suffix(3).joined(separator: "\n"))
+        print(text.split(separator: "\n").suffix(4).joined(separator: "\n"))
         #expect(ended.status == 0, "Scripts/package-test.sh exited with \(ended.status):\n\(text.split(separator: "\n").suffix(60).joined(separator: "\n"))")
     }
 }
