@@ -9,10 +9,12 @@
 # upgrade). Prints the two packages' paths on its last two lines: handoff, then
 # handoff-examples (the MapViewer example). docs/operations.md (The Debian package) says what
 # goes where and why.
-# --debug links the programs from the debug build in .build (what `swift build` made) instead of
-# a release build: seconds rather than ten minutes, for tests of the package (.ci/run). Larger,
-# slower code: not a package to ship. It relinks .build's programs in place; the next
-# `swift build` links them back.
+# --debug links handoff-programs and MapViewer from the debug build in .build (what
+# `swift build` made: run it first) instead of a release build, for tests of the package
+# (.ci/run): a relink of about 15 s rather than a ten-minute build. Larger, slower code: not a
+# package to ship. The `handoff` front is still its small release build (.build-package-static,
+# about 15 s from nothing). It relinks .build's programs in place; the next `swift build` links
+# them back (this package's products, not generate-manual, which only this script uses).
 set -euo pipefail
 # What the files' modes are made from, whatever the builder's own umask (dh_fixperms, below).
 umask 022
@@ -44,7 +46,8 @@ flags=(-c release -Xswiftc -static-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlin
 static=(-c release -Xswiftc -static-executable -Xswiftc -use-ld=lld --scratch-path "$build-static")
 if [ "$debug" = yes ]; then
   # The debug build's objects, compiled for the shared Swift runtime, linked against the static
-  # one: only the links run again. Its modules name Foundation's libraries but not what those
+  # one: only the links run again (when the debug build is up to date; a module that is not is
+  # compiled here, and again by the next `swift build`). Its modules name Foundation's libraries but not what those
   # need in their static form, which -static-stdlib at compile time would add: named here, in a
   # group. ld.gold links (-z pack-relative-relocs needs lld, which -use-ld would recompile for).
   build=$root/.build

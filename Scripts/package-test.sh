@@ -13,28 +13,47 @@
 # install.
 #   Scripts/package-test.sh --prepare DIR
 # only builds the packages the test installs into DIR, from the debug build (package-deb.sh
-# --debug: a relink, in about a minute rather than a release build's ten); with
-# HANDOFF_PACKAGE_TEST_PACKAGES=DIR the test then installs those rather than building release
-# ones itself. .ci/run does so before `swift test`, which must not relink .build while it runs.
+# --debug, after `swift build --build-tests`: relinks, about a minute for both versions, rather
+# than a release build's ten); with HANDOFF_PACKAGE_TEST_PACKAGES=DIR the test then installs
+# those rather than building release ones itself, if they were built from these sources.
+# .ci/run does so before `swift test`, which must not relink .build while it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
+# What the packages are built from: the commit and a digest of the changes to tracked files.
+source_state() {
+  if git -C "$root" rev-parse HEAD >/dev/null 2>&1; then
+    printf '%s %s\n' "$(git -C "$root" rev-parse HEAD)" "$(git -C "$root" diff HEAD | sha256sum | cut -c1-16)"
+  else
+    echo "not a git checkout"
+  fi
+}
+
 # The packages: this version, and a newer build of it (its version with +test1), into $1 (with
-# package-deb.sh's options after it): old.list and new.list hold their paths.
+# package-deb.sh's options after it): old.list and new.list hold their paths, build what build
+# they are, source what they were built from.
 build_packages() {
-  local dir=$1 version; shift
+  local dir=$1 version option kind="a release build"; shift
+  for option in "$@"; do [ "$option" = --debug ] && kind="a debug build"; done
   mkdir -p "$dir"
+  # apt-get reads local packages as its own unprivileged user.
+  chmod 755 "$dir"
+  rm -f "$dir/build" "$dir/source"
   bash Scripts/package-deb.sh --output "$dir/old" "$@" > "$dir/old.list"
   version=$(dpkg-deb -f "$(tail -2 "$dir/old.list" | head -1)" Version)
   HANDOFF_VERSION="$version+test1" bash Scripts/package-deb.sh --output "$dir/new" "$@" > "$dir/new.list"
-  if [ "${1:-}" = --debug ]; then echo "a debug build" > "$dir/build"; else echo "a release build" > "$dir/build"; fi
+  source_state > "$dir/source"
+  echo "$kind" > "$dir/build"
 }
-if [ "${1:-}" = --prepare ]; then
-  [ -n "${2:-}" ] || { echo "package-test.sh: --prepare needs a folder" >&2; exit 2; }
-  build_packages "$2" --debug
-  exit 0
-fi
+case "${1:-}" in
+  --prepare)
+    [ -n "${2:-}" ] || { echo "package-test.sh: --prepare needs a folder" >&2; exit 2; }
+    build_packages "$2" --debug
+    exit 0 ;;
+  '') ;;
+  *) echo "package-test.sh: unknown argument '$1' (none runs the test; --prepare DIR builds its packages)" >&2; exit 2 ;;
+esac
 
 skip() { echo "package test skipped: $*" >&2; exit 77; }
 say() { printf '\n== %s\n' "$*" >&2; }
@@ -71,8 +90,10 @@ trap cleanup EXIT
 # -- The packages: this version, and a newer build of it (its version with +test1).
 packages=${HANDOFF_PACKAGE_TEST_PACKAGES:-}
 if [ -n "$packages" ]; then
-  [ -s "$packages/old.list" ] && [ -s "$packages/new.list" ] \
+  [ -s "$packages/old.list" ] && [ -s "$packages/new.list" ] && [ -s "$packages/build" ] \
     || fail "HANDOFF_PACKAGE_TEST_PACKAGES=$packages holds no packages from Scripts/package-test.sh --prepare"
+  [ "$(cat "$packages/source" 2>/dev/null)" = "$(source_state)" ] \
+    || fail "the packages in $packages were built from other sources than these: run Scripts/package-test.sh --prepare $packages again"
   say "the packages built before the test ($(cat "$packages/build")) in $packages"
 else
   packages=$work/packages
