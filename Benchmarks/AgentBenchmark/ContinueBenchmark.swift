@@ -104,9 +104,12 @@ func orchestrate() async throws -> Targets {
         try? FileManager.default.removeItem(atPath: root)
     }
 
+    // AGENT_WRAPPER="valgrind --tool=callgrind --instr-atstart=no": each agent runs under that
+    // command (split at spaces), for the profile modes below.
+    let wrapper = ProcessInfo.processInfo.environment["AGENT_WRAPPER"].map { $0.split(separator: " ").map(String.init) } ?? []
     func startAgents(linkIdle: String) {
         for host in [a, b] {
-            agents[host.name] = start(host.command([
+            agents[host.name] = start(host.command(wrapper + [
                 binaries.appendingPathComponent("handoffd").path, "--name", host.name == "a" ? "origin" : "receiver", "--state-dir", host.state,
                 "--socket", host.socket, "--listen", "\(host.address):\(host.port)", "--interface", interface, "--discovery-port", discoveryPort,
                 "--development-mode", "on", "--log-level", "error", "--link-idle", linkIdle,

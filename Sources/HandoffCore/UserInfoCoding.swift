@@ -78,13 +78,14 @@ public enum UserInfoCoding {
     /// Checks, as `decodeForApp` does, that an app can read `data` as its `userInfo`, building
     /// the model only where it is needed: nil when the bytes are readable and hold no file URL
     /// (the common case, and all the agent needs to know then), else `decodeForApp`'s value.
-    /// Throws exactly what `decodeForApp` throws. A quick pass reads the bytes with nothing
-    /// built but what it must know; where it cannot decide (a set, a key that is not a string,
-    /// any mistake in the bytes, a file URL), `decodeForApp` decides, as before.
+    /// Throws exactly what `decodeForApp` throws. A quick pass reads the bytes and builds
+    /// nothing (`Reader.scanForApp`); where it cannot decide (a set, a key that is not an ASCII
+    /// string, any mistake in the bytes, a file URL), `decodeForApp` decides, as before.
     public static func checkForApp(_ data: Data) throws(UserInfoDecodingError) -> UserInfoValue? {
-        if let scan = try? decode(data, as: CheckBuilder.self), scan.isStringDictionary, !scan.undecided, !scan.holdsFileURL {
-            return nil
+        let scanned = try? read(data, as: ModelBuilder.self) { (reader: inout Reader<ModelBuilder>) throws(UserInfoDecodingError) in
+            try reader.scanForApp()
         }
+        if scanned == false { return nil }
         return try decodeForApp(data)
     }
 
@@ -506,48 +507,6 @@ public enum UserInfoCoding {
         static func stringKey(_ value: String) -> UserInfoValue { .string(value) }
     }
 
-    /// What `checkForApp`'s quick pass keeps of each value: no value, only whether it is, or
-    /// holds, a file URL, and whether it holds what only the full decode can judge. Every key
-    /// is the same (`false`), and keeps nothing of what it holds (a file URL as a key): a set
-    /// of two members, or two keys that are not strings, fail as "appears twice", and one alone
-    /// marks its container undecided; both send the check to the full decode. String keys are
-    /// the reader's own, checked for repeats as always.
-    enum CheckBuilder: ValueBuilder {
-        struct Scan {
-            var holdsFileURL = false
-            var undecided = false
-            var isStringDictionary = false
-        }
-        static func null() -> Scan { Scan() }
-        static func bool(_ value: Bool) -> Scan { Scan() }
-        static func string(_ value: String) -> Scan { Scan() }
-        static func data(_ value: Data) -> Scan { Scan() }
-        static func double(_ value: Double) -> Scan { Scan() }
-        static func float(_ value: Float) -> Scan { Scan() }
-        static func date(_ value: Date) -> Scan { Scan() }
-        static func url(_ value: URL) -> Scan { Scan(holdsFileURL: value.isFileURL) }
-        static func uuid(_ value: UUID) -> Scan { Scan() }
-        static func integer(_ value: UserInfoInteger) -> Scan { Scan() }
-        static func array(_ items: [Scan]) -> Scan {
-            Scan(holdsFileURL: items.contains { $0.holdsFileURL }, undecided: items.contains { $0.undecided })
-        }
-        static func array(capacity: Int) -> [Scan] {
-            var items: [Scan] = []
-            items.reserveCapacity(capacity)
-            return items
-        }
-        static func set(_ items: Set<Bool>) -> Scan { Scan(undecided: true) }
-        static func dictionary(_ items: [Bool: Scan]) -> Scan { Scan(undecided: true) }
-        static func stringDictionary(_ items: [String: Scan]) -> Scan {
-            Scan(
-                holdsFileURL: items.values.contains { $0.holdsFileURL }, undecided: items.values.contains { $0.undecided },
-                isStringDictionary: true)
-        }
-        static func stringDictionary(capacity: Int) -> [String: Scan] { [String: Scan](minimumCapacity: capacity) }
-        static func key(_ value: Scan) -> Bool { false }
-        static func stringKey(_ value: String) -> Bool { false }
-    }
-
     struct Reader<Builder: ValueBuilder> {
         let bytes: UnsafeRawBufferPointer
         var offset = 0
@@ -767,6 +726,140 @@ public enum UserInfoCoding {
                     offset: offset, "a dictionary's keys (or a set's members) mix collections with other kinds, which a userInfo cannot hold here")
             }
         }
+    }
+}
+
+extension UserInfoCoding.Reader {
+    /// `checkForApp`'s quick pass: reads a whole `userInfo` as the decoders do, and builds
+    /// nothing (no string, no container, no hash of a key). Returns whether it holds a file
+    /// URL; throws (any error: the full decode then says which) wherever it cannot be sure that
+    /// `decodeForApp` reads the bytes: a mistake, a set, a key that is not a string, a key that
+    /// is not ASCII (two different byte sequences can be the same `String`), a repeated key.
+    /// Strings are checked as UTF-8 without being made, ASCII eight bytes at a time.
+    mutating func scanForApp() throws(UserInfoDecodingError) -> Bool {
+        guard offset < bytes.count, bytes[offset] == UserInfoCoding.Tag.dictionary.rawValue else { throw .notADictionary }
+        return try scan(depth: 0)
+    }
+
+    private mutating func scan(depth: Int) throws(UserInfoDecodingError) -> Bool {
+        guard depth <= UserInfoCoding.maximumDepth else { throw .tooDeep(offset: offset) }
+        let tagOffset = offset
+        let raw = try byte()
+        if raw >= UserInfoCoding.Tag.integerBase.rawValue {
+            guard let width = UserInfoInteger.Width(rawValue: raw - UserInfoCoding.Tag.integerBase.rawValue) else {
+                throw .malformed(offset: tagOffset, "unknown tag \(raw)")
+            }
+            _ = try integer(width, at: tagOffset)
+            return false
+        }
+        guard let tag = UserInfoCoding.Tag(rawValue: raw) else { throw .malformed(offset: tagOffset, "unknown tag \(raw)") }
+        switch tag {
+        case .null, .false, .true: return false
+        case .string:
+            try skipString()
+            return false
+        case .data:
+            _ = try take(try length(minimumElementSize: 1))
+            return false
+        case .double, .date:
+            _ = try take(8)
+            return false
+        case .float:
+            _ = try take(4)
+            return false
+        case .uuid:
+            _ = try take(16)
+            return false
+        case .url:
+            let text = try string()
+            guard let url = URL(string: text) else { throw .malformed(offset: tagOffset, "not a URL: \(text)") }
+            return url.isFileURL
+        case .array:
+            let count = try length(minimumElementSize: 1)
+            var holdsFileURL = false
+            for _ in 0..<count {
+                if try scan(depth: depth + 1) { holdsFileURL = true }
+            }
+            return holdsFileURL
+        case .set, .integerBase:
+            throw .malformed(offset: tagOffset, "left to the full decode")
+        case .dictionary:
+            let count = try length(minimumElementSize: 2)
+            guard count > 0 else { return false }
+            guard depth < UserInfoCoding.maximumDepth else { throw .tooDeep(offset: offset) }
+            var keys = ScannedKeys(capacity: count)
+            var holdsFileURL = false
+            for _ in 0..<count {
+                guard offset < bytes.count, bytes[offset] == UserInfoCoding.Tag.string.rawValue else {
+                    throw .malformed(offset: offset, "left to the full decode")
+                }
+                offset += 1
+                let keyCount = try length(minimumElementSize: 1)
+                let key = try take(keyCount)
+                guard Self.isASCII(key) else { throw .malformed(offset: offset, "left to the full decode") }
+                keys.add(key)
+                if try scan(depth: depth + 1) { holdsFileURL = true }
+            }
+            guard !keys.repeats() else { throw .malformed(offset: tagOffset, "dictionary key appears twice") }
+            return holdsFileURL
+        }
+    }
+
+    /// A string's body, checked as UTF-8 but not made.
+    @inline(__always)
+    private mutating func skipString() throws(UserInfoDecodingError) {
+        let start = offset
+        let body = try take(try length(minimumElementSize: 1))
+        if Self.isASCII(body) { return }
+        guard String._tryFromUTF8(body.bindMemory(to: UInt8.self)) != nil else {
+            throw .malformed(offset: start, "string is not valid UTF-8")
+        }
+    }
+
+    static func isASCII(_ body: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        var high: UInt64 = 0
+        while index + 8 <= body.count {
+            high |= body.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < body.count {
+            high |= UInt64(body[index])
+            index += 1
+        }
+        return high & 0x8080_8080_8080_8080 == 0
+    }
+}
+
+/// One dictionary's keys as the quick pass sees them: ASCII bytes, where two keys are the same
+/// `String` exactly when their bytes are the same. Repeats are found by sorting the keys'
+/// hashes (FNV-1a), never by comparing each key with every other.
+struct ScannedKeys {
+    private var keys: [(hash: UInt64, key: UnsafeRawBufferPointer)] = []
+
+    init(capacity: Int) { keys.reserveCapacity(capacity) }
+
+    mutating func add(_ key: UnsafeRawBufferPointer) {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        keys.append((hash, key))
+    }
+
+    /// Whether two keys have the same bytes.
+    mutating func repeats() -> Bool {
+        guard keys.count > 1 else { return false }
+        keys.sort { $0.hash < $1.hash }
+        var first = 0
+        while first < keys.count {
+            var end = first + 1
+            while end < keys.count, keys[end].hash == keys[first].hash { end += 1 }
+            // Keys of one hash: almost always one, compared pairwise when not.
+            for i in first..<end {
+                for j in (i + 1)..<end where keys[i].key.elementsEqual(keys[j].key) { return true }
+            }
+            first = end
+        }
+        return false
     }
 }
 

@@ -135,6 +135,28 @@ package enum LocalMessageJSON {
         return values
     }()
 
+    /// The two characters of every 12-bit value, the first in the low byte.
+    static let base64Pairs: [UInt16] = {
+        var pairs = [UInt16](repeating: 0, count: 4096)
+        base64Alphabet.withUTF8Buffer { table in
+            for value in 0..<4096 { pairs[value] = UInt16(table[value >> 6]) | UInt16(table[value & 0x3F]) << 8 }
+        }
+        return pairs
+    }()
+
+    /// Each character's value placed for its position in a group of four (`position * 256 +
+    /// character`): the value shifted into the group's 24 bits, or 0xFF00_0000 for a character
+    /// that is not in the alphabet (the padding `=` included).
+    static let base64Placed: [UInt32] = {
+        var placed = [UInt32](repeating: 0xFF00_0000, count: 1024)
+        for position in 0..<4 {
+            for character in 0..<256 where base64Values[character] < 64 {
+                placed[position * 256 + character] = UInt32(base64Values[character]) << (18 - 6 * position)
+            }
+        }
+        return placed
+    }()
+
     typealias Unusual = LocalJSONUnusual
 
     typealias Reader = LocalJSONReader
@@ -162,33 +184,46 @@ extension LocalJSONWriter {
     }
 
     /// Standard base64 with padding, as `Data.base64EncodedString()`; none of its
-    /// characters needs escaping in a JSON string.
+    /// characters needs escaping in a JSON string. Six bytes at a time, two characters per
+    /// table look-up (a profile found the byte-at-a-time loop at 14 instructions a byte).
     mutating func base64(_ data: Data) {
         let count = (data.count + 2) / 3 * 4
         let start = bytes.count
         bytes.append(UInt8(ascii: "\""))
         bytes.append(contentsOf: repeatElement(0, count: count))
         bytes.append(UInt8(ascii: "\""))
-        bytes.withUnsafeMutableBufferPointer { out in
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            let out = UnsafeMutableRawPointer(buffer.baseAddress!) + start + 1
             data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
-                LocalMessageJSON.base64Alphabet.withUTF8Buffer { table in
-                    var index = 0, at = start + 1
-                    while index + 3 <= raw.count {
-                        let value = UInt32(raw[index]) << 16 | UInt32(raw[index + 1]) << 8 | UInt32(raw[index + 2])
-                        out[at] = table[Int(value >> 18)]
-                        out[at + 1] = table[Int(value >> 12 & 0x3F)]
-                        out[at + 2] = table[Int(value >> 6 & 0x3F)]
-                        out[at + 3] = table[Int(value & 0x3F)]
-                        index += 3
-                        at += 4
+                LocalMessageJSON.base64Pairs.withUnsafeBufferPointer { pairs in
+                    var index = 0, at = 0
+                    // Eight bytes read (six used) while eight remain.
+                    while index + 8 <= raw.count {
+                        let value = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                        let first = UInt64(pairs[Int(value >> 52)]) | UInt64(pairs[Int(value >> 40 & 0xFFF)]) << 16
+                        let second = UInt64(pairs[Int(value >> 28 & 0xFFF)]) | UInt64(pairs[Int(value >> 16 & 0xFFF)]) << 16
+                        out.storeBytes(of: (first | second << 32).littleEndian, toByteOffset: at, as: UInt64.self)
+                        index += 6
+                        at += 8
                     }
-                    let left = raw.count - index
-                    if left > 0 {
-                        let value = UInt32(raw[index]) << 16 | (left == 2 ? UInt32(raw[index + 1]) << 8 : 0)
-                        out[at] = table[Int(value >> 18)]
-                        out[at + 1] = table[Int(value >> 12 & 0x3F)]
-                        out[at + 2] = left == 2 ? table[Int(value >> 6 & 0x3F)] : UInt8(ascii: "=")
-                        out[at + 3] = UInt8(ascii: "=")
+                    LocalMessageJSON.base64Alphabet.withUTF8Buffer { table in
+                        while index + 3 <= raw.count {
+                            let value = UInt32(raw[index]) << 16 | UInt32(raw[index + 1]) << 8 | UInt32(raw[index + 2])
+                            out.storeBytes(of: table[Int(value >> 18)], toByteOffset: at, as: UInt8.self)
+                            out.storeBytes(of: table[Int(value >> 12 & 0x3F)], toByteOffset: at + 1, as: UInt8.self)
+                            out.storeBytes(of: table[Int(value >> 6 & 0x3F)], toByteOffset: at + 2, as: UInt8.self)
+                            out.storeBytes(of: table[Int(value & 0x3F)], toByteOffset: at + 3, as: UInt8.self)
+                            index += 3
+                            at += 4
+                        }
+                        let left = raw.count - index
+                        if left > 0 {
+                            let value = UInt32(raw[index]) << 16 | (left == 2 ? UInt32(raw[index + 1]) << 8 : 0)
+                            out.storeBytes(of: table[Int(value >> 18)], toByteOffset: at, as: UInt8.self)
+                            out.storeBytes(of: table[Int(value >> 12 & 0x3F)], toByteOffset: at + 1, as: UInt8.self)
+                            out.storeBytes(of: left == 2 ? table[Int(value >> 6 & 0x3F)] : UInt8(ascii: "="), toByteOffset: at + 2, as: UInt8.self)
+                            out.storeBytes(of: UInt8(ascii: "="), toByteOffset: at + 3, as: UInt8.self)
+                        }
                     }
                 }
             }
@@ -559,7 +594,8 @@ extension LocalJSONReader {
         return data
     }
 
-    /// Canonical padded base64, or nil.
+    /// Canonical padded base64, or nil. Each full group of four characters takes four table
+    /// look-ups and one check; the last group, which may hold padding, is read as before.
     static func base64(_ text: UnsafeBufferPointer<UInt8>) -> Data? {
         guard text.count % 4 == 0 else { return nil }
         if text.isEmpty { return Data() }
@@ -567,33 +603,45 @@ extension LocalJSONReader {
         let count = text.count / 4 * 3 - padding
         var data = Data(count: count)
         let ok = data.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) -> Bool in
-            let values = LocalMessageJSON.base64Values
-            var at = 0
-            var index = 0
-            while index < text.count {
+            LocalMessageJSON.base64Placed.withUnsafeBufferPointer { placed in
+                var at = 0
+                var index = 0
+                // Every group but the last: three bytes written as four while a fourth has room.
+                let full = text.count - 4
+                while index < full {
+                    let value = placed[Int(text[index])] | placed[256 + Int(text[index + 1])]
+                        | placed[512 + Int(text[index + 2])] | placed[768 + Int(text[index + 3])]
+                    guard value < 0x0100_0000 else { return false }
+                    if at + 4 <= out.count {
+                        out.storeBytes(of: (value << 8).bigEndian, toByteOffset: at, as: UInt32.self)
+                    } else {
+                        out[at] = UInt8(truncatingIfNeeded: value >> 16)
+                        out[at + 1] = UInt8(truncatingIfNeeded: value >> 8)
+                        out[at + 2] = UInt8(truncatingIfNeeded: value)
+                    }
+                    at += 3
+                    index += 4
+                }
+                let values = LocalMessageJSON.base64Values
                 let a = values[Int(text[index])], b = values[Int(text[index + 1])]
                 let c = values[Int(text[index + 2])], d = values[Int(text[index + 3])]
-                let last = index + 4 == text.count
-                if last && padding > 0 {
-                    guard a < 64, b < 64 else { return false }
-                    if padding == 2 {
-                        guard c == 0xFE, d == 0xFE, b & 0x0F == 0 else { return false }
-                        out[at] = a << 2 | b >> 4
-                    } else {
-                        guard c < 64, d == 0xFE, c & 0x03 == 0 else { return false }
-                        out[at] = a << 2 | b >> 4
-                        out[at + 1] = (b & 0x0F) << 4 | c >> 2
-                    }
-                    return true
+                guard a < 64, b < 64 else { return false }
+                switch padding {
+                case 2:
+                    guard c == 0xFE, d == 0xFE, b & 0x0F == 0 else { return false }
+                    out[at] = a << 2 | b >> 4
+                case 1:
+                    guard c < 64, d == 0xFE, c & 0x03 == 0 else { return false }
+                    out[at] = a << 2 | b >> 4
+                    out[at + 1] = (b & 0x0F) << 4 | c >> 2
+                default:
+                    guard c < 64, d < 64 else { return false }
+                    out[at] = a << 2 | b >> 4
+                    out[at + 1] = (b & 0x0F) << 4 | c >> 2
+                    out[at + 2] = (c & 0x03) << 6 | d
                 }
-                guard a < 64, b < 64, c < 64, d < 64 else { return false }
-                out[at] = a << 2 | b >> 4
-                out[at + 1] = (b & 0x0F) << 4 | c >> 2
-                out[at + 2] = (c & 0x03) << 6 | d
-                at += 3
-                index += 4
+                return true
             }
-            return true
         }
         return ok ? data : nil
     }

@@ -155,21 +155,26 @@ package enum LocalSocketIO {
 
     /// The next frame, nil at the end of the stream.
     package static func readFrame(_ fd: Int32, _ decoder: inout FrameDecoder) throws(LocalError) -> Frame? {
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             do {
                 if let frame = try decoder.next() { return frame }
             } catch {
                 throw LocalError(.failed, error.description)
             }
-            let count = chunk.withUnsafeMutableBytes { systemRead(fd, $0.baseAddress!, $0.count) }
+            // Read into scratch space that is neither zeroed nor kept (on the stack when the
+            // thread has room): a zeroed 64 KiB array for every message read cost the apps and
+            // the command line a fill of 64 KiB per message.
+            let (count, failure) = withUnsafeTemporaryAllocation(byteCount: 64 * 1024, alignment: 16) { chunk in
+                let count = systemRead(fd, chunk.baseAddress!, chunk.count)
+                if count > 0 { decoder.append(UnsafeRawBufferPointer(rebasing: chunk[..<count])) }
+                return (count, count < 0 ? errno : 0)
+            }
             if count < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw LocalError(.failed, "no answer within \(helloTimeout) seconds") }
-                throw LocalError(.failed, String(cString: strerror(errno)))
+                if failure == EINTR { continue }
+                if failure == EAGAIN || failure == EWOULDBLOCK { throw LocalError(.failed, "no answer within \(helloTimeout) seconds") }
+                throw LocalError(.failed, String(cString: strerror(failure)))
             }
             if count == 0 { return nil }
-            decoder.append(chunk[..<count])
         }
     }
 

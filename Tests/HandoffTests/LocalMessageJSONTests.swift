@@ -278,6 +278,32 @@ struct LocalMessageJSONTests {
         #expect((try? LocalMessage(frame: Frame(kind: LocalMessage.frameKind, payload: payload))) == foundation)
     }
 
+    @Test("userInfo of every length up to 300 bytes is written as Foundation writes it and read back; a wrong character anywhere is read as Foundation reads it")
+    func base64Lengths() throws {
+        var rng = Seeded(state: 7)
+        let id = UUID(uuidString: "6BA7B810-9DAD-11D1-80B4-00C04FD430C8")!
+        for count in 0...300 {
+            let bytes = Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) })
+            let message = LocalMessage.saved(request: 1, ActivityRecord(activity: ActivityAnnouncement(id: id, activityType: "a"), userInfo: bytes))
+            let written = try #require(LocalMessageJSON.encode(message))
+            #expect(written == message.foundationFrame.payload, "\(count) bytes")
+            #expect(LocalMessageJSON.decode(written) == message, "\(count) bytes")
+        }
+        // Every place of a 64-character text (and its last group's), each kind of wrong character.
+        let text = Array(Data((0..<48).map { UInt8($0 * 5 + 1) }).base64EncodedString().utf8)
+        for place in 0..<text.count {
+            for wrong: UInt8 in [UInt8(ascii: "="), UInt8(ascii: "-"), UInt8(ascii: "_"), 0x00, 0x80, 0xFF, UInt8(ascii: " ")] {
+                var changed = text
+                changed[place] = wrong
+                let json = Array("{\"type\":\"saved\",\"request\":1,\"record\":{\"activity\":{\"id\":\"\(id)\",\"activityType\":\"a\"},\"userInfo\":\"".utf8) + changed + Array("\"}}".utf8)
+                let foundation = try? LocalMessage(foundationFrame: Frame(kind: LocalMessage.frameKind, payload: json))
+                let fast = LocalMessageJSON.decode(json)
+                #expect(fast == nil || fast == foundation, "\(wrong) at \(place)")
+                #expect((try? LocalMessage(frame: Frame(kind: LocalMessage.frameKind, payload: json))) == foundation, "\(wrong) at \(place)")
+            }
+        }
+    }
+
     @Test("A skipped string is checked as a read one is, whatever byte comes at whatever place")
     func skippedStrings() {
         // Unknown keys are passed over eight bytes at a time; each special byte at each place

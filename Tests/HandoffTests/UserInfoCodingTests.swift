@@ -531,6 +531,72 @@ struct DecodeForAppTests {
         }
     }
 
+    /// A string's bytes as the encoding writes them (tag, length, body), any bytes allowed.
+    static func rawString(_ body: [UInt8]) -> [UInt8] {
+        precondition(body.count < 128)
+        return [UserInfoCoding.Tag.string.rawValue, UInt8(body.count)] + body
+    }
+
+    /// A dictionary of these keys (raw string bodies), each mapped to `value`'s bytes.
+    static func rawDictionary(_ keys: [[UInt8]], value: [UInt8]) -> [UInt8] {
+        precondition(keys.count < 128)
+        return [UserInfoCoding.Tag.dictionary.rawValue, UInt8(keys.count)] + keys.flatMap { rawString($0) + value }
+    }
+
+    @Test("The quick check answers as decodeForApp where bytes differ but strings are equal, keys repeat, or UTF-8 is wrong")
+    func quickCheckOnCraftedBytes() {
+        let header: [UInt8] = [UserInfoCoding.magic, UserInfoCoding.version]
+        let null: [UInt8] = [UserInfoCoding.Tag.null.rawValue]
+        let many = (0..<40).map { Array("key\($0)".utf8) }
+        let composed = Array("caf\u{E9}".utf8), decomposed = Array("cafe\u{301}".utf8)
+        let bodies: [[UInt8]] = [
+            Self.rawDictionary([Array("a".utf8), Array("b".utf8)], value: null),
+            Self.rawDictionary([Array("a".utf8), Array("a".utf8)], value: null),
+            Self.rawDictionary(many, value: null),
+            Self.rawDictionary(many + [Array("key17".utf8)], value: null),
+            Self.rawDictionary([Array("key17".utf8)] + many, value: null),
+            Self.rawDictionary([Array("x".utf8)], value: Self.rawDictionary(many + [Array("key0".utf8)], value: null)),
+            Self.rawDictionary([Array("x".utf8)], value: [UserInfoCoding.Tag.array.rawValue, 1] + Self.rawDictionary([Array("k".utf8), Array("k".utf8)], value: null)),
+            Self.rawDictionary([Array("".utf8), Array("".utf8)], value: null),
+            // Different bytes, the same String; the same letters, different strings.
+            Self.rawDictionary([composed, decomposed], value: null),
+            Self.rawDictionary([composed, Array("cafe".utf8)], value: null),
+            Self.rawDictionary([composed], value: null),
+            // UTF-8 that is not, as a key and as a value; valid multi-byte values.
+            Self.rawDictionary([[0x61, 0xC3]], value: null),
+            Self.rawDictionary([Array("a".utf8)], value: Self.rawString([0x61, 0x80, 0x62])),
+            Self.rawDictionary([Array("a".utf8)], value: Self.rawString([0xED, 0xA0, 0x80])),
+            Self.rawDictionary([Array("a".utf8)], value: Self.rawString(Array("0123456789ab\u{E9}".utf8))),
+            Self.rawDictionary([Array("a".utf8)], value: Self.rawString(Array(repeating: 0x41, count: 20) + [0xFF])),
+            // Bytes after the value; a count larger than what follows; nothing at all.
+            Self.rawDictionary([Array("a".utf8)], value: null) + null,
+            [UserInfoCoding.Tag.dictionary.rawValue, 5] + Self.rawString(Array("a".utf8)) + null,
+            Self.rawDictionary([], value: null),
+        ]
+        for body in bodies {
+            let data = Data(header + body)
+            switch (Self.checked(data), Self.onePass(data)) {
+            case (.failure(let error), .failure(let expected)): #expect(error == expected, "\(body)")
+            case (.success(nil), .success(let expected)): #expect(!Self.holdsFileURL(expected), "\(body)")
+            case (.success(let value?), .success(let expected)): #expect(value == expected, "\(body)")
+            case (let got, let expected): Issue.record("checkForApp gave \(got) where decodeForApp gave \(expected): \(body)")
+            }
+        }
+        // Nested past the deepest the decoders read: arrays, then one dictionary at the bottom.
+        for depth in [UserInfoCoding.maximumDepth - 2, UserInfoCoding.maximumDepth - 1, UserInfoCoding.maximumDepth, UserInfoCoding.maximumDepth + 1] {
+            var bytes: [UInt8] = header + [UserInfoCoding.Tag.dictionary.rawValue, 1] + Self.rawString(Array("a".utf8))
+            for _ in 0..<depth { bytes += [UserInfoCoding.Tag.array.rawValue, 1] }
+            bytes += Self.rawDictionary([Array("b".utf8)], value: null)
+            let data = Data(bytes)
+            switch (Self.checked(data), Self.onePass(data)) {
+            case (.failure(let error), .failure(let expected)): #expect(error == expected, "depth \(depth)")
+            case (.success(nil), .success): break
+            case (.success(let value?), .success(let expected)): #expect(value == expected, "depth \(depth)")
+            case (let got, let expected): Issue.record("checkForApp gave \(got) where decodeForApp gave \(expected) at depth \(depth)")
+            }
+        }
+    }
+
     @Test("The quick check answers as decodeForApp: its error, nil only for a readable userInfo without file URLs, else its value")
     func quickCheck() throws {
         var random = RandomUserInfo(generator: SplitMix64(seed: 0xFEED))
