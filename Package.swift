@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "HandoffLocalSocket", dependencies: ["HandoffFraming"], swiftSettings: strict),
         // Handoff's version, written once (Sources/CHandoffVersion/CHandoffVersion.c).
         .target(name: "CHandoffVersion"),
-        .target(name: "HandoffLocalAPI", dependencies: ["HandoffFraming", "HandoffLocalSocket", "HandoffModel"], swiftSettings: strict),
+        .target(name: "HandoffLocalAPI", dependencies: ["CHandoffSystem", "HandoffFraming", "HandoffLocalSocket", "HandoffModel"], swiftSettings: strict),
         .target(
             name: "Handoff",
             dependencies: ["HandoffCore", "HandoffLocalAPI", "HandoffModel", .product(name: "Logging", package: "swift-log")],

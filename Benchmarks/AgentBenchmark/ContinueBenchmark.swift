@@ -208,11 +208,40 @@ func orchestrate() async throws -> Targets {
         let end = now() + UInt64(seconds * 1e9)
         var daemon: [Double] = []
         let (pidA, pidB) = (agents["a"]!.processIdentifier, agents["b"]!.processIdentifier)
+        // AGENT_BEFORE / AGENT_AFTER (Benchmarks/instructions.sh: callgrind_control's zero and
+        // dump): run with each agent's process id just before and just after the measured
+        // continuations, so that what they count is those continuations alone.
+        let environment = ProcessInfo.processInfo.environment
+        func hook(_ name: String, _ pids: [Int32]) {
+            guard let command = environment[name]?.split(separator: " ").map(String.init) else { return }
+            for pid in pids { _ = shell(command + ["\(pid)"]) }
+        }
+        hook("AGENT_BEFORE", [pidA, pidB])
         let (cpuA, cpuB) = (cpuTime(of: pidA), cpuTime(of: pidB))
         while now() < end {
             daemon.append(try await continueOnce(control).daemon)
         }
         let cpu = [cpuTime(of: pidA) - cpuA, cpuTime(of: pidB) - cpuB].map { Double($0) / 1e6 / Double(daemon.count) }
+        hook("AGENT_AFTER", [pidA, pidB])
+        // With AGENT_WRAPPER, the baseline's exchanges on a kept connection under it too: a
+        // server of its own on A, measured as the agents are, around each of two client runs
+        // (TLS_SHORT and TLS_LONG exchanges; each client, also under the wrapper, counts from
+        // its start), so that the difference of the two is the exchanges alone, the client's
+        // start, connection and handshake cancelled out.
+        if !wrapper.isEmpty, let short = environment["TLS_SHORT"].flatMap(Int.init), let long = environment["TLS_LONG"].flatMap(Int.init) {
+            let wrappedOutput = Pipe()
+            let server = start(a.command(wrapper + [CommandLine.arguments[0], "tls-server", baselineFolder, a.address, String(tlsPort + 1)]), output: wrappedOutput)
+            helpers.append(server)
+            _ = wrappedOutput.fileHandleForReading.availableData
+            for count in [short, long] {
+                hook("AGENT_BEFORE", [server.processIdentifier])
+                let client = start(b.command(wrapper + [CommandLine.arguments[0], "tls-warm-client", baselineFolder, a.address, String(tlsPort + 1), String(count)]))
+                client.waitUntilExit()
+                if client.terminationStatus != 0 { fail("the warm TLS client under \(wrapper.joined(separator: " ")) failed") }
+                hook("AGENT_AFTER", [server.processIdentifier])
+                FileHandle.standardError.write(Data("profile: TLS client \(client.processIdentifier) made \(count) exchanges, served by \(server.processIdentifier)\n".utf8))
+            }
+        }
         FileHandle.standardError.write(Data("""
             profile: \(daemon.count) continuations, continue p50 \(format(percentile(daemon, 0.5), 3)) ms, p99 \(format(percentile(daemon, 0.99), 3)) ms; \
             p50 \(format(percentile(legs[legNames[0]] ?? [], 0.5), 3)) ms to the save request; \
