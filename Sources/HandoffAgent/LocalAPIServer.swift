@@ -164,38 +164,35 @@ package final class LocalAPIServer: Sendable {
         _ client: AcceptedLocalClient, eventLoopGroup: any EventLoopGroup, logger: Logger,
         serve: @escaping @Sendable (LocalPeer, LocalMessages) async -> Void
     ) async {
-        let connection: (channel: NIOAsyncChannel<Result<LocalMessage, LocalError>, Frame>, peer: LocalPeer, writer: FrameWriter)
+        let connection: (channel: any Channel, peer: LocalPeer, writer: FrameWriter, inbound: LocalInbound)
         do {
             connection = try await ClientBootstrap(group: eventLoopGroup).withConnectedSocket(client.descriptor) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let writer = FrameWriter(channel: channel, limit: unreadLimit)
                     let peer = LocalPeer(pid: client.pid, uid: client.uid, executable: client.executable, notAnApp: client.notAnApp, writer: writer)
+                    // Frames are written through `writer`; what is read goes to `inbound`.
+                    let inbound = LocalInbound(channel: channel)
                     try channel.pipeline.syncOperations.addHandlers(
                         FrameHandler(maximumPayload: LocalMessage.maximumFrame, partialDeadline: Self.partialFrameDeadline),
-                        LocalMessageDecoder(peer: peer))
-                    // Frames are written through `writer`; the async channel only reads.
-                    let messages = try NIOAsyncChannel<Result<LocalMessage, LocalError>, Frame>(wrappingChannelSynchronously: channel)
-                    return (messages, peer, writer)
+                        LocalMessageDecoder(peer: peer), inbound)
+                    return (channel, peer, writer, inbound)
                 }
             }
         } catch {
             logger.warning("could not serve a local client: \(error)", metadata: ["pid": "\(client.pid)"])
             return
         }
-        let (peer, writer) = (connection.peer, connection.writer)
+        let (channel, peer, writer) = (connection.channel, connection.peer, connection.writer)
         let first = LocalMessageDecoder.read(client.first, answeringFailuresTo: peer)
-        try? await connection.channel.executeThenClose { inbound, outbound in
-            await serve(peer, LocalMessages(first: first, inbound: inbound))
-            // What was sent (a last refusal) is written before the connection closes, unless
-            // the client does not read it within 2 seconds.
-            writer.finish()
-            // Closing fails what is still unwritten, which drains the writer.
-            let channel = connection.channel.channel
-            let giveUp = channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
-            _ = try? await writer.whenDrained.get()
-            giveUp.cancel()
-            outbound.finish()
-        }
+        await serve(peer, LocalMessages(first: first, inbound: connection.inbound))
+        // What was sent (a last refusal) is written before the connection closes, unless the
+        // client does not read it within 2 seconds.
+        writer.finish()
+        // Closing fails what is still unwritten, which drains the writer.
+        let giveUp = channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+        _ = try? await writer.whenDrained.get()
+        giveUp.cancel()
+        channel.close(promise: nil)
     }
 
     /// Serves a connection that carries a continuation stream, through `serveStream`.
