@@ -795,9 +795,7 @@ extension UserInfoCoding.Reader {
                 }
                 offset += 1
                 let keyCount = try length(minimumElementSize: 1)
-                let key = try take(keyCount)
-                guard Self.isASCII(key) else { throw .malformed(offset: offset, "left to the full decode") }
-                keys.add(key)
+                guard keys.add(try take(keyCount)) else { throw .malformed(offset: offset, "left to the full decode") }
                 if try scan(depth: depth + 1) { holdsFileURL = true }
             }
             guard !keys.repeats() else { throw .malformed(offset: tagOffset, "dictionary key appears twice") }
@@ -833,16 +831,34 @@ extension UserInfoCoding.Reader {
 
 /// One dictionary's keys as the quick pass sees them: ASCII bytes, where two keys are the same
 /// `String` exactly when their bytes are the same. Repeats are found by sorting the keys'
-/// hashes (FNV-1a), never by comparing each key with every other.
+/// hashes (of their bytes, eight at a time), never by comparing each key with every other.
 struct ScannedKeys {
     private var keys: [(hash: UInt64, key: UnsafeRawBufferPointer)] = []
 
     init(capacity: Int) { keys.reserveCapacity(capacity) }
 
-    mutating func add(_ key: UnsafeRawBufferPointer) {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in key { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        keys.append((hash, key))
+    /// Adds `key` unless it is not ASCII (false then): both found eight bytes at a time.
+    mutating func add(_ key: UnsafeRawBufferPointer) -> Bool {
+        var hash = UInt64(key.count) &* 0x9E37_79B9_7F4A_7C15
+        var high: UInt64 = 0
+        var index = 0
+        while index + 8 <= key.count {
+            let word = key.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            high |= word
+            hash = (hash ^ word) &* 0x0000_0100_0000_01B3
+            hash ^= hash >> 29
+            index += 8
+        }
+        var last: UInt64 = 0
+        while index < key.count {
+            last = last << 8 | UInt64(key[index])
+            index += 1
+        }
+        high |= last
+        hash = (hash ^ last) &* 0x0000_0100_0000_01B3
+        guard high & 0x8080_8080_8080_8080 == 0 else { return false }
+        keys.append((hash ^ hash >> 31, key))
+        return true
     }
 
     /// Whether two keys have the same bytes.
