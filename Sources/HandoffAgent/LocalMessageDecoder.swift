@@ -194,6 +194,9 @@ final class LocalInbound: ChannelInboundHandler, Sendable {
                 if resume {
                     let channel = self.channel
                     channel.eventLoop.execute {
+                        // Unless the connection was paused again meanwhile (a burst read before
+                        // this ran): the option then stays off, as the state says.
+                        guard self.state.withLock({ $0.reading }) else { return }
                         try? channel.syncOptions?.setOption(.autoRead, value: true)
                         channel.read()
                     }

@@ -79,6 +79,38 @@ struct LocalInboundTests {
         try await group.shutdownGracefully()
     }
 
+    /// `count` calls, from request `first` on, as one read brings them.
+    static func burst(_ count: Int, from first: Int) -> ByteBuffer {
+        ByteBuffer(bytes: (first..<first + count).flatMap { LocalMessage.call(request: UInt64($0), .status).frame.encoded })
+    }
+
+    @Test("Paused again by a burst read before the resumption reaches the event loop, the connection stays paused (the option and the state agree)")
+    func pausedAgainBeforeResuming() async throws {
+        let (inbound, channel, client, group) = try await Self.connection()
+        defer { close(client) }
+        // 16 read in one go: paused.
+        try await channel.eventLoop.submit { channel.pipeline.syncOperations.fireChannelRead(NIOAny(Self.burst(16, from: 2))) }.get()
+        #expect(try await channel.getOption(.autoRead).get() == false)
+        // The loop held; meanwhile the agent takes 12 (4 left: reading is to go on), and once the
+        // loop is let go, 12 more arrive before the resumption runs.
+        let held = DispatchSemaphore(value: 0)
+        let more = channel.eventLoop.submit {
+            held.wait()
+            channel.pipeline.syncOperations.fireChannelRead(NIOAny(Self.burst(12, from: 18)))
+        }
+        for _ in 0..<12 { _ = await inbound.next() }
+        held.signal()
+        try await more.get()
+        // Everything queued on the loop has run by the time this does.
+        let autoRead = try await channel.eventLoop.submit { try channel.syncOptions!.getOption(.autoRead) }.get()
+        let state = inbound.waiting
+        #expect(state.count == 16)
+        #expect(autoRead == state.reading, "reading \(autoRead) while the state says \(state.reading)")
+        #expect(!autoRead)
+        try? await channel.close()
+        try await group.shutdownGracefully()
+    }
+
     @Test("A serving task cancelled while it waits for a message gets none, and stops")
     func cancelledWhileWaiting() async throws {
         let (inbound, channel, client, group) = try await Self.connection()
