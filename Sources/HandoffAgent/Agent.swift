@@ -165,8 +165,10 @@ public actor Agent {
         var released = false
         /// Whether the `idleRelease` deadline is set.
         var armed = false
-        /// How many times memory was given back.
+        /// How many times memory was given back after an idle spell.
         var releases = 0
+        /// Whether what starting touched was given back (`startupRelease`).
+        var startupReleased = false
         /// Stream relays running now: an agent relaying a stream is not idle.
         var relays = 0
     }
@@ -178,6 +180,8 @@ public actor Agent {
         case offerExpiry
         /// The agent may have been idle for `--idle-release`.
         case idleRelease
+        /// Starting is over: what it touched is given back (`startupRelease`).
+        case startupRelease
     }
 
     /// A client of the local socket.
@@ -317,6 +321,7 @@ public actor Agent {
             throw error
         }
         busy()
+        if configuration.idleRelease != nil { schedule(.startupRelease, after: configuration.startupRelease) }
         logger.notice(
             "handoffd is running",
             metadata: [
@@ -898,6 +903,7 @@ public actor Agent {
         case .pairing(let deadline): pairingDeadlinePassed(deadline)
         case .offerExpiry: tasks.start("offer expiry") { await self.offerChanged() }
         case .idleRelease: idleDeadlinePassed()
+        case .startupRelease: startupDeadlinePassed()
         }
     }
 
@@ -928,7 +934,26 @@ public actor Agent {
         idle.released = true
         idle.releases += 1
         let released = IdleMemory.release()
-        logger.debug("idle: gave back memory", metadata: ["residentKB": "\(released.residentBefore) → \(released.residentAfter)"])
+        logger.debug(
+            "idle: gave back memory",
+            metadata: ["residentKB": "\(released.residentBefore) → \(released.residentAfter)", "code": "\(released.code.joined(separator: " "))"])
+    }
+
+    /// Once, soon after starting: gives back free heap and code pages (`IdleMemory`) whether or
+    /// not the agent is busy. What its work uses comes back with minor faults as it runs; what
+    /// only starting ran (about 15 MB of mapped code in `handoffd`) does not. Relaying a stream,
+    /// it waits for the relay to end.
+    func startupDeadlinePassed() {
+        guard configuration.idleRelease != nil, lifecycle.hasStarted else { return }
+        guard idle.relays == 0 else {
+            schedule(.startupRelease, after: .seconds(1))
+            return
+        }
+        idle.startupReleased = true
+        let released = IdleMemory.release()
+        logger.debug(
+            "started: gave back memory",
+            metadata: ["residentKB": "\(released.residentBefore) → \(released.residentAfter)", "code": "\(released.code.joined(separator: " "))"])
     }
 
     // MARK: Offering this device's activity

@@ -59,6 +59,11 @@ public struct AgentConfiguration: Sendable {
     /// code it is not running (`handoffd` does after 15 s); nil never. For an agent that is
     /// the whole process: one sharing a process with other code leaves this nil.
     package var idleRelease: Duration?
+    /// With `idleRelease` set, how long after starting the agent gives back, once and busy or
+    /// not, what starting touched: the code that read the configuration and the state, made or
+    /// loaded the identity and opened the sockets is not run again, yet it stayed mapped until
+    /// the first idle spell, which an agent kept busy from the start never has.
+    package var startupRelease: Duration = .seconds(2)
     /// Synced folders on this device: a file URL inside one travels as the container and a
     /// path, and arrives as the receiver's own path.
     package var containers: [ContainerFolder] = []

@@ -46,20 +46,25 @@ enum IdleMemory {
     struct Released: Sendable {
         var residentBefore: Int
         var residentAfter: Int
+        /// The files whose code mappings were dropped, by name (`handoffd`, `libc.so.6`).
+        var code: [String] = []
     }
 
     static func release() -> Released {
         let before = residentKB()
+        var code: [String] = []
         #if os(Linux)
         trimAllocator()
         // A debugger's breakpoints are private changes to code pages: leave them alone.
         if !isTraced() {
-            for range in codeMappings() {
-                _ = madvise(UnsafeMutableRawPointer(bitPattern: range.lowerBound), Int(range.upperBound - range.lowerBound), MADV_DONTNEED)
+            for (range, file) in codeMappings() {
+                if madvise(UnsafeMutableRawPointer(bitPattern: range.lowerBound), Int(range.upperBound - range.lowerBound), MADV_DONTNEED) == 0 {
+                    code.append(file)
+                }
             }
         }
         #endif
-        return Released(residentBefore: before, residentAfter: residentKB())
+        return Released(residentBefore: before, residentAfter: residentKB(), code: code)
     }
 
     /// The process's resident memory, in kB (`VmRSS`).
@@ -78,18 +83,20 @@ enum IdleMemory {
     }
 
     /// The executable and libraries' code: mappings that are readable, executable, private,
-    /// backed by a file, and with no page written privately (`/proc/self/smaps`: no dirty
-    /// private or anonymous pages, as text relocations, hot patches or probes would leave).
-    /// What is dropped from those comes back from the file as it was.
-    private static func codeMappings() -> [Range<UInt>] {
+    /// backed by a file, and with no page written privately (`/proc/self/smaps`: no anonymous
+    /// pages, the copies that text relocations, hot patches or probes leave). What is dropped
+    /// from those comes back from the file as it was. A dirty page is not a sign of one: a file
+    /// written moments ago (an upgrade, a build) has dirty pages in the page cache until they
+    /// reach the disk, and smaps counts them dirty in every mapping of it.
+    private static func codeMappings() -> [(Range<UInt>, String)] {
         // Read to the end: `String(contentsOfFile:)` stops after the first page of a /proc file.
         guard let data = FileHandle(forReadingAtPath: "/proc/self/smaps")?.readDataToEndOfFile() else { return [] }
         let smaps = String(decoding: data, as: UTF8.self)
-        var ranges: [Range<UInt>] = []
-        var candidate: Range<UInt>?
+        var ranges: [(Range<UInt>, String)] = []
+        var candidate: (Range<UInt>, String)?
         var clean = true
         func close() {
-            if let range = candidate, clean { ranges.append(range) }
+            if let candidate, clean { ranges.append(candidate) }
             candidate = nil
         }
         for line in smaps.split(separator: "\n") {
@@ -101,8 +108,8 @@ enum IdleMemory {
                 guard fields.count >= 6, fields[1] == "r-xp", fields[5].hasPrefix("/") else { continue }
                 let bounds = first.split(separator: "-")
                 guard bounds.count == 2, let low = UInt(bounds[0], radix: 16), let high = UInt(bounds[1], radix: 16), low < high else { continue }
-                candidate = low..<high
-            } else if candidate != nil, first == "Private_Dirty:" || first == "Anonymous:" {
+                candidate = (low..<high, String(fields[5].split(separator: "/").last ?? fields[5]))
+            } else if candidate != nil, first == "Anonymous:" {
                 if fields.count >= 2, fields[1] != "0" { clean = false }
             }
         }

@@ -29,4 +29,33 @@ struct IdleReleaseTests {
             #expect(await agent.deadlines[.idleRelease] != nil)
         }
     }
+
+    @Test("What starting touched is given back once, a set time after the start, while the agent stays busy; with the idle release off, never")
+    func startupRelease() async throws {
+        try await withHarness(inMemory: true) { harness in
+            let device = try await harness.start("alpha") {
+                $0.idleRelease = .seconds(600)
+                $0.startupRelease = .milliseconds(300)
+            }
+            let agent = try #require(device.agent)
+            #expect(await agent.deadlines[.startupRelease] != nil, "set once the agent started")
+            var given = false
+            let until = ContinuousClock.now + .seconds(30)
+            while !given, ContinuousClock.now < until {
+                await agent.busy()
+                try await Task.sleep(for: .milliseconds(50))  // time observed: busy all along, past the start-up deadline
+                given = await agent.idle.startupReleased
+            }
+            #expect(given, "never given back while busy")
+            #expect(await agent.idle.releases == 0, "no idle spell happened")
+            #expect(await agent.deadlines[.startupRelease] == nil, "once")
+
+            let off = try await harness.start("beta") {
+                $0.idleRelease = nil
+                $0.startupRelease = .milliseconds(1)
+            }
+            let quiet = try #require(off.agent)
+            #expect(await quiet.deadlines[.startupRelease] == nil, "--idle-release off: nothing given back")
+        }
+    }
 }

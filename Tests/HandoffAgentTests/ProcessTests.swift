@@ -211,6 +211,58 @@ struct ProcessTests {
         #expect(invitation.status == 0, "\(invitation.errors)")
     }
 
+    @Test("A handoffd kept busy from its start still gives back what starting touched, once, about 2 s in, and works on")
+    func startupRelease() async throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let socket = folder.appendingPathComponent("agent.sock").path
+        let log = folder.appendingPathComponent("handoffd.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        // A copy written just now, as an upgrade or a build leaves it: its pages are dirty in the
+        // page cache until they reach the disk, which once kept the agent from dropping them.
+        let binary = folder.appendingPathComponent("handoffd")
+        try FileManager.default.copyItem(at: try #require(builtExecutable("handoffd")), to: binary)
+        let process = ChildProcess()
+        process.executableURL = binary
+        // The idle release is far off: only the one after starting can give anything back.
+        process.arguments = [
+            "--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none",
+            "--idle-release", "10m", "--log-level", "debug",
+        ]
+        process.standardError = try FileHandle(forWritingTo: log)
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        #expect(await eventually { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 })
+        // Busy throughout: a client asks something at least every 100 ms, as a benchmark or a
+        // busy desktop would, so no idle spell ever begins.
+        var line: Substring?
+        let until = ContinuousClock.now + .seconds(20)
+        while line == nil, ContinuousClock.now < until {
+            #expect(try await run("handoff", ["status", "--socket", socket]).status == 0)
+            line = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").first { $0.contains("started: gave back memory") }
+        }
+        let released = try #require(line, "handoffd, kept busy, never gave back what starting touched")
+        let field = try #require(released.firstRange(of: /residentKB=(\d+) → (\d+)/), "\(released)")
+        let numbers = released[field].split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+        try #require(numbers.count == 2, "\(released)")
+        #expect(numbers[1] < numbers[0], "resident memory did not shrink: \(released)")
+        // Its own code is what starting mapped most of (64 KB around every page it ran).
+        // `code=handoffd libc.so.6 ...`, up to the next field.
+        let words = released.split(separator: " ").drop { !$0.hasPrefix("code=") }
+        let files = words.prefix(1).map { $0.dropFirst(5) } + words.dropFirst().prefix { !$0.contains("=") && !$0.hasPrefix("[") }
+        #expect(files.contains("handoffd"), "the executable's code was not given back: \(released)")
+        #expect(try await run("handoff", ["status", "--socket", socket]).status == 0)
+        #expect(try await run("handoff", ["account", "create", "--name", "home", "--socket", socket]).status == 0)
+        let invitation = try await run("handoff", ["device", "invite", "--token", "--socket", socket])
+        #expect(invitation.status == 0, "\(invitation.errors)")
+        let text = try String(contentsOf: log, encoding: .utf8)
+        #expect(text.components(separatedBy: "started: gave back memory").count == 2, "given back once")
+        #expect(!text.contains("idle: gave back memory"), "the idle release is 10 minutes off")
+    }
+
     @Test("handoff doctor with no agent says so, with what to do, and exits with 3; with --json too")
     func doctorWithoutAgent() async throws {
         let socket = folder.appendingPathComponent("none.sock").path
