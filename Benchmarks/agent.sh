@@ -14,8 +14,10 @@ cd "$(dirname "$0")/.."
 command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
 # Built as it should be installed (docs/agent.md, Installing): the Swift runtime and Foundation
 # linked in, so the process maps only what it uses, linked by lld with packed relative
-# relocations and no exported symbols, so that starting touches little of the file.
-flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
+# relocations and no exported symbols, so that starting touches little of the file, and the
+# agent's functions grouped as it runs them (Scripts/release-flags.sh).
+source Scripts/release-flags.sh
+flags=("${release_flags[@]}")
 for product in AgentBenchmark handoffd handoff-cli; do swift build "${flags[@]}" --product "$product" >&2; done
 # `handoff` itself as docs/agent.md installs it: a static executable, which starts without a
 # dynamic loader or relocations (its plain `continue` is what this benchmark times).

@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
-flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
+source Scripts/release-flags.sh
+flags=("${release_flags[@]}")
 for product in AgentBenchmark handoffd; do swift build "${flags[@]}" --product "$product" >&2; done
 exec "$(swift build "${flags[@]}" --show-bin-path)/AgentBenchmark" discovery

@@ -13,7 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
-flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
+source Scripts/release-flags.sh
+flags=("${release_flags[@]}")
 swift build "${flags[@]}" --product AgentBenchmark >&2
 swift build "${flags[@]}" --product handoffd >&2
 exec "$(swift build "${flags[@]}" --show-bin-path)/AgentBenchmark" flood

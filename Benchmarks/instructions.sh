@@ -17,7 +17,8 @@ seconds="${PROFILE_SECONDS:-30}"
 short=200
 long=2200
 # The release build agent.sh measures.
-flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
+source Scripts/release-flags.sh
+flags=("${release_flags[@]}")
 for product in AgentBenchmark handoffd; do swift build "${flags[@]}" --product "$product" >&2; done
 bin="$(swift build "${flags[@]}" --show-bin-path)"
 work="$(mktemp -d /tmp/handoff-instructions.XXXXXX)"

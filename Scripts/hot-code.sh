@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Writes Scripts/handoffd.order: the functions handoffd runs, for the linker to put together
+# (lld's --symbol-ordering-file; docs/agent.md, Installing). The kernel maps an executable's
+# code 64 KB around every page that runs, so code spread over the file's 28 MB keeps most of
+# it resident; grouped, what an agent runs fits in a few megabytes. Measured with callgrind
+# on two agents in Benchmarks/AgentBenchmark's profile mode: first what they run idle (60 s,
+# an activity offered, the link open), then what warm continuations add, then the rest of
+# what they ran (starting, pairing, discovery, the link's opening), each part sorted by name.
+# A function the list does not name (new or renamed since) still links, among the rest.
+# Needs valgrind and root (two network namespaces; loopback otherwise). Run it after changes
+# that rename much of the agent's code, and commit the file.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
+command -v valgrind >/dev/null 2>&1 || { echo "hot-code.sh needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+source Scripts/release-flags.sh
+for product in AgentBenchmark handoffd handoff-cli; do swift build "${unordered_flags[@]}" --product "$product" >&2; done
+bin="$(swift build "${unordered_flags[@]}" --show-bin-path)"
+work="$(mktemp -d /tmp/handoff-hot-code.XXXXXX)"
+[ -n "${KEEP_WORK:-}" ] || trap 'rm -rf "$work"' EXIT
+# valgrind 3.19 cannot read clang's DWARF 5: copies without it (the symbol table stays).
+for program in AgentBenchmark handoffd handoff-cli; do objcopy --strip-debug "$bin/$program" "$work/$program"; done
+cat > "$work/callgrind" <<WRAP
+#!/bin/sh
+exec valgrind --tool=callgrind --demangle=no --compress-strings=no --compress-pos=no --dump-line=no --callgrind-out-file=$work/cg.%p "\$@"
+WRAP
+# After the warm continuations: each agent dumps (its second part), and once both have, they
+# idle for IDLE_SECONDS and dump again (the third).
+cat > "$work/after" <<AFTER
+#!/bin/sh
+callgrind_control -d "\$1" > /dev/null
+echo "\$1" >> $work/pids
+if [ "\$(wc -l < $work/pids)" = 2 ]; then
+  sleep ${IDLE_SECONDS:-60}
+  for pid in \$(cat $work/pids); do callgrind_control -d "\$pid" > /dev/null; done
+fi
+AFTER
+chmod +x "$work/callgrind" "$work/after"
+AGENT_WRAPPER="$work/callgrind" AGENT_BEFORE="callgrind_control -d" AGENT_AFTER="$work/after" PROFILE_SECONDS="${PROFILE_SECONDS:-15}" \
+    "$work/AgentBenchmark" > "$work/out.txt" 2> "$work/err.txt" || { cat "$work/err.txt" >&2; exit 2; }
+python3 - "$work" "$root/Scripts/handoffd.order" <<'PY'
+import glob, os, re, sys
+work, output = sys.argv[1], sys.argv[2]
+def functions(files):
+    names, image = set(), None
+    for file in files:
+        for line in open(file, errors="replace"):
+            if line.startswith("ob="):
+                image = line[3:].strip()
+            elif line.startswith("fn=") and image and os.path.basename(image) == "handoffd":
+                name = re.sub(r"'\d+$", "", line[3:].strip())  # callgrind's mark of a recursion
+                if not name.startswith("0x"):
+                    names.add(name)
+    return names
+dumps = sorted(glob.glob(os.path.join(work, "cg.*")))
+part = lambda n: [d for d in dumps if d.endswith(f".{n}")]
+idle = functions(part(3))
+warm = functions(part(2)) - idle
+rest = functions(part(1) + [d for d in dumps if re.search(r"cg\.\d+$", d)]) - idle - warm
+if not idle or not warm:
+    sys.exit("hot-code.sh: callgrind's dumps hold no idle or no warm functions")
+with open(output, "w") as out:
+    out.write("# Written by Scripts/hot-code.sh: the functions handoffd runs idle, then on a warm\n")
+    out.write("# continuation, then the rest it ran, for lld's --symbol-ordering-file.\n")
+    for group in (idle, warm, rest):
+        out.writelines(name + "\n" for name in sorted(group))
+print(f"Scripts/handoffd.order: {len(idle)} functions idle, {len(warm)} more warm, {len(rest)} more in all")
+PY
