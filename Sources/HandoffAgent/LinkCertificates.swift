@@ -86,6 +86,12 @@ package final class LinkCertificates: Sendable {
     /// The TLS context made ahead for the next handshake, with the certificate it shows.
     private let spare = Mutex<(certificate: [UInt8], context: NIOSSLContext)?>(nil)
     private let makingSpare = Atomic<Bool>(false)
+    private let madeAhead = Atomic<Int>(0)
+
+    /// How many of this device's connecting proofs were made while their handshake was under
+    /// way (`LinkProofHandler`), and used.
+    package var proofsMadeAhead: Int { madeAhead.load(ordering: .relaxed) }
+    func countProofMadeAhead() { madeAhead.add(1, ordering: .relaxed) }
 
     /// How long one shown certificate is used at most.
     package var lifetime: Duration {

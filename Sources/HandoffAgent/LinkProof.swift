@@ -260,6 +260,10 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let connection: UInt64?
     let peer: EventLoopPromise<LinkPeer>
     private var state = State.handshaking
+    /// This (connecting) side's proof, made while the handshake was under way for the shown
+    /// certificate the member showed last time (`lastShown`): used only if the handshake shows
+    /// that one again and the keys are the same; made anew otherwise.
+    private var ahead: (peerShown: [UInt8], keys: [SymmetricKey], early: Int, boxes: [[UInt8]])?
     private var held: [(Frame, EventLoopPromise<Void>?)] = []
     /// How many of the frames held went inside this (connecting) side's proof.
     private var sentEarly = 0
@@ -298,6 +302,44 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// The shown certificate each member (by fingerprint) answered a link opened to it with, last
+    /// time: it shows the same one until it renews it (15 minutes at most), so the next link's
+    /// proof, which covers it, can be made before the handshake shows it again.
+    static let lastShown = Mutex<[String: [UInt8]]>([:])
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.fireChannelActive()
+        // NIOSSL sends the ClientHello once this returns: made just after it, on this loop, while
+        // the answer is on its way (this thread has nothing else to do until it comes).
+        guard role == .connecting, let target, Self.lastShown.withLock({ $0[target] }) != nil else { return }
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute { loopBound.value.makeAhead(for: target) }
+    }
+
+    /// Makes this side's proof for the shown certificate `target` showed last time.
+    private func makeAhead(for target: String) {
+        guard case .handshaking = state, ahead == nil, let peerShown = Self.lastShown.withLock({ $0[target] }) else { return }
+        let keys = identity.links.accountKeys
+        guard !keys.isEmpty else { return }
+        let early = earlyFrames()
+        let boxes = LinkProof.make(.connecting, identity: identity, connecting: shown, answering: peerShown, keys: keys, early: early, target: target)
+        ahead = (peerShown, keys, early.count, boxes)
+    }
+
+    /// The frames held that go inside this side's proof: in order, as many as fit.
+    private func earlyFrames() -> [Frame] {
+        guard target != nil else { return [] }
+        var early: [Frame] = []
+        var room = LinkProof.earlyRoom(identity)
+        for (frame, _) in held {
+            let size = Frame.headerSize + frame.payload.count
+            guard size <= room else { break }
+            early.append(frame)
+            room -= size
+        }
+        return early
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case TLSUserEvent.handshakeCompleted = event, case .handshaking = state {
             guard let certificate = try? context.pipeline.syncOperations.nioSSL_peerCertificate(), let peerShown = try? certificate.toDERBytes() else {
@@ -311,18 +353,18 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     fail(context: context, "this device is in no account: it has no keys to prove membership with")
                     return
                 }
-                var early: [Frame] = []
-                if target != nil {
-                    var room = LinkProof.earlyRoom(identity)
-                    for (frame, _) in held {
-                        let size = Frame.headerSize + frame.payload.count
-                        guard size <= room else { break }
-                        early.append(frame)
-                        room -= size
-                    }
+                let boxes: [[UInt8]]
+                if let ahead, ahead.peerShown == peerShown, ahead.keys == keys {
+                    // Made while the handshake was under way, for this very certificate.
+                    sentEarly = ahead.early
+                    boxes = ahead.boxes
+                    identity.links.countProofMadeAhead()
+                } else {
+                    let early = earlyFrames()
+                    sentEarly = early.count
+                    boxes = LinkProof.make(.connecting, identity: identity, connecting: shown, answering: peerShown, keys: keys, early: early, target: target)
                 }
-                sentEarly = early.count
-                let boxes = LinkProof.make(.connecting, identity: identity, connecting: shown, answering: peerShown, keys: keys, early: early, target: target)
+                ahead = nil
                 context.writeAndFlush(wrapOutboundOut(LinkMessage.proof(boxes: boxes).frame), promise: nil)
             }
         }
@@ -357,6 +399,12 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 // Nothing held (a first request) goes to a member it was not meant for.
                 fail(context: context, "the proven device is not the one the link was opened to")
                 return
+            }
+            if role == .connecting, let target {
+                Self.lastShown.withLock { shown in
+                    if shown.count >= 64, shown[target] == nil { shown.removeAll() }
+                    shown[target] = peerShown
+                }
             }
             if role == .connecting, opened.tookEarly, sentEarly > 0 {
                 // The answering side read them from the proof: they are not sent again.

@@ -308,6 +308,39 @@ struct PeerLinkTests {
     }
 
 
+    @Test("A link opened again to the same member has its proof made during the handshake; after the member shows a new certificate, the proof is made anew and the link still opens")
+    func proofMadeAhead() async throws {
+        let pins: Set<String> = [a.fingerprint, b.fingerprint]
+        let (listener, asked, activity) = try await fetchService(a, pins: { pins })
+        defer { Task { await listener.close() } }
+        func continueOnce() async throws {
+            let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+            let link = try await TLSLink.open(
+                host: "127.0.0.1", port: listener.port, identity: b, pins: { pins }, deadline: .seconds(30),
+                first: LinkFirstFetch(activityID: activity, target: a.fingerprint, deadline: .seconds(30)) { outcome.settle($0) })
+            #expect(try await outcome.value().get().record.activity.id == activity)
+            #expect(link.device == a.id)
+            link.close()
+        }
+        // The first link meets a certificate it has not seen: its proof is made after the handshake.
+        try await continueOnce()
+        #expect(b.links.proofsMadeAhead == 0)
+        // The next meets the same one: its proof was ready, fetch and all, when the handshake ended.
+        try await continueOnce()
+        #expect(b.links.proofsMadeAhead == 1)
+        try await continueOnce()
+        #expect(b.links.proofsMadeAhead == 2)
+        // A shows a new certificate: the proof made ahead covers the old one and is not used (A
+        // would refuse it); the one made after the handshake opens the link.
+        a.links.renew()
+        try await continueOnce()
+        #expect(b.links.proofsMadeAhead == 2)
+        try await continueOnce()
+        #expect(b.links.proofsMadeAhead == 3)
+        #expect(asked.value == 5)
+        #expect(listener.earlyFramesRead.value == 10, "every fetch rode in its proof")
+    }
+
     @Test("A first fetch meant for one member is acted on by no other: a member answering at that address takes nothing from the proof, and the link is closed before anything held is sent")
     func earlyFetchForAnotherMember() async throws {
         let c = try DeviceIdentity.generate(name: "c")
