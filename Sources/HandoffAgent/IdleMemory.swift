@@ -82,16 +82,21 @@ enum IdleMemory {
         (status("TracerPid:") ?? 0) != 0
     }
 
-    /// The executable and libraries' code: mappings that are readable, executable, private,
-    /// backed by a file, and with no page written privately (`/proc/self/smaps`: no anonymous
-    /// pages, the copies that text relocations, hot patches or probes leave). What is dropped
-    /// from those comes back from the file as it was. A dirty page is not a sign of one: a file
-    /// written moments ago (an upgrade, a build) has dirty pages in the page cache until they
-    /// reach the disk, and smaps counts them dirty in every mapping of it.
+    /// This process's code mappings that can be dropped (`codeMappings(in:)` of its smaps).
     private static func codeMappings() -> [(Range<UInt>, String)] {
         // Read to the end: `String(contentsOfFile:)` stops after the first page of a /proc file.
         guard let data = FileHandle(forReadingAtPath: "/proc/self/smaps")?.readDataToEndOfFile() else { return [] }
-        let smaps = String(decoding: data, as: UTF8.self)
+        return codeMappings(in: String(decoding: data, as: UTF8.self))
+    }
+
+    /// The executable and libraries' code: mappings that are readable, executable, private,
+    /// backed by a file, and with no page written privately (no `Anonymous` pages, the copies
+    /// that text relocations, hot patches or probes leave, and none swapped out, which such a
+    /// copy would be). What is dropped from those comes back from the file as it was. A dirty
+    /// page is not a sign of a copy: a file written moments ago (an upgrade, a build) has dirty
+    /// pages in the page cache until they reach the disk, and smaps counts them dirty in every
+    /// mapping of it. Each with its file's name.
+    static func codeMappings(in smaps: String) -> [(Range<UInt>, String)] {
         var ranges: [(Range<UInt>, String)] = []
         var candidate: (Range<UInt>, String)?
         var clean = true
@@ -108,8 +113,9 @@ enum IdleMemory {
                 guard fields.count >= 6, fields[1] == "r-xp", fields[5].hasPrefix("/") else { continue }
                 let bounds = first.split(separator: "-")
                 guard bounds.count == 2, let low = UInt(bounds[0], radix: 16), let high = UInt(bounds[1], radix: 16), low < high else { continue }
-                candidate = (low..<high, String(fields[5].split(separator: "/").last ?? fields[5]))
-            } else if candidate != nil, first == "Anonymous:" {
+                let path = fields[5...].joined(separator: " ")
+                candidate = (low..<high, String(path.split(separator: "/").last ?? Substring(path)))
+            } else if candidate != nil, first == "Anonymous:" || first == "Swap:" {
                 if fields.count >= 2, fields[1] != "0" { clean = false }
             }
         }

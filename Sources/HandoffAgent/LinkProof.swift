@@ -354,7 +354,9 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     return
                 }
                 let boxes: [[UInt8]]
-                if let ahead, ahead.peerShown == peerShown, ahead.keys == keys {
+                // Frames held since it was made (a first fetch written once a name was looked up)
+                // would have ridden in it: it is made anew then.
+                if let ahead, ahead.peerShown == peerShown, ahead.keys == keys, ahead.early == earlyFrames().count {
                     // Made while the handshake was under way, for this very certificate.
                     sentEarly = ahead.early
                     boxes = ahead.boxes

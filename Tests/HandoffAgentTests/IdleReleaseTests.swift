@@ -50,12 +50,42 @@ struct IdleReleaseTests {
             #expect(await agent.idle.releases == 0, "no idle spell happened")
             #expect(await agent.deadlines[.startupRelease] == nil, "once")
 
+            // Far off, so that one set by mistake is still there to be seen.
             let off = try await harness.start("beta") {
                 $0.idleRelease = nil
-                $0.startupRelease = .milliseconds(1)
+                $0.startupRelease = .seconds(600)
             }
             let quiet = try #require(off.agent)
             #expect(await quiet.deadlines[.startupRelease] == nil, "--idle-release off: nothing given back")
         }
+    }
+
+    @Test("The code mappings given back: a file's private, executable ones, also with pages dirty in the page cache (a file just written); never one holding a private copy of a page, resident or swapped out")
+    func codeMappingsFromSmaps() {
+        func mapping(_ range: String, _ permissions: String, _ path: String, dirty: Int = 0, anonymous: Int = 0, swap: Int = 0) -> String {
+            """
+            \(range) \(permissions) 00001000 fe:00 123 \(path)
+            Size:               1024 kB
+            Rss:                 512 kB
+            Shared_Dirty:          \(dirty) kB
+            Private_Dirty:         \(dirty) kB
+            Anonymous:             \(anonymous) kB
+            Swap:                  \(swap) kB
+            VmFlags: rd ex mr mw me
+
+            """
+        }
+        let smaps = [
+            mapping("1000-2000", "r-xp", "/usr/bin/handoffd"),
+            mapping("2000-3000", "r-xp", "/usr/bin/just written", dirty: 512),
+            mapping("3000-4000", "r-xp", "/usr/lib/patched.so", anonymous: 4),
+            mapping("4000-5000", "r-xp", "/usr/lib/swapped.so", swap: 4),
+            mapping("5000-6000", "rw-p", "/usr/bin/handoffd"),
+            mapping("6000-7000", "r-xp", "[vdso]"),
+            mapping("7000-8000", "r-xs", "/dev/shm/shared"),
+        ].joined()
+        let found = IdleMemory.codeMappings(in: smaps)
+        #expect(found.map(\.0) == [0x1000..<0x2000, 0x2000..<0x3000])
+        #expect(found.map(\.1) == ["handoffd", "just written"])
     }
 }

@@ -339,6 +339,15 @@ struct PeerLinkTests {
         #expect(b.links.proofsMadeAhead == 3)
         #expect(asked.value == 5)
         #expect(listener.earlyFramesRead.value == 10, "every fetch rode in its proof")
+        // By name: the hello and the fetch are written once the name is looked up, after the
+        // proof may have been made without them; they still ride in the proof sent.
+        let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
+        let link = try await TLSLink.open(
+            host: "localhost", port: listener.port, identity: b, pins: { pins }, deadline: .seconds(30),
+            first: LinkFirstFetch(activityID: activity, target: a.fingerprint, deadline: .seconds(30)) { outcome.settle($0) })
+        #expect(try await outcome.value().get().record.activity.id == activity)
+        link.close()
+        #expect(listener.earlyFramesRead.value == 12, "the fetch by name rode in its proof")
     }
 
     @Test("A first fetch meant for one member is acted on by no other: a member answering at that address takes nothing from the proof, and the link is closed before anything held is sent")
