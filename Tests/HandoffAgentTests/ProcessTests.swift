@@ -171,22 +171,46 @@ struct ProcessTests {
         #expect(after.errors.contains("no Handoff agent is running at \(socket)"))
     }
 
+    /// handoffd (`binary`, else the one built) with its socket and state in `folder`, logging at
+    /// debug level to a file there, giving back memory after `idleRelease`.
+    func startAgent(idleRelease: String, binary: URL? = nil) throws -> (process: ChildProcess, socket: String, log: URL) {
+        let socket = folder.appendingPathComponent("agent.sock").path
+        let log = folder.appendingPathComponent("handoffd.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let process = ChildProcess()
+        if let binary {
+            process.executableURL = binary
+        } else {
+            let built = try #require(builtExecutable("handoffd"))
+            process.executableURL = built
+        }
+        process.arguments = [
+            "--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none",
+            "--idle-release", idleRelease, "--log-level", "debug",
+        ]
+        process.standardError = try FileHandle(forWritingTo: log)
+        try process.run()
+        return (process, socket, log)
+    }
+
+    /// The first line of `log` that says `what`.
+    func logLine(_ log: URL, _ what: String) -> Substring? {
+        (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").first { $0.contains(what) }
+    }
+
+    /// The resident memory before and after a release, from its log line (`residentKB=A → B`).
+    func resident(_ line: Substring) throws -> (before: Int, after: Int) {
+        let field = try #require(line.firstRange(of: /residentKB=(\d+) → (\d+)/), "\(line)")
+        let numbers = line[field].split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+        try #require(numbers.count == 2, "\(line)")
+        return (numbers[0], numbers[1])
+    }
+
     @Test("An idle handoffd gives back memory and code pages, then works on as before")
     func idleRelease() async throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let socket = folder.appendingPathComponent("agent.sock").path
-        let log = folder.appendingPathComponent("handoffd.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let binary = try #require(builtExecutable("handoffd"))
-        let process = ChildProcess()
-        process.executableURL = binary
-        process.arguments = [
-            "--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none",
-            "--idle-release", "1s", "--log-level", "debug",
-        ]
-        process.standardError = try FileHandle(forWritingTo: log)
-        try process.run()
+        let (process, socket, log) = try startAgent(idleRelease: "1s")
         defer {
             process.terminate()
             process.waitUntilExit()
@@ -197,14 +221,12 @@ struct ProcessTests {
         // The agent reports what it gave back once it has been idle for a second.
         var line: Substring?
         _ = await eventually(within: .seconds(15)) {
-            line = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").first { $0.contains("idle: gave back memory") }
+            line = logLine(log, "idle: gave back memory")
             return line != nil
         }
         let released = try #require(line, "handoffd never reported giving back memory")
-        let field = try #require(released.firstRange(of: /residentKB=(\d+) → (\d+)/), "\(released)")
-        let numbers = released[field].split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
-        try #require(numbers.count == 2, "\(released)")
-        #expect(numbers[1] < numbers[0], "resident memory did not shrink: \(released)")
+        let (before, after) = try resident(released)
+        #expect(after < before, "resident memory did not shrink: \(released)")
         // The code comes back as it runs: the agent still answers, and does a new thing.
         #expect(try await run("handoff", ["status", "--socket", socket]).status == 0)
         let invitation = try await run("handoff", ["device", "invite", "--token", "--socket", socket])
@@ -215,22 +237,12 @@ struct ProcessTests {
     func startupRelease() async throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let socket = folder.appendingPathComponent("agent.sock").path
-        let log = folder.appendingPathComponent("handoffd.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         // A copy written just now, as an upgrade or a build leaves it: its pages are dirty in the
         // page cache until they reach the disk, which once kept the agent from dropping them.
         let binary = folder.appendingPathComponent("handoffd")
         try FileManager.default.copyItem(at: try #require(builtExecutable("handoffd")), to: binary)
-        let process = ChildProcess()
-        process.executableURL = binary
         // The idle release is far off: only the one after starting can give anything back.
-        process.arguments = [
-            "--state-dir", folder.appendingPathComponent("state").path, "--socket", socket, "--listen", "127.0.0.1:0", "--interface", "none",
-            "--idle-release", "10m", "--log-level", "debug",
-        ]
-        process.standardError = try FileHandle(forWritingTo: log)
-        try process.run()
+        let (process, socket, log) = try startAgent(idleRelease: "10m", binary: binary)
         defer {
             process.terminate()
             process.waitUntilExit()
@@ -242,13 +254,11 @@ struct ProcessTests {
         let until = ContinuousClock.now + .seconds(20)
         while line == nil, ContinuousClock.now < until {
             #expect(try await run("handoff", ["status", "--socket", socket]).status == 0)
-            line = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").first { $0.contains("started: gave back memory") }
+            line = logLine(log, "started: gave back memory")
         }
         let released = try #require(line, "handoffd, kept busy, never gave back what starting touched")
-        let field = try #require(released.firstRange(of: /residentKB=(\d+) → (\d+)/), "\(released)")
-        let numbers = released[field].split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
-        try #require(numbers.count == 2, "\(released)")
-        #expect(numbers[1] < numbers[0], "resident memory did not shrink: \(released)")
+        let (before, after) = try resident(released)
+        #expect(after < before, "resident memory did not shrink: \(released)")
         // Its own code is what starting mapped most of (64 KB around every page it ran).
         // `code=handoffd libc.so.6 ...`, up to the next field.
         let words = released.split(separator: " ").drop { !$0.hasPrefix("code=") }
