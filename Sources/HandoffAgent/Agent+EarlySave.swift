@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// A device that opens a link to continue an activity sends its fetch inside its membership
 /// proof, and the origin can ask its app to save only once it has accepted that proof: after
-/// quiet the app then takes 0.6 to 1.0 ms to wake, save and answer, while the device that
+/// quiet the app then takes 0.3 to 1.0 ms to wake, save and answer, while the device that
 /// asked waits. But the link's opening (TCP, TLS, the proofs) takes longer than that, and the
 /// activity that will be asked for is almost always the one this device offers. So when a link
 /// connection between members is accepted, the app is asked to save the offered activity at
@@ -15,15 +15,17 @@ import Synchronization
 ///
 /// What a stranger can do with it: make the app save, at most `EarlySaves.limit` times in
 /// `EarlySaves.period`, and learn nothing (the save is only ever sent on the connection that
-/// began it, to a proven member that asks for that activity). A save begun for one connection
-/// never answers another's fetch, nor a later one on the same connection: each fetch that is not
-/// its connection's first, within the window, asks the app as before. `HANDOFF_EARLY_SAVE=off`
-/// turns it off (for comparison).
+/// began it, to a proven member that asks for that activity). A save a proven member's fetch
+/// took no longer counts against the limit: strangers cannot take one, and a person who
+/// continues again and again (more than `limit` links in `period`) keeps the early save. A save
+/// begun for one connection never answers another's fetch, nor a later one on the same
+/// connection: each fetch that is not its connection's first, within the window, asks the app
+/// as before. `HANDOFF_EARLY_SAVE=off` turns it off (for comparison).
 final class EarlySaves: Sendable {
     /// How long after its connection was accepted an early save may answer a fetch: a link
     /// opens in a few milliseconds, and the state must be the app's at the time it was asked.
     static let window: Duration = .seconds(2)
-    /// At most `limit` early saves begin in any `period`.
+    /// At most `limit` early saves that no member's fetch took begin in any `period`.
     static let limit = 4
     static let period: Duration = .seconds(10)
 
@@ -34,7 +36,7 @@ final class EarlySaves: Sendable {
 
     private struct State {
         var entries: [UInt64: (began: ContinuousClock.Instant, outcome: Outcome)] = [:]
-        /// When the early saves of the last `period` began.
+        /// When the early saves of the last `period` that no fetch took began.
         var begun: [ContinuousClock.Instant] = []
 
         mutating func forgetOld(now: ContinuousClock.Instant) {
@@ -59,15 +61,18 @@ final class EarlySaves: Sendable {
     }
 
     /// The early save begun for `connection`, taken (it answers one fetch, the first), if it
-    /// began within `window`; nil otherwise.
+    /// began within `window`; nil otherwise. The caller is a proven member's fetch: the save no
+    /// longer counts against the limit.
     func take(_ connection: UInt64, now: ContinuousClock.Instant) -> Outcome? {
         state.withLock { state in
             state.forgetOld(now: now)
-            return state.entries.removeValue(forKey: connection)?.outcome
+            guard let entry = state.entries.removeValue(forKey: connection) else { return nil }
+            if let counted = state.begun.firstIndex(of: entry.began) { state.begun.remove(at: counted) }
+            return entry.outcome
         }
     }
 
-    /// How many began in the last `period`, and how many wait for a fetch (for tests).
+    /// How many began in the last `period` that no fetch took, and how many wait for a fetch (for tests).
     var counts: (begun: Int, waiting: Int) { state.withLock { ($0.begun.count, $0.entries.count) } }
 }
 

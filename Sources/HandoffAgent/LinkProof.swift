@@ -200,12 +200,18 @@ enum LinkProof {
 }
 
 /// How many frames the answering sides of a listener's links took from connecting proofs (for
-/// tests, and to see that the first request rode in the proof).
+/// tests, and to see that the first request rode in the proof), and how many of those links'
+/// proofs left with an answer in the same write.
 package final class EarlyFrameCount: Sendable {
     private let count = Atomic<Int>(0)
+    private let withProof = Atomic<Int>(0)
     package init() {}
     package var value: Int { count.load(ordering: .relaxed) }
+    /// Links whose answering proof went out with what was written after it (the answer to a
+    /// first request made without waiting), in one flush.
+    package var answersWithProof: Int { withProof.load(ordering: .relaxed) }
     func add(_ frames: Int) { count.add(frames, ordering: .relaxed) }
+    func answeredWithProof() { withProof.add(1, ordering: .relaxed) }
 }
 
 /// Why a link's membership proof failed.
@@ -265,6 +271,9 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// that one again and the keys are the same; made anew otherwise.
     private var ahead: (peerShown: [UInt8], keys: [SymmetricKey], early: Int, boxes: [[UInt8]])?
     private var held: [(Frame, EventLoopPromise<Void>?)] = []
+    /// Answering side, with frames read from the proof: this side's proof is written and not
+    /// flushed yet; whether anything was written after it.
+    private var proofUnflushed: Bool?
     /// How many of the frames held went inside this (connecting) side's proof.
     private var sentEarly = 0
     private var timer: Scheduled<Void>?
@@ -420,7 +429,17 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
             guard role == .answering else { return proven(context: context, peer, answer: nil) }
             // Only the member they are for takes them.
             let early = readsEarly && opened.earlyTarget == identity.fingerprint ? opened.early : []
-            proven(context: context, peer, answer: LinkProof.make(.answering, identity: identity, connecting: connecting, answering: answering, keys: [opened.key], tookEarly: !early.isEmpty))
+            // With frames to read, the proof is flushed once the loop has run what they started:
+            // an answer made without waiting (an early save, settled) is written by then, on its
+            // way back from the agent, and leaves with the proof, for the other side to read both
+            // in one turn. An answer that waits follows the proof as before.
+            proven(context: context, peer, answer: LinkProof.make(.answering, identity: identity, connecting: connecting, answering: answering, keys: [opened.key], tookEarly: !early.isEmpty), flush: early.isEmpty)
+            defer {
+                if !early.isEmpty {
+                    let channel = context.channel
+                    context.eventLoop.execute { channel.flush() }
+                }
+            }
             // The frames the proof carried, as if they had followed it.
             if !early.isEmpty { earlyCount?.add(early.count) }
             for frame in early {
@@ -432,8 +451,9 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The other side is proven: the answer (if this side answers) goes first, then the frames
-    /// held back, in order, then whatever comes next; the frame limit is the link's own.
-    private func proven(context: ChannelHandlerContext, _ peer: LinkPeer, answer: [[UInt8]]?) {
+    /// held back, in order, then whatever comes next; the frame limit is the link's own. Without
+    /// `flush`, the caller flushes.
+    private func proven(context: ChannelHandlerContext, _ peer: LinkPeer, answer: [[UInt8]]?, flush: Bool = true) {
         timer?.cancel()
         timer = nil
         state = .releasing
@@ -447,13 +467,14 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         guard case .releasing = state else { return }
         state = .proven
-        context.flush()
+        if flush { context.flush() } else { proofUnflushed = false }
         self.peer.succeed(peer)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch state {
         case .proven:
+            if proofUnflushed != nil { proofUnflushed = true }
             context.write(data, promise: promise)
         case .failed:
             promise?.fail(LinkProofError(description: "the link was refused"))
@@ -465,7 +486,12 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func flush(context: ChannelHandlerContext) {
         // Held frames are flushed when they are released.
-        if case .proven = state { context.flush() }
+        guard case .proven = state else { return }
+        if let answered = proofUnflushed {
+            proofUnflushed = nil
+            if answered { earlyCount?.answeredWithProof() }
+        }
+        context.flush()
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -30,6 +30,26 @@ struct EarlySavesTests {
         #expect(saves.counts.waiting == 1, "entries past the window are dropped")
     }
 
+    @Test("A save a member's fetch took does not count against the limit; one nobody took does, until it ages out")
+    func takenSavesDoNotCount() {
+        let saves = EarlySaves()
+        // A person continuing six times in a second: each link's save is taken by its fetch.
+        for connection in 1...6 {
+            let now = start + .milliseconds(200 * connection)
+            #expect(saves.begin(UInt64(connection), now: now) != nil, "link \(connection) made no early save")
+            #expect(saves.take(UInt64(connection), now: now + .milliseconds(3)) != nil)
+        }
+        #expect(saves.counts.begun == 0)
+        // Strangers' connections take none: the limit holds for them.
+        for connection in 7...12 { _ = saves.begin(UInt64(connection), now: start + .seconds(2)) }
+        #expect(saves.counts.begun == EarlySaves.limit)
+        #expect(saves.begin(13, now: start + .seconds(3)) == nil)
+        // Past the window a save cannot be taken, and it still counts until the period ends.
+        #expect(saves.take(7, now: start + .seconds(2) + EarlySaves.window) == nil)
+        #expect(saves.begin(14, now: start + .seconds(2) + EarlySaves.window) == nil)
+        #expect(saves.begin(15, now: start + .seconds(2) + EarlySaves.period) != nil)
+    }
+
     @Test("An outcome can be read without waiting once settled, and only the first settling counts")
     func settledWithoutWaiting() async {
         let outcome = FirstOutcome<Int>()

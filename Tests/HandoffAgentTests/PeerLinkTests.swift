@@ -302,6 +302,9 @@ struct PeerLinkTests {
             #expect(asked.value == 2, "reads early frames: \(reads)")
             // Its hello and the fetch came inside the proof, or (an earlier version) not at all.
             #expect(listener.earlyFramesRead.value == (reads ? 2 : 0))
+            // Answered without waiting, the fetch from the proof left with the listener's own
+            // proof, in one write (before, the proof was flushed first, alone).
+            #expect(listener.earlyFramesRead.answersWithProof == (reads ? 1 : 0), "reads early frames: \(reads)")
             link.close()
             await listener.close()
         }
@@ -339,6 +342,7 @@ struct PeerLinkTests {
         #expect(b.links.proofsMadeAhead == 3)
         #expect(asked.value == 5)
         #expect(listener.earlyFramesRead.value == 10, "every fetch rode in its proof")
+        #expect(listener.earlyFramesRead.answersWithProof == 5, "every answer left with the listener's proof")
         // By name: the hello and the fetch are written once the name is looked up, after the
         // proof may have been made without them. They ride in the proof when they are written
         // before the handshake ends (on an idle machine, as a rule: this failed then with a proof
