@@ -25,7 +25,8 @@ final class EarlySaves: Sendable {
     /// How long after its connection was accepted an early save may answer a fetch: a link
     /// opens in a few milliseconds, and the state must be the app's at the time it was asked.
     static let window: Duration = .seconds(2)
-    /// At most `limit` early saves that no member's fetch took begin in any `period`.
+    /// At most `limit` early saves begin in any `period`, not counting those a member's fetch
+    /// has taken.
     static let limit = 4
     static let period: Duration = .seconds(10)
 
@@ -38,6 +39,8 @@ final class EarlySaves: Sendable {
         var entries: [UInt64: (began: ContinuousClock.Instant, outcome: Outcome)] = [:]
         /// When the early saves of the last `period` that no fetch took began.
         var begun: [ContinuousClock.Instant] = []
+        /// How many a fetch took, ever (for tests).
+        var taken = 0
 
         mutating func forgetOld(now: ContinuousClock.Instant) {
             begun.removeAll { now - $0 >= EarlySaves.period }
@@ -67,13 +70,15 @@ final class EarlySaves: Sendable {
         state.withLock { state in
             state.forgetOld(now: now)
             guard let entry = state.entries.removeValue(forKey: connection) else { return nil }
+            state.taken += 1
             if let counted = state.begun.firstIndex(of: entry.began) { state.begun.remove(at: counted) }
             return entry.outcome
         }
     }
 
-    /// How many began in the last `period` that no fetch took, and how many wait for a fetch (for tests).
-    var counts: (begun: Int, waiting: Int) { state.withLock { ($0.begun.count, $0.entries.count) } }
+    /// How many began in the last `period` that no fetch took, how many wait for a fetch, and
+    /// how many a fetch took (for tests).
+    var counts: (begun: Int, waiting: Int, taken: Int) { state.withLock { ($0.begun.count, $0.entries.count, $0.taken) } }
 }
 
 extension Agent {

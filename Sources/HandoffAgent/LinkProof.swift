@@ -201,14 +201,15 @@ enum LinkProof {
 
 /// How many frames the answering sides of a listener's links took from connecting proofs (for
 /// tests, and to see that the first request rode in the proof), and how many of those links'
-/// proofs left with an answer in the same write.
+/// proofs were flushed with something written after them (as a rule, the first request's answer).
 package final class EarlyFrameCount: Sendable {
     private let count = Atomic<Int>(0)
     private let withProof = Atomic<Int>(0)
     package init() {}
     package var value: Int { count.load(ordering: .relaxed) }
-    /// Links whose answering proof went out with what was written after it (the answer to a
-    /// first request made without waiting), in one flush.
+    /// Links whose answering proof was flushed together with something written after it (as a
+    /// rule the answer to the first request, made without waiting; with no greeting, the answer
+    /// to the hello).
     package var answersWithProof: Int { withProof.load(ordering: .relaxed) }
     func add(_ frames: Int) { count.add(frames, ordering: .relaxed) }
     func answeredWithProof() { withProof.add(1, ordering: .relaxed) }
@@ -271,8 +272,8 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// that one again and the keys are the same; made anew otherwise.
     private var ahead: (peerShown: [UInt8], keys: [SymmetricKey], early: Int, boxes: [[UInt8]])?
     private var held: [(Frame, EventLoopPromise<Void>?)] = []
-    /// Answering side, with frames read from the proof: this side's proof is written and not
-    /// flushed yet; whether anything was written after it.
+    /// Answering side, with frames read from the proof, while this side's proof is written and
+    /// not flushed yet: whether anything was written after it. Nil otherwise.
     private var proofUnflushed: Bool?
     /// How many of the frames held went inside this (connecting) side's proof.
     private var sentEarly = 0
@@ -429,23 +430,24 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
             guard role == .answering else { return proven(context: context, peer, answer: nil) }
             // Only the member they are for takes them.
             let early = readsEarly && opened.earlyTarget == identity.fingerprint ? opened.early : []
-            // With frames to read, the proof is flushed once the loop has run what they started:
-            // an answer made without waiting (an early save, settled) is written by then, on its
-            // way back from the agent, and leaves with the proof, for the other side to read both
-            // in one turn. An answer that waits follows the proof as before.
+            // With frames to read, the proof is not flushed yet: an answer made without waiting
+            // (an early save, settled) is written with it, for the other side to read both in one
+            // turn.
             proven(context: context, peer, answer: LinkProof.make(.answering, identity: identity, connecting: connecting, answering: answering, keys: [opened.key], tookEarly: !early.isEmpty), flush: early.isEmpty)
-            defer {
-                if !early.isEmpty {
-                    let channel = context.channel
-                    context.eventLoop.execute { channel.flush() }
-                }
-            }
             // The frames the proof carried, as if they had followed it.
             if !early.isEmpty { earlyCount?.add(early.count) }
             for frame in early {
                 // An answer written inline may have found the connection gone and closed it.
-                guard case .proven = state, context.channel.isActive else { return }
+                guard case .proven = state, context.channel.isActive else { break }
                 context.fireChannelRead(wrapInboundOut(frame))
+            }
+            // An answer written inline (a listener that answers without a task hop) has flushed
+            // the proof already. In handoffd the answer comes back from the agent's actor as a
+            // job queued on this loop, ahead of this flush: it flushes the proof if that job did
+            // not. An answer that waits (for the app) follows the proof as before.
+            if proofUnflushed != nil {
+                let channel = context.channel
+                context.eventLoop.execute { channel.flush() }
             }
         }
     }

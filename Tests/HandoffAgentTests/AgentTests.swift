@@ -231,18 +231,22 @@ struct AgentTests {
             defer { origin.client.close() }
             func saves() -> Int { origin.messages.count { if case .save = $0 { true } else { false } } }
             func begun() -> Int { a.agent?.earlySaves.counts.begun ?? -1 }
+            func taken() -> Int { a.agent?.earlySaves.counts.taken ?? -1 }
             try await b.call(.continue(activity: activity.id))
             // One save: the one begun as beta's connection was accepted answered its fetch (and,
             // taken by a member, no longer counts against the limit on strangers).
             #expect(saves() == 1, "the early save did not answer the fetch: \(saves()) saves")
+            #expect(taken() == 1)
             #expect(begun() == 0)
             // On the open link, nothing is accepted: the fetch asks the app.
             try await b.call(.continue(activity: activity.id))
             #expect(saves() == 2)
+            #expect(taken() == 1)
             // Once the link has closed, the next opening saves early again.
             #expect(await eventually(within: .seconds(5)) { await b.agent?.links.values.contains { $0.isOpen } == false })
             try await b.call(.continue(activity: activity.id))
             #expect(saves() == 3)
+            #expect(taken() == 2)
             #expect(begun() == 0)
         }
     }

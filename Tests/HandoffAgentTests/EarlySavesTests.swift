@@ -48,6 +48,22 @@ struct EarlySavesTests {
         #expect(saves.take(7, now: start + .seconds(2) + EarlySaves.window) == nil)
         #expect(saves.begin(14, now: start + .seconds(2) + EarlySaves.window) == nil)
         #expect(saves.begin(15, now: start + .seconds(2) + EarlySaves.period) != nil)
+        #expect(saves.counts.taken == 6)
+    }
+
+    @Test("A member taking its save among strangers' frees its own place, not a stranger's")
+    func takenAmongStrangers() {
+        let saves = EarlySaves()
+        _ = saves.begin(1, now: start)  // a stranger
+        _ = saves.begin(2, now: start + .milliseconds(500))  // a member, whose fetch takes it
+        _ = saves.begin(3, now: start + .seconds(1))  // a stranger
+        #expect(saves.take(2, now: start + .milliseconds(510)) != nil)
+        #expect(saves.counts.begun == 2)
+        // The stranger at 0 s ages out at 10 s, the one at 1 s at 11 s: the member's place was freed.
+        for connection in 4...5 { #expect(saves.begin(UInt64(connection), now: start + .seconds(2)) != nil) }
+        #expect(saves.begin(6, now: start + .seconds(2)) == nil)
+        #expect(saves.begin(7, now: start + EarlySaves.period) != nil, "the first stranger's save aged out")
+        #expect(saves.begin(8, now: start + EarlySaves.period) == nil)
     }
 
     @Test("An outcome can be read without waiting once settled, and only the first settling counts")

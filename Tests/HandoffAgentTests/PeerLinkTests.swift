@@ -302,8 +302,8 @@ struct PeerLinkTests {
             #expect(asked.value == 2, "reads early frames: \(reads)")
             // Its hello and the fetch came inside the proof, or (an earlier version) not at all.
             #expect(listener.earlyFramesRead.value == (reads ? 2 : 0))
-            // Answered without waiting, the fetch from the proof left with the listener's own
-            // proof, in one write (before, the proof was flushed first, alone).
+            // Answered without waiting, the fetch from the proof was flushed with the listener's
+            // own proof (before, the proof was flushed first, alone).
             #expect(listener.earlyFramesRead.answersWithProof == (reads ? 1 : 0), "reads early frames: \(reads)")
             link.close()
             await listener.close()
