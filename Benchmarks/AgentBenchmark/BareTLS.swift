@@ -8,6 +8,7 @@
 import Crypto
 import BenchmarkReport
 import Foundation
+import HandoffAgent
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -114,6 +115,7 @@ final class BareExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
             }
             return
         }
+        HopTrace.stamp("answered")
         context.writeAndFlush(wrapOutboundOut(buffer!), promise: nil)
         buffer = nil
     }
@@ -133,6 +135,8 @@ func runBareTLSServer(folder: String, host: String, port: Int) throws -> Never {
         .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
         .childChannelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
+                // Only under Benchmarks/hops.sh (HANDOFF_HOP_TRACE): stamps each record.
+                try HopTraceRecords.add(to: channel)
                 try channel.pipeline.syncOperations.addHandlers([
                     NIOSSLServerHandler(context: context, customVerificationCallback: verify), BareExchangeHandler(answered: nil),
                 ])
@@ -188,9 +192,13 @@ func runBareTLSClient(folder: String, host: String, port: Int, count: Int, paced
         guard state.latencies.count < count + warmUp else { return done.succeed(state.latencies) }
         let answered = loop.makePromise(of: Void.self)
         let bootstrap = ClientBootstrap(group: loop).channelOption(.tcpOption(.tcp_nodelay), value: 1)
+        // Only the measured exchanges are stamped (Benchmarks/hops.sh), not the warm-up.
+        let measured = state.latencies.count >= warmUp
+        if measured { HopTrace.stamp("call") }
         let start = now()
         bootstrap.channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
+                try HopTraceRecords.add(to: channel)
                 try channel.pipeline.syncOperations.addHandlers([
                     try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: verify), BareExchangeHandler(answered: answered),
                 ])
@@ -202,6 +210,7 @@ func runBareTLSClient(folder: String, host: String, port: Int, count: Int, paced
             case .success(let channel):
                 answered.futureResult.whenComplete { outcome in
                     state.latencies.append(now() - start)
+                    if measured { HopTrace.stamp("answered") }
                     if case .failure(let error) = outcome { return done.fail(error) }
                     channel.close().whenComplete { _ in
                         if let pace, state.latencies.count >= warmUp { loop.scheduleTask(in: pace) { next() } } else { next() }

@@ -74,6 +74,11 @@ func orchestrate() async throws -> Targets {
     let machine = machineDescription()
     try? FileManager.default.removeItem(atPath: root)
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    // HOPS=N (Benchmarks/hops.sh): every process stamps where each continuation is (HopTrace)
+    // into one file, which the agents find in their environment.
+    let hops = ProcessInfo.processInfo.environment["HOPS"].flatMap(Int.init)
+    let hopFile = "\(root)/hops.trace"
+    if hops != nil { setenv("HANDOFF_HOP_TRACE", hopFile, 1) }
 
     let prefix = "hb\(getpid() % 100_000)"
     undoOnFailure.withLock { $0 = prefix }
@@ -167,7 +172,8 @@ func orchestrate() async throws -> Targets {
     try makeBareTLSIdentities(in: baselineFolder)
     let tlsPort = a.port + 100
     let serverOutput = Pipe()
-    helpers.append(start(a.command([CommandLine.arguments[0], "tls-server", baselineFolder, a.address, String(tlsPort)]), output: serverOutput))
+    let baselineServer = start(a.command([CommandLine.arguments[0], "tls-server", baselineFolder, a.address, String(tlsPort)]), output: serverOutput)
+    helpers.append(baselineServer)
     _ = serverOutput.fileHandleForReading.availableData
 
     func restoredAt(_ iteration: Int) async -> UInt64 { await waitForRestore(of: iteration, on: b) }
@@ -185,9 +191,11 @@ func orchestrate() async throws -> Targets {
     var legs: [String: [Double]] = [:]
     func continueOnce(_ client: LocalClient, legsToo: Bool = true) async throws -> (daemon: Double, app: Double) {
         let iteration = counter.peek()
+        HopTrace.stamp("call")
         let start = now()
         if let error = try await client.call(.continue(activity: activityID)).error { fail("continue: \(error)") }
         let answered = now()
+        HopTrace.stamp("answered")
         let restored = await restoredAt(iteration)
         if legsToo, let save = saves.times(of: iteration) {
             // Stamped by three processes: the app on B can hold the activity before the origin
@@ -358,6 +366,58 @@ func orchestrate() async throws -> Targets {
     // PROFILE_QUIET=N: only continuations after quiet (each opens a link, `quietGap` after the
     // one before), for N seconds, after printing the agents' process ids (for `strace -tt` or
     // `perf record -p`).
+    if let hops {
+        // Only what follows is read: the stamps of the continuations after quiet.
+        truncate(hopFile, 0)
+        var daemon: [Double] = []
+        for _ in 0..<hops {
+            try await Task.sleep(for: .milliseconds(quietGap))
+            await waitFor("the link to close", seconds: 10) { !linkOpen() }
+            daemon.append(try await continueOnce(quietControl).daemon)
+        }
+        let stamps = (try? String(contentsOfFile: hopFile, encoding: .utf8)) ?? ""
+        let table = HopTable(
+            lines: stamps.split(separator: "\n"), a: agents["a"]!.processIdentifier, b: agents["b"]!.processIdentifier, caller: getpid())
+        let missing = table.missing.sorted { $0.value > $1.value }.map { "`\($0.key)` (\($0.value))" }.joined(separator: ", ")
+        // The bare exchange after the same quiet, stamped the same way.
+        truncate(hopFile, 0)
+        let bareOutput = Pipe()
+        let bareClient = start(
+            b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(hops), String(quietGap)]), output: bareOutput)
+        let bareTimes = String(decoding: bareOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").compactMap { Double($0) }
+        bareClient.waitUntilExit()
+        let bareStamps = (try? String(contentsOfFile: hopFile, encoding: .utf8)) ?? ""
+        let bare = HopTable(
+            lines: bareStamps.split(separator: "\n"), a: baselineServer.processIdentifier, b: bareClient.processIdentifier, caller: -1,
+            steps: HopTable.bareAfterQuiet)
+        let ours = HopTable.percentile(table.totals, 0.5), theirs = HopTable.percentile(bare.totals, 0.5)
+        print(
+            """
+            ## Continue after quiet, hop by hop
+
+            \(machine). \(useNamespaces ? "Two network namespaces on a bridge" : "Loopback"); release builds. \(hops) continuations, \
+            each \(quietGap) ms after the one before ended, on a link closed after 1 s unused: each opens a new one. Every process \
+            stamped `CLOCK_MONOTONIC` where each continuation was (HopTrace); each hop is the time from one stamp to the next, \
+            which it waits for. As the caller timed them, p50 \(format(percentile(daemon, 0.5), 3)) ms; \(table.measured) of \
+            \(table.found) had every stamp\(missing.isEmpty ? "" : " (the first missing: \(missing))"); in \(table.fetchesWaited) A's fetch \
+            waited for the app (no early save ready).
+
+            \(table.markdown())
+
+            The bare exchange after the same quiet (`tls-client` to `tls-server`: TLS 1.3, both certificates, 3 KB each way), \
+            stamped the same way: as the client timed them, p50 \(format(percentile(bareTimes, 0.5), 3)) ms; \(bare.measured) of \
+            \(bare.found) had every stamp.
+
+            \(bare.markdown())
+
+            Stamped, the continuation took \(format(ours, 2)) ms and the bare exchange \(format(theirs, 2)) ms (medians): \
+            \(format(theirs > 0 ? ours / theirs : 0, 2))×.
+            """)
+        guard table.measured >= max(1, hops / 2), bare.measured >= max(1, hops / 2) else {
+            fail("only \(table.measured) of \(hops) continuations and \(bare.measured) of \(hops) bare exchanges had every stamp; is handoffd built from this tree?")
+        }
+        return Targets()
+    }
     if let seconds = ProcessInfo.processInfo.environment["PROFILE_QUIET"].flatMap(Double.init) {
         FileHandle.standardError.write(Data("profile: A's agent \(agents["a"]!.processIdentifier), B's agent \(agents["b"]!.processIdentifier)\n".utf8))
         let end = now() + UInt64(seconds * 1e9)

@@ -427,11 +427,13 @@ func originApp(socket: String, counter: LockedCounter, saves: SaveTimes? = nil) 
     let box = OriginBox()
     let client = try LocalClient(path: socket, role: .app) { message in
         guard case .save(let request, let id) = message, let client = box.client else { return }
+        HopTrace.stamp("save asked")
         let arrived = now()
         let iteration = counter.next()
         let userInfo = try? UserInfoCoding.encode(typicalUserInfo(iteration: iteration))
         let record = ActivityRecord(activity: ActivityAnnouncement(id: id, activityType: activityType, title: "Benchmark", teamIdentifier: team), userInfo: userInfo)
         try? client.send(.saved(request: request, record))
+        HopTrace.stamp("saved")
         saves?.record(iteration, arrived: arrived, answered: now())
     }
     box.client = client

@@ -18,6 +18,7 @@ extension Agent {
     /// one who asked waits for the reply and the origin for nothing.
     func continueActivity(_ wanted: UUID?, logger: Logger, notice: inout (@Sendable () -> Void)?) async -> LocalReply {
         let started = ContinuousClock.now
+        HopTrace.stamp("continuation begins")
         // The newest continuation asked for wins over any still starting or fetching.
         let ticket = continuations.ask()
         let nearby = await discovery?.nearby ?? []
@@ -254,6 +255,7 @@ extension Agent {
                 supportsStreams: record.activity.supportsContinuationStreams))
         sessions[session]?.peer.send(
             .deliver(continuation: continuation.id, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
+        HopTrace.stamp("delivered")
         let link = link(to: device), activityID = offer.id
         let seconds = (ContinuousClock.now - continuation.started).seconds
         continuation.logger.notice("continued", metadata: ["app": "\(continuation.app)", "ms": "\(Int(seconds * 1000))"])
@@ -310,7 +312,12 @@ extension Agent {
         let deadline = configuration.fetchDeadline
         let early = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
         let target = memberFingerprints[device.sender]
-        let first = target.map { LinkFirstFetch(activityID: activityID, target: $0, deadline: deadline) { early.settle($0) } }
+        let first = target.map {
+            LinkFirstFetch(activityID: activityID, target: $0, deadline: deadline) {
+                HopTrace.stamp("answer read")
+                early.settle($0)
+            }
+        }
         return NewLinkFetch(opening: linkOpening(to: device, first: first), activityID: activityID, deadline: deadline, early: early)
     }
 

@@ -96,7 +96,10 @@ extension Agent {
         guard let offered = activities.offered, let owner = activities.owner(of: offered.id), sessions[owner] != nil else {
             return outcome.settle(nil)
         }
-        outcome.settle((offered.id, await save(offered.id)))
+        HopTrace.stamp("early save begins")
+        let saved = await save(offered.id)
+        HopTrace.stamp("early save settled")
+        outcome.settle((offered.id, saved))
     }
 
     /// The save that answers `peer`'s fetch of `activityID`: the early one begun for its
@@ -108,7 +111,12 @@ extension Agent {
         // suspension: the answer goes out in the same turn of the event loop.
         if let connection = peer.connection, let early = earlySaves.take(connection, now: .now) {
             let made: EarlySaves.Made
-            if let settled = early.settled { made = settled } else { made = await early.value() }
+            if let settled = early.settled {
+                made = settled
+            } else {
+                HopTrace.stamp("fetch waited")
+                made = await early.value()
+            }
             if let made, made.activity == activityID { return made.result }
         }
         return await save(activityID)

@@ -822,6 +822,7 @@ public actor Agent {
             tasks.start("continue") {
                 var notice: (@Sendable () -> Void)?
                 let reply = await self.continueActivity(activity, logger: logger, notice: &notice)
+                HopTrace.stamp("replied")
                 session.peer.send(.reply(request: request, reply))
                 notice?()
             }

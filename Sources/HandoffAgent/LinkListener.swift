@@ -112,6 +112,7 @@ package final class LinkListener: Sendable {
                     // another connection resumes here. Made ahead, off the event loop.
                     let shown = identity.links.current()
                     let context = try identity.links.context(for: shown)
+                    try HopTraceRecords.add(to: channel)
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context, customVerificationCallback: LinkTLS.verifier(trust)))
                     try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
                     let connection = numbers.add(1, ordering: .relaxed).newValue

@@ -352,6 +352,7 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case TLSUserEvent.handshakeCompleted = event, case .handshaking = state {
+            HopTrace.stamp("handshake done")
             guard let certificate = try? context.pipeline.syncOperations.nioSSL_peerCertificate(), let peerShown = try? certificate.toDERBytes() else {
                 fail(context: context, "the peer showed no certificate")
                 return
@@ -456,6 +457,7 @@ final class LinkProofHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// held back, in order, then whatever comes next; the frame limit is the link's own. Without
     /// `flush`, the caller flushes.
     private func proven(context: ChannelHandlerContext, _ peer: LinkPeer, answer: [[UInt8]]?, flush: Bool = true) {
+        HopTrace.stamp("proven")
         timer?.cancel()
         timer = nil
         state = .releasing

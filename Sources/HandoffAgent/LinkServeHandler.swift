@@ -135,7 +135,10 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
         // (free, where its tasks share this thread) and an answer that waits for nothing (an
         // early save) are made now, not after the loop's other work.
         Task.immediate {
-            if let reply = await answer(frame, peer) { writer?.write(reply) }
+            if let reply = await answer(frame, peer) {
+                HopTrace.stamp("answered")
+                writer?.write(reply)
+            }
             loop.execute {
                 let handler = bound.value
                 handler.run(first ? handler.machine.firstAnswered(peer, accepts: handler.accepts) : handler.machine.answered(accepts: handler.accepts))

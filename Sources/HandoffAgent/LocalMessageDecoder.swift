@@ -17,6 +17,7 @@ final class LocalMessageDecoder: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        HopTrace.stamp("read call")
         context.fireChannelRead(wrapInboundOut(Self.read(unwrapInboundIn(data), answeringFailuresTo: peer)))
     }
 

@@ -101,6 +101,7 @@ package final class TLSLink: Sendable {
         maximumFrame: Int = LinkMessage.maximumFrame, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         first: LinkFirstFetch? = nil
     ) -> LinkStart<TLSLink> {
+        HopTrace.stamp("link begins")
         let unavailable: @Sendable (String) -> ContinuationFailure = { why in ContinuationFailure(code: ContinuationFailure.Code.connectionUnavailable, message: "the device at \(host):\(port) \(why)") }
         // The peer's hello (or why there is none; nil once the deadline passed), and the
         // connection once made: frames are handed to it from the event loop as they are read.
@@ -168,6 +169,7 @@ package final class TLSLink: Sendable {
             channel.closeFuture.whenComplete { _ in writer.finish() }
             made.update { $0[ObjectIdentifier(channel)] = writer }
             try LinkTLS.watchForDeadPeers(channel)
+            try HopTraceRecords.add(to: channel)
             let tls = try NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: LinkTLS.verifier(trust))
             try channel.pipeline.syncOperations.addHandler(tls)
             try channel.pipeline.syncOperations.addHandler(FrameHandler(maximumPayload: maximumFrame))
@@ -191,6 +193,7 @@ package final class TLSLink: Sendable {
         let connecting = address.map { address in
             bootstrap().channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try initialize(channel) } }.connect(to: address)
         }
+        if connecting != nil { HopTrace.stamp("connect called") }
         let finish = { @Sendable () async throws(ContinuationFailure) -> TLSLink in
             let channel: any Channel
             do {

@@ -148,6 +148,42 @@ struct ProcessTests {
         #expect(result.errors.contains("\(state.path)/device.json"), "\(result.errors)")
     }
 
+    @Test("handoffd stamps where each call is into the file HANDOFF_HOP_TRACE names (Benchmarks/hops.sh), and into nothing without it")
+    func hopTrace() async throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let binary = try #require(builtExecutable("handoffd"))
+        let trace = folder.appendingPathComponent("hops.trace").path
+        for traced in [true, false] {
+            let socket = folder.appendingPathComponent(traced ? "traced.sock" : "plain.sock").path
+            let process = ChildProcess()
+            process.executableURL = binary
+            process.arguments = [
+                "--state-dir", folder.appendingPathComponent(traced ? "traced" : "plain").path, "--socket", socket, "--listen", "127.0.0.1:0",
+                "--interface", "none", "--log-level", "error",
+            ]
+            var environment = ProcessInfo.processInfo.environment
+            environment["HANDOFF_HOP_TRACE"] = traced ? trace : nil
+            process.environment = environment
+            try process.run()
+            let up = await eventually { (try? await run("handoff", ["status", "--socket", socket]).status) == 0 }
+            #expect(up, "handoffd did not answer")
+            #expect(try await run("handoff", ["status", "--socket", socket]).status == 0)
+            process.terminate()
+            process.waitUntilExit()
+            let lines = ((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").split(separator: "\n")
+            let reads = lines.filter { $0.hasPrefix("\(process.processIdentifier) ") && $0.hasSuffix(" read call") }
+            if traced {
+                // Each status call after its hello (read with the connection), stamped as it was read.
+                #expect(reads.count >= 2, "\(lines)")
+                let times = reads.compactMap { $0.split(separator: " ")[1...].first.flatMap { Int($0) } }
+                #expect(times.count == reads.count && times == times.sorted(), "\(reads)")
+            } else {
+                #expect(reads.isEmpty, "an agent without HANDOFF_HOP_TRACE stamped: \(reads)")
+            }
+        }
+    }
+
     @Test("handoffd stops gracefully on SIGTERM and removes its socket; handoff then says no agent runs, with status 3")
     func gracefulStop() async throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

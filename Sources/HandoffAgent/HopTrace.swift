@@ -1,0 +1,65 @@
+import Foundation
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a continuation is, stamped in every process it crosses, for `Benchmarks/hops.sh`
+/// (docs/agent.md, "After quiet, hop by hop").
+///
+/// Off unless `HANDOFF_HOP_TRACE` names a file when the process first stamps: then each stamp
+/// appends one line, `<pid> <CLOCK_MONOTONIC ns> <label>`, with one `write`, so the lines of
+/// several processes appending to one file stay whole. Off, a stamp costs a load and a branch:
+/// its label is not even made.
+package enum HopTrace {
+    /// The file's descriptor, opened once; nil when tracing is off.
+    private static let file: Int32? = {
+        guard let path = ProcessInfo.processInfo.environment["HANDOFF_HOP_TRACE"], !path.isEmpty else { return nil }
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        return descriptor >= 0 ? descriptor : nil
+    }()
+
+    private static let process = getpid()
+
+    /// Whether stamps are written.
+    package static var isOn: Bool { file != nil }
+
+    /// Appends `label`, stamped now, when tracing is on.
+    @inline(__always)
+    package static func stamp(_ label: @autoclosure () -> String) {
+        guard let file else { return }
+        write(label(), to: file)
+    }
+
+    private static func write(_ label: String, to file: Int32) {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        let line = "\(process) \(Int(time.tv_sec) * 1_000_000_000 + Int(time.tv_nsec)) \(label)\n"
+        _ = line.withCString { Glibc.write(file, $0, strlen($0)) }
+    }
+}
+
+/// Stamps each TLS record a link's connection reads and writes, before TLS (`tls read <bytes>`,
+/// `tls write <bytes>`): the handshake's flights, seen from each side. In the pipeline only
+/// while tracing is on.
+package final class HopTraceRecords: ChannelDuplexHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias OutboundIn = ByteBuffer
+
+    /// Adds one at the head of `channel`'s pipeline when tracing is on.
+    package static func add(to channel: any Channel) throws {
+        guard HopTrace.isOn else { return }
+        try channel.pipeline.syncOperations.addHandler(HopTraceRecords(), position: .first)
+    }
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        HopTrace.stamp("tls read \(unwrapInboundIn(data).readableBytes)")
+        context.fireChannelRead(data)
+    }
+
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        HopTrace.stamp("tls write \(unwrapOutboundIn(data).readableBytes)")
+        context.write(data, promise: promise)
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+@testable import HandoffAgent
+import Testing
+
+/// `HopTable`: reading the stamps of several processes into a continuation's hops.
+@Suite("Hops of a continuation, from the stamps of every process it crosses")
+struct HopTableTests {
+    /// A continuation after quiet as the processes stamp it: each step `gap` microseconds after
+    /// the one before, from `start` (µs); `skipping` leaves one step's stamp out.
+    static func continuation(start: Int, gaps: [Int], skipping: String? = nil, waited: Bool = false) -> [String] {
+        let pids: [HopTable.Process: Int] = [.caller: 10, .a: 20, .b: 30]
+        var at = start
+        var lines: [String] = []
+        for (step, gap) in zip(HopTable.afterQuiet, [0] + gaps) {
+            at += gap
+            guard step.label != skipping else { continue }
+            lines.append("\(pids[step.process]!) \(at * 1000) \(step.label)\(step.label.hasPrefix("tls") ? " 1401" : "")")
+        }
+        if waited { lines.append("20 \((start + 1) * 1000) fetch waited") }
+        return lines
+    }
+
+    @Test("Each hop is the time from one step's stamp to the next; stamps of other processes, and in any order, change nothing")
+    func hops() throws {
+        let steps = HopTable.afterQuiet.count
+        let first = Self.continuation(start: 1_000, gaps: Array(repeating: 100, count: steps - 1))
+        let second = Self.continuation(start: 50_000, gaps: (1..<steps).map { $0 * 10 }, waited: true)
+        // An early save's stamps on A in the middle, a stranger's process, and the lines shuffled.
+        let noise = ["20 1250000 early save begins", "99 1300000 read call", "20 1300000 tls read 517", "not a stamp"]
+        let table = HopTable(lines: (first + second + noise).shuffled(), a: 20, b: 30, caller: 10)
+        #expect(table.found == 2 && table.measured == 2)
+        #expect(table.fetchesWaited == 1)
+        try #require(table.hops.count == steps - 1)
+        // In nanoseconds, to compare exactly.
+        let nanoseconds = { (values: [Double]) in values.map { Int(($0 * 1e6).rounded()) }.sorted() }
+        for (index, hop) in table.hops.enumerated() {
+            #expect(nanoseconds(hop.times) == [100_000, (index + 1) * 10_000].sorted(), "\(hop.name): \(hop.times)")
+        }
+        #expect(nanoseconds(table.totals) == [(steps - 1) * 100_000, (1..<steps).reduce(0, +) * 10_000].sorted())
+    }
+
+    @Test("A continuation with a step not stamped is found but not measured; a call never answered is not found")
+    func incomplete() {
+        let gaps = Array(repeating: 100, count: HopTable.afterQuiet.count - 1)
+        var lines = Self.continuation(start: 1_000, gaps: gaps, skipping: "proven")
+        lines += Self.continuation(start: 90_000, gaps: gaps)
+        // A last call whose answer never came.
+        lines.append("10 200000000 call")
+        let table = HopTable(lines: lines, a: 20, b: 30, caller: 10)
+        #expect(table.found == 2)
+        #expect(table.measured == 1)
+        #expect(table.missing == ["A proven": 1])
+        #expect(table.totals.map { Int(($0 * 1e6).rounded()) } == [gaps.count * 100_000])
+    }
+
+    @Test("A step is the first of its process and label after the step before: B's first read after A's flight, not a read before it")
+    func causalOrder() {
+        let gaps = Array(repeating: 100, count: HopTable.afterQuiet.count - 1)
+        var lines = Self.continuation(start: 1_000, gaps: gaps)
+        // B reads something on the link before A's flight: not the flight.
+        lines.append("30 \((1_000 + 100 * 5 + 1) * 1000) tls read 3")
+        let table = HopTable(lines: lines, a: 20, b: 30, caller: 10)
+        let flight = table.hops[HopTable.afterQuiet.firstIndex { $0.process == .b && $0.label == "tls read" }! - 1]
+        #expect(flight.times.map { Int(($0 * 1e6).rounded()) } == [100_000], "\(flight.times)")
+    }
+
+    @Test("The table: a row per hop and the total, in milliseconds with two decimals, median then 10th–90th percentile")
+    func markdown() {
+        let gaps = Array(repeating: 1_234, count: HopTable.afterQuiet.count - 1)
+        let table = HopTable(lines: Self.continuation(start: 1_000, gaps: gaps), a: 20, b: 30, caller: 10)
+        let rows = table.markdown().split(separator: "\n")
+        #expect(rows.count == 2 + HopTable.afterQuiet.count)
+        #expect(rows[2] == "| the caller writes `continue`; B's agent reads it | 1.23 | 1.23–1.23 |")
+        #expect(rows.last!.hasPrefix("| **total** | \(String(format: "%.2f", Double(gaps.count) * 1.234))"))
+        #expect(HopTable.percentile([0.07], 0.5) == 0.07)
+        #expect(HopTable.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.1) == 1)
+        #expect(HopTable.percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9) == 9)
+        #expect(HopTable.percentile([], 0.5) == 0)
+    }
+}
