@@ -413,7 +413,7 @@ func orchestrate() async throws -> Targets {
             Stamped, the continuation took \(format(ours, 2)) ms and the bare exchange \(format(theirs, 2)) ms (medians): \
             \(format(theirs > 0 ? ours / theirs : 0, 2))×.
             """)
-        guard table.measured >= max(1, hops / 2), bare.measured >= max(1, hops / 2) else {
+        guard table.measured > 0, 2 * table.measured >= hops, bare.measured > 0, 2 * bare.measured >= hops else {
             fail("only \(table.measured) of \(hops) continuations and \(bare.measured) of \(hops) bare exchanges had every stamp; is handoffd built from this tree?")
         }
         return Targets()

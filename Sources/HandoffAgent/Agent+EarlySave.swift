@@ -119,6 +119,7 @@ extension Agent {
             }
             if let made, made.activity == activityID { return made.result }
         }
+        HopTrace.stamp("fetch waited")
         return await save(activityID)
     }
 }

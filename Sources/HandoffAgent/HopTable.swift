@@ -46,7 +46,7 @@ package struct HopTable: Sendable {
         Step(.b, "tls write", "B verifies A's flight, makes its own (certificate, signature, Finished)"),
         Step(.a, "handshake done", "A wakes, reads B's flight, finishes the handshake"),
         Step(.a, "proven", "A reads B's proof (its hello and the fetch inside), opens it, makes its own"),
-        Step(.a, "answered", "A answers the fetch (an early save, or the app)"),
+        Step(.a, "answered fetch", "A answers the fetch (an early save, or the app)"),
         Step(.b, "answer read", "B wakes, reads A's proof and checks it, reads the answer"),
         Step(.b, "delivered", "B checks the userInfo, sends it to the app"),
         Step(.b, "replied", "B answers the caller"),
@@ -86,6 +86,7 @@ package struct HopTable: Sendable {
     /// Reads `lines` (`<pid> <ns> <label>`); `a`, `b` and `caller` are the processes' ids
     /// (the apps run in the caller's process, as the benchmark's do).
     package init(lines: some Sequence<some StringProtocol>, a: Int32, b: Int32, caller: Int32, steps: [Step] = afterQuiet) {
+        precondition(steps.count >= 2 && steps[0].process == steps[steps.count - 1].process, "a window opens and closes in one process")
         var stamps: [(time: Int, process: Process, label: Substring)] = []
         for line in lines {
             let fields = line.split(separator: " ", maxSplits: 2)
@@ -126,7 +127,7 @@ package struct HopTable: Sendable {
             var at = [stamps[index].time]
             var position = index
             for step in steps.dropFirst() {
-                guard let next = window[position...].firstIndex(where: { $0.process == step.process && $0.label.hasPrefix(step.label) }) else {
+                guard let next = window[(position + 1)...].firstIndex(where: { $0.process == step.process && $0.label.hasPrefix(step.label) }) else {
                     missing["\(step.process.rawValue) \(step.label)", default: 0] += 1
                     break
                 }
@@ -150,11 +151,12 @@ package struct HopTable: Sendable {
     /// Continuations with every step stamped.
     package var measured: Int { totals.count }
 
-    /// The value below which `fraction` of `values` lie (nearest rank); 0 for none.
+    /// The value at `fraction` of the way through `values` sorted, rounded to the nearest rank
+    /// (as the benchmarks' reports take it); 0 for none.
     package static func percentile(_ values: [Double], _ fraction: Double) -> Double {
         guard !values.isEmpty else { return 0 }
         let sorted = values.sorted()
-        return sorted[min(sorted.count - 1, max(0, Int((fraction * Double(sorted.count)).rounded(.up)) - 1))]
+        return sorted[min(sorted.count - 1, max(0, Int((Double(sorted.count - 1) * fraction).rounded())))]
     }
 
     /// A Markdown table: each hop's median and 10th–90th percentiles, then the total.

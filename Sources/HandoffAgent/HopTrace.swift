@@ -3,6 +3,10 @@ import NIOCore
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// Where a continuation is, stamped in every process it crosses, for `Benchmarks/hops.sh`
@@ -10,8 +14,8 @@ import Glibc
 ///
 /// Off unless `HANDOFF_HOP_TRACE` names a file when the process first stamps: then each stamp
 /// appends one line, `<pid> <CLOCK_MONOTONIC ns> <label>`, with one `write`, so the lines of
-/// several processes appending to one file stay whole. Off, a stamp costs a load and a branch:
-/// its label is not even made.
+/// several processes appending to one file stay whole. Off, a stamp costs a check that the file
+/// was looked for, a load and a branch: its label is not even made.
 package enum HopTrace {
     /// The file's descriptor, opened once; nil when tracing is off.
     private static let file: Int32? = {
@@ -29,20 +33,20 @@ package enum HopTrace {
     @inline(__always)
     package static func stamp(_ label: @autoclosure () -> String) {
         guard let file else { return }
-        write(label(), to: file)
+        append(label(), to: file)
     }
 
-    private static func write(_ label: String, to file: Int32) {
+    private static func append(_ label: String, to file: Int32) {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
-        let line = "\(process) \(Int(time.tv_sec) * 1_000_000_000 + Int(time.tv_nsec)) \(label)\n"
-        _ = line.withCString { Glibc.write(file, $0, strlen($0)) }
+        var line = "\(process) \(Int(time.tv_sec) * 1_000_000_000 + Int(time.tv_nsec)) \(label)\n"
+        _ = line.withUTF8 { write(file, $0.baseAddress, $0.count) }
     }
 }
 
-/// Stamps each TLS record a link's connection reads and writes, before TLS (`tls read <bytes>`,
-/// `tls write <bytes>`): the handshake's flights, seen from each side. In the pipeline only
-/// while tracing is on.
+/// Stamps each read and each write of a link's connection, below TLS (`tls read <bytes>`,
+/// `tls write <bytes>`): the handshake's flights, seen from each side (a flight that comes in
+/// two reads is stamped at the first). In the pipeline only while tracing is on.
 package final class HopTraceRecords: ChannelDuplexHandler {
     package typealias InboundIn = ByteBuffer
     package typealias OutboundIn = ByteBuffer

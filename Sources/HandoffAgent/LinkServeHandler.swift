@@ -136,7 +136,7 @@ final class LinkServeHandler: ChannelInboundHandler, ChannelOutboundHandler {
         // early save) are made now, not after the loop's other work.
         Task.immediate {
             if let reply = await answer(frame, peer) {
-                HopTrace.stamp("answered")
+                if HopTrace.isOn, case .fetch? = try? LinkMessage(frame: frame) { HopTrace.stamp("answered fetch") }
                 writer?.write(reply)
             }
             loop.execute {
