@@ -24,4 +24,21 @@ for product in AgentBenchmark handoffd handoff-cli; do swift build "${flags[@]}"
 static=(-c release -Xswiftc -static-executable -Xswiftc -use-ld=lld --build-path .build-static)
 swift build "${static[@]}" --product handoff >&2
 export HANDOFF_CLI_FRONT="$(swift build "${static[@]}" --show-bin-path)/handoff"
-exec "$(swift build "${flags[@]}" --show-bin-path)/AgentBenchmark"
+benchmark="$(swift build "${flags[@]}" --show-bin-path)/AgentBenchmark"
+"$benchmark" &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true' INT TERM
+status=0
+wait "$pid" || status=$?
+# The benchmark removes what it made as it ends. One that died instead (a trap, SIGKILL) leaves
+# its agents, its network namespaces and its folder: they go here.
+if [ "$status" -gt 128 ]; then
+    pkill -f "/tmp/hb-$pid/" 2>/dev/null || true
+    sleep 0.5
+    for namespace in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^hb$((pid % 100000))(a|b|br)$|^hb${pid}probe$" || true); do
+        ip netns del "$namespace" 2>/dev/null || true
+    done
+    rm -rf "/tmp/hb-$pid"
+    echo "agent.sh: the benchmark ended with signal $((status - 128)); what it left was removed" >&2
+fi
+exit "$status"
