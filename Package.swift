@@ -170,7 +170,7 @@ let package = Package(
         .testTarget(
             name: "HandoffAgentTests",
             dependencies: [
-                "HandoffAgent", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "MapViewerScenes", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "handoff-programs", "HandoffCLI", "HandoffDaemon", "HandoffCommandLine", "handoff-session", "CHandoffX11", "HandoffSession",
+                "HandoffAgent", "BenchmarkReport", "HandoffDesktop", "HandoffLocalAPI", "HandoffModel", "HandoffProcess", "HandoffSigning", "Handoff", "HandoffApp", "HandoffTesting", "MapViewerKit", "handoff-state-torture", "handoff-stream-app", "handoff-browser-host", "MapViewer", "MapViewerScenes", "Editor", "MailCompose", "Shapes", "handoffd", "handoff", "handoff-cli", "handoff-programs", "HandoffCLI", "HandoffDaemon", "HandoffCommandLine", "handoff-session", "CHandoffX11", "HandoffSession",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),

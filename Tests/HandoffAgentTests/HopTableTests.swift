@@ -1,5 +1,5 @@
 import Foundation
-@testable import HandoffAgent
+import BenchmarkReport
 import Testing
 
 /// `HopTable`: reading the stamps of several processes into a continuation's hops.

@@ -1,5 +1,5 @@
-/// Where continuations spent their time, hop by hop, from what `HopTrace` stamped in the
-/// caller, both agents and the apps (`Benchmarks/hops.sh`).
+/// Where continuations spent their time, hop by hop, from what HandoffAgent's `HopTrace`
+/// stamped in the caller, both agents and the apps (`Benchmarks/hops.sh`).
 ///
 /// Each continuation is the stamps from the first step's (a caller's `call`) to the last's (its
 /// `answered`). Its hops are the steps of `steps`, in order: each is the first stamp of that
@@ -151,12 +151,9 @@ package struct HopTable: Sendable {
     /// Continuations with every step stamped.
     package var measured: Int { totals.count }
 
-    /// The value at `fraction` of the way through `values` sorted, rounded to the nearest rank
-    /// (as the benchmarks' reports take it); 0 for none.
+    /// `percentile`, the reports' nearest rank, with 0 for none (a table row stays printable).
     package static func percentile(_ values: [Double], _ fraction: Double) -> Double {
-        guard !values.isEmpty else { return 0 }
-        let sorted = values.sorted()
-        return sorted[min(sorted.count - 1, max(0, Int((Double(sorted.count - 1) * fraction).rounded())))]
+        values.isEmpty ? 0 : BenchmarkReport.percentile(values, fraction)
     }
 
     /// A Markdown table: each hop's median and 10th–90th percentiles, then the total.
