@@ -24,12 +24,6 @@ import Glibc
 import HandoffProcess
 #endif
 
-/// From `start` to `end` in milliseconds, negative if `end` is earlier: `end` may be stamped by
-/// another process (the app on B), and a late stamp of an earlier continuation must not trap.
-func signedMilliseconds(from start: UInt64, to end: UInt64) -> Double {
-    (Double(end) - Double(start)) / 1e6
-}
-
 /// Spawns `path` with `arguments`, its output thrown away, and returns at once.
 func spawn(_ path: String, _ arguments: [String]) -> pid_t {
     var pid = pid_t()
@@ -44,20 +38,13 @@ func spawn(_ path: String, _ arguments: [String]) -> pid_t {
     return pid
 }
 
-/// The CPU time `pid` has used so far, all its threads, in nanoseconds (from each thread's
-/// schedstat: time on a CPU, to the nanosecond).
-func cpuTime(of pid: pid_t) -> UInt64 {
-    let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-    return threads.reduce(0) { total, thread in
-        let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/schedstat", encoding: .utf8)) ?? ""
-        return total + (text.split(separator: " ").first.flatMap { UInt64($0) } ?? 0)
-    }
-}
-
+/// `pid`'s exit status once it has ended; 128 plus the signal's number if a signal ended it (as
+/// a shell says), so that a program that crashed never reads as one that succeeded.
 func waitForExit(_ pid: pid_t) -> Int32 {
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    return (status >> 8) & 0xFF
+    let signal = status & 0x7F
+    return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
 }
 
 /// Runs the benchmark and returns its targets, checked, once everything it started is gone.
@@ -229,7 +216,7 @@ func orchestrate() async throws -> Targets {
         while now() < end {
             daemon.append(try await continueOnce(control).daemon)
         }
-        let cpu = [cpuTime(of: pidA) - cpuA, cpuTime(of: pidB) - cpuB].map { Double($0) / 1e6 / Double(daemon.count) }
+        let cpu = [signedMilliseconds(from: cpuA, to: cpuTime(of: pidA)), signedMilliseconds(from: cpuB, to: cpuTime(of: pidB))].map { $0 / Double(daemon.count) }
         hook("AGENT_AFTER", [pidA, pidB])
         // With AGENT_WRAPPER, the baseline's exchanges on a kept connection under it too: a
         // server of its own on A, measured as the agents are, around each of two client runs
@@ -303,8 +290,9 @@ func orchestrate() async throws -> Targets {
         }
         // The warm continuations' CPU alone (the command line's, which follow, cost B a
         // connection and its handshake each).
-        let usedA = cpuTime(of: agents["a"]!.processIdentifier) - cpuBefore.0, usedB = cpuTime(of: agents["b"]!.processIdentifier) - cpuBefore.1
-        cpuPerContinuation.append((milliseconds(usedA) / Double(iterations), milliseconds(usedB) / Double(iterations)))
+        let usedA = signedMilliseconds(from: cpuBefore.0, to: cpuTime(of: agents["a"]!.processIdentifier))
+        let usedB = signedMilliseconds(from: cpuBefore.1, to: cpuTime(of: agents["b"]!.processIdentifier))
+        cpuPerContinuation.append((usedA / Double(iterations), usedB / Double(iterations)))
         for _ in 0..<cliIterations {
             let iteration = counter.peek()
             let start = now()

@@ -17,6 +17,23 @@ public func now() -> UInt64 {
 
 public func milliseconds(_ nanoseconds: UInt64) -> Double { Double(nanoseconds) / 1e6 }
 
+/// The CPU time `pid` has used so far, in nanoseconds: the process's CPU clock, which keeps
+/// the time of its threads that have ended (a sum over the threads alive now does not, and
+/// could go back between two readings). 0 when it cannot be read.
+public func cpuTime(of pid: pid_t) -> UInt64 {
+    var clock = clockid_t()
+    var time = timespec()
+    guard clock_getcpuclockid(pid, &clock) == 0, clock_gettime(clock, &time) == 0 else { return 0 }
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}
+
+/// From `start` to `end` (nanoseconds) in milliseconds, negative if `end` is the earlier: for
+/// readings whose order nothing promises (a stamp of another process, such as the app on B's;
+/// a reading that could not be made, 0), where an unsigned subtraction would trap.
+public func signedMilliseconds(from start: UInt64, to end: UInt64) -> Double {
+    (Double(end) - Double(start)) / 1e6
+}
+
 /// The value at `p` (0...1) of `values`, nearest rank; NaN for none.
 public func percentile(_ values: [Double], _ p: Double) -> Double {
     let sorted = values.sorted()
