@@ -379,6 +379,10 @@ func orchestrate() async throws -> Targets {
             lines: bareStamps.split(separator: "\n"), a: baselineServer.processIdentifier, b: bareClient.processIdentifier, caller: -1,
             steps: HopTable.bareAfterQuiet)
         let ours = HopTable.percentile(table.totals, 0.5), theirs = HopTable.percentile(bare.totals, 0.5)
+        let placement = table.appAheadMedians.map {
+            "In \($0.count) of \(table.measured), the origin app's save ran on A's processor while A had the ClientHello to read: " +
+                "those took \(format($0.ahead, 2)) ms (median), the other \($0.otherCount) \(format($0.others, 2)) ms."
+        } ?? "In \(table.appAhead.filter { $0 }.count) of \(table.measured), the origin app's save ran on A's processor while A had the ClientHello to read."
         print(
             """
             ## Continue after quiet, hop by hop
@@ -391,6 +395,9 @@ func orchestrate() async throws -> Targets {
             waited for the app (no early save ready).
 
             \(table.markdown())
+
+            "One processor": in how many the hop's two stamps were made on one processor (for a hop from one process to \
+            another, Linux woke the second beside the first). \(placement)
 
             The bare exchange after the same quiet (`tls-client` to `tls-server`: TLS 1.3, both certificates, 3 KB each way), \
             stamped the same way: as the client timed them, p50 \(format(percentile(bareTimes, 0.5), 3)) ms; \(bare.measured) of \

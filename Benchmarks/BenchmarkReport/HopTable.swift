@@ -10,6 +10,11 @@
 /// writes the Finished before it says the handshake is done), and A's answer, not B's check of
 /// A's proof (A's proof may leave before the answer, when the fetch waits for the app).
 /// A continuation missing a step is counted, not measured.
+///
+/// Each stamp also names the processor its thread ran on. A hop whose two stamps are of two
+/// processes on one processor is a wake-up Linux placed beside the process that woke it
+/// (`sameProcessor`); and `appAhead` marks the continuations in which the origin app's save ran
+/// on A's processor while A had the ClientHello to read (after B wrote it, before A read it).
 package struct HopTable: Sendable {
     package enum Process: String, Sendable {
         case caller
@@ -71,6 +76,8 @@ package struct HopTable: Sendable {
         package let name: String
         /// Milliseconds, one per continuation measured.
         package let times: [Double]
+        /// In how many of them the hop's two stamps were made on one processor.
+        package let sameProcessor: Int
     }
 
     package let hops: [Hop]
@@ -82,15 +89,19 @@ package struct HopTable: Sendable {
     package let fetchesWaited: Int
     /// For the continuations found but not measured, the first step not stamped, and how often.
     package let missing: [String: Int]
+    /// Per continuation measured (in the order of `totals`): whether the origin app (the
+    /// caller's process) stamped `saved` on A's processor between B's ClientHello and A's
+    /// reading of it, so that A read it only after the app's save.
+    package let appAhead: [Bool]
 
-    /// Reads `lines` (`<pid> <ns> <label>`); `a`, `b` and `caller` are the processes' ids
-    /// (the apps run in the caller's process, as the benchmark's do).
+    /// Reads `lines` (`<pid> <ns> <processor> <label>`); `a`, `b` and `caller` are the
+    /// processes' ids (the apps run in the caller's process, as the benchmark's do).
     package init(lines: some Sequence<some StringProtocol>, a: Int32, b: Int32, caller: Int32, steps: [Step] = afterQuiet) {
         precondition(steps.count >= 2 && steps[0].process == steps[steps.count - 1].process, "a window opens and closes in one process")
-        var stamps: [(time: Int, process: Process, label: Substring)] = []
+        var stamps: [(time: Int, process: Process, processor: Int, label: Substring)] = []
         for line in lines {
-            let fields = line.split(separator: " ", maxSplits: 2)
-            guard fields.count == 3, let pid = Int32(fields[0]), let time = Int(fields[1]) else { continue }
+            let fields = line.split(separator: " ", maxSplits: 3)
+            guard fields.count == 4, let pid = Int32(fields[0]), let time = Int(fields[1]), let processor = Int(fields[2]) else { continue }
             let process: Process
             switch pid {
             case a: process = .a
@@ -98,12 +109,17 @@ package struct HopTable: Sendable {
             case caller: process = .caller
             default: continue
             }
-            stamps.append((time, process, Substring(fields[2])))
+            stamps.append((time, process, processor, Substring(fields[3])))
         }
         stamps.sort { $0.time < $1.time }
 
         var times = Array(repeating: [Double](), count: max(steps.count - 1, 0))
+        var same = Array(repeating: 0, count: max(steps.count - 1, 0))
         var totals: [Double] = []
+        var appAhead: [Bool] = []
+        // B's ClientHello and A's reading of it, where the steps have them.
+        let clientHello = steps.firstIndex { $0.process == .b && $0.label == "tls write" }
+        let clientHelloRead = clientHello.map { $0 + 1 }.flatMap { steps.indices.contains($0) && steps[$0].process == .a ? $0 : nil }
         var found = 0
         var waited = 0
         var missing: [String: Int] = [:]
@@ -125,6 +141,7 @@ package struct HopTable: Sendable {
             found += 1
             let window = stamps[index...end]
             var at = [stamps[index].time]
+            var positions = [index]
             var position = index
             for step in steps.dropFirst() {
                 guard let next = window[(position + 1)...].firstIndex(where: { $0.process == step.process && $0.label.hasPrefix(step.label) }) else {
@@ -132,17 +149,30 @@ package struct HopTable: Sendable {
                     break
                 }
                 at.append(stamps[next].time)
+                positions.append(next)
                 position = next
             }
             if at.count == steps.count {
-                for hop in 1..<at.count { times[hop - 1].append(Double(at[hop] - at[hop - 1]) / 1e6) }
+                for hop in 1..<at.count {
+                    times[hop - 1].append(Double(at[hop] - at[hop - 1]) / 1e6)
+                    if stamps[positions[hop]].processor == stamps[positions[hop - 1]].processor { same[hop - 1] += 1 }
+                }
                 totals.append(Double(at.last! - at[0]) / 1e6)
+                if let clientHello, let clientHelloRead {
+                    let (written, read) = (stamps[positions[clientHello]], stamps[positions[clientHelloRead]])
+                    appAhead.append(window.contains {
+                        $0.process == .caller && $0.label == "saved" && $0.time > written.time && $0.time < read.time && $0.processor == read.processor
+                    })
+                } else {
+                    appAhead.append(false)
+                }
                 if window.contains(where: { $0.process == .a && $0.label == "fetch waited" }) { waited += 1 }
             }
             index = end + 1
         }
-        hops = zip(steps.dropFirst(), times).map { Hop(name: $0.hop, times: $1) }
+        hops = zip(steps.dropFirst(), zip(times, same)).map { Hop(name: $0.hop, times: $1.0, sameProcessor: $1.1) }
         self.totals = totals
+        self.appAhead = appAhead
         self.found = found
         fetchesWaited = waited
         self.missing = missing
@@ -156,16 +186,27 @@ package struct HopTable: Sendable {
         values.isEmpty ? 0 : BenchmarkReport.percentile(values, fraction)
     }
 
-    /// A Markdown table: each hop's median and 10th–90th percentiles, then the total.
+    /// A Markdown table: each hop's median and 10th–90th percentiles, and in how many of the
+    /// continuations its two stamps were on one processor; then the total.
     package func markdown() -> String {
         func cell(_ values: [Double]) -> String {
             let format = { (value: Double) in String(Int((value * 100).rounded())).paddedCents }
             return "| \(format(Self.percentile(values, 0.5))) | \(format(Self.percentile(values, 0.1)))–\(format(Self.percentile(values, 0.9))) |"
         }
-        var lines = ["| hop | ms | 10th–90th percentile |", "| --- | --- | --- |"]
-        for hop in hops { lines.append("| \(hop.name) \(cell(hop.times))") }
-        lines.append("| **total** \(cell(totals))")
+        var lines = ["| hop | ms | 10th–90th percentile | one processor |", "| --- | --- | --- | --- |"]
+        for hop in hops { lines.append("| \(hop.name) \(cell(hop.times)) \(hop.sameProcessor) of \(hop.times.count) |") }
+        lines.append("| **total** \(cell(totals)) |")
         return lines.joined(separator: "\n")
+    }
+
+    /// The totals' medians (ms) of the continuations in which the origin app's save ran on A's
+    /// processor ahead of the ClientHello, and of the others, with how many of each; nil when
+    /// either kind has none.
+    package var appAheadMedians: (ahead: Double, count: Int, others: Double, otherCount: Int)? {
+        let ahead = zip(totals, appAhead).filter { $0.1 }.map(\.0)
+        let others = zip(totals, appAhead).filter { !$0.1 }.map(\.0)
+        guard !ahead.isEmpty, !others.isEmpty else { return nil }
+        return (Self.percentile(ahead, 0.5), ahead.count, Self.percentile(others, 0.5), others.count)
     }
 }
 

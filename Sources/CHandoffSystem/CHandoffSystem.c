@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -65,6 +66,10 @@ int handoff_exchange(const char *first, const char *second) {
 
 long handoff_random(void *buffer, unsigned long count) {
     return (long)getrandom(buffer, count, 0);
+}
+
+int handoff_processor(void) {
+    return sched_getcpu();
 }
 
 // The Swift runtime's hook for where new tasks' jobs go (swift_task_enqueueGlobal_hook),

@@ -1,3 +1,4 @@
+import CHandoffSystem
 import Foundation
 import NIOCore
 
@@ -13,9 +14,11 @@ import Darwin
 /// (docs/agent.md, "After quiet, hop by hop").
 ///
 /// Off unless `HANDOFF_HOP_TRACE` names a file when the process first stamps: then each stamp
-/// appends one line, `<pid> <CLOCK_MONOTONIC ns> <label>`, with one `write`, so the lines of
-/// several processes appending to one file stay whole. Off, a stamp costs a check that the file
-/// was looked for, a load and a branch: its label is not even made.
+/// appends one line, `<pid> <CLOCK_MONOTONIC ns> <processor> <label>`, with one `write`, so the
+/// lines of several processes appending to one file stay whole. The processor is the one the
+/// stamping thread ran on (-1 if unknown): it shows where Linux placed each process it woke.
+/// Off, a stamp costs a check that the file was looked for, a load and a branch: its label is
+/// not even made.
 package enum HopTrace {
     /// The file's descriptor, opened once; nil when tracing is off.
     private static let file: Int32? = {
@@ -39,7 +42,9 @@ package enum HopTrace {
     private static func append(_ label: String, to file: Int32) {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
-        var line = "\(process) \(Int(time.tv_sec) * 1_000_000_000 + Int(time.tv_nsec)) \(label)\n"
+        let nanoseconds = Int(time.tv_sec) * 1_000_000_000 + Int(time.tv_nsec)
+        let processor = Int(handoff_processor())
+        var line = "\(process) \(nanoseconds) \(processor) \(label)\n"
         _ = line.withUTF8 { write(file, $0.baseAddress, $0.count) }
     }
 }

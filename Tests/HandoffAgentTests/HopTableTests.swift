@@ -7,16 +7,18 @@ import Testing
 struct HopTableTests {
     /// A continuation after quiet as the processes stamp it: each step `gap` microseconds after
     /// the one before, from `start` (µs); `skipping` leaves one step's stamp out.
-    static func continuation(start: Int, gaps: [Int], skipping: String? = nil, waited: Bool = false) -> [String] {
+    /// Each stamp on processor 0, except A's on `processorOfA`.
+    static func continuation(start: Int, gaps: [Int], skipping: String? = nil, waited: Bool = false, processorOfA: Int = 0) -> [String] {
         let pids: [HopTable.Process: Int] = [.caller: 10, .a: 20, .b: 30]
         var at = start
         var lines: [String] = []
         for (step, gap) in zip(HopTable.afterQuiet, [0] + gaps) {
             at += gap
             guard step.label != skipping else { continue }
-            lines.append("\(pids[step.process]!) \(at * 1000) \(step.label)\(step.label.hasPrefix("tls") ? " 1401" : "")")
+            let processor = step.process == .a ? processorOfA : 0
+            lines.append("\(pids[step.process]!) \(at * 1000) \(processor) \(step.label)\(step.label.hasPrefix("tls") ? " 1401" : "")")
         }
-        if waited { lines.append("20 \((start + 1) * 1000) fetch waited") }
+        if waited { lines.append("20 \((start + 1) * 1000) \(processorOfA) fetch waited") }
         return lines
     }
 
@@ -26,7 +28,7 @@ struct HopTableTests {
         let first = Self.continuation(start: 1_000, gaps: Array(repeating: 100, count: steps - 1))
         let second = Self.continuation(start: 50_000, gaps: (1..<steps).map { $0 * 10 }, waited: true)
         // An early save's stamps on A in the middle, a stranger's process, and the lines shuffled.
-        let noise = ["20 1250000 early save begins", "99 1300000 read call", "20 1300000 tls read 517", "not a stamp"]
+        let noise = ["20 1250000 0 early save begins", "99 1300000 0 read call", "20 1300000 0 tls read 517", "not a stamp", "30 1300001 read call"]
         let table = HopTable(lines: (first + second + noise).shuffled(), a: 20, b: 30, caller: 10)
         #expect(table.found == 2 && table.measured == 2)
         #expect(table.fetchesWaited == 1)
@@ -43,11 +45,11 @@ struct HopTableTests {
     func incomplete() {
         let gaps = Array(repeating: 100, count: HopTable.afterQuiet.count - 1)
         // A call whose answer never came, just before the first continuation.
-        var lines = ["10 500000 call", "30 600000 read call"]
+        var lines = ["10 500000 0 call", "30 600000 0 read call"]
         lines += Self.continuation(start: 1_000, gaps: gaps, skipping: "proven")
         lines += Self.continuation(start: 90_000, gaps: gaps)
         // A last call whose answer never came.
-        lines.append("10 200000000 call")
+        lines.append("10 200000000 0 call")
         let table = HopTable(lines: lines, a: 20, b: 30, caller: 10)
         #expect(table.found == 2)
         #expect(table.measured == 1)
@@ -60,10 +62,45 @@ struct HopTableTests {
         let gaps = Array(repeating: 100, count: HopTable.afterQuiet.count - 1)
         var lines = Self.continuation(start: 1_000, gaps: gaps)
         // B reads something on the link before A's flight: not the flight.
-        lines.append("30 \((1_000 + 100 * 5 + 1) * 1000) tls read 3")
+        lines.append("30 \((1_000 + 100 * 5 + 1) * 1000) 0 tls read 3")
         let table = HopTable(lines: lines, a: 20, b: 30, caller: 10)
         let flight = table.hops[HopTable.afterQuiet.firstIndex { $0.process == .b && $0.label == "tls read" }! - 1]
         #expect(flight.times.map { Int(($0 * 1e6).rounded()) } == [100_000], "\(flight.times)")
+    }
+
+    @Test("Where each process ran: a hop on one processor is counted, and a continuation whose origin app saved on A's processor while the ClientHello waited is told apart")
+    func processors() throws {
+        let steps = HopTable.afterQuiet
+        let gaps = Array(repeating: 100, count: steps.count - 1)
+        // B's ClientHello at step `hello`; A reads it 100 µs later.
+        let hello = try #require(steps.firstIndex { $0.process == .b && $0.label == "tls write" })
+        let helloAt = { (start: Int) in (start + 100 * hello) * 1000 }
+        // 1: A on processor 1, the app's save on processor 1 while the ClientHello waits.
+        var lines = Self.continuation(start: 1_000, gaps: gaps, processorOfA: 1)
+        lines.append("10 \(helloAt(1_000) + 50_000) 1 saved")
+        // 2: A on processor 1, the app on processor 0 (beside B, not A).
+        lines += Self.continuation(start: 90_000, gaps: gaps, processorOfA: 1)
+        lines.append("10 \(helloAt(90_000) + 50_000) 0 saved")
+        // 3: everything on processor 0; the app saved on A's processor, but before B's ClientHello.
+        lines += Self.continuation(start: 180_000, gaps: gaps.map { $0 * 2 })
+        lines.append("10 \((180_000 + 200 * hello) * 1000 - 1) 0 saved")
+        let table = HopTable(lines: lines.shuffled(), a: 20, b: 30, caller: 10)
+        #expect(table.measured == 3)
+        #expect(table.appAhead == [true, false, false])
+        let ahead = try #require(table.appAheadMedians)
+        #expect(ahead.count == 1 && ahead.otherCount == 2)
+        // In microseconds: the first took 100 µs a step, the third 200.
+        let micro = { (value: Double) in Int((value * 1000).rounded()) }
+        #expect(micro(ahead.ahead) == gaps.count * 100)
+        #expect(micro(ahead.others) == micro(HopTable.percentile([Double(gaps.count) * 0.1, Double(gaps.count) * 0.2], 0.5)))
+        for (index, hop) in table.hops.enumerated() {
+            // From one step to the next: the third on one processor always; the first two only
+            // where both steps are A's or neither is.
+            let bothOrNeither = (steps[index].process == .a) == (steps[index + 1].process == .a)
+            #expect(hop.sameProcessor == (bothOrNeither ? 3 : 1), "\(hop.name)")
+        }
+        // A line from before the processor was stamped is not read.
+        #expect(HopTable(lines: ["10 1000 call", "10 2000 answered"], a: 20, b: 30, caller: 10).found == 0)
     }
 
     @Test("The table: a row per hop and the total, in milliseconds with two decimals, median then 10th–90th percentile")
@@ -72,7 +109,7 @@ struct HopTableTests {
         let table = HopTable(lines: Self.continuation(start: 1_000, gaps: gaps), a: 20, b: 30, caller: 10)
         let rows = table.markdown().split(separator: "\n")
         #expect(rows.count == 2 + HopTable.afterQuiet.count)
-        #expect(rows[2] == "| the caller writes `continue`; B's agent reads it | 1.23 | 1.23–1.23 |")
+        #expect(rows[2] == "| the caller writes `continue`; B's agent reads it | 1.23 | 1.23–1.23 | 1 of 1 |")
         #expect(rows.last!.hasPrefix("| **total** | \(String(format: "%.2f", Double(gaps.count) * 1.234))"))
         #expect(HopTable.percentile([0.07], 0.5) == 0.07)
         // The nearest rank, as BenchmarkReport takes it: so the table's median is the report's.

@@ -177,9 +177,10 @@ struct ProcessTests {
             let reads = lines.filter { $0.hasPrefix("\(process.processIdentifier) ") && $0.hasSuffix(" read call") }
             if traced {
                 // Each status call after its hello (read with the connection), stamped as it was
-                // read, with this process's id and a time.
+                // read, with this process's id, a time and the processor it ran on.
                 #expect(reads.count >= 2, "\(lines)")
                 #expect(reads.allSatisfy { Int($0.split(separator: " ")[1]) != nil }, "\(reads)")
+                #expect(reads.allSatisfy { (Int($0.split(separator: " ")[2]) ?? -1) >= 0 }, "\(reads)")
             } else {
                 #expect(reads.isEmpty, "\(reads)")
                 #expect(!FileManager.default.fileExists(atPath: unwritable))

@@ -27,6 +27,9 @@ int handoff_exchange(const char *first, const char *second);
 /// number written, or -1 with errno set.
 long handoff_random(void *buffer, unsigned long count);
 
+/// sched_getcpu(3): the processor the calling thread runs on now, or -1.
+int handoff_processor(void);
+
 /// Sends every job the Swift runtime would give its global pool of threads to `target`
 /// instead (swift_task_enqueueGlobal_hook). Returns 0 when another hook is already set.
 int handoff_take_global_executor(void (*target)(void *job));
