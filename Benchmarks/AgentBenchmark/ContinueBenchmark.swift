@@ -38,6 +38,13 @@ func spawn(_ path: String, _ arguments: [String]) -> pid_t {
     return pid
 }
 
+/// The CPU time an agent has used so far (ns); the benchmark fails if its clock cannot be read
+/// (the agent is gone), rather than report a difference with nothing.
+func agentCPU(_ pid: pid_t) -> UInt64 {
+    guard let time = cpuTime(of: pid) else { fail("cannot read the CPU clock of the agent with process id \(pid): has it exited?") }
+    return time
+}
+
 /// `pid`'s exit status once it has ended; 128 plus the signal's number if a signal ended it (as
 /// a shell says), so that a program that crashed never reads as one that succeeded.
 func waitForExit(_ pid: pid_t) -> Int32 {
@@ -212,11 +219,11 @@ func orchestrate() async throws -> Targets {
             for pid in pids { _ = shell(command + ["\(pid)"]) }
         }
         hook("AGENT_BEFORE", [pidA, pidB])
-        let (cpuA, cpuB) = (cpuTime(of: pidA), cpuTime(of: pidB))
+        let (cpuA, cpuB) = (agentCPU(pidA), agentCPU(pidB))
         while now() < end {
             daemon.append(try await continueOnce(control).daemon)
         }
-        let cpu = [signedMilliseconds(from: cpuA, to: cpuTime(of: pidA)), signedMilliseconds(from: cpuB, to: cpuTime(of: pidB))].map { $0 / Double(daemon.count) }
+        let cpu = [signedMilliseconds(from: cpuA, to: agentCPU(pidA)), signedMilliseconds(from: cpuB, to: agentCPU(pidB))].map { $0 / Double(daemon.count) }
         hook("AGENT_AFTER", [pidA, pidB])
         // With AGENT_WRAPPER, the baseline's exchanges on a kept connection under it too: a
         // server of its own on A, measured as the agents are, around each of two client runs
@@ -282,7 +289,7 @@ func orchestrate() async throws -> Targets {
         // came before (the discovery changes, 20 ms apart) left both processors idle, and the
         // first one or two continuations after it took about twice as long.
         for _ in 0..<20 { _ = try await continueOnce(control, legsToo: false) }
-        let cpuBefore = (cpuTime(of: agents["a"]!.processIdentifier), cpuTime(of: agents["b"]!.processIdentifier))
+        let cpuBefore = (agentCPU(agents["a"]!.processIdentifier), agentCPU(agents["b"]!.processIdentifier))
         for _ in 0..<iterations {
             let (daemon, app) = try await continueOnce(control)
             run["continue", default: []].append(daemon)
@@ -290,8 +297,8 @@ func orchestrate() async throws -> Targets {
         }
         // The warm continuations' CPU alone (the command line's, which follow, cost B a
         // connection and its handshake each).
-        let usedA = signedMilliseconds(from: cpuBefore.0, to: cpuTime(of: agents["a"]!.processIdentifier))
-        let usedB = signedMilliseconds(from: cpuBefore.1, to: cpuTime(of: agents["b"]!.processIdentifier))
+        let usedA = signedMilliseconds(from: cpuBefore.0, to: agentCPU(agents["a"]!.processIdentifier))
+        let usedB = signedMilliseconds(from: cpuBefore.1, to: agentCPU(agents["b"]!.processIdentifier))
         cpuPerContinuation.append((usedA / Double(iterations), usedB / Double(iterations)))
         for _ in 0..<cliIterations {
             let iteration = counter.peek()
@@ -380,7 +387,7 @@ func orchestrate() async throws -> Targets {
             steps: HopTable.bareAfterQuiet)
         let ours = HopTable.percentile(table.totals, 0.5), theirs = HopTable.percentile(bare.totals, 0.5)
         let placement = table.appAheadMedians.map {
-            "In \($0.count) of \(table.measured), the origin app's save ran on A's processor while A had the ClientHello to read: " +
+            "In \($0.aheadCount) of \(table.measured), the origin app's save ran on A's processor while A had the ClientHello to read: " +
                 "those took \(format($0.ahead, 2)) ms (median), the other \($0.otherCount) \(format($0.others, 2)) ms."
         } ?? "In \(table.appAhead.filter { $0 }.count) of \(table.measured), the origin app's save ran on A's processor while A had the ClientHello to read."
         print(

@@ -14,7 +14,8 @@
 /// Each stamp also names the processor its thread ran on. A hop whose two stamps are of two
 /// processes on one processor is a wake-up Linux placed beside the process that woke it
 /// (`sameProcessor`); and `appAhead` marks the continuations in which the origin app's save ran
-/// on A's processor while A had the ClientHello to read (after B wrote it, before A read it).
+/// on A's processor while A had the ClientHello to read (after B wrote it, before A read it). A
+/// processor not known (-1) is never the same as another.
 package struct HopTable: Sendable {
     package enum Process: String, Sendable {
         case caller
@@ -155,13 +156,15 @@ package struct HopTable: Sendable {
             if at.count == steps.count {
                 for hop in 1..<at.count {
                     times[hop - 1].append(Double(at[hop] - at[hop - 1]) / 1e6)
-                    if stamps[positions[hop]].processor == stamps[positions[hop - 1]].processor { same[hop - 1] += 1 }
+                    let (from, to) = (stamps[positions[hop - 1]].processor, stamps[positions[hop]].processor)
+                    if from >= 0, from == to { same[hop - 1] += 1 }
                 }
                 totals.append(Double(at.last! - at[0]) / 1e6)
                 if let clientHello, let clientHelloRead {
                     let (written, read) = (stamps[positions[clientHello]], stamps[positions[clientHelloRead]])
                     appAhead.append(window.contains {
-                        $0.process == .caller && $0.label == "saved" && $0.time > written.time && $0.time < read.time && $0.processor == read.processor
+                        $0.process == .caller && $0.label == "saved" && $0.time > written.time && $0.time < read.time && read.processor >= 0
+                            && $0.processor == read.processor
                     })
                 } else {
                     appAhead.append(false)
@@ -202,7 +205,7 @@ package struct HopTable: Sendable {
     /// The totals' medians (ms) of the continuations in which the origin app's save ran on A's
     /// processor ahead of the ClientHello, and of the others, with how many of each; nil when
     /// either kind has none.
-    package var appAheadMedians: (ahead: Double, count: Int, others: Double, otherCount: Int)? {
+    package var appAheadMedians: (ahead: Double, aheadCount: Int, others: Double, otherCount: Int)? {
         let ahead = zip(totals, appAhead).filter { $0.1 }.map(\.0)
         let others = zip(totals, appAhead).filter { !$0.1 }.map(\.0)
         guard !ahead.isEmpty, !others.isEmpty else { return nil }

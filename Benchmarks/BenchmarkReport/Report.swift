@@ -19,11 +19,11 @@ public func milliseconds(_ nanoseconds: UInt64) -> Double { Double(nanoseconds) 
 
 /// The CPU time `pid` has used so far, in nanoseconds: the process's CPU clock, which keeps
 /// the time of its threads that have ended (a sum over the threads alive now does not, and
-/// could go back between two readings). 0 when it cannot be read.
-public func cpuTime(of pid: pid_t) -> UInt64 {
+/// could go back between two readings). Nil when it cannot be read (no such process).
+public func cpuTime(of pid: pid_t) -> UInt64? {
     var clock = clockid_t()
     var time = timespec()
-    guard clock_getcpuclockid(pid, &clock) == 0, clock_gettime(clock, &time) == 0 else { return 0 }
+    guard clock_getcpuclockid(pid, &clock) == 0, clock_gettime(clock, &time) == 0 else { return nil }
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }
 
@@ -162,12 +162,9 @@ public func memory(of pid: Int32) -> MemorySample? {
     return MemorySample(rss: rss, pss: pss, uss: (fields["Private_Clean"] ?? 0) + (fields["Private_Dirty"] ?? 0))
 }
 
-/// The CPU time a process has used, in seconds.
+/// The CPU time a process has used, in seconds (`cpuTime`); 0 when it cannot be read.
 public func cpuSeconds(of pid: Int32) -> Double {
-    let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
-    let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
-    let ticks = fields.count > 13 ? (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0) : 0
-    return Double(ticks) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    Double(cpuTime(of: pid) ?? 0) / 1e9
 }
 
 /// A process's memory sampled every `interval` for `duration`: the median and maximum of each

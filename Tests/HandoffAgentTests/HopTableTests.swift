@@ -68,39 +68,54 @@ struct HopTableTests {
         #expect(flight.times.map { Int(($0 * 1e6).rounded()) } == [100_000], "\(flight.times)")
     }
 
-    @Test("Where each process ran: a hop on one processor is counted, and a continuation whose origin app saved on A's processor while the ClientHello waited is told apart")
-    func processors() throws {
+    @Test("A hop whose two stamps were made on one processor is counted; a processor not known is never the same")
+    func oneProcessor() throws {
+        let steps = HopTable.afterQuiet
+        let gaps = Array(repeating: 100, count: steps.count - 1)
+        // A on processor 1, the others on 0; then everything on 0; then A's processor not known.
+        let lines = Self.continuation(start: 1_000, gaps: gaps, processorOfA: 1) + Self.continuation(start: 90_000, gaps: gaps)
+            + Self.continuation(start: 180_000, gaps: gaps, processorOfA: -1)
+        let table = HopTable(lines: lines.shuffled(), a: 20, b: 30, caller: 10)
+        #expect(table.measured == 3)
+        for (index, hop) in table.hops.enumerated() {
+            // The second continuation's hops are all on one processor. In the first, only a hop
+            // from A to A or between two others; in the third, only a hop between two others.
+            let (from, to) = (steps[index].process == .a, steps[index + 1].process == .a)
+            let expected = 1 + (from == to ? 1 : 0) + (!from && !to ? 1 : 0)
+            #expect(hop.sameProcessor == expected, "\(hop.name)")
+        }
+        // A line from before the processor was stamped is not read.
+        #expect(HopTable(lines: ["10 1000 call", "10 2000 answered"], a: 20, b: 30, caller: 10).found == 0)
+    }
+
+    @Test("A continuation whose origin app saved on A's processor while the ClientHello waited is told apart, and only that one")
+    func appAhead() throws {
         let steps = HopTable.afterQuiet
         let gaps = Array(repeating: 100, count: steps.count - 1)
         // B's ClientHello at step `hello`; A reads it 100 µs later.
         let hello = try #require(steps.firstIndex { $0.process == .b && $0.label == "tls write" })
-        let helloAt = { (start: Int) in (start + 100 * hello) * 1000 }
-        // 1: A on processor 1, the app's save on processor 1 while the ClientHello waits.
+        let helloAt = { (start: Int, gap: Int) in (start + gap * hello) * 1000 }
+        // 1: the app saves on A's processor while the ClientHello waits.
         var lines = Self.continuation(start: 1_000, gaps: gaps, processorOfA: 1)
-        lines.append("10 \(helloAt(1_000) + 50_000) 1 saved")
-        // 2: A on processor 1, the app on processor 0 (beside B, not A).
+        lines.append("10 \(helloAt(1_000, 100) + 50_000) 1 saved")
+        // 2: the app saves on the other processor meanwhile.
         lines += Self.continuation(start: 90_000, gaps: gaps, processorOfA: 1)
-        lines.append("10 \(helloAt(90_000) + 50_000) 0 saved")
-        // 3: everything on processor 0; the app saved on A's processor, but before B's ClientHello.
+        lines.append("10 \(helloAt(90_000, 100) + 50_000) 0 saved")
+        // 3: on A's processor, but just before B's ClientHello, and again just after A read it.
         lines += Self.continuation(start: 180_000, gaps: gaps.map { $0 * 2 })
-        lines.append("10 \((180_000 + 200 * hello) * 1000 - 1) 0 saved")
+        lines.append("10 \(helloAt(180_000, 200) - 1) 0 saved")
+        lines.append("10 \(helloAt(180_000, 200) + 200_001) 0 saved")
         let table = HopTable(lines: lines.shuffled(), a: 20, b: 30, caller: 10)
         #expect(table.measured == 3)
         #expect(table.appAhead == [true, false, false])
-        let ahead = try #require(table.appAheadMedians)
-        #expect(ahead.count == 1 && ahead.otherCount == 2)
+        let medians = try #require(table.appAheadMedians)
+        #expect(medians.aheadCount == 1 && medians.otherCount == 2)
         // In microseconds: the first took 100 µs a step, the third 200.
         let micro = { (value: Double) in Int((value * 1000).rounded()) }
-        #expect(micro(ahead.ahead) == gaps.count * 100)
-        #expect(micro(ahead.others) == micro(HopTable.percentile([Double(gaps.count) * 0.1, Double(gaps.count) * 0.2], 0.5)))
-        for (index, hop) in table.hops.enumerated() {
-            // From one step to the next: the third on one processor always; the first two only
-            // where both steps are A's or neither is.
-            let bothOrNeither = (steps[index].process == .a) == (steps[index + 1].process == .a)
-            #expect(hop.sameProcessor == (bothOrNeither ? 3 : 1), "\(hop.name)")
-        }
-        // A line from before the processor was stamped is not read.
-        #expect(HopTable(lines: ["10 1000 call", "10 2000 answered"], a: 20, b: 30, caller: 10).found == 0)
+        #expect(micro(medians.ahead) == gaps.count * 100)
+        #expect(micro(medians.others) == micro(HopTable.percentile([Double(gaps.count) * 0.1, Double(gaps.count) * 0.2], 0.5)))
+        // None ahead: no medians to compare.
+        #expect(HopTable(lines: Self.continuation(start: 1_000, gaps: gaps), a: 20, b: 30, caller: 10).appAheadMedians == nil)
     }
 
     @Test("The table: a row per hop and the total, in milliseconds with two decimals, median then 10th–90th percentile")
