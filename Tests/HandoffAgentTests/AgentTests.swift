@@ -788,8 +788,10 @@ struct AgentTests {
     @Test("doctor: all well between two members; then another account's beacons, a member that stopped, and a static peer where nothing listens, each named with what to do")
     func doctor() async throws {
         try await withHarness { harness in
-            let closedPort = Int.random(in: 20_000..<40_000)
-            let a = try await harness.start("alpha") { $0.staticPeers = [HostPort(host: "127.0.0.1", port: closedPort)] }
+            // Held to the end: a random port could be one another test listens on.
+            let refused = try RefusedPort()
+            defer { withExtendedLifetime(refused) {} }
+            let a = try await harness.start("alpha") { $0.staticPeers = [HostPort(host: "127.0.0.1", port: refused.port)] }
             let b = try await harness.start("beta")
             try await harness.pair([a, b])
             func checks(_ area: String) async throws -> [LocalCheck] {

@@ -395,10 +395,13 @@ struct PeerLinkTests {
 
     @Test("A first fetch on a link that cannot be made ends once, with the link's failure")
     func firstFetchOfALinkNeverMade() async throws {
-        // A port nothing listens on: connecting is refused.
+        // A port nothing listens on, held until the end: connecting is refused. (The port of a
+        // listener just closed could be given to another test's server meanwhile.)
         let (listener, _, activity) = try await fetchService(a, pins: { [] })
-        let port = listener.port
         await listener.close()
+        let refused = try RefusedPort()
+        let port = refused.port
+        defer { withExtendedLifetime(refused) {} }
         let outcomes = Shared(0)
         let outcome = FirstOutcome<Result<FetchedActivity, ContinuationFailure>>()
         await #expect(throws: ContinuationFailure.self) {

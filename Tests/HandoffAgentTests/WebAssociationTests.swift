@@ -723,18 +723,10 @@ extension WebAssociationTests {
     func fetchFailuresInWords() async throws {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        // A port nothing listens on: bound, never listening, and held until the end, so that no
-        // server of this or another test can be given it meanwhile (one once was, and this
-        // test read its "not trusted" for "connection refused").
-        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(probe) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
-        let closedPort = Int(UInt16(bigEndian: address.sin_port))
+        // A port nothing listens on, held until the end: no server of this test or another can
+        // be given it meanwhile (one once was, and this test read "not trusted" for "refused").
+        let refused = try RefusedPort()
+        let closedPort = refused.port
 
         let ca = try TestCertificateAuthority()
         let untrusted = try await TestWebServer(identity: try TestCertificateAuthority("Stranger").serverIdentity(for: "localhost"), answers: [:])
@@ -757,5 +749,6 @@ extension WebAssociationTests {
                 #expect(!why.contains(leak), "\(why)")
             }
         }
+        withExtendedLifetime(refused) {}
     }
 }
