@@ -141,25 +141,22 @@ package struct HopTable: Sendable {
             }
             found += 1
             let window = stamps[index...end]
-            var at = [stamps[index].time]
+            // Where each step's stamp is in `stamps`.
             var positions = [index]
-            var position = index
             for step in steps.dropFirst() {
-                guard let next = window[(position + 1)...].firstIndex(where: { $0.process == step.process && $0.label.hasPrefix(step.label) }) else {
+                guard let next = window[(positions[positions.count - 1] + 1)...].firstIndex(where: { $0.process == step.process && $0.label.hasPrefix(step.label) }) else {
                     missing["\(step.process.rawValue) \(step.label)", default: 0] += 1
                     break
                 }
-                at.append(stamps[next].time)
                 positions.append(next)
-                position = next
             }
-            if at.count == steps.count {
-                for hop in 1..<at.count {
-                    times[hop - 1].append(Double(at[hop] - at[hop - 1]) / 1e6)
-                    let (from, to) = (stamps[positions[hop - 1]].processor, stamps[positions[hop]].processor)
-                    if from >= 0, from == to { same[hop - 1] += 1 }
+            if positions.count == steps.count {
+                for hop in 1..<positions.count {
+                    let (from, to) = (stamps[positions[hop - 1]], stamps[positions[hop]])
+                    times[hop - 1].append(Double(to.time - from.time) / 1e6)
+                    if from.processor >= 0, from.processor == to.processor { same[hop - 1] += 1 }
                 }
-                totals.append(Double(at.last! - at[0]) / 1e6)
+                totals.append(Double(stamps[positions[positions.count - 1]].time - stamps[index].time) / 1e6)
                 if let clientHello, let clientHelloRead {
                     let (written, read) = (stamps[positions[clientHello]], stamps[positions[clientHelloRead]])
                     appAhead.append(window.contains {
