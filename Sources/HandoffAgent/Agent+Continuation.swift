@@ -578,7 +578,7 @@ extension Agent {
             discovery: counters.map {
                 LocalDiscoveryCounters(datagrams: $0.datagrams, unopened: $0.unopened, replayed: $0.replayed, outsideWindow: $0.outsideWindow, accepted: $0.accepted)
             },
-            removed: account == nil ? (try? store.load(LocalRemoval.self, from: Self.removalFileName)) ?? nil : nil, clipboard: localClipboard(),
+            removed: removal, clipboard: localClipboard(),
             clipboardOn: configuration.clipboard)
     }
 

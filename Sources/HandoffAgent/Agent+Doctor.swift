@@ -129,9 +129,16 @@ extension Agent {
     func doctor() async -> [LocalCheck] {
         var checks: [LocalCheck] = []
         guard let account else {
-            checks.append(LocalCheck(
-                area: "account", status: .problem, finding: "this device is in no account, so it announces nothing and hears no one",
-                advice: "make one with 'handoff account create --name NAME', or join one with 'handoff join CODE' (from 'handoff device invite' on a device of the account)"))
+            if let removal {
+                checks.append(LocalCheck(
+                    area: "account", subject: removal.account, status: .problem,
+                    finding: "this device was removed from the account '\(removal.account)' by '\(removal.by)', so it announces nothing and hears no one",
+                    advice: "to join it again, make a code on one of its devices with 'handoff device invite', then 'handoff join CODE' here"))
+            } else {
+                checks.append(LocalCheck(
+                    area: "account", status: .problem, finding: "this device is in no account, so it announces nothing and hears no one",
+                    advice: "make one with 'handoff account create --name NAME', or join one with 'handoff join CODE' (from 'handoff device invite' on a device of the account)"))
+            }
             return checks
         }
         let nearby = await discovery?.nearby ?? []

@@ -15,7 +15,7 @@ extension Agent {
     /// Makes an invitation and opens the pairing listener for it.
     func invite(kind: Invitation.Kind, host: String?, lifetime: Double?) async -> LocalReply {
         guard let account else {
-            return .failure(LocalError(.account, "this device is in no account yet; make one with 'handoff account create --name NAME'"))
+            return .failure(LocalError(.account, noAccount(else: "this device is in no account yet; make one with 'handoff account create --name NAME'")))
         }
         let lifetime = lifetime ?? 600
         guard lifetime > 0, lifetime <= 86_400 else {
@@ -392,7 +392,7 @@ extension Agent {
         // Who is nearby now: a new key starts discovery afresh, with nobody heard yet.
         let nearby = await discovery?.nearby ?? []
         let made: Result<(SignedChange, AccountState, [AccountState.Member]), LocalError> = await changingAccount {
-            guard var account = self.account else { return .failure(LocalError(.account, "this device is in no account")) }
+            guard var account = self.account else { return .failure(LocalError(.account, self.noAccount(else: "this device is in no account"))) }
             guard let member = account.members.first(where: { $0.name == name }) else {
                 return .failure(LocalError(.notFound, "no device named '\(name)' is in the account; 'handoff devices' lists them"))
             }
@@ -578,6 +578,20 @@ extension Agent {
 
     /// Where the record of this device's last removal is kept (`LocalStatus.removed`).
     static let removalFileName = "removed.json"
+
+    /// The record of this device's last removal, while it is in no account since.
+    var removal: LocalRemoval? {
+        account == nil ? (try? store.load(LocalRemoval.self, from: Self.removalFileName)) ?? nil : nil
+    }
+
+    /// What to tell a person who asked for something that needs an account, when this device
+    /// has none: that it was removed (from which account, by whom) and how to join again, or,
+    /// if it never was in one since, `otherwise`.
+    func noAccount(else otherwise: String) -> String {
+        guard let removal else { return otherwise }
+        return "this device was removed from the account '\(removal.account)' by '\(removal.by)'; to join it again, make a code on one of its devices with "
+            + "'handoff device invite', then 'handoff join CODE' here"
+    }
 
     /// Forgets the account: this device was removed.
     func leave(removedBy remover: String? = nil) async {

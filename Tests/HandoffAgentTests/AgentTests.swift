@@ -405,6 +405,15 @@ struct AgentTests {
             #expect(devices.contains("removed from 'home' by 'alpha'") && !devices.contains("No account yet"), "handoff devices on gamma: \(devices)")
             let (_, status) = try await runCommand(handoff, ["status", "--socket", c.socket])
             #expect(status.contains("removed from 'home' by 'alpha'"), "handoff status on gamma: \(status)")
+            // Whatever else needs an account says the same, with the exit codes of docs/agent.md.
+            let (inviteStatus, invite) = try await runCommand(handoff, ["device", "invite", "--socket", c.socket])
+            #expect(inviteStatus == 7, "handoff device invite on gamma exited \(inviteStatus)")
+            #expect(invite.contains("removed from the account 'home' by 'alpha'") && !invite.contains("no account yet"), "handoff device invite on gamma: \(invite)")
+            let (doctorStatus, doctor) = try await runCommand(handoff, ["doctor", "--socket", c.socket])
+            #expect(doctorStatus == 8, "handoff doctor on gamma exited \(doctorStatus)")
+            #expect(doctor.contains("removed from the account 'home' by 'alpha'") && doctor.contains("handoff join"), "handoff doctor on gamma: \(doctor)")
+            let (removeStatus, remove) = try await runCommand(handoff, ["device", "remove", "beta", "--socket", c.socket])
+            #expect(removeStatus == 7 && remove.contains("removed from the account 'home'"), "handoff device remove on gamma (\(removeStatus)): \(remove)")
 
             // alpha's activity: beta sees it, gamma does not, and gamma cannot fetch it.
             let activity = mapActivity()
