@@ -13,9 +13,10 @@
 #   ROUNDS=N                                (default 2)
 #
 # The scripts' own knobs pass through (MEMORY_SECONDS, IDLE_SECONDS, STREAM_BYTES, ...). Each
-# script's tables are printed under the commit they are for, with its exit status; this
-# script exits 1 if any run failed to run at all (status other than 0 or 1: 1 is a missed
-# target, which is reported beside the figures, since both sides may miss the same one).
+# script's tables are printed under the commit they are for, with its exit status. This
+# script exits 2 if any run failed to run at all (a status other than 0 or 1), else 1 if a run
+# of the head missed a target (status 1; the base's misses are reported beside the figures,
+# since both sides may miss the same one), else 0. It ends with one line per run's status.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 base="${1:-HEAD~1}"
@@ -37,6 +38,8 @@ for side in base head; do
 done
 
 failed=0
+missed=0
+summary=()
 order=(base head)
 for name in "${benchmarks[@]}"; do
   for round in $(seq "$rounds"); do
@@ -54,8 +57,13 @@ for name in "${benchmarks[@]}"; do
         echo
         echo "exit status: $status"
         [ "$status" -gt 1 ] && failed=1
+        [ "$status" -eq 1 ] && [ "$side" = head ] && missed=1
+        summary+=("$name.sh at $side (${commit[$side]}), round $round: exit status $status")
     done
     order=("${order[1]}" "${order[0]}")
   done
 done
-exit "$failed"
+echo
+printf '%s\n' "${summary[@]}"
+[ "$failed" -eq 1 ] && exit 2
+exit "$missed"

@@ -59,7 +59,7 @@ tls_client=$(( ($(total "$work/cg.${clients[1]}") - $(total "$work/cg.${clients[
 
 machine="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores online, Linux $(uname -r)"
 cat <<EOF
-Instructions per warm continuation (callgrind, user space only: the kernel's work, the system calls and wake-ups, is not counted). Machine: $machine; $(valgrind --version).
+Instructions per warm continuation (callgrind, user space only: the kernel's work, the system calls and wake-ups, is not counted). Machine: $machine; $(valgrind --version). One run: counts of instructions, not times, move little between runs (docs/agent.md gives two runs' figures), and this run's spread is not measured.
 $count warm continuations of a 3.1 KB userInfo, the origin app's save included, between two agents in the release build; the baseline: $((long - short)) exchanges of 3 KB each way on one kept TLS connection (the difference of a run of $long and one of $short).
 
 | process | instructions per continuation (or exchange) |

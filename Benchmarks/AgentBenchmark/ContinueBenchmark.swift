@@ -524,6 +524,9 @@ func orchestrate() async throws -> Targets {
 
         """)
     let targets = Targets()
+    // The targets are for two devices in namespaces (issue 15); on loopback, as a user who is
+    // not root, the figures are printed but not taken as met.
+    targets.check("two devices in network namespaces on a bridge (root)", useNamespaces, useNamespaces ? "yes" : "no: loopback, not root")
     targets.check("continue on a warm link (daemon level), p50 ≤ 1.0 ms", continue50 <= 1.0, "\(format(continue50, 3)) ms")
     // The machine's own tail beside it: the bare exchanges of the same runs, fresh and warm.
     let warm99 = runs.percentile("warm TLS", 0.99)

@@ -403,7 +403,8 @@ func floodBenchmark() async throws {
         return "| \(name) | \(result.latencies.count) | \(result.failures.count) | \(p50) | \(p99) |"
     }
     print("""
-        Machine: \(machineDescription()). Release build, static Swift runtime.
+        Machine: \(machineDescription()). Release build, static Swift runtime. One run: what it checks holds or fails in \
+        every run, and its latencies are of this run alone (their spread between runs is not measured here).
         Flood: \(useNamespaces ? "three network namespaces on one bridge (A, B, the flooder)" : "loopback, the flooder from 127.0.0.2"). \
         The flooder sent \(sentBeacons) beacons (\(Int(Double(sentBeacons) / floodSeconds))/s: random, bit-flipped, replayed, stale) to A's \
         unicast beacon port and opened \(openedConnections) connections (\(Int(Double(openedConnections) / floodSeconds))/s: closed at once, \

@@ -4,7 +4,8 @@
 //   - how long until every device lists every other member of its account;
 //   - discovery: `becameCurrent` on each account's first device until each other member's
 //     watcher hears it, 20 changes (p50, p99, and until the last member heard it);
-//   - each device's traffic (everything its interface sends) over IDLE_SECONDS (default 120),
+//   - each device's traffic (everything its interface sends) over IDLE_SECONDS (default 240, from
+//     SETTLE_SECONDS, default 60, after the last discovery change),
 //     each account's first device offering an activity;
 //   - each agent's memory (PSS) and CPU over that window;
 //   - each agent's CPU while STRANGERS addresses (default 200) beacon as devices of other
@@ -30,7 +31,12 @@ func scaleBenchmark() async throws -> Targets {
     let environment = ProcessInfo.processInfo.environment
     let count = min(max(Int(environment["DEVICES"] ?? "") ?? 32, 2), 200)
     let accounts = min(max(Int(environment["ACCOUNTS"] ?? "") ?? 1, 1), count / 2)
-    let window = Int(environment["IDLE_SECONDS"] ?? "") ?? 120
+    // Two of a member's refresh periods (120 s): a window of one holds one beacon of each
+    // member or two, and reads as 4.6 or 9.2 B/s.
+    let window = Int(environment["IDLE_SECONDS"] ?? "") ?? 240
+    // Before the window: longer than the 45 s for which what joining and the discovery changes
+    // set in motion lasts (a device heard over IPv6 only, a greeting).
+    let settle = Int(environment["SETTLE_SECONDS"] ?? "") ?? 60
     guard getuid() == 0, shell(["ip", "netns", "add", "hs\(getpid())probe"]) == 0 else {
         print("The scale benchmark needs root, to make network namespaces: run it as root.")
         targets.check("run as root (network namespaces)", false, "not root")
@@ -132,9 +138,10 @@ func scaleBenchmark() async throws -> Targets {
         }
         try await Task.sleep(for: .milliseconds(200))
     }
+    FileHandle.standardError.write(Data("discovery, each change until the last member heard it (ms): \(last.map { format($0, 1) }.joined(separator: " "))\n".utf8))
 
     // Quiet: the first devices offer their activity, nobody asks anything.
-    try await Task.sleep(for: .seconds(5))
+    try await Task.sleep(for: .seconds(settle))
     let sentBefore = hosts.map { sentBytes($0.namespace!) }
     let cpuBefore = processes.map { cpuSeconds(of: $0.processIdentifier) }
     let quietStart = now()
@@ -197,7 +204,8 @@ func scaleBenchmark() async throws -> Targets {
         Scale benchmark. Machine: \(machine).
         \(count) handoffd processes, each in a network namespace of its own on one bridge (IPv4 and IPv6 link-local), in \(accounts) \
         account\(accounts == 1 ? "" : "s") of \(size)\(count % accounts == 0 ? "" : " (the last larger)"); defaults (DNS-SD on, links closed after 60 s unused); \
-        release build, static Swift runtime; quiet window \(window) s.
+        release build, static Swift runtime; quiet window \(window) s, from \(settle) s after the last discovery change. \
+        One run (its setup takes minutes): the spread between runs is not measured here; docs/agent.md (Scale) gives several.
 
         | measure | value |
         | --- | --- |

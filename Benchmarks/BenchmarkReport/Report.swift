@@ -210,15 +210,20 @@ public final class Targets {
         return lines.joined(separator: "\n")
     }
 
-    /// Prints the verdict and ends the process: status 1 if a target was missed.
-    public func finish() -> Never {
+    /// The process's exit status: 1 if a target was missed, else 0.
+    public var status: Int32 { rows.allSatisfy(\.met) ? 0 : 1 }
+
+    /// The last line of the report.
+    public var verdict: String {
         let missed = rows.filter { !$0.met }
-        if missed.isEmpty {
-            print("\nAll \(rows.count) targets met.")
-            exit(0)
-        }
-        print("\n\(missed.count) of \(rows.count) targets missed: \(missed.map(\.what).joined(separator: "; ")).")
-        exit(1)
+        if missed.isEmpty { return "All \(rows.count) targets met." }
+        return "\(missed.count) of \(rows.count) targets missed: \(missed.map(\.what).joined(separator: "; "))."
+    }
+
+    /// Prints the verdict and ends the process with `status`.
+    public func finish() -> Never {
+        print("\n" + verdict)
+        exit(status)
     }
 }
 

@@ -571,12 +571,14 @@ extension Agent {
     func status() async -> LocalStatus {
         let nearby = await discovery?.nearby ?? []
         let counters = await discovery?.statistics
+        let rotations = await discovery?.nameRotations
         return LocalStatus(
             version: handoffVersion, device: thisDevice, account: account?.name, members: account?.members.count ?? 0, nearby: nearby.count,
             linkPort: linkPort, interfaces: await discovery?.interfaces.filter { $0.ipv4 != nil || $0.ipv6 }.map(\.name) ?? configuration.interfaces ?? Self.multicastInterfaces(),
             staticPeers: configuration.staticPeers.map(\.description), apps: installed.all.count, currentActivity: activities.offered,
             discovery: counters.map {
-                LocalDiscoveryCounters(datagrams: $0.datagrams, unopened: $0.unopened, replayed: $0.replayed, outsideWindow: $0.outsideWindow, accepted: $0.accepted)
+                LocalDiscoveryCounters(datagrams: $0.datagrams, unopened: $0.unopened, replayed: $0.replayed, outsideWindow: $0.outsideWindow, accepted: $0.accepted,
+                    nameRotations: rotations)
             },
             removed: removal, clipboard: localClipboard(),
             clipboardOn: configuration.clipboard)

@@ -269,6 +269,12 @@ package actor Discovery {
     /// When a device last said it wants IPv6, by the interface its beacon came on.
     private var wantsIPv6Heard: [UUID: [String: Date]] = [:]
     /// What beacons did, the ones dropped on arrival included.
+    /// How often DNS-SD's names changed (`ServiceDiscoveryStatistics.rotations`); nil with
+    /// DNS-SD off.
+    package var nameRotations: Int? {
+        get async { await serviceDiscovery?.statistics.rotations }
+    }
+
     package var statistics: DiscoveryStatistics {
         var counted = opened
         let unopened = strangers.count
@@ -575,9 +581,22 @@ package actor Discovery {
 
     /// Whether some device is heard over IPv6 on `interface` and not over IPv4 lately.
     private func hearsOnlyIPv6(on interface: String) -> Bool {
-        let recent = Date().addingTimeInterval(-configuration.expiry.seconds)
-        return familiesHeard.values.contains { heard in
-            (heard.v6[interface].map { $0 > recent } ?? false) && !(heard.v4.map { $0 > recent } ?? false)
+        Self.hearsOnlyIPv6(familiesHeard, on: interface, now: Date(), expiry: configuration.expiry.seconds)
+    }
+
+    /// How long a beacon heard over IPv6 waits for its IPv4 copy before its sender counts as
+    /// heard over IPv6 only. A device multicasts each beacon over both, back to back, and either
+    /// copy may be read first; a greeting made in between would ask every device to send its
+    /// refreshes over IPv6 too, for `expiry`.
+    static let otherCopyWait: TimeInterval = 1
+
+    /// Whether, in `families`, some device was heard over IPv6 on `interface` within `expiry`
+    /// seconds of `now`, at least `otherCopyWait` ago, and not over IPv4 since `expiry` ago.
+    static func hearsOnlyIPv6(_ families: [UUID: (v4: Date?, v6: [String: Date])], on interface: String, now: Date, expiry: TimeInterval) -> Bool {
+        let recent = now.addingTimeInterval(-expiry)
+        let settled = now.addingTimeInterval(-otherCopyWait)
+        return families.values.contains { heard in
+            (heard.v6[interface].map { $0 > recent && $0 <= settled } ?? false) && !(heard.v4.map { $0 > recent } ?? false)
         }
     }
 

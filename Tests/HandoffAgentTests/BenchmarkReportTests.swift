@@ -53,4 +53,50 @@ struct BenchmarkReportTests {
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
         return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
+
+    @Test("A missed target fails the benchmark: exit status 1, and the verdict names it")
+    func missedTargetFails() {
+        let met = Targets()
+        met.check("fast enough", true, "1 ms")
+        #expect(met.status == 0)
+        #expect(met.verdict == "All 1 targets met.")
+        let missed = Targets()
+        missed.check("fast enough", true, "1 ms")
+        missed.check("small enough", false, "40 MB")
+        #expect(missed.status == 1)
+        #expect(missed.verdict.contains("1 of 2 targets missed: small enough"))
+        #expect(missed.table.contains("| small enough | 40 MB | **MISSED** |"))
+    }
+
+    @Test("Runs agree when every measure's run medians lie within 10 % of their median, and say so when they do not")
+    func runsAgree() {
+        var runs = Runs(["a", "b"])
+        runs.add(["a": [1.0, 1.0, 1.0], "b": [2.0]])
+        runs.add(["a": [1.05], "b": [2.1]])
+        #expect(!runs.agree(minimum: 3), "two runs are fewer than the minimum")
+        runs.add(["a": [0.98], "b": [2.05]])
+        #expect(runs.agree(minimum: 3))
+        #expect(abs(runs.spread("a") - 0.07) < 1e-9)
+        runs.add(["a": [1.2], "b": [2.0]])
+        #expect(!runs.agree(minimum: 3), "a's medians now spread 21 %")
+        #expect(runs.agreement(minimum: 3).contains("did NOT agree"))
+        // A measure with no samples in a run cannot agree.
+        var empty = Runs(["a"])
+        for _ in 0..<3 { empty.add([:]) }
+        #expect(!empty.agree(minimum: 3))
+    }
+
+    @Test("repeatRuns runs at least the minimum, stops once the runs agree, and gives up at the maximum")
+    func repeatRunsStops() async {
+        let steady = await repeatRuns(["x"], minimum: 3, maximum: 8) { _ in ["x": [1.0]] }
+        #expect(steady.count == 3)
+        let calls = Mutex(0)
+        let noisy = await repeatRuns(["x"], minimum: 3, maximum: 8) { run in
+            calls.withLock { $0 += 1 }
+            return ["x": [Double(run)]]
+        }
+        #expect(noisy.count == 8)
+        #expect(calls.withLock { $0 } == 8)
+        #expect(noisy.agreement(minimum: 3).contains("did NOT agree"))
+    }
 }

@@ -106,6 +106,29 @@ struct DiscoveryTests {
         await b.stop()
     }
 
+    @Test("A device is heard over IPv6 only when its IPv4 copy had time to come: not in the moment between the two copies of one beacon")
+    func heardOverIPv6Only() {
+        let now = Date()
+        let device = UUID()
+        func only(v4: Double?, v6: Double) -> Bool {
+            Discovery.hearsOnlyIPv6([device: (v4.map { now.addingTimeInterval(-$0) }, ["eth0": now.addingTimeInterval(-v6)])], on: "eth0", now: now, expiry: 45)
+        }
+        // A newcomer's first beacon came over IPv6 an instant ago; its IPv4 copy, sent just
+        // before or after it, is still on its way. A greeting sent now must not ask for IPv6
+        // (in 32 namespaces, such greetings kept refreshes going over IPv6 for 45 s).
+        #expect(!only(v4: nil, v6: 0.0001))
+        #expect(!only(v4: nil, v6: 0.5))
+        // No IPv4 copy came: over IPv6 only.
+        #expect(only(v4: nil, v6: 1.5))
+        #expect(only(v4: 60, v6: 10))
+        // Both came: not.
+        #expect(!only(v4: 10, v6: 10))
+        #expect(!only(v4: 0.0001, v6: 0.0001))
+        // Too long ago to count.
+        #expect(!only(v4: nil, v6: 50))
+        #expect(!Discovery.hearsOnlyIPv6([device: (nil, ["eth1": now.addingTimeInterval(-5)])], on: "eth0", now: now, expiry: 45))
+    }
+
     @Test("S4: A captured beacon sent again is refused and changes nothing")
     func replayed() async throws {
         let key = BeaconKey.generate()
