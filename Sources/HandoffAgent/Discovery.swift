@@ -542,8 +542,6 @@ package actor Discovery {
     private func serviceTargetAddresses() async -> [SocketAddress] {
         let heardFrom = Set(devices.values.map { "\($0.address) \($0.linkPort)" })
         let covered = serviceTargets.filter { service in service.addresses.contains { heardFrom.contains("\($0) \(service.port)") } }
-        // DNS-SD need not keep those fresh: their beacons arrive.
-        await serviceDiscovery?.setCovered(Set(covered.map(\.instance)))
         // Unicast to the others is for networks that carry mDNS but not our group. Where a
         // member's beacons come over multicast, the services left are devices of other
         // accounts (their beacons never open here): they get none of this device's, which
@@ -553,6 +551,10 @@ package actor Discovery {
         let multicastCarries = familiesHeard.values.contains { heard in
             (heard.v4.map { $0 > recent } ?? false) || heard.v6.values.contains { $0 > recent }
         }
+        // DNS-SD need not keep fresh the services whose beacons arrive, nor, where multicast
+        // carries the beacons, any: each other account's device cost every device a question
+        // each refresh (8 accounts of 4 on one link: 27 questions at a time, 8.5 B/s).
+        await serviceDiscovery?.setCovered(Set(covered.map(\.instance)), all: multicastCarries)
         if multicastCarries { return [] }
         return serviceTargets.filter { !covered.contains($0) }.prefix(16).compactMap { service in
             guard let address = service.addresses.first else { return nil }

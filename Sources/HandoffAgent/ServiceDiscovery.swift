@@ -93,6 +93,8 @@ actor ServiceDiscovery {
     private var foundLogged: (minute: ContinuousClock.Instant, count: Int)?
     /// Instances whose device's beacons arrive anyway: their records are not refreshed.
     private var covered: Set<String> = []
+    /// Every service is covered (`setCovered`).
+    private var coversAll = false
     /// When each question for something missing was asked, and how often: asked again after
     /// 1, 2, 4... seconds, at most every 5 minutes, so that a service that never resolves
     /// costs almost nothing.
@@ -129,8 +131,13 @@ actor ServiceDiscovery {
 
     private func unsubscribe(_ id: UUID) { subscribers[id] = nil }
 
-    func setCovered(_ instances: Set<String>) {
+    /// The services whose beacons arrive (`instances`), or, with `all`, every service: members'
+    /// beacons come over multicast, so no beacon goes to any service by unicast and none of
+    /// their records need keeping fresh (`Discovery`). Those records are not asked for again;
+    /// they expire, and rotations and announcements bring them back.
+    func setCovered(_ instances: Set<String>, all: Bool = false) {
         covered = instances
+        coversAll = all
     }
 
     func start() {
@@ -357,7 +364,7 @@ actor ServiceDiscovery {
             await query()
         }
         var questions: [String: [DNSQuestion]] = [:]
-        let skipped = Set(lastServices.filter { covered.contains($0.instance) }.flatMap { [DNSSDResponder.serviceType.prepending($0.instance), DNSName($0.host)] })
+        let skipped = Set(lastServices.filter { coversAll || covered.contains($0.instance) }.flatMap { [DNSSDResponder.serviceType.prepending($0.instance), DNSName($0.host)] })
         if asked.count > 256 {
             // The oldest go first; clearing them all would let a flood undo the backoff.
             for (question, _) in asked.sorted(by: { $0.value.next < $1.value.next }).prefix(asked.count - 192) { asked[question] = nil }

@@ -65,20 +65,7 @@ struct ServiceDiscoveryTests {
 
         // A host on the link answers with 400 services nobody asked for, from the mDNS port
         // (sharing it, as responders do), to the group on lo only.
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
-        var local = sockaddr_in()
-        local.sin_family = sa_family_t(AF_INET)
-        local.sin_port = in_port_t(UInt16(port).bigEndian)
-        local.sin_addr.s_addr = inet_addr("127.0.0.2")
-        try #require(withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0)
-        var interface = in_addr(s_addr: inet_addr("127.0.0.1"))
-        setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &interface, socklen_t(MemoryLayout<in_addr>.size))
-        var group = local
-        group.sin_addr.s_addr = inet_addr("224.0.0.251")
+        let host = try LinkHost(port: port)
         for message in 0..<40 {
             var records: [DNSRecord] = []
             for index in 0..<10 {
@@ -91,10 +78,7 @@ struct ServiceDiscoveryTests {
                     DNSRecord(name: host, cacheFlush: true, ttl: 4500, data: .a([127, 0, 3, UInt8(index + 1)])),
                 ]
             }
-            let bytes = DNSMessage(isResponse: true, isAuthoritative: true, answers: records).encoded()
-            _ = bytes.withUnsafeBytes { raw in
-                withUnsafePointer(to: &group) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            }
+            host.send(DNSMessage(isResponse: true, isAuthoritative: true, answers: records))
             // A flood spread over time, as a misbehaving host would send it.
             try await Task.sleep(for: .milliseconds(15))
         }
@@ -105,6 +89,36 @@ struct ServiceDiscoveryTests {
         #expect(lines <= 12, "\(lines) lines logged for the fake services")
         await a.stop()
         await b.stop()
+    }
+
+    @Test(
+        "Where members' beacons come over multicast, no service's records are kept fresh: other accounts' devices cost no questions (32 devices in 8 accounts asked 27 at a time)",
+        arguments: [false, true])
+    func noRefreshesWhereMulticastCarries(_ multicastCarries: Bool) async throws {
+        let capture = try await MulticastCapture.start(group: "224.0.0.251", port: port)
+        let b = await serviceDiscovery(linkPort: 2222)
+        await b.setCovered([], all: multicastCarries)
+        // Another account's device, its records living 12 s: refreshed from 9.6 s on (RFC 6762,
+        // 5.2), and expired at 12 s, after the 10 s in which a missing record is asked for.
+        let host = try LinkHost(port: port)
+        let instance = DNSSDResponder.serviceType.prepending("stranger\(port)")
+        let target = DNSName(labels: ["stranger-host-\(port)", "local"])
+        host.send(DNSMessage(isResponse: true, isAuthoritative: true, answers: [
+            DNSRecord(name: DNSSDResponder.serviceType, ttl: 4500, data: .ptr(instance)),
+            DNSRecord(name: instance, cacheFlush: true, ttl: 12, data: .srv(priority: 0, weight: 0, port: 9, target: target)),
+            DNSRecord(name: target, cacheFlush: true, ttl: 12, data: .a([127, 0, 3, 1])),
+        ]))
+        try #require(await eventually(within: .seconds(10)) { await b.services.contains { $0.port == 9 } }, "B never listed the service")
+        // Until the records expire: every refresh B would ask has been asked.
+        let asked = await eventually(within: .seconds(12)) {
+            capture.peek().contains { bytes in
+                guard let message = try? DNSMessage(bytes: bytes), !message.isResponse else { return false }
+                return message.questions.contains { $0.name == instance || $0.name == target }
+            }
+        }
+        _ = await capture.stop()
+        await b.stop()
+        #expect(asked == !multicastCarries, asked ? "B asked to refresh the stranger's records" : "B never refreshed the records")
     }
 
     @Test("Names rotate on schedule and on an interface change; the other side follows, and the old name is gone")
@@ -210,6 +224,9 @@ final class MulticastCapture: Sendable {
         return collector.received.withLock { $0 }
     }
 
+    /// What it has captured so far.
+    func peek() -> [[UInt8]] { collector.received.withLock { $0 } }
+
     private final class Collector: ChannelInboundHandler, Sendable {
         typealias InboundIn = AddressedEnvelope<ByteBuffer>
         let received = Mutex<[[UInt8]]>([])
@@ -217,6 +234,42 @@ final class MulticastCapture: Sendable {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let bytes = Array(Self.unwrapInboundIn(data).data.readableBytesView)
             received.withLock { $0.append(bytes) }
+        }
+    }
+}
+
+/// Another host on `lo` (127.0.0.2), sending mDNS from the mDNS port (shared, as responders
+/// do) to the group on lo only.
+final class LinkHost {
+    private let fd: Int32
+    private var group = sockaddr_in()
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_port = in_port_t(UInt16(port).bigEndian)
+        local.sin_addr.s_addr = inet_addr("127.0.0.2")
+        let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0 else {
+            close(fd)
+            throw POSIXError(.EADDRNOTAVAIL)
+        }
+        var interface = in_addr(s_addr: inet_addr("127.0.0.1"))
+        setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &interface, socklen_t(MemoryLayout<in_addr>.size))
+        group = local
+        group.sin_addr.s_addr = inet_addr("224.0.0.251")
+    }
+
+    deinit { close(fd) }
+
+    func send(_ message: DNSMessage) {
+        let bytes = message.encoded()
+        _ = bytes.withUnsafeBytes { raw in
+            withUnsafePointer(to: &group) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         }
     }
 }
