@@ -17,6 +17,8 @@
 # script exits 2 if any run failed to run at all (a status other than 0 or 1), else 1 if a run
 # of the head missed a target (status 1; the base's misses are reported beside the figures,
 # since both sides may miss the same one), else 0. It ends with one line per run's status.
+# A script whose build fails exits 1 as well, and `agent.sh` misses a target when it is not
+# run as root (no namespaces): read the statuses' lines, not only this script's.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 base="${1:-HEAD~1}"

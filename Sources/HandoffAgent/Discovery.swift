@@ -269,12 +269,6 @@ package actor Discovery {
     /// When a device last said it wants IPv6, by the interface its beacon came on.
     private var wantsIPv6Heard: [UUID: [String: Date]] = [:]
     /// What beacons did, the ones dropped on arrival included.
-    /// How often DNS-SD's names changed (`ServiceDiscoveryStatistics.rotations`); nil with
-    /// DNS-SD off.
-    package var nameRotations: Int? {
-        get async { await serviceDiscovery?.statistics.rotations }
-    }
-
     package var statistics: DiscoveryStatistics {
         var counted = opened
         let unopened = strangers.count
@@ -284,6 +278,12 @@ package actor Discovery {
     }
     /// The same, for the datagrams that reached the actor (`unopened` only from the bus).
     private var opened = DiscoveryStatistics()
+
+    /// How often DNS-SD's names changed (`ServiceDiscoveryStatistics.rotations`); nil with
+    /// DNS-SD off.
+    package var nameRotations: Int? {
+        get async { await serviceDiscovery?.statistics.rotations }
+    }
 
     /// - Parameters:
     ///   - keys: the account's beacon keys, current first (then the previous one while a new

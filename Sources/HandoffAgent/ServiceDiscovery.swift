@@ -135,9 +135,15 @@ actor ServiceDiscovery {
     /// beacons come over multicast, so no beacon goes to any service by unicast and none of
     /// their records need keeping fresh (`Discovery`). Those records are not asked for again;
     /// they expire, and rotations and announcements bring them back.
-    func setCovered(_ instances: Set<String>, all: Bool = false) {
+    ///
+    /// When multicast stops carrying them, the records are needed again, for unicast beacons:
+    /// one browse without known answers brings every service's records back at once, where
+    /// otherwise they would come back only with each device's next rotation.
+    func setCovered(_ instances: Set<String>, all: Bool = false) async {
         covered = instances
+        let wasAll = coversAll
         coversAll = all
+        if wasAll && !all { await query(knownAnswers: false) }
     }
 
     func start() {
@@ -339,14 +345,14 @@ actor ServiceDiscovery {
         return sockets.filter { $0.key.family == .v4 || !withIPv4.contains($0.key.interface) }.map { ($0.key, $0.value) }
     }
 
-    private func query(extra: [String: [DNSQuestion]] = [:]) async {
+    private func query(extra: [String: [DNSQuestion]] = [:], knownAnswers: Bool = true) async {
         let now = ContinuousClock.now
         for (path, channel) in askingSockets {
             let cache = caches[path.interface] ?? DNSSDCache()
             var questions = [DNSQuestion(name: DNSSDResponder.serviceType, type: DNSType.ptr)] + cache.missingQuestions(now: now).prefix(16)
             questions += extra[path.interface] ?? []
             // Kept well under the 9000 bytes of a message (RFC 6762, 17).
-            let known = Array(cache.knownAnswers(name: DNSSDResponder.serviceType, type: DNSType.ptr, now: now).prefix(48))
+            let known = knownAnswers ? Array(cache.knownAnswers(name: DNSSDResponder.serviceType, type: DNSType.ptr, now: now).prefix(48)) : []
             await send(DNSMessage(isResponse: false, questions: questions, answers: known), on: channel, path: path)
         }
     }

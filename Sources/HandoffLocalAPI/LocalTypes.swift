@@ -201,9 +201,9 @@ public struct LocalDiscoveryCounters: Codable, Sendable, Hashable {
     /// Opened, but too far from this device's clock.
     public var outsideWindow: Int
     public var accepted: Int
-    /// How often the DNS-SD service's random names changed since the agent started (every 13.5
-    /// to 15 minutes, and after interface changes and conflicts); nil with DNS-SD off, or from
-    /// an agent that does not say.
+    /// How often the DNS-SD service's random names changed since the agent started: every 13.5
+    /// to 15 minutes, after interface changes, and after a conflict once announced (not during
+    /// probing); nil with DNS-SD off, or from an agent that does not say.
     public var nameRotations: Int?
 
     public init(datagrams: Int, unopened: Int, replayed: Int, outsideWindow: Int, accepted: Int, nameRotations: Int? = nil) {
