@@ -3,26 +3,25 @@ import Foundation
 /// The account's recent signed changes, kept for members that were away (the newest `kept`),
 /// and when each member was last sent what it missed: a member is caught up at most every
 /// `catchUpInterval`, however often it is heard behind.
+///
+/// The changes live on disk only (`Agent.keptChanges()`), and are read when a member is caught
+/// up: each holds the whole member list, so in memory they would cost an agent the account's
+/// size times the number kept for as long as it runs.
 struct AccountHistory: Sendable {
     static var catchUpInterval: Duration { .seconds(5) }
 
-    /// Oldest first.
-    private(set) var changes: [Agent.RecordedChange]
     private var lastCatchUp: [UUID: ContinuousClock.Instant] = [:]
 
-    init(changes: [Agent.RecordedChange] = []) {
-        self.changes = changes
-    }
-
-    /// Keeps `change`, replacing any kept for its revision or later, and at most `kept` in all.
-    mutating func record(_ change: Agent.RecordedChange, keeping kept: Int) {
-        changes.removeAll { $0.revision >= change.revision }
+    /// `changes` (oldest first) with `change` kept: any kept for its revision or later replaced,
+    /// and at most `kept` in all, the newest.
+    static func recording(_ change: Agent.RecordedChange, in changes: [Agent.RecordedChange], keeping kept: Int) -> [Agent.RecordedChange] {
+        var changes = changes.filter { $0.revision < change.revision }
         changes.append(change)
-        if changes.count > kept { changes.removeFirst(changes.count - kept) }
+        return Array(changes.suffix(kept))
     }
 
-    /// The changes after `revision`, oldest first.
-    func missed(after revision: UInt64) -> [Agent.RecordedChange] {
+    /// The changes in `changes` after `revision`, oldest first.
+    static func missed(after revision: UInt64, in changes: [Agent.RecordedChange]) -> [Agent.RecordedChange] {
         changes.filter { $0.revision > revision }
     }
 
@@ -33,10 +32,5 @@ struct AccountHistory: Sendable {
 
     mutating func caughtUp(_ member: UUID, at now: ContinuousClock.Instant) {
         lastCatchUp[member] = now
-    }
-
-    /// The device left the account: its changes go.
-    mutating func forgetChanges() {
-        changes = []
     }
 }

@@ -471,13 +471,24 @@ extension Agent {
         }
     }
 
-    /// Keeps a change for members that were away: the last `keptChanges`, on disk.
+    /// Keeps a change for members that were away: the last `keptChanges`, on disk only.
     func record(_ change: SignedChange, revision: UInt64) {
-        history.record(RecordedChange(revision: revision, signer: change.signer, state: Data(change.state), signature: Data(change.signature)), keeping: Self.keptChanges)
+        let recorded = RecordedChange(revision: revision, signer: change.signer, state: Data(change.state), signature: Data(change.signature))
         do {
-            try store.save(history.changes, to: AccountState.changesFileName)
+            try store.save(AccountHistory.recording(recorded, in: keptChanges(), keeping: Self.keptChanges), to: AccountState.changesFileName)
         } catch {
             logger.warning("could not keep the account's changes for members that are away: \(error)")
+        }
+    }
+
+    /// The account changes kept for members that were away, oldest first, read from disk (none
+    /// if they cannot be read, which is said).
+    func keptChanges() -> [RecordedChange] {
+        do {
+            return try store.load([RecordedChange].self, from: AccountState.changesFileName) ?? []
+        } catch {
+            logger.warning("could not read the account's changes kept for members that are away: \(error)")
+            return []
         }
     }
 
@@ -495,7 +506,7 @@ extension Agent {
             // A device removed while it was away: told with a notice that holds no keys (never
             // the changes, which carry the new beacon key), over a link pinned to its old
             // certificate.
-            let states = history.changes.compactMap { try? $0.change.account() }
+            let states = keptChanges().compactMap { try? $0.change.account() }
             guard let certificate = states.reversed().lazy.compactMap({ $0.members.first { $0.id == member }?.certificate }).first,
                 let notice = removalNotice()
             else { return }
@@ -505,7 +516,7 @@ extension Agent {
             await send(.removed(notice), to: device, pins: [DeviceIdentity.fingerprint(ofCertificate: Array(certificate))])
             return
         }
-        let missed = history.missed(after: revision)
+        let missed = AccountHistory.missed(after: revision, in: keptChanges())
         history.caughtUp(member, at: now)
         guard let first = missed.first, first.revision == revision + 1 else {
             logger.warning("'\(memberName(member))' is too many changes behind to catch up; remove it and pair it again", metadata: ["its revision": "\(revision)"])
@@ -611,7 +622,6 @@ extension Agent {
         links = [:]
         try? FileManager.default.removeItem(at: store.url(AccountState.fileName))
         try? FileManager.default.removeItem(at: store.url(AccountState.changesFileName))
-        history.forgetChanges()
     }
 }
 

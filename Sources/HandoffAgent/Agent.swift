@@ -287,7 +287,9 @@ public actor Agent {
             }
             account = try store.load(AccountState.self, from: AccountState.fileName)
             if let account { _ = try account.keys(in: store) }
-            history = AccountHistory(changes: try store.load([RecordedChange].self, from: AccountState.changesFileName) ?? [])
+            // Read only to refuse a damaged file now, with the rest of the state: the changes stay
+            // on disk until a member is caught up (`keptChanges()`).
+            _ = try store.load([RecordedChange].self, from: AccountState.changesFileName)
         } catch let error as StateError {
             throw AgentError("\(error)")
         } catch {

@@ -10,15 +10,13 @@ import Testing
     }
 
     @Test func keepsTheNewestAndReplacesARevisionAgain() {
-        var history = AccountHistory()
-        for revision in UInt64(1)...5 { history.record(change(revision), keeping: 3) }
-        #expect(history.changes.map(\.revision) == [3, 4, 5])
+        var changes: [Agent.RecordedChange] = []
+        for revision in UInt64(1)...5 { changes = AccountHistory.recording(change(revision), in: changes, keeping: 3) }
+        #expect(changes.map(\.revision) == [3, 4, 5])
         // A change made again at revision 4 (another member's, after a conflict) replaces 4 and 5.
-        history.record(change(4), keeping: 3)
-        #expect(history.changes.map(\.revision) == [3, 4])
-        #expect(history.missed(after: 3).map(\.revision) == [4])
-        history.forgetChanges()
-        #expect(history.changes.isEmpty)
+        changes = AccountHistory.recording(change(4), in: changes, keeping: 3)
+        #expect(changes.map(\.revision) == [3, 4])
+        #expect(AccountHistory.missed(after: 3, in: changes).map(\.revision) == [4])
     }
 
     @Test func aMemberIsCaughtUpAtMostEveryInterval() {
