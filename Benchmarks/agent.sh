@@ -6,7 +6,8 @@
 # handoffd processes. As root in two network namespaces on a bridge it makes (and removes),
 # otherwise on loopback; nothing is sent outside this machine. Runs repeat until their medians
 # agree within 10 %. Prints Markdown tables; exits 1 if a target is missed.
-# ITERATIONS=N (default 200) and QUIET_ITERATIONS=N (default 30) change each run's size;
+# ITERATIONS=N (default 200) and QUIET_ITERATIONS=N (default 20: pairs of a bare exchange and a
+# continuation, each after 1.4 s of quiet) change each run's size;
 # PACE_MS=N (default 20) is the quiet before each paced continuation; PROFILE_SECONDS=N only
 # runs warm continuations for N seconds after printing the agents' process ids, for perf.
 set -euo pipefail

@@ -176,7 +176,7 @@ func runWarmTLSClient(folder: String, host: String, port: Int, count: Int, size:
 /// milliseconds. With `pacedMilliseconds`, each measured connection waits that long after the
 /// one before closed, so that each begins on idle processors, as a paced continuation (or one
 /// after quiet) does; the warm-up runs back to back.
-func runBareTLSClient(folder: String, host: String, port: Int, count: Int, pacedMilliseconds: Int64? = nil) throws {
+func runBareTLSClient(folder: String, host: String, port: Int, count: Int, pacedMilliseconds: Int64? = nil, stepped: Bool = false) throws {
     let pace = pacedMilliseconds.map(TimeAmount.milliseconds)
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let loop = group.next()
@@ -209,16 +209,31 @@ func runBareTLSClient(folder: String, host: String, port: Int, count: Int, paced
             case .failure(let error): done.fail(error)
             case .success(let channel):
                 answered.futureResult.whenComplete { outcome in
-                    state.latencies.append(now() - start)
+                    let latency = now() - start
+                    state.latencies.append(latency)
                     if measured { HopTrace.stamp("answered") }
                     if case .failure(let error) = outcome { return done.fail(error) }
+                    if measured && stepped {
+                        FileHandle.standardOutput.write(Data("\(milliseconds(latency))\n".utf8))
+                    }
                     channel.close().whenComplete { _ in
-                        if let pace, state.latencies.count >= warmUp { loop.scheduleTask(in: pace) { next() } } else { next() }
+                        if stepped && state.latencies.count >= warmUp && state.latencies.count < count + warmUp {
+                            // Stepped: the next exchange when the caller asks (on this loop's
+                            // thread, which has nothing else to do), as after its own timer.
+                            guard readLine() != nil else { return done.succeed(state.latencies) }
+                            next()
+                        } else if let pace, state.latencies.count >= warmUp {
+                            loop.scheduleTask(in: pace) { next() }
+                        } else {
+                            next()
+                        }
                     }
                 }
             }
         }
     }
     loop.execute { next() }
-    for latency in try done.futureResult.wait().dropFirst(warmUp) { print(milliseconds(latency)) }
+    let latencies = try done.futureResult.wait()
+    guard !stepped else { return }
+    for latency in latencies.dropFirst(warmUp) { print(milliseconds(latency)) }
 }

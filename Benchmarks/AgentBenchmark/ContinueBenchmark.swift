@@ -59,7 +59,7 @@ func orchestrate() async throws -> Targets {
     let iterations = Int(ProcessInfo.processInfo.environment["ITERATIONS"] ?? "200") ?? 200
     let cliIterations = max(10, iterations / 4)
     let discoveryChanges = max(10, iterations / 4)
-    let quietIterations = Int(ProcessInfo.processInfo.environment["QUIET_ITERATIONS"] ?? "30") ?? 30
+    let quietIterations = Int(ProcessInfo.processInfo.environment["QUIET_ITERATIONS"] ?? "20") ?? 20
     let pacedIterations = max(10, iterations / 4)
     let pace = Int(ProcessInfo.processInfo.environment["PACE_MS"] ?? "20") ?? 20
     let memorySeconds = Int(ProcessInfo.processInfo.environment["MEMORY_SECONDS"] ?? "300") ?? 300
@@ -354,8 +354,8 @@ func orchestrate() async throws -> Targets {
     _ = try await offer(origin)
     let quietControl = try LocalClient(path: b.socket, role: .control)
     _ = try await continueOnce(quietControl)  // the app reconnected to the new agent
-    // Each continuation after quiet begins `quietGap` after the one before ended: the link has
-    // closed (1 s unused, looked at every 250 ms) and nothing has run since. Its baseline is the
+    // Each continuation after quiet begins `quietGap` after the link of the one before was seen
+    // closed (1 s unused, looked at every 250 ms): nothing has run since. Its baseline is the
     // bare exchange after the same quiet.
     let quietGap = 1_400
     // PROFILE_QUIET=N: only continuations after quiet (each opens a link, `quietGap` after the
@@ -366,8 +366,8 @@ func orchestrate() async throws -> Targets {
         truncate(hopFile, 0)
         var daemon: [Double] = []
         for _ in 0..<hops {
-            try await Task.sleep(for: .milliseconds(quietGap))
             await waitFor("the link to close", seconds: 10) { !linkOpen() }
+            try await Task.sleep(for: .milliseconds(quietGap))
             daemon.append(try await continueOnce(quietControl).daemon)
         }
         let stamps = (try? String(contentsOfFile: hopFile, encoding: .utf8)) ?? ""
@@ -395,7 +395,7 @@ func orchestrate() async throws -> Targets {
             ## Continue after quiet, hop by hop
 
             \(machine). \(useNamespaces ? "Two network namespaces on a bridge" : "Loopback"); release builds. \(hops) continuations, \
-            each \(quietGap) ms after the one before ended, on a link closed after 1 s unused: each opens a new one. Every process \
+            each \(quietGap) ms after the link of the one before was seen closed (1 s unused): each opens a new one. Every process \
             stamped `CLOCK_MONOTONIC` where each continuation was (HopTrace); each hop is the time from one stamp to the next, \
             which it waits for. As the caller timed them, p50 \(format(percentile(daemon, 0.5), 3)) ms; \(table.measured) of \
             \(table.found) had every stamp\(missing.isEmpty ? "" : " (the first missing: \(missing))"); in \(table.fetchesWaited) A's fetch \
@@ -425,31 +425,38 @@ func orchestrate() async throws -> Targets {
         let end = now() + UInt64(seconds * 1e9)
         var daemon: [Double] = []
         while now() < end {
-            try await Task.sleep(for: .milliseconds(quietGap))
             await waitFor("the link to close", seconds: 10) { !linkOpen() }
+            try await Task.sleep(for: .milliseconds(quietGap))
             daemon.append(try await continueOnce(quietControl).daemon)
         }
         FileHandle.standardError.write(Data("profile: \(daemon.count) continuations after quiet, p50 \(format(percentile(daemon, 0.5), 3)) ms\n".utf8))
         return Targets()
     }
-    let quietBareIterations = max(10, quietIterations / 2)
+    // Paired: each run alternates one bare exchange and one continuation, each after `quietGap`
+    // in which nothing of the benchmark ran but its own timer: the continuation's link is seen
+    // closed first (the close wakes both agents), then the machine is left alone. So both meet
+    // the host in the same state, and a drift of the host between them moves both.
     let quiet = try await repeatRuns(["continue after quiet", "after quiet to the app", "bare TLS after quiet"]) { _ in
         var run: [String: [Double]] = [:]
-        let bareOutput = Pipe()
+        let bareOutput = Pipe(), bareInput = Pipe()
         let bareClient = start(
-            b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(quietBareIterations), String(quietGap)]),
-            output: bareOutput)
-        let bareText = String(decoding: bareOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        bareClient.waitUntilExit()
-        run["bare TLS after quiet"] = bareText.split(separator: "\n").compactMap { Double($0) }
-        guard run["bare TLS after quiet"]!.count == quietBareIterations else { fail("the TLS baseline after quiet measured \(run["bare TLS after quiet"]!.count) of \(quietBareIterations)") }
+            b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(quietIterations), "stepped"]),
+            output: bareOutput, input: bareInput)
+        let bareLines = LineReader(bareOutput.fileHandleForReading)
         for _ in 0..<quietIterations {
-            try await Task.sleep(for: .milliseconds(quietGap))
             await waitFor("the link to close", seconds: 10) { !linkOpen() }
+            try await Task.sleep(for: .milliseconds(quietGap))
+            bareInput.fileHandleForWriting.write(Data("\n".utf8))
+            guard let line = bareLines.next(), let bare = Double(line) else { fail("the TLS baseline after quiet gave no time") }
+            run["bare TLS after quiet", default: []].append(bare)
+            // Period: the same quiet before the continuation, after the bare exchange's close.
+            try await Task.sleep(for: .milliseconds(quietGap))
             let (daemon, app) = try await continueOnce(quietControl)
             run["continue after quiet", default: []].append(daemon)
             run["after quiet to the app", default: []].append(app)
         }
+        try? bareInput.fileHandleForWriting.close()
+        bareClient.waitUntilExit()
         return run
     }
     quietControl.close()
@@ -481,8 +488,9 @@ func orchestrate() async throws -> Targets {
 
         \(runs.table())
 
-        After-quiet runs (links close after 1 s unused; each continuation opens one, \(quietGap) ms after the one before ended, and \
-        \(quietBareIterations) bare exchanges, each \(quietGap) ms after the one before). \(quiet.agreement(minimum: 3))
+        After-quiet runs, paired: \(quietIterations) bare exchanges and \(quietIterations) continuations alternating, each after \(quietGap) ms \
+        in which nothing ran but the benchmark's timer (links close after 1 s unused, and each continuation's link is seen closed \
+        before that quiet begins: each continuation opens a new one). \(quiet.agreement(minimum: 3))
 
         \(quiet.table())
 
@@ -498,7 +506,7 @@ func orchestrate() async throws -> Targets {
         | the same, to the app holding the activity | \(row(quiet, "after quiet to the app")) |
         | baseline: bare TLS 1.3 connect + 3 KB request and answer, A to B | \(row(runs, "bare TLS")) |
         | the same, paced: \(pace) ms of quiet before each connection | \(row(runs, "paced bare TLS")) |
-        | the same after quiet: \(quietGap) ms before each, as before each continuation after quiet | \(row(quiet, "bare TLS after quiet")) |
+        | the same after quiet: \(quietGap) ms of quiet before each, alternating with the continuations after quiet | \(row(quiet, "bare TLS after quiet")) |
         | for reference: the same 3 KB request and answer on a TLS connection kept open (what the link's hop costs with nothing else in the path) | \(row(runs, "warm TLS")) |
         | discovery: `becameCurrent` on A to B's watcher hearing it | \(row(runs, "discovery")) |
         | continue, the first after \(memorySeconds) s idle (link open), to the answer | \(format(firstAfterIdle, 3)) ms | |

@@ -201,11 +201,12 @@ func shell(_ arguments: [String]) -> Int32 {
     return process.terminationStatus
 }
 
-func start(_ arguments: [String], output: Pipe? = nil) -> ChildProcess {
+func start(_ arguments: [String], output: Pipe? = nil, input: Pipe? = nil) -> ChildProcess {
     let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
     process.standardOutput = output ?? FileHandle.nullDevice
+    process.standardInput = input ?? FileHandle.nullDevice
     process.standardError = FileHandle.standardError
     do { try process.run() } catch { fail("cannot run \(arguments.joined(separator: " ")): \(error)") }
     return process
@@ -503,9 +504,11 @@ case "tls-server"?:
     try runBareTLSServer(folder: arguments[2], host: arguments[3], port: Int(arguments[4])!)
 case "tls-client"?:
     let arguments = CommandLine.arguments
+    // The last argument: milliseconds between exchanges, or "stepped" (one exchange for each line
+    // read from standard input, its time printed at once).
     try runBareTLSClient(
         folder: arguments[2], host: arguments[3], port: Int(arguments[4])!, count: Int(arguments[5])!,
-        pacedMilliseconds: arguments.count > 6 ? Int64(arguments[6]) : nil)
+        pacedMilliseconds: arguments.count > 6 ? Int64(arguments[6]) : nil, stepped: arguments.count > 6 && arguments[6] == "stepped")
 case "tls-warm-client"?:
     let arguments = CommandLine.arguments
     try runWarmTLSClient(
@@ -533,4 +536,26 @@ case "forged-beacons"?:
     forgedBeacons(count: Int(CommandLine.arguments.dropFirst(2).first ?? "") ?? 10_000_000)
 default:
     try await orchestrate().finish()
+}
+
+/// Lines from a child's output as they come (blocking).
+final class LineReader {
+    private let handle: FileHandle
+    private var buffer: [UInt8] = []
+
+    init(_ handle: FileHandle) { self.handle = handle }
+
+    /// The next line, without its newline; nil at the end.
+    func next() -> String? {
+        while true {
+            if let end = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[..<end], as: UTF8.self)
+                buffer.removeSubrange(...end)
+                return line
+            }
+            let more = handle.availableData
+            if more.isEmpty { return nil }
+            buffer += more
+        }
+    }
 }
