@@ -175,7 +175,9 @@ func runWarmTLSClient(folder: String, host: String, port: Int, count: Int, size:
 /// `count` exchanges (after 20 to warm up), each on a fresh connection; prints each latency in
 /// milliseconds. With `pacedMilliseconds`, each measured connection waits that long after the
 /// one before closed, so that each begins on idle processors, as a paced continuation (or one
-/// after quiet) does; the warm-up runs back to back.
+/// after quiet) does; the warm-up runs back to back. `stepped`: each measured connection waits
+/// instead for a line on standard input, and its time is printed as soon as it is measured, so
+/// that the caller can alternate the exchanges with what it compares them to.
 func runBareTLSClient(folder: String, host: String, port: Int, count: Int, pacedMilliseconds: Int64? = nil, stepped: Bool = false) throws {
     let pace = pacedMilliseconds.map(TimeAmount.milliseconds)
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
