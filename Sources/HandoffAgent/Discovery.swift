@@ -173,6 +173,8 @@ package actor Discovery {
     /// At most `beaconsPerSecondPerAddress` datagrams a second from one address are looked at;
     /// the rest are dropped before their seal costs anything.
     nonisolated let budget: SourceBudget
+    /// The beacon sockets' datagrams, and the reads (wakes) that got them (`ReadCoalescer`).
+    nonisolated let beaconReads = ReadCounts()
     /// Where beacons go instead of UDP (an in-memory network), and the address this device
     /// posts them from.
     private let bus: (bus: BeaconBus, address: String)?
@@ -885,7 +887,8 @@ package actor Discovery {
         let budget = self.budget, watch = floodWatch, keys = self.keys + self.retiredKeys, strangers = self.strangers
         // IPv4 binds the group itself; IPv6 the wildcard, with packet info to keep to its interface.
         return try await MulticastSocket.open(
-            path, device: device, group: group, bindHost: v6 ? "::" : configuration.group, hops: 1, eventLoopGroup: eventLoopGroup
+            path, device: device, group: group, bindHost: v6 ? "::" : configuration.group, hops: 1, coalescing: (ReadCoalescer.beaconWindow, beaconReads),
+            eventLoopGroup: eventLoopGroup
         ) {
             BeaconReceiver(
                 sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index, budget: budget, watch: watch,
@@ -894,13 +897,19 @@ package actor Discovery {
     }
 
     /// The unicast sockets, on the listen address: those the caller holds, else its own
-    /// (`UnicastSockets.bind`). Each reads beacons through a handler of its own name, which
-    /// `releaseUnicast` takes away again from the caller's.
+    /// (`UnicastSockets.bind`). Each reads beacons through handlers of their own names (a
+    /// `ReadCoalescer`, then the reader), which `releaseUnicast` takes away again from the caller's.
     private func openUnicast(host: String, port: Int, sink: AsyncStream<Datagram>.Continuation) async throws -> [any Channel] {
         let channels = configuration.unicastSockets.isEmpty
             ? try await UnicastSockets.bind(host: host, port: port, eventLoopGroup: eventLoopGroup) : configuration.unicastSockets
         do {
             for channel in channels {
+                try await channel.setOption(.maxMessagesPerRead, value: UInt(ReadCoalescer.batch)).get()
+                let counts = beaconReads
+                try await channel.eventLoop.submit {
+                    try channel.pipeline.syncOperations.addHandler(
+                        ReadCoalescer(window: ReadCoalescer.beaconWindow, counts: counts), name: UnicastSockets.coalescerName)
+                }.get()
                 try await channel.pipeline.addHandler(
                     BeaconReceiver(
                         sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil, interfaceIndex: nil, budget: budget, watch: floodWatch,
@@ -922,6 +931,7 @@ package actor Discovery {
                 try? await channel.close()
             } else {
                 try? await channel.pipeline.removeHandler(name: UnicastSockets.receiverName).get()
+                try? await channel.pipeline.removeHandler(name: UnicastSockets.coalescerName).get()
             }
         }
         unicastChannels = []
@@ -932,6 +942,7 @@ package actor Discovery {
 /// beacons arrive and this device's unicast beacons leave from.
 package enum UnicastSockets {
     static let receiverName = "beacons"
+    static let coalescerName = "beacon reads"
 
     /// Binds them without a reader: for `0.0.0.0` or `::`, one for each family (IPv6 only
     /// where the host has it). No address reuse: a port another program holds is refused.

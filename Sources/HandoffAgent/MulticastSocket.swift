@@ -6,10 +6,11 @@ import NIOPosix
 enum MulticastSocket {
     /// Opens it. `bindHost` is the group itself (only its datagrams arrive) or the wildcard
     /// (unicast to the port arrives too); address reuse lets other programs share the port.
-    /// Datagrams from other interfaces are dropped by `handler`, which gets packet info.
+    /// Datagrams from other interfaces are dropped by `handler`, which gets packet info. With
+    /// `coalescing`, reads go through a `ReadCoalescer` of that window first.
     static func open(
         _ path: MulticastPath, device: NIONetworkDevice, group: SocketAddress, bindHost: String, hops: Int, unicastHops: Int? = nil,
-        eventLoopGroup: any EventLoopGroup, handler: @escaping @Sendable () -> any ChannelHandler
+        coalescing: (window: TimeAmount, counts: ReadCounts)? = nil, eventLoopGroup: any EventLoopGroup, handler: @escaping @Sendable () -> any ChannelHandler
     ) async throws -> any Channel {
         var device = device
         // Loopback does not advertise multicast, but carries it; the tests run on it.
@@ -19,8 +20,12 @@ enum MulticastSocket {
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             // Which interface each datagram arrived on: a wildcard socket hears every interface's.
             .channelOption(.receivePacketInfo, value: true)
+            .channelOption(.maxMessagesPerRead, value: UInt(ReadCoalescer.batch))
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler()) }
+                channel.eventLoop.makeCompletedFuture {
+                    if let coalescing { try channel.pipeline.syncOperations.addHandler(ReadCoalescer(window: coalescing.window, counts: coalescing.counts)) }
+                    try channel.pipeline.syncOperations.addHandler(handler())
+                }
             }
         if v6 {
             bootstrap = bootstrap.channelOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(IPV6_V6ONLY)), value: 1)
