@@ -2,21 +2,23 @@ import NIOCore
 import Synchronization
 
 /// Lets a datagram socket wake its event loop about once per `window` while datagrams keep
-/// coming, and at once when they are rare: interrupt coalescing, for beacons.
+/// coming, and at once when they are rare or come in a short burst: interrupt coalescing, for
+/// beacons.
 ///
 /// Each datagram that wakes a sleeping loop costs a context switch, and on a virtual machine
 /// the exit from a halted processor: more than opening the datagram does. Where many devices
-/// of other accounts are near, a stranger's beacon arrives every few milliseconds. So when a
-/// read is asked for soon after the last one let through, it is held a while; what arrives
-/// meanwhile waits in the socket's buffer and is read in one go.
+/// of other accounts are near, a stranger's beacon arrives every few milliseconds. So reads
+/// are let through at once while a budget of wakes lasts (`burst` of them, refilled at one a
+/// `window`), and after that a read is held; what arrives meanwhile waits in the socket's
+/// buffer and is read in one go.
 ///
-/// How long: until, at the rate the last datagrams came, a batch (`batch`, what one read
-/// takes) would have arrived, and never past `window` after the last read let through. So
-/// 200 datagrams a second are read about 4 at a time, 50 times a second; 10,000 a second
-/// are read 16 at a time with holds of under 2 ms, and the socket's buffer never holds more
-/// than about a batch for the hold's sake. A read that filled its batch (more are waiting)
-/// is never held. A datagram after a quiet `window` is read at once, so a member's beacon
-/// waits at most `window`, and only while others keep coming.
+/// How long: until the budget has a wake again, and no longer than it takes, at the rate the
+/// last datagrams came, for a batch (`batch`, what one read takes) to arrive. So a burst of a
+/// few (the beacons of a room's devices answering at once) waits for nothing; 200 datagrams a
+/// second go on being read about 4 at a time, 50 times a second, none held more than
+/// `window`; 10,000 a second are read 16 at a time with holds of under 2 ms, so the socket's
+/// buffer never holds much more than a batch for the hold's sake. A read that filled its batch
+/// (more are waiting) is never held.
 ///
 /// Sits in front of the reader; it holds the channel's `read` (the pipeline's outbound read
 /// that `autoRead` issues after each read), never a datagram.
@@ -26,29 +28,37 @@ final class ReadCoalescer: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = AddressedEnvelope<ByteBuffer>
     typealias OutboundOut = AddressedEnvelope<ByteBuffer>
 
-    /// How long a beacon may wait while others keep coming: at most about 50 wakes a second.
+    /// How long a beacon may wait while others keep coming: about 50 wakes a second.
     static let beaconWindow = TimeAmount.milliseconds(20)
+    /// The wakes let through at once after a quiet spell.
+    static let burst = 16
     /// How many datagrams a socket it sits on reads per wake at most: the channel's
     /// `maxMessagesPerRead`, which its opener sets.
     static let batch = 16
 
     /// The longest a datagram waits, while others keep coming.
     let window: TimeAmount
+    /// The wakes let through at once after a quiet spell; one more comes each `window`.
+    let burst: Int
     /// A read that got this many datagrams filled its batch.
     let batch: Int
     let counts: ReadCounts?
 
-    /// When the last read was let through, and when the last one was asked for.
-    private var lastRead: NIODeadline?
+    /// The wakes left to let through at once, as of `refilled`.
+    private var wakes: Double
+    private var refilled: NIODeadline?
+    /// When a read was last asked for.
     private var lastAsked: NIODeadline?
     /// Datagrams read since a read was last asked for.
     private var readsSince = 0
     /// The read being held, when one is.
     private var held: Scheduled<Void>?
 
-    init(window: TimeAmount, batch: Int = ReadCoalescer.batch, counts: ReadCounts? = nil) {
-        precondition(batch > 0 && window > .zero)
+    init(window: TimeAmount, burst: Int = ReadCoalescer.burst, batch: Int = ReadCoalescer.batch, counts: ReadCounts? = nil) {
+        precondition(batch > 0 && burst > 0 && window > .zero)
         self.window = window
+        self.burst = burst
+        self.wakes = Double(burst)
         self.batch = batch
         self.counts = counts
     }
@@ -66,28 +76,33 @@ final class ReadCoalescer: ChannelDuplexHandler, RemovableChannelHandler {
     func read(context: ChannelHandlerContext) {
         guard held == nil else { return }
         let now = context.eventLoop.now
-        defer {
-            lastAsked = now
-            readsSince = 0
+        refill(now)
+        let since = lastAsked.map { now - $0 }
+        let arrived = readsSince
+        lastAsked = now
+        readsSince = 0
+        guard wakes < 1, arrived < batch, let since else { return letThrough(context: context) }
+        // Until the budget has a wake again, or a batch would have come at the rate just seen
+        // (the datagrams this read got came since the last read was asked for).
+        let untilWake = Int64((1 - wakes) * Double(window.nanoseconds))
+        let perDatagram = since.nanoseconds / Int64(max(arrived, 1))
+        let untilBatch = perDatagram.multipliedReportingOverflow(by: Int64(batch)).overflow ? Int64.max : perDatagram * Int64(batch)
+        counts?.held()
+        held = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(max(0, min(untilWake, untilBatch)))) { [self] in
+            held = nil
+            refill(context.eventLoop.now)
+            letThrough(context: context)
         }
-        if let lastRead, let lastAsked, readsSince < batch {
-            // The time a batch takes at the rate since the last ask: at least one interval.
-            let interval = (now - lastAsked).nanoseconds / Int64(max(readsSince, 1))
-            let hold = min(window, .nanoseconds(interval.multipliedReportingOverflow(by: Int64(batch)).overflow ? .max : interval * Int64(batch)))
-            if now < lastRead + hold {
-                counts?.held()
-                held = context.eventLoop.assumeIsolated().scheduleTask(deadline: lastRead + hold) { [self] in
-                    held = nil
-                    letThrough(context: context, now: context.eventLoop.now)
-                }
-                return
-            }
-        }
-        letThrough(context: context, now: now)
     }
 
-    private func letThrough(context: ChannelHandlerContext, now: NIODeadline) {
-        lastRead = now
+    /// Adds the wakes earned since the last refill: one a `window`, up to `burst`.
+    private func refill(_ now: NIODeadline) {
+        if let refilled { wakes = min(Double(burst), wakes + Double((now - refilled).nanoseconds) / Double(window.nanoseconds)) }
+        refilled = now
+    }
+
+    private func letThrough(context: ChannelHandlerContext) {
+        wakes = max(0, wakes - 1)
         context.read()
     }
 
