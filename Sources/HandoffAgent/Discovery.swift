@@ -918,10 +918,20 @@ package actor Discovery {
                 ).get()
             }
         } catch {
-            if configuration.unicastSockets.isEmpty { for channel in channels { try? await channel.close() } }
+            for channel in channels {
+                // Ours are closed; the caller's keep nothing of this attempt, so that the next
+                // start does not add a second coalescer or reader.
+                if configuration.unicastSockets.isEmpty { try? await channel.close() } else { await Self.removeReaders(from: channel) }
+            }
             throw error
         }
         return channels
+    }
+
+    /// Takes the beacon reader and its coalescer away from a unicast socket the caller holds.
+    private static func removeReaders(from channel: any Channel) async {
+        try? await channel.pipeline.removeHandler(name: UnicastSockets.receiverName).get()
+        try? await channel.pipeline.removeHandler(name: UnicastSockets.coalescerName).get()
     }
 
     /// Closes the unicast sockets discovery opened; the caller's stay open, without its reader.
@@ -930,8 +940,7 @@ package actor Discovery {
             if configuration.unicastSockets.isEmpty {
                 try? await channel.close()
             } else {
-                try? await channel.pipeline.removeHandler(name: UnicastSockets.receiverName).get()
-                try? await channel.pipeline.removeHandler(name: UnicastSockets.coalescerName).get()
+                await Self.removeReaders(from: channel)
             }
         }
         unicastChannels = []

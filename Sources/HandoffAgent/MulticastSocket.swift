@@ -20,7 +20,6 @@ enum MulticastSocket {
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             // Which interface each datagram arrived on: a wildcard socket hears every interface's.
             .channelOption(.receivePacketInfo, value: true)
-            .channelOption(.maxMessagesPerRead, value: UInt(ReadCoalescer.batch))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let coalescing { try channel.pipeline.syncOperations.addHandler(ReadCoalescer(window: coalescing.window, counts: coalescing.counts)) }
@@ -29,6 +28,10 @@ enum MulticastSocket {
             }
         if v6 {
             bootstrap = bootstrap.channelOption(.socket(SocketOptionLevel(IPPROTO_IPV6), SocketOptionName(IPV6_V6ONLY)), value: 1)
+        }
+        if coalescing != nil {
+            // What the coalescer counts as a full batch: one wake reads at most this many.
+            bootstrap = bootstrap.channelOption(.maxMessagesPerRead, value: UInt(ReadCoalescer.batch))
         }
         let channel = try await bootstrap.bind(host: bindHost, port: group.port ?? 0).get()
         guard let multicast = channel as? any MulticastChannel, let options = channel as? any SocketOptionProvider else {
