@@ -383,7 +383,7 @@ package actor Discovery {
             tasks.start("interface scan") { [weak self] in
                 while !Task.isCancelled {
                     // Period: the interface scan (a safety net beside the kernel's news).
-                    try? await Task.sleep(for: scan)
+                    try? await LoopTimer.sleep(for: scan)
                     await self?.followInterfaces(announce: true)
                 }
             }
@@ -391,7 +391,7 @@ package actor Discovery {
         tasks.start("expiry") { [weak self, expiry = configuration.expiry] in
             while !Task.isCancelled {
                 // Period: devices not heard for the expiry go, checked four times an expiry.
-                try? await Task.sleep(for: expiry / 4)
+                try? await LoopTimer.sleep(for: expiry / 4)
                 await self?.expire()
             }
         }
@@ -525,8 +525,8 @@ package actor Discovery {
         refreshTask?.cancel()
         let jittered = interval * Double.random(in: 0.95...1.05)
         refreshTask = Task { [weak self] in
-            // Period: the refresh, jittered.
-            try? await Task.sleep(for: jittered)
+            // Period: the refresh, jittered (on the event loop's clock, as every period here).
+            try? await LoopTimer.sleep(for: jittered)
             guard !Task.isCancelled else { return }
             await self?.refresh()
         }

@@ -11,7 +11,13 @@ import Glibc
 /// looking on its own every few seconds.
 final class InterfaceWatcher: Sendable {
     private let descriptor: Int32
-    private let stopped = Mutex(false)
+    /// A pipe whose write end `stop` closes: the thread sleeps on it and the netlink socket
+    /// together, so that it wakes only for news or to stop.
+    private let stopReader: Int32
+    private let stopWriter: Mutex<Int32?>
+    /// For tests: how often the thread woke, how often with news, and whether it ended.
+    private let seen = Mutex((wakes: 0, news: 0, interrupted: 0, ended: false))
+    var wakes: (all: Int, withNews: Int, interrupted: Int, ended: Bool) { seen.withLock { ($0.wakes, $0.news, $0.interrupted, $0.ended) } }
 
     /// `AF_NETLINK`, `NETLINK_ROUTE`, and the groups for links and IPv4 and IPv6 addresses
     /// (`RTMGRP_LINK`, `RTMGRP_IPV4_IFADDR`, `RTMGRP_IPV6_IFADDR`): Swift's Glibc does not show
@@ -28,8 +34,10 @@ final class InterfaceWatcher: Sendable {
         var groups: UInt32 = InterfaceWatcher.groups
     }
 
-    private init(descriptor: Int32) {
+    private init(descriptor: Int32, stopReader: Int32, stopWriter: Int32) {
         self.descriptor = descriptor
+        self.stopReader = stopReader
+        self.stopWriter = Mutex(stopWriter)
     }
 
     /// Starts watching on a thread of its own; `changed` is called after each burst of news.
@@ -45,11 +53,14 @@ final class InterfaceWatcher: Sendable {
         let bound = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<NetlinkAddress>.size)) }
         }
-        guard bound == 0 else {
+        var pipeEnds: [Int32] = [-1, -1]
+        guard bound == 0, pipe(&pipeEnds) == 0 else {
             close(descriptor)
             return nil
         }
-        let watcher = InterfaceWatcher(descriptor: descriptor)
+        // Not inherited by the apps the agent starts.
+        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        let watcher = InterfaceWatcher(descriptor: descriptor, stopReader: pipeEnds[0], stopWriter: pipeEnds[1])
         let thread = Thread { watcher.run(changed) }
         thread.name = "handoff-interfaces"
         thread.start()
@@ -61,10 +72,17 @@ final class InterfaceWatcher: Sendable {
 
     private func run(_ changed: @Sendable () -> Void) {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        while !stopped.withLock({ $0 }) {
-            var waiting = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            // Wakes every second to see whether it was stopped.
-            guard poll(&waiting, 1, 1000) > 0 else { continue }
+        while true {
+            var waiting = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: stopReader, events: Int16(POLLIN), revents: 0)]
+            // Sleeps until news comes or `stop` closes the pipe (which reads as its end).
+            let ready = poll(&waiting, 2, -1)
+            let interrupted = ready < 0 && errno == EINTR
+            seen.withLock {
+                $0.wakes += 1
+                if interrupted { $0.interrupted += 1 }
+            }
+            guard ready > 0 else { continue }
+            if waiting[1].revents != 0 { break }
             // Whatever the messages say, interfaces are looked at again: read them all, then tell
             // once. An overrun (news lost) is news too.
             var received = false
@@ -77,12 +95,22 @@ final class InterfaceWatcher: Sendable {
                     break
                 }
             }
-            if received { changed() }
+            if received {
+                seen.withLock { $0.news += 1 }
+                changed()
+            }
         }
         close(descriptor)
+        close(stopReader)
+        seen.withLock { $0.ended = true }
     }
 
+    /// Ends the thread; once is enough, more do nothing.
     func stop() {
-        stopped.withLock { $0 = true }
+        stopWriter.withLock { writer in
+            guard let open = writer else { return }
+            close(open)
+            writer = nil
+        }
     }
 }

@@ -155,7 +155,9 @@ actor ServiceDiscovery {
         tasks.start("cache clock") { [weak self] in
             while !Task.isCancelled {
                 // Period: the cache's records are aged once a second (RFC 6762, 5.2 and 10).
-                try? await Task.sleep(for: .seconds(1))
+                // On the event loop's clock: a task's sleep would wake two of Dispatch's
+                // threads every second to wake the loop.
+                try? await LoopTimer.sleep(for: .seconds(1))
                 await self?.tick()
             }
         }
