@@ -4,8 +4,10 @@
 # code 64 KB around every page that runs, so code spread over the file's 28 MB keeps most of
 # it resident; grouped, what an agent runs fits in a few megabytes. Measured with callgrind
 # on two agents in Benchmarks/AgentBenchmark's profile mode: first what they run idle (60 s,
-# an activity offered, the link open), then what warm continuations add, then the rest of
-# what they ran (starting, pairing, discovery, the link's opening), each part sorted by name.
+# an activity offered, the link open), then what warm continuations add, then what
+# continuations on new links add (the connection, the handshakes, the proofs: a continuation
+# after quiet), then the rest of what they ran (starting, pairing, discovery), each part
+# sorted by name.
 # A function the list does not name (new or renamed since) still links, among the rest.
 # Needs valgrind and root (two network namespaces; loopback otherwise). Run it after changes
 # that rename much of the agent's code, and commit the file.
@@ -38,6 +40,7 @@ fi
 AFTER
 chmod +x "$work/callgrind" "$work/after"
 AGENT_WRAPPER="$work/callgrind" AGENT_BEFORE="callgrind_control -d" AGENT_AFTER="$work/after" PROFILE_SECONDS="${PROFILE_SECONDS:-15}" \
+    PROFILE_NEW_LINKS="${NEW_LINKS:-10}" AGENT_AFTER_NEW_LINKS="callgrind_control -d" \
     "$work/AgentBenchmark" > "$work/out.txt" 2> "$work/err.txt" || { cat "$work/err.txt" >&2; exit 2; }
 python3 - "$work" "$root/Scripts/handoffd.order" <<'PY'
 import glob, os, re, sys
@@ -57,13 +60,15 @@ dumps = sorted(glob.glob(os.path.join(work, "cg.*")))
 part = lambda n: [d for d in dumps if d.endswith(f".{n}")]
 idle = functions(part(3))
 warm = functions(part(2)) - idle
-rest = functions(part(1) + [d for d in dumps if re.search(r"cg\.\d+$", d)]) - idle - warm
-if not idle or not warm:
-    sys.exit("hot-code.sh: callgrind's dumps hold no idle or no warm functions")
+fresh = functions(part(4)) - idle - warm
+rest = functions(part(1) + [d for d in dumps if re.search(r"cg\.\d+$", d)]) - idle - warm - fresh
+if not idle or not warm or not fresh:
+    sys.exit("hot-code.sh: callgrind's dumps hold no idle, no warm or no new-link functions")
 with open(output, "w") as out:
     out.write("# Written by Scripts/hot-code.sh: the functions handoffd runs idle, then on a warm\n")
-    out.write("# continuation, then the rest it ran, for lld's --symbol-ordering-file.\n")
-    for group in (idle, warm, rest):
+    out.write("# continuation, then on one that opens a new link, then the rest it ran, for lld's\n")
+    out.write("# --symbol-ordering-file.\n")
+    for group in (idle, warm, fresh, rest):
         out.writelines(name + "\n" for name in sorted(group))
-print(f"Scripts/handoffd.order: {len(idle)} functions idle, {len(warm)} more warm, {len(rest)} more in all")
+print(f"Scripts/handoffd.order: {len(idle)} functions idle, {len(warm)} more warm, {len(fresh)} more on a new link, {len(rest)} more in all")
 PY

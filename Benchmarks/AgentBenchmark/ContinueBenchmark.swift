@@ -106,20 +106,22 @@ func orchestrate() async throws -> Targets {
     // AGENT_WRAPPER="valgrind --tool=callgrind --instr-atstart=no": each agent runs under that
     // command (split at spaces), for the profile modes below.
     let wrapper = ProcessInfo.processInfo.environment["AGENT_WRAPPER"].map { $0.split(separator: " ").map(String.init) } ?? []
-    func startAgents(linkIdle: String) {
+    func startAgents(_ settings: [String]) {
         for host in [a, b] {
             agents[host.name] = start(host.command(wrapper + [
                 binaries.appendingPathComponent("handoffd").path, "--name", host.name == "a" ? "origin" : "receiver", "--state-dir", host.state,
                 "--socket", host.socket, "--listen", "\(host.address):\(host.port)", "--interface", interface, "--discovery-port", discoveryPort,
-                "--development-mode", "on", "--log-level", "error", "--link-idle", linkIdle,
-            ]))
+                "--development-mode", "on", "--log-level", "error",
+            ] + settings))
         }
     }
     /// Whether B has a link to A open: an established TCP connection to A's link port in B's
     /// network namespace, read from B's agent's own `/proc` entry. No process is started to
     /// look, so that looking leaves the processors as quiet as they were.
-    func linkOpen() -> Bool {
-        guard let pid = agents["b"]?.processIdentifier else { return false }
+    func linkOpen() -> Bool { linkPort() != nil }
+    /// B's local port of its link to A, if one is open.
+    func linkPort() -> Substring? {
+        guard let pid = agents["b"]?.processIdentifier else { return nil }
         let port = String(format: ":%04X", a.port)
         for table in ["tcp", "tcp6"] {
             // Read to its end: the kernel makes the table a page at a time, and says its size is 0.
@@ -129,15 +131,15 @@ func orchestrate() async throws -> Targets {
             // "sl local_address rem_address st ...": 01 is ESTABLISHED.
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
-                if fields.count > 3, fields[3] == "01", fields[2].hasSuffix(port) { return true }
+                if fields.count > 3, fields[3] == "01", fields[2].hasSuffix(port) { return fields[1].split(separator: ":").last }
             }
         }
-        return false
+        return nil
     }
 
     // Two agents, paired; links stay open for 10 minutes unused, so that the memory window
     // below has one.
-    startAgents(linkIdle: "10m")
+    startAgents(["--link-idle", "10m"])
     await pair(a, b)
     let app = try appFolder("Receiver", bundle: bundleIdentifier, activityType: activityType)
     _ = await call(b, .installApp(directory: app))
@@ -225,6 +227,18 @@ func orchestrate() async throws -> Targets {
         }
         let cpu = [signedMilliseconds(from: cpuA, to: agentCPU(pidA)), signedMilliseconds(from: cpuB, to: agentCPU(pidB))].map { $0 / Double(daemon.count) }
         hook("AGENT_AFTER", [pidA, pidB])
+        // PROFILE_NEW_LINKS=N (Scripts/hot-code.sh): then N continuations on new links, as after
+        // quiet: before each, B's link is reset (`ss -K`, as root) and seen closed. Then the hook
+        // AGENT_AFTER_NEW_LINKS runs with each agent's process id.
+        if let count = environment["PROFILE_NEW_LINKS"].flatMap(Int.init) {
+            for _ in 0..<count {
+                if shell(b.command(["ss", "-K", "-tn", "dst", a.address, "dport", "=", ":\(a.port)"])) != 0 { fail("ss -K failed: are you root?") }
+                await waitFor("the link to close", seconds: 10) { !linkOpen() }
+                daemon.append(try await continueOnce(control).daemon)
+                if !linkOpen() { fail("the continuation after the reset opened no link") }
+            }
+            hook("AGENT_AFTER_NEW_LINKS", [pidA, pidB])
+        }
         // With AGENT_WRAPPER, the baseline's exchanges on a kept connection under it too: a
         // server of its own on A, measured as the agents are, around each of two client runs
         // (TLS_SHORT and TLS_LONG exchanges; each client, also under the wrapper, counts from
@@ -341,23 +355,90 @@ func orchestrate() async throws -> Targets {
     watcher.close()
     origin.close()
 
-    // Links that close after 1 s unused: each continuation opens one.
-    for agent in agents.values { stop(agent) }
-    startAgents(linkIdle: "1s")
-    await waitFor("the agents to start again") { (try? LocalClient(path: a.socket, role: .control))?.close() != nil && (try? LocalClient(path: b.socket, role: .control))?.close() != nil }
-    await waitFor("the devices to hear each other again", seconds: 30) { (await call(b, .devices).devices ?? []).contains { $0.isNearby && !$0.isThisDevice } }
-    let rewatcher = try LocalClient(path: b.socket, role: .control) { message in
-        if case .event(let event) = message, let id = event.activity?.activity.id { heard.record(id) }
+    // After quiet, the agents as a long quiet leaves them: each gives its memory back after 1 s
+    // with nothing to do (`--idle-release`, 15 s by default), so a continuation 1.4 s after the
+    // one before meets the dropped code pages and the trimmed heap that one after minutes meets.
+    // Their links stay open for the default hour (`--link-idle`), then close after 1 s unused.
+    var rewatcher: LocalClient?
+    func restartAgents(_ settings: [String]) async throws -> LocalClient {
+        rewatcher?.close()
+        origin.close()
+        for agent in agents.values { stop(agent) }
+        startAgents(settings)
+        await waitFor("the agents to start again") { (try? LocalClient(path: a.socket, role: .control))?.close() != nil && (try? LocalClient(path: b.socket, role: .control))?.close() != nil }
+        await waitFor("the devices to hear each other again", seconds: 30) { (await call(b, .devices).devices ?? []).contains { $0.isNearby && !$0.isThisDevice } }
+        let watching = try LocalClient(path: b.socket, role: .control) { message in
+            if case .event(let event) = message, let id = event.activity?.activity.id { heard.record(id) }
+        }
+        _ = try await watching.call(.watch)
+        rewatcher = watching
+        origin = try originApp(socket: a.socket, counter: counter, saves: saves)
+        _ = try await offer(origin)
+        let control = try LocalClient(path: b.socket, role: .control)
+        _ = try await continueOnce(control)  // the app reconnected to the new agent
+        return control
     }
-    _ = try await rewatcher.call(.watch)
-    origin = try originApp(socket: a.socket, counter: counter, saves: saves)
-    _ = try await offer(origin)
-    let quietControl = try LocalClient(path: b.socket, role: .control)
-    _ = try await continueOnce(quietControl)  // the app reconnected to the new agent
+    let quietGap = 1_400
+    /// B's agent's resident memory now, in MB (`statm`: the kernel's counters, no page walk).
+    func residentB() -> Double {
+        guard let pid = agents["b"]?.processIdentifier,
+              let text = try? String(contentsOfFile: "/proc/\(pid)/statm", encoding: .utf8),
+              let pages = text.split(separator: " ").dropFirst().first.flatMap({ Double($0) }) else { return .nan }
+        return pages * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
+    }
+    /// Minor page faults of both agents so far (`/proc/PID/stat`, field 10).
+    func agentFaults() -> Int {
+        ["a", "b"].compactMap { agents[$0]?.processIdentifier }.reduce(0) { total, pid in
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let end = text.lastIndex(of: ")") else { return total }
+            let fields = text[text.index(after: end)...].split(separator: " ")
+            return total + (fields.count > 7 ? Int(fields[7]) ?? 0 : 0)
+        }
+    }
+    var keptFaults: [Double] = [], quietFaults: [Double] = []
+    // On the link kept open: no handshake. Paired with the bare exchange after the same quiet,
+    // as below. Not in the profile modes below, which look at new links only.
+    var kept = Runs(["continue after quiet, link kept open", "bare TLS after quiet, beside it"])
+    var keptResident: [Double] = []
+    if hops == nil, ProcessInfo.processInfo.environment["PROFILE_QUIET"] == nil {
+        let keptControl = try await restartAgents(["--idle-release", "1s"])
+        kept = try await repeatRuns(kept.names) { _ in
+            var run: [String: [Double]] = [:]
+            let bareOutput = Pipe(), bareInput = Pipe()
+            let bareClient = start(
+                b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(quietIterations), "stepped"]),
+                output: bareOutput, input: bareInput)
+            let bareLines = LineReader(bareOutput.fileHandleForReading)
+            for _ in 0..<quietIterations {
+                let link = linkPort()
+                // Period: the quiet before the bare exchange.
+                try await Task.sleep(for: .milliseconds(quietGap))
+                bareInput.fileHandleForWriting.write(Data("\n".utf8))
+                guard let line = bareLines.next(), let bare = Double(line) else { fail("the TLS baseline after quiet gave no time") }
+                run["bare TLS after quiet, beside it", default: []].append(bare)
+                // Period: the same quiet before the continuation, after the bare exchange's close;
+                // B's memory is read 0.2 s before its end (given back 1 s into the quiet).
+                try await Task.sleep(for: .milliseconds(quietGap - 200))
+                keptResident.append(residentB())
+                let faults = agentFaults()
+                // Period: the rest of the quiet.
+                try await Task.sleep(for: .milliseconds(200))
+                run["continue after quiet, link kept open", default: []].append(try await continueOnce(keptControl, legsToo: false).daemon)
+                keptFaults.append(Double(agentFaults() - faults))
+                guard let link, linkPort() == link else { fail("the continuation on the kept link opened another (the link closed in the quiet)") }
+            }
+            try? bareInput.fileHandleForWriting.close()
+            bareClient.waitUntilExit()
+            return run
+        }
+        keptControl.close()
+    }
+
+    // Links that close after 1 s unused: each continuation opens one.
+    let quietControl = try await restartAgents(["--link-idle", "1s", "--idle-release", "1s"])
     // Each continuation after quiet begins `quietGap` after the link of the one before was seen
     // closed (1 s unused, looked at every 250 ms): nothing has run since. Its baseline is the
     // bare exchange after the same quiet.
-    let quietGap = 1_400
     // PROFILE_QUIET=N: only continuations after quiet (each opens a link, `quietGap` after the
     // one before), for N seconds, after printing the agents' process ids (for `strace -tt` or
     // `perf record -p`).
@@ -449,9 +530,11 @@ func orchestrate() async throws -> Targets {
             bareInput.fileHandleForWriting.write(Data("\n".utf8))
             guard let line = bareLines.next(), let bare = Double(line) else { fail("the TLS baseline after quiet gave no time") }
             run["bare TLS after quiet", default: []].append(bare)
+            let faults = agentFaults()
             // Period: the same quiet before the continuation, after the bare exchange's close.
             try await Task.sleep(for: .milliseconds(quietGap))
             let (daemon, app) = try await continueOnce(quietControl)
+            quietFaults.append(Double(agentFaults() - faults))
             run["continue after quiet", default: []].append(daemon)
             run["after quiet to the app", default: []].append(app)
         }
@@ -460,7 +543,7 @@ func orchestrate() async throws -> Targets {
         return run
     }
     quietControl.close()
-    rewatcher.close()
+    rewatcher?.close()
     origin.close()
 
     // The report.
@@ -488,9 +571,18 @@ func orchestrate() async throws -> Targets {
 
         \(runs.table())
 
-        After-quiet runs, paired: \(quietIterations) bare exchanges and \(quietIterations) continuations alternating, each after \(quietGap) ms \
+        After quiet on the link kept open (links stay open an hour unused): \(quietIterations) bare exchanges and \(quietIterations) \
+        continuations alternating, each after \(quietGap) ms of quiet. The agents give their memory back after 1 s with nothing \
+        to do (`--idle-release 1s`), as after minutes with the defaults: B's agent's RSS 0.2 s before each continuation, median \
+        \(format(percentile(keptResident, 0.5), 1)) MB (\(format(keptResident.min() ?? .nan, 1))–\(format(keptResident.max() ?? .nan, 1))); \
+        the two agents' page faults in each continuation, median \(format(percentile(keptFaults, 0.5), 0)). \(kept.agreement(minimum: 3))
+
+        \(kept.table())
+
+        After-quiet runs on new links, paired: \(quietIterations) bare exchanges and \(quietIterations) continuations alternating, each after \(quietGap) ms \
         in which nothing ran but the benchmark's timer (links close after 1 s unused, and each continuation's link is seen closed \
-        before that quiet begins: each continuation opens a new one). \(quiet.agreement(minimum: 3))
+        before that quiet begins: each continuation opens a new one; memory given back after 1 s, as above; the two agents' page \
+        faults from the end of the bare exchange to the continuation's answer, median \(format(percentile(quietFaults, 0.5), 0))). \(quiet.agreement(minimum: 3))
 
         \(quiet.table())
 
@@ -502,11 +594,13 @@ func orchestrate() async throws -> Targets {
         | the same, to the app holding the activity | \(row(runs, "CLI to the app")) |
         | continue, warm link, paced: the same with \(pace) ms of quiet before each | \(row(runs, "paced continue")) |
         | the same, to the app holding the activity | \(row(runs, "paced to the app")) |
-        | continue after the link went quiet (handshake and membership proof included), to the answer | \(row(quiet, "continue after quiet")) |
+        | continue after quiet on the link kept open (no handshake; memory given back), to the answer | \(row(kept, "continue after quiet, link kept open")) |
+        | continue after quiet on a new link (handshake and membership proof included; memory given back), to the answer | \(row(quiet, "continue after quiet")) |
         | the same, to the app holding the activity | \(row(quiet, "after quiet to the app")) |
         | baseline: bare TLS 1.3 connect + 3 KB request and answer, A to B | \(row(runs, "bare TLS")) |
         | the same, paced: \(pace) ms of quiet before each connection | \(row(runs, "paced bare TLS")) |
-        | the same after quiet: \(quietGap) ms of quiet before each, alternating with the continuations after quiet | \(row(quiet, "bare TLS after quiet")) |
+        | the same after quiet: \(quietGap) ms of quiet before each, alternating with the continuations on the kept link | \(row(kept, "bare TLS after quiet, beside it")) |
+        | the same, alternating with the continuations on new links | \(row(quiet, "bare TLS after quiet")) |
         | for reference: the same 3 KB request and answer on a TLS connection kept open (what the link's hop costs with nothing else in the path) | \(row(runs, "warm TLS")) |
         | discovery: `becameCurrent` on A to B's watcher hearing it | \(row(runs, "discovery")) |
         | continue, the first after \(memorySeconds) s idle (link open), to the answer | \(format(firstAfterIdle, 3)) ms | |

@@ -208,7 +208,7 @@ func scaleBenchmark() async throws -> Targets {
     print("""
         Scale benchmark. Machine: \(machine).
         \(count) handoffd processes, each in a network namespace of its own on one bridge (IPv4 and IPv6 link-local), in \(accounts) \
-        account\(accounts == 1 ? "" : "s") of \(size)\(count % accounts == 0 ? "" : " (the last larger)"); defaults (DNS-SD on, links closed after 60 s unused); \
+        account\(accounts == 1 ? "" : "s") of \(size)\(count % accounts == 0 ? "" : " (the last larger)"); defaults (DNS-SD on, links kept an hour unused); \
         release build, static Swift runtime; discovery changes from \(discoverySettle) s after the last join, \
         quiet window \(window) s, from \(settle) s after the last discovery change. \
         One run (its setup takes minutes): the spread between runs is not measured here; docs/agent.md (Scale) gives several.

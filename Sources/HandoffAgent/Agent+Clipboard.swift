@@ -484,26 +484,41 @@ extension Agent {
             guard let device = await discovery?.nearby.first(where: { $0.sender == remote.device }) else {
                 return .failure(LocalError(.continuation, code: ContinuationFailure.Code.connectionUnavailable, "'\(name)', which offered the copy, is no longer nearby"))
             }
-            let link: any OutgoingLink
-            switch await openLink(to: device) {
-            case .success(let open): link = open
-            case .failure(let failure): return .failure(LocalError(.continuation, code: failure.code, failure.message))
+            // A link kept open since an earlier use may have ended unseen (`againIfEnded`): a
+            // paste that fails on it because it ended is made once more, on a new link.
+            let kept = openLinkNow(to: device)
+            let pasted = await pasteRemote(remote, as: type, of: clipboard, from: device, name: name)
+            if case .failure = pasted, let kept, !kept.isOpen {
+                logger.info("the link to '\(name)' had ended; pasting again on another")
+                return await pasteRemote(remote, as: type, of: clipboard, from: device, name: name)
             }
-            if ClipboardFiles.listTypes.contains(type.name) {
-                return await pasteFiles(of: remote.offer.generation, as: type.name, from: link, name: name).map { bytes in
-                    (clipboard, ClipboardType(name: type.name, size: UInt64(bytes.count)), .bytes(bytes))
-                }
+            return pasted
+        }
+    }
+
+    /// A paste of `type` of another device's copy, on the device's link (open, or opened).
+    private func pasteRemote(
+        _ remote: ClipboardBoard.Remote, as type: ClipboardType, of clipboard: LocalClipboard, from device: NearbyDevice, name: String
+    ) async -> Result<(LocalClipboard, ClipboardType, PasteSource), LocalError> {
+        let link: any OutgoingLink
+        switch await openLink(to: device) {
+        case .success(let open): link = open
+        case .failure(let failure): return .failure(LocalError(.continuation, code: failure.code, failure.message))
+        }
+        if ClipboardFiles.listTypes.contains(type.name) {
+            return await pasteFiles(of: remote.offer.generation, as: type.name, from: link, name: name).map { bytes in
+                (clipboard, ClipboardType(name: type.name, size: UInt64(bytes.count)), .bytes(bytes))
             }
-            switch await link.openStream(.clipboard(generation: remote.offer.generation, type: type.name), deadline: configuration.fetchDeadline) {
-            case .success(let stream):
-                // This side sends nothing on a paste's stream.
-                stream.finish()
-                logger.info("pasting the clipboard of '\(name)'", metadata: ["type": "\(type.name)", "bytes": "\(type.size)"])
-                return .success((clipboard, type, .stream(stream)))
-            case .failure(let failure):
-                logger.notice("'\(name)' did not give its clipboard: \(failure.message)")
-                return .failure(LocalError(.continuation, code: failure.code, "'\(name)' did not give its clipboard: \(failure.message)"))
-            }
+        }
+        switch await link.openStream(.clipboard(generation: remote.offer.generation, type: type.name), deadline: configuration.fetchDeadline) {
+        case .success(let stream):
+            // This side sends nothing on a paste's stream.
+            stream.finish()
+            logger.info("pasting the clipboard of '\(name)'", metadata: ["type": "\(type.name)", "bytes": "\(type.size)"])
+            return .success((clipboard, type, .stream(stream)))
+        case .failure(let failure):
+            logger.notice("'\(name)' did not give its clipboard: \(failure.message)")
+            return .failure(LocalError(.continuation, code: failure.code, "'\(name)' did not give its clipboard: \(failure.message)"))
         }
     }
 

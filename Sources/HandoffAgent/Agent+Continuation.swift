@@ -111,7 +111,7 @@ extension Agent {
                     // The answer is read on the event loop: it reaches the actor from there.
                     link.fetch(offer.id, deadline: configuration.fetchDeadline) { [weak self] result in
                         guard let self else { return }
-                        tasks.startImmediate("fetched") { await self.fetched(id, result) }
+                        tasks.startImmediate("fetched") { await self.fetched(id, await self.againIfEnded(result, on: link, activityID: offer.id, from: device)) }
                     }
                 } else {
                     // The new link's connection starts here, before the actor goes on to tell
@@ -300,7 +300,24 @@ extension Agent {
     }
 
     func fetch(_ activityID: UUID, from device: NearbyDevice) async -> Result<FetchedActivity, ContinuationFailure> {
-        if let link = openLinkNow(to: device) { return await link.fetch(activityID, deadline: configuration.fetchDeadline) }
+        if let link = openLinkNow(to: device) {
+            return await againIfEnded(await link.fetch(activityID, deadline: configuration.fetchDeadline), on: link, activityID: activityID, from: device)
+        }
+        return await newLinkFetch(activityID, from: device).run(self)
+    }
+
+    /// A fetch on a link that was already open, which ended before it answered, is asked once
+    /// more: on the device's link opened since, if another continuation opened one, or else
+    /// on a new one. A link looks open until something is sent on it: one whose other end
+    /// forgot it unseen (that device restarted, or dropped the link while this one slept, its
+    /// reset lost) is found dead only by the fetch, and its `reset` is the whole answer. A
+    /// second fetch of the same activity only asks the origin's app to save again.
+    func againIfEnded(
+        _ result: Result<FetchedActivity, ContinuationFailure>, on link: any OutgoingLink, activityID: UUID, from device: NearbyDevice
+    ) async -> Result<FetchedActivity, ContinuationFailure> {
+        guard case .failure(let failure) = result, !link.isOpen else { return result }
+        logger.info("the link to '\(memberName(device.sender))' had ended (\(failure.message)); fetching again on another")
+        if let open = openLinkNow(to: device), open !== link { return await open.fetch(activityID, deadline: configuration.fetchDeadline) }
         return await newLinkFetch(activityID, from: device).run(self)
     }
 

@@ -31,9 +31,10 @@ public struct AgentConfiguration: Sendable {
     /// The longest time one set of DNS-SD names is used before new random ones replace it.
     package var nameRotation: Duration
     /// How long a link this device opened stays open with nothing on it (no request, no
-    /// stream): then it is closed, and costs nothing on the wire until the next continuation
-    /// opens another (one handshake and proof).
-    package var linkIdle: Duration = .seconds(60)
+    /// stream): then it is closed, and the next continuation opens another (one handshake and
+    /// proof). Until then a continuation after quiet needs neither, and the link costs the
+    /// accepting side's keepalive probe and its answer every 5 minutes (`LinkTLS`).
+    package var linkIdle: Duration = .seconds(3600)
     /// How often the beacon is repeated while an activity is offered, and without one.
     package var refreshInterval: Duration
     package var idleRefreshInterval: Duration
@@ -405,8 +406,8 @@ extension AgentConfiguration {
         }
         if let idle = pick(flags.linkIdle, "link-idle") {
             let period = try checked(idle.origin) { () throws(ConfigurationError) in try Duration(parsing: idle.value) }
-            guard period >= .seconds(1), period <= .seconds(3600) else {
-                throw ConfigurationError("\(idle.origin): give from 1s to 1h (an idle link is closed after it, and opened again for the next continuation)")
+            guard period >= .seconds(1), period <= .seconds(86_400) else {
+                throw ConfigurationError("\(idle.origin): give from 1s to 24h (an idle link is closed after it, and opened again for the next continuation)")
             }
             configuration.linkIdle = period
         }

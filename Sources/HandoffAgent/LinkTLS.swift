@@ -43,11 +43,10 @@ package enum LinkTLS {
     /// instead of waiting.
     ///
     /// The device that opened a link probes after 5 s, but only while something waits on the
-    /// link (`TLSLink`): an idle link sends nothing until that device closes it
-    /// (`--link-idle`, 60 s by default). The device that accepted it probes after 5 minutes of
-    /// silence, later than that close: it learns of a peer that vanished from an idle link, and
-    /// adds nothing to a link that is only waiting to be closed. On a link kept open longer
-    /// (`--link-idle` up to an hour) that is one probe and its answer every 5 minutes.
+    /// link (`TLSLink`): an idle link sends nothing from it until it closes the link
+    /// (`--link-idle`, an hour by default). The device that accepted it probes after 5 minutes
+    /// of silence: it learns of a peer that vanished from an idle link, and a quiet link
+    /// carries one probe and its answer every 5 minutes.
     static let acceptedSilence = 300
 
     static func watchForDeadPeers(_ channel: any Channel, silence: Int = 5) throws {

@@ -60,7 +60,7 @@ struct Handoffd: AsyncParsableCommand {
     @Option(name: .customLong("name-rotation"), help: ArgumentHelp("The longest time one set of random DNS-SD names is used, such as 15m (default; from 5s to 1h).", valueName: "DURATION"))
     var nameRotation: String?
 
-    @Option(name: .customLong("link-idle"), help: ArgumentHelp("How long a link this device opened stays open unused before it is closed, such as 60s (default; from 1s to 1h).", valueName: "DURATION"))
+    @Option(name: .customLong("link-idle"), help: ArgumentHelp("How long a link this device opened stays open unused before it is closed, such as 1h (default; from 1s to 24h).", valueName: "DURATION"))
     var linkIdle: String?
 
     @Option(name: .customLong("save-deadline"), help: "How long an app has to save an activity, such as 5s.")

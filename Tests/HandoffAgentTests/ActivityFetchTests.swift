@@ -160,9 +160,9 @@ struct ActivityFetchTests {
         #expect(try await fetch.value.get() == record)
         #expect(await eventually { (try? await keepalive()) == false })
         #expect(TLSLink.keepaliveLinger < .seconds(5))
-        // The accepting side probes only after 5 minutes of silence: later than the opener's idle
-        // close (60 s by default), and on a link kept open longer (`--link-idle` up to 1 h) no
-        // more often than every few minutes (issue 15; it was 90 s).
+        // The accepting side probes only after 5 minutes of silence: on a link kept open
+        // (`--link-idle`, an hour by default) no more often than every few minutes (issue 15; it
+        // was 90 s).
         #expect(LinkTLS.acceptedSilence >= 180)
     }
 

@@ -67,7 +67,7 @@ struct ConfigurationTests {
         #expect(configuration.staticPeers == [HostPort(host: "fd00::2", port: 47_170)])
         #expect(configuration.saveDeadline == .milliseconds(250))
         #expect(configuration.linkIdle == .seconds(120))
-        #expect(try AgentConfiguration.resolve(flags: AgentSettings(), file: nil, environment: environment).linkIdle == .seconds(60))
+        #expect(try AgentConfiguration.resolve(flags: AgentSettings(), file: nil, environment: environment).linkIdle == .seconds(3600))
         #expect(configuration.maximumPayload == 4096)
         #expect(configuration.defaultBrowser == "org.example.browser")
         #expect(configuration.idleRelease == .seconds(15))
@@ -125,7 +125,7 @@ struct ConfigurationTests {
         #expect(message(flags, nil).hasPrefix("--idle-release: 'later' is not a duration"))
         flags = AgentSettings()
         flags.linkIdle = "100ms"
-        #expect(message(flags, nil).hasPrefix("--link-idle: give from 1s to 1h"))
+        #expect(message(flags, nil).hasPrefix("--link-idle: give from 1s to 24h"))
     }
 
     @Test("Host and port: names, IPv4, bracketed IPv6")

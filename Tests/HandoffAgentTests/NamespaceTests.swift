@@ -516,3 +516,47 @@ extension NamespaceTests {
         }
     }
 }
+
+extension NamespaceTests {
+    @Test(
+        "A link whose other end forgot it unseen (its reset lost, as when that device restarted or dropped the link while this one slept): the next continuation finds it dead and continues on a new link",
+        .enabled(if: hasNft, "needs nftables' nft to lose the reset; skipped"))
+    func forgottenLink() async throws {
+        try await Segment.with(hosts: ["a", "b"]) { try await forgotten($0) }
+    }
+
+    /// The TCP connections established in host `host`'s namespace, as `ss` lists them.
+    func established(_ segment: Segment, in host: String) throws -> [Substring] {
+        try segment.run(in: host, ["ss", "-Htn", "state", "established"]).split(separator: "\n").filter { !$0.isEmpty }
+    }
+
+    func forgotten(_ segment: Segment) async throws {
+        let a = try await segment.start("a", name: "alpha")
+        let b = try await segment.start("b", name: "beta")
+        try await segment.harness.pair([a, b])
+        try await segment.harness.installMapViewer(on: b)
+        let (first, activity) = try await offer(on: a, seenBy: b, title: "first")
+        _ = try #require(try await b.call(.continue(activity: activity.id)).continued)
+        first.client.close()
+        let linked = try established(segment, in: "b")
+        try #require(linked.count == 1, "beta has no link open to alpha after continuing: \(linked)")
+
+        // A's end of the link goes, and what A sends B about it (its reset) is lost.
+        try segment.run(in: "a", ["nft", "-f", "-"], input: Data("""
+            table inet handoff-test {
+                chain output { type filter hook output priority 0; ip daddr \(segment.address("b")) tcp sport 47170 drop; }
+            }
+            """.utf8))
+        try segment.run(in: "a", ["ss", "-K", "-tn", "dst", segment.address("b")])
+        #expect(await eventually { (try? established(segment, in: "a").isEmpty) == true }, "alpha's end of the link is still there")
+        try segment.run(in: "a", ["nft", "flush", "ruleset"])
+        let stale = try established(segment, in: "b")
+        #expect(stale.count == 1, "beta saw its link end, so nothing was lost: \(stale)")
+
+        // B's next continuation meets the dead link, and continues on a new one.
+        let (second, again) = try await offer(on: a, seenBy: b, title: "second")
+        let answer = try await b.attempt(.continue(activity: again.id))
+        #expect(answer.continued?.app == "com.example.handoff.MapViewer", "\(String(describing: answer.error))")
+        second.client.close()
+    }
+}
