@@ -7,7 +7,8 @@
 # an activity offered, the link open), then what warm continuations add, then what
 # continuations on new links add (the connection, the handshakes, the proofs: a continuation
 # after quiet), then the rest of what they ran (starting, pairing, discovery), each part
-# sorted by name.
+# sorted by name. Between the continuations' code and the rest, `handoff_hot_code_end`: an
+# idle release keeps what comes before it mapped.
 # A function the list does not name (new or renamed since) still links, among the rest.
 # Needs valgrind and root (two network namespaces; loopback otherwise). Run it after changes
 # that rename much of the agent's code, and commit the file.
@@ -68,7 +69,16 @@ with open(output, "w") as out:
     out.write("# Written by Scripts/hot-code.sh: the functions handoffd runs idle, then on a warm\n")
     out.write("# continuation, then on one that opens a new link, then the rest it ran, for lld's\n")
     out.write("# --symbol-ordering-file.\n")
-    for group in (idle, warm, fresh, rest):
+    for group in (idle, warm, fresh):
         out.writelines(name + "\n" for name in sorted(group))
+    # The end of the hot code, which an idle release keeps mapped (IdleMemory.hotCodeEnd).
+    out.write("handoff_hot_code_end\n")
+    out.writelines(name + "\n" for name in sorted(rest - {"handoff_hot_code_end"}))
 print(f"Scripts/handoffd.order: {len(idle)} functions idle, {len(warm)} more warm, {len(fresh)} more on a new link, {len(rest)} more in all")
 PY
+# Only functions that move alone stay in the list (Scripts/order-sections.py): the objects
+# built here, and the toolchain's static libraries the programs link.
+static_libs="$(dirname "$(command -v swift)")/../lib/swift_static/linux"
+python3 Scripts/order-sections.py "$root/Scripts/handoffd.order" $(find "$bin" -name '*.o' -path '*.build/*' ! -path '*Tests*' ! -path '*Benchmark*') "$static_libs"/*.a
+# SwiftPM does not know the list is an input of the link: the next release build links anew.
+rm -f "$bin/handoffd"

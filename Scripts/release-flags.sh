@@ -2,7 +2,8 @@
 # benchmarks measure them: the Swift runtime and Foundation linked in; lld with packed relative
 # relocations and no exported symbols, so that starting touches little of the file; and the
 # agent's functions grouped in the order of Scripts/handoffd.order (Scripts/hot-code.sh), so
-# that what it runs shares pages. Sourced from the package's root: sets release_flags, and
+# that what it runs shares pages: each function compiled into a section of its own
+# (-function-sections), which is what the linker moves. Sourced from the package's root: sets release_flags, and
 # unordered_flags (the same without the order, which hot-code.sh builds with to write it).
-unordered_flags=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
+unordered_flags=(-c release --static-swift-stdlib -Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
 release_flags=("${unordered_flags[@]}" -Xlinker "--symbol-ordering-file=$PWD/Scripts/handoffd.order" -Xlinker --no-warn-symbol-ordering)

@@ -57,7 +57,9 @@ enum IdleMemory {
         trimAllocator()
         // A debugger's breakpoints are private changes to code pages: leave them alone.
         if !isTraced() {
-            for (range, file) in codeMappings() {
+            for (mapping, file) in codeMappings() {
+                let range = droppable(mapping, hotEnd: hotCodeEnd)
+                if range.isEmpty { continue }
                 if madvise(UnsafeMutableRawPointer(bitPattern: range.lowerBound), Int(range.upperBound - range.lowerBound), MADV_DONTNEED) == 0 {
                     code.append(file)
                 }
@@ -65,6 +67,25 @@ enum IdleMemory {
         }
         #endif
         return Released(residentBefore: before, residentAfter: residentKB(), code: code)
+    }
+
+    /// Where the agent's hot code ends: the functions it runs idle, on a warm continuation and
+    /// on a continuation that opens a link, which the linker puts first and in that order
+    /// (`Scripts/handoffd.order`, which names `handoff_hot_code_end` after them). Their pages
+    /// stay mapped through a release: dropped, the first continuation after quiet faulted
+    /// about a hundred of them back, 64 KB at a time, on its way (issue 15).
+    static let hotCodeEnd = UInt(bitPattern: unsafeBitCast(handoffHotCodeEnd as @convention(c) () -> Void, to: Int.self))
+
+    /// The hot code can only be at the head of the executable's code: a marker further in
+    /// means the order was not used (a build without it), and nothing is kept.
+    static let hotCodeLimit: UInt = 8 << 20
+
+    /// What of a code mapping is given back: all of it, but for the head of the one holding the
+    /// hot code, up to `hotEnd` (rounded up to a page), when that lies within `hotCodeLimit`.
+    static func droppable(_ mapping: Range<UInt>, hotEnd: UInt, page: UInt = 4096) -> Range<UInt> {
+        guard mapping.contains(hotEnd), hotEnd - mapping.lowerBound <= hotCodeLimit else { return mapping }
+        let kept = min((hotEnd + page - 1) / page * page, mapping.upperBound)
+        return kept..<mapping.upperBound
     }
 
     /// The process's resident memory, in kB (`VmRSS`).
@@ -132,3 +153,10 @@ enum IdleMemory {
         #endif
     }
 }
+
+/// Marks the end of the agent's hot code (`IdleMemory.hotCodeEnd`): listed in
+/// `Scripts/handoffd.order` after the functions an agent runs idle and continuing, so the
+/// linker puts it right after them. It does nothing.
+@_cdecl("handoff_hot_code_end")
+@inline(never)
+func handoffHotCodeEnd() {}

@@ -88,4 +88,16 @@ struct IdleReleaseTests {
         #expect(found.map(\.0) == [0x1000..<0x2000, 0x2000..<0x3000])
         #expect(found.map(\.1) == ["handoffd", "just written"])
     }
+
+    @Test("The hot code stays mapped through a release: the head of the executable's code up to the marker, rounded up to a page; all of a mapping without the marker, or with it too far in (a build without the order)")
+    func hotCodeKept() {
+        let code: Range<UInt> = 0x40_0000..<0x200_0000
+        #expect(IdleMemory.droppable(code, hotEnd: 0x50_0123) == 0x50_1000..<0x200_0000)
+        #expect(IdleMemory.droppable(code, hotEnd: 0x50_0000) == 0x50_0000..<0x200_0000)
+        #expect(IdleMemory.droppable(code, hotEnd: 0x40_0000 + IdleMemory.hotCodeLimit + 1) == code)
+        #expect(IdleMemory.droppable(code, hotEnd: 0x300_0000) == code)
+        #expect(IdleMemory.droppable(0x7f00_0000..<0x7f10_0000, hotEnd: 0x50_0123) == 0x7f00_0000..<0x7f10_0000)
+        // The marker is a function of this program, so it lies in one of its code mappings.
+        #expect(IdleMemory.hotCodeEnd != 0)
+    }
 }
