@@ -398,6 +398,24 @@ func orchestrate() async throws -> Targets {
         }
     }
     var keptFaults: [Double] = [], quietFaults: [Double] = []
+    /// Runs `body` with a bare TLS client on B (`tls-client ... stepped`): each call of its
+    /// argument waits `quietGap`, has the client make one exchange, and returns its time.
+    func pairedWithBare(_ body: (_ bareAfterQuiet: () async throws -> Double) async throws -> Void) async throws {
+        let bareOutput = Pipe(), bareInput = Pipe()
+        let bareClient = start(
+            b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(quietIterations), "stepped"]),
+            output: bareOutput, input: bareInput)
+        let bareLines = LineReader(bareOutput.fileHandleForReading)
+        try await body {
+            // Period: the quiet before the bare exchange.
+            try await Task.sleep(for: .milliseconds(quietGap))
+            bareInput.fileHandleForWriting.write(Data("\n".utf8))
+            guard let line = bareLines.next(), let bare = Double(line) else { fail("the TLS baseline after quiet gave no time") }
+            return bare
+        }
+        try? bareInput.fileHandleForWriting.close()
+        bareClient.waitUntilExit()
+    }
     // On the link kept open: no handshake. Paired with the bare exchange after the same quiet,
     // as below. Not in the profile modes below, which look at new links only.
     var kept = Runs(["continue after quiet, link kept open", "bare TLS after quiet, beside it"])
@@ -406,31 +424,22 @@ func orchestrate() async throws -> Targets {
         let keptControl = try await restartAgents(["--idle-release", "1s"])
         kept = try await repeatRuns(kept.names) { _ in
             var run: [String: [Double]] = [:]
-            let bareOutput = Pipe(), bareInput = Pipe()
-            let bareClient = start(
-                b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(quietIterations), "stepped"]),
-                output: bareOutput, input: bareInput)
-            let bareLines = LineReader(bareOutput.fileHandleForReading)
-            for _ in 0..<quietIterations {
-                let link = linkPort()
-                // Period: the quiet before the bare exchange.
-                try await Task.sleep(for: .milliseconds(quietGap))
-                bareInput.fileHandleForWriting.write(Data("\n".utf8))
-                guard let line = bareLines.next(), let bare = Double(line) else { fail("the TLS baseline after quiet gave no time") }
-                run["bare TLS after quiet, beside it", default: []].append(bare)
-                // Period: the same quiet before the continuation, after the bare exchange's close;
-                // B's memory is read 0.2 s before its end (given back 1 s into the quiet).
-                try await Task.sleep(for: .milliseconds(quietGap - 200))
-                keptResident.append(residentB())
-                let faults = agentFaults()
-                // Period: the rest of the quiet.
-                try await Task.sleep(for: .milliseconds(200))
-                run["continue after quiet, link kept open", default: []].append(try await continueOnce(keptControl, legsToo: false).daemon)
-                keptFaults.append(Double(agentFaults() - faults))
-                guard let link, linkPort() == link else { fail("the continuation on the kept link opened another (the link closed in the quiet)") }
+            try await pairedWithBare { bareAfterQuiet in
+                for _ in 0..<quietIterations {
+                    let link = linkPort()
+                    run["bare TLS after quiet, beside it", default: []].append(try await bareAfterQuiet())
+                    // Period: the same quiet before the continuation, after the bare exchange's close;
+                    // B's memory is read 0.2 s before its end (given back 1 s into the quiet).
+                    try await Task.sleep(for: .milliseconds(quietGap - 200))
+                    keptResident.append(residentB())
+                    let faults = agentFaults()
+                    // Period: the rest of the quiet.
+                    try await Task.sleep(for: .milliseconds(200))
+                    run["continue after quiet, link kept open", default: []].append(try await continueOnce(keptControl, legsToo: false).daemon)
+                    keptFaults.append(Double(agentFaults() - faults))
+                    guard let link, linkPort() == link else { fail("the continuation on the kept link opened another (the link closed in the quiet)") }
+                }
             }
-            try? bareInput.fileHandleForWriting.close()
-            bareClient.waitUntilExit()
             return run
         }
         keptControl.close()
@@ -521,27 +530,19 @@ func orchestrate() async throws -> Targets {
     // the host in the same state, and a drift of the host between them moves both.
     let quiet = try await repeatRuns(["continue after quiet", "after quiet to the app", "bare TLS after quiet"]) { _ in
         var run: [String: [Double]] = [:]
-        let bareOutput = Pipe(), bareInput = Pipe()
-        let bareClient = start(
-            b.command([CommandLine.arguments[0], "tls-client", baselineFolder, a.address, String(tlsPort), String(quietIterations), "stepped"]),
-            output: bareOutput, input: bareInput)
-        let bareLines = LineReader(bareOutput.fileHandleForReading)
-        for _ in 0..<quietIterations {
-            await waitFor("the link to close", seconds: 10) { !linkOpen() }
-            try await Task.sleep(for: .milliseconds(quietGap))
-            bareInput.fileHandleForWriting.write(Data("\n".utf8))
-            guard let line = bareLines.next(), let bare = Double(line) else { fail("the TLS baseline after quiet gave no time") }
-            run["bare TLS after quiet", default: []].append(bare)
-            let faults = agentFaults()
-            // Period: the same quiet before the continuation, after the bare exchange's close.
-            try await Task.sleep(for: .milliseconds(quietGap))
-            let (daemon, app) = try await continueOnce(quietControl)
-            quietFaults.append(Double(agentFaults() - faults))
-            run["continue after quiet", default: []].append(daemon)
-            run["after quiet to the app", default: []].append(app)
+        try await pairedWithBare { bareAfterQuiet in
+            for _ in 0..<quietIterations {
+                await waitFor("the link to close", seconds: 10) { !linkOpen() }
+                run["bare TLS after quiet", default: []].append(try await bareAfterQuiet())
+                let faults = agentFaults()
+                // Period: the same quiet before the continuation, after the bare exchange's close.
+                try await Task.sleep(for: .milliseconds(quietGap))
+                let (daemon, app) = try await continueOnce(quietControl)
+                quietFaults.append(Double(agentFaults() - faults))
+                run["continue after quiet", default: []].append(daemon)
+                run["after quiet to the app", default: []].append(app)
+            }
         }
-        try? bareInput.fileHandleForWriting.close()
-        bareClient.waitUntilExit()
         return run
     }
     quietControl.close()
