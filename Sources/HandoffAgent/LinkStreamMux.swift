@@ -23,6 +23,8 @@ package final class LinkStreamMux: Sendable {
     package static let maximumStreams = 64
 
     private let send: @Sendable (LinkMessage) -> Void
+    /// Told how many streams stay open each time one closes.
+    private let closed: @Sendable (_ remaining: Int) -> Void
     private let window: UInt32
     private let acceptor: Acceptor?
     private let state = Mutex(State())
@@ -50,10 +52,14 @@ package final class LinkStreamMux: Sendable {
 
     /// - Parameter acceptor: how streams the other side opens are taken; nil refuses them all
     ///   (the side that opened the link opens streams, the other accepts).
-    package init(window: UInt32 = LinkStreamMux.defaultWindow, acceptor: Acceptor? = nil, send: @escaping @Sendable (LinkMessage) -> Void) {
+    package init(
+        window: UInt32 = LinkStreamMux.defaultWindow, acceptor: Acceptor? = nil, send: @escaping @Sendable (LinkMessage) -> Void,
+        closed: @escaping @Sendable (_ remaining: Int) -> Void = { _ in }
+    ) {
         self.window = window
         self.acceptor = acceptor
         self.send = send
+        self.closed = closed
     }
 
     /// How many streams are open now.
@@ -110,7 +116,12 @@ package final class LinkStreamMux: Sendable {
 
     private func makeStream(id: UInt64, peerWindow: UInt32?) -> LinkStream {
         LinkStream(id: id, window: window, peerWindow: peerWindow, send: send) { [weak self] id in
-            self?.state.withLock { _ = $0.streams.removeValue(forKey: id) }
+            guard let self else { return }
+            let remaining = state.withLock { state -> Int in
+                state.streams.removeValue(forKey: id)
+                return state.streams.count
+            }
+            closed(remaining)
         }
     }
 

@@ -34,10 +34,14 @@ package final class TLSLink: Sendable {
         self.driver = driver
         self.writer = writer
         self.socket = channel
-        self.streams = LinkStreamMux { message in
-            driver.used()
-            writer.write(message.frame)
-        }
+        self.streams = LinkStreamMux(
+            send: { message in
+                driver.used()
+                writer.write(message.frame)
+            },
+            // A stream that ended lets the link go quiet: keepalive goes off once nothing else
+            // waits (on a link kept open an hour it would probe every 5 s all that time).
+            closed: { [weak driver] remaining in driver?.busyChanged(streamsOpen: remaining) })
         // The driver keeps these for the link's life: what they reach back to is held weakly.
         let streams = self.streams
         driver.attach(

@@ -298,6 +298,27 @@ struct ClipboardTests {
         }
     }
 
+    @Test("A paste's link goes quiet after it: once its stream ended, the link stops watching with keepalive, so a link kept open an hour sends nothing from this side")
+    func pasteLinkGoesQuiet() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            #expect(try await a.copy(Array("quiet after".utf8))?.kind == LocalStreamFrame.end)
+            #expect(await eventually { (try? await b.clipboard())?.deviceName == "alpha" })
+            let pasted = try await b.paste()
+            #expect(pasted.ended, "\(String(describing: pasted.refusal))")
+            let agent = try #require(b.agent)
+            let link = try #require(await agent.links.values.first as? TLSLink, "beta kept no link after the paste")
+            func keepalive() async -> Int? { try? await link.socket.getOption(.socketOption(.so_keepalive)).get() }
+            // Off after the link's linger (2 s) of quiet, well before TCP's first probe (5 s).
+            let quiet = await eventually(within: .seconds(4)) { await keepalive() == 0 }
+            let now = await keepalive()
+            #expect(quiet, "keepalive still \(String(describing: now))")
+            #expect(link.isOpen)
+        }
+    }
+
     @Test("S14: Another device refuses a paste of a generation it replaced, or of a type it did not offer, and says why")
     func originRefuses() async throws {
         try await withHarness { harness in
