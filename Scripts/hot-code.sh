@@ -26,7 +26,7 @@ work="$(mktemp -d /tmp/handoff-hot-code.XXXXXX)"
 for program in AgentBenchmark handoffd handoff-cli; do objcopy --strip-debug "$bin/$program" "$work/$program"; done
 cat > "$work/callgrind" <<WRAP
 #!/bin/sh
-exec valgrind --tool=callgrind --demangle=no --compress-strings=no --compress-pos=no --dump-line=no --callgrind-out-file=$work/cg.%p "\$@"
+exec valgrind --tool=callgrind --demangle=no --compress-strings=no --compress-pos=no --dump-line=no --dump-instr=yes --callgrind-out-file=$work/cg.%p "\$@"
 WRAP
 # After the warm continuations: each agent dumps (its second part), and once both have, they
 # idle for IDLE_SECONDS and dump again (the third).
@@ -44,19 +44,47 @@ AGENT_WRAPPER="$work/callgrind" AGENT_BEFORE="callgrind_control -d" AGENT_AFTER=
     PROFILE_NEW_LINKS="${NEW_LINKS:-10}" AGENT_AFTER_NEW_LINKS="callgrind_control -d" \
     "$work/AgentBenchmark" > "$work/out.txt" 2> "$work/err.txt" || { cat "$work/err.txt" >&2; exit 2; }
 python3 - "$work" "$root/Scripts/handoffd.order" <<'PY'
-import glob, os, re, sys
+import bisect, glob, os, re, subprocess, sys
+from collections import Counter
 work, output = sys.argv[1], sys.argv[2]
+def symbols(path):
+    """The functions of `path`'s symbol table, by address."""
+    table = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True, check=True).stdout
+    found = sorted((int(fields[0], 16), fields[2]) for fields in (line.split() for line in table.splitlines())
+                   if len(fields) == 3 and fields[1] in "tTwW")
+    return [address for address, _ in found], [name for _, name in found]
+addresses, names_at = symbols(os.path.join(work, "handoffd"))
+by_name = dict(zip(names_at, addresses))
 def functions(files):
-    names, image = set(), None
+    # Every instruction handoffd ran, named by the function it lies in. callgrind's own names
+    # (`fn=`) are not enough: it charges code reached by a jump to the function that jumped,
+    # and a Swift async function's parts reach each other by jumps (tail calls), so most of
+    # them never appeared under their own name.
+    ran, first = set(), {}
     for file in files:
+        image, function = None, None
         for line in open(file, errors="replace"):
             if line.startswith("ob="):
-                image = line[3:].strip()
-            elif line.startswith("fn=") and image and os.path.basename(image) == "handoffd":
-                name = re.sub(r"'\d+$", "", line[3:].strip())  # callgrind's mark of a recursion
-                if not name.startswith("0x"):
-                    names.add(name)
-    return names
+                image = os.path.basename(line[3:].strip())
+            elif line.startswith("fn="):
+                function = re.sub(r"'\d+$", "", line[3:].strip()) if image == "handoffd" else None
+            elif function and line.startswith("0x"):
+                address = int(line.split(None, 1)[0], 16)
+                ran.add(address)
+                if address < first.get(function, address + 1):
+                    first[function] = address
+    if not ran:
+        return set()
+    # Where valgrind loaded the program: the offset most functions' first instruction run has
+    # from its address in the file.
+    offsets = Counter((address - by_name[name]) & ~0xFFF for name, address in first.items() if name in by_name)
+    base = offsets.most_common(1)[0][0]
+    found = set()
+    for address in ran:
+        index = bisect.bisect_right(addresses, address - base) - 1
+        if index >= 0:
+            found.add(names_at[index])
+    return found
 dumps = sorted(glob.glob(os.path.join(work, "cg.*")))
 part = lambda n: [d for d in dumps if d.endswith(f".{n}")]
 idle = functions(part(3))
@@ -76,9 +104,13 @@ with open(output, "w") as out:
     out.writelines(name + "\n" for name in sorted(rest - {"handoff_hot_code_end"}))
 print(f"Scripts/handoffd.order: {len(idle)} functions idle, {len(warm)} more warm, {len(fresh)} more on a new link, {len(rest)} more in all")
 PY
-# Only functions that move alone stay in the list (Scripts/order-sections.py): the objects
-# built here, and the toolchain's static libraries the programs link.
+# Only functions that move alone stay in the list (Scripts/order-sections.py): lld's map of a
+# link without the order says which section it took each from, and the objects built here and
+# the toolchain's static libraries the programs link, for what the map does not list; the
+# objects are checked for sections of their own.
+swift build "${unordered_flags[@]}" -Xlinker "-Map=$work/handoffd.map" --product handoffd >&2
 static_libs="$(dirname "$(command -v swift)")/../lib/swift_static/linux"
-python3 Scripts/order-sections.py "$root/Scripts/handoffd.order" $(find "$bin" -name '*.o' -path '*.build/*' ! -path '*Tests*' ! -path '*Benchmark*') "$static_libs"/*.a
+python3 Scripts/order-sections.py "$root/Scripts/handoffd.order" "$work/handoffd.map" \
+    $(find "$bin" -name '*.o' -path '*.build/*' ! -path '*Tests*' ! -path '*Benchmark*') "$static_libs"/*.a
 # SwiftPM does not know the list is an input of the link: the next release build links anew.
 rm -f "$bin/handoffd"

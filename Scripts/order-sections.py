@@ -6,25 +6,67 @@ section of its own (`-function-sections`, which the release build asks of every 
 compiles) moves alone; one that shares a large section (parts of the Swift runtime and of
 Foundation, which come prebuilt) drags the whole section with it: an idle function of the
 standard library in the list put 1.6 MB of it at the head of the hot code. So the functions
-whose section is larger than LIMIT are dropped from the list; the rest keep their order.
+that lld took from a section larger than LIMIT are dropped from the list; the rest keep their
+order. lld orders by name, local symbols too: a name counts as shared when the section lld took
+the function from is large, or when any file it linked defines the name in a large section
+(the standard library has local copies of specializations that a module also makes). Which
+files lld linked, and from which section it took each function, come from its map of a link
+without the order (an archive's members count one by one: those it did not link do not).
 
-Usage: order-sections.py ORDER_FILE OBJECT_OR_ARCHIVE...  (rewrites ORDER_FILE)
+The objects are checked too: a Swift or C++ object with a function outside a section of its
+own was built without the flags, and the list made from it would be wrong (issue 15).
+
+Usage: order-sections.py ORDER_FILE LINK_MAP [OBJECT_OR_ARCHIVE...]  (rewrites ORDER_FILE)
 """
+import os
+import re
 import subprocess
 import sys
 
 LIMIT = 64 * 1024
 
 
-def shared_sections(paths):
-    """The names of the functions defined in sections larger than LIMIT, in `paths`."""
+def normalized(file):
+    """`file` (`path` or `archive(member)`) with its path made plain (no `..`)."""
+    path, member = (file.split("(", 1) + [""])[:2] if file.endswith(")") else (file, "")
+    return os.path.normpath(path) + (f"({member}" if member else "")
+
+
+def linked_sections(link_map):
+    """From an lld map (`-Map`): the size of the input section lld took each function from, by
+    the function's name, and the files it took sections from (`path`, or `archive(member)`).
+    Its lines are `VMA LMA Size Align` then an output section, an input section
+    (`file:(section)`, indented 8 more) or a symbol (16 more)."""
+    sizes, files = {}, set()
+    column, size = None, None
+    for line in open(link_map, errors="replace"):
+        match = re.match(r"^\s*[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+ (\s*)(\S.*)$", line.rstrip("\n"))
+        if not match:
+            continue
+        indent, rest = len(match.group(2)), match.group(3)
+        if column is None or indent < column:
+            column = indent  # an output section: the first, or one at the leftmost column seen
+            size = None
+        elif indent == column + 8 and ":(" in rest:
+            size = int(match.group(1), 16)
+            files.add(normalized(rest[: rest.rindex(":(")]))
+        elif indent == column + 16 and size is not None:
+            sizes.setdefault(rest, size)
+    return sizes, files
+
+
+def shared_sections(paths, linked):
+    """The names of the functions that a file lld linked (`linked`, among `paths`: objects and
+    archives, whose members count one by one) defines in a section larger than LIMIT. lld
+    orders by name the local symbols of every file it links too, so such a name drags that
+    section along even where the function the program calls is another file's copy."""
     names = set()
     for path in paths:
         text = subprocess.run(["readelf", "-SsW", path], capture_output=True, text=True, errors="replace").stdout
-        sizes = {}
+        sizes, current = {}, normalized(path)
         for line in text.splitlines():
             if line.startswith("File: "):
-                sizes = {}
+                sizes, current = {}, normalized(line[len("File: "):].strip())
                 continue
             stripped = line.strip()
             if stripped.startswith("[") and "]" in stripped:
@@ -40,16 +82,55 @@ def shared_sections(paths):
             fields = stripped.split()
             # "Num: Value Size Type Bind Vis Ndx Name": a function and the section it is in.
             if len(fields) >= 8 and fields[0].endswith(":") and fields[3] == "FUNC" and fields[6].isdigit():
-                if sizes.get(int(fields[6]), 0) > LIMIT:
+                if sizes.get(int(fields[6]), 0) > LIMIT and current in linked:
                     names.add(fields[7])
     return names
 
 
+def stale_objects(paths):
+    """The Swift and C++ objects among `paths` with a function in the plain `.text`."""
+    stale = []
+    for path in paths:
+        if not path.endswith((".swift.o", ".cc.o", ".cpp.o")):
+            continue
+        text = subprocess.run(["readelf", "-SsW", path], capture_output=True, text=True, errors="replace").stdout
+        plain = set()
+        for line in text.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("[") and "]" in stripped:
+                index, rest = stripped[1:].split("]", 1)
+                fields = rest.split()
+                if index.strip().isdigit() and fields and fields[0] == ".text":
+                    plain.add(index.strip())
+                continue
+            fields = stripped.split()
+            # "Num: Value Size Type Bind Vis Ndx Name": a function and the section it is in.
+            if len(fields) >= 8 and fields[0].endswith(":") and fields[3] == "FUNC" and fields[6] in plain:
+                stale.append(path)
+                break
+    return stale
+
+
 def main():
-    order, paths = sys.argv[1], sys.argv[2:]
-    shared = shared_sections(paths)
+    order, link_map, objects = sys.argv[1], sys.argv[2], sys.argv[3:]
+    stale = stale_objects(objects)
+    if stale:
+        # Built before the flags asked for a section per function: the Swift compiler skips
+        # making an object again when its code is unchanged, whatever the flags.
+        sys.exit(
+            f"order-sections.py: {len(stale)} objects have functions outside sections of their own, "
+            f"as one built without -function-sections would (the first: {stale[0]}); "
+            "delete the release build folder (.build/<triple>/release) and build again")
+    sizes, linked = linked_sections(link_map)
+    if not sizes:
+        sys.exit(f"order-sections.py: {link_map} names no function in an input section: is it lld's map (-Map)?")
+    shared = shared_sections(objects, linked)
+
+    def placeable(name):
+        return sizes.get(name, 0) <= LIMIT and name not in shared
+
     lines = open(order).read().splitlines(keepends=True)
-    kept = [line for line in lines if line.startswith("#") or line.strip() not in shared]
+    kept = [line for line in lines if line.startswith("#") or placeable(line.strip())]
     with open(order, "w") as out:
         out.writelines(kept)
     print(f"{order}: {len(lines) - len(kept)} functions left out (in sections over {LIMIT // 1024} KB)", file=sys.stderr)

@@ -42,8 +42,9 @@ mkdir -p "$output"; output=$(cd "$output" && pwd)
 # static executable (it starts in about a millisecond: docs/agent.md, Installing).
 build=$root/.build-package
 # The agent's functions grouped as it runs them (Scripts/release-flags.sh, Scripts/handoffd.order).
-flags=(-c release -Xswiftc -static-stdlib -Xswiftc -Xfrontend -Xswiftc -function-sections -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic
-  -Xlinker -z -Xlinker now -Xlinker "--symbol-ordering-file=$root/Scripts/handoffd.order" -Xlinker --no-warn-symbol-ordering)
+flags=(-c release -Xswiftc -static-stdlib -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcxx -ffunction-sections -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic
+  -Xlinker -z -Xlinker now -Xlinker "--symbol-ordering-file=$root/Scripts/handoffd.order" -Xlinker --no-warn-symbol-ordering
+  -Xlinker -T -Xlinker "$root/Scripts/handoffd-hot.ld")
 static=(-c release -Xswiftc -static-executable -Xswiftc -use-ld=lld --scratch-path "$build-static")
 if [ "$debug" = yes ]; then
   # The debug build's objects, compiled for the shared Swift runtime, linked against the static

@@ -445,26 +445,22 @@ func orchestrate() async throws -> Targets {
         keptControl.close()
     }
 
-    // Links that close after 1 s unused: each continuation opens one.
-    let quietControl = try await restartAgents(["--link-idle", "1s", "--idle-release", "1s"])
-    // Each continuation after quiet begins `quietGap` after the link of the one before was seen
-    // closed (1 s unused, looked at every 250 ms): nothing has run since. Its baseline is the
-    // bare exchange after the same quiet.
-    // PROFILE_QUIET=N: only continuations after quiet (each opens a link, `quietGap` after the
-    // one before), for N seconds, after printing the agents' process ids (for `strace -tt` or
-    // `perf record -p`).
-    if let hops {
+    /// HOPS=N: N continuations on `control`, each `quietGap` after the one before (after its
+    /// link was seen closed, when `newLinks`), stamped by every process, as a table of `steps`;
+    /// then N bare exchanges after the same quiet, stamped the same way. Prints both.
+    func hopReport(_ hops: Int, control: LocalClient, newLinks: Bool, steps: [HopTable.Step], title: String, about: String) async throws {
         // Only what follows is read: the stamps of the continuations after quiet.
         truncate(hopFile, 0)
         var daemon: [Double] = []
         for _ in 0..<hops {
-            await waitFor("the link to close", seconds: 10) { !linkOpen() }
+            if newLinks { await waitFor("the link to close", seconds: 10) { !linkOpen() } }
             try await Task.sleep(for: .milliseconds(quietGap))
-            daemon.append(try await continueOnce(quietControl).daemon)
+            daemon.append(try await continueOnce(control, legsToo: false).daemon)
         }
         let stamps = (try? String(contentsOfFile: hopFile, encoding: .utf8)) ?? ""
         let table = HopTable(
-            lines: stamps.split(separator: "\n"), a: agents["a"]!.processIdentifier, b: agents["b"]!.processIdentifier, caller: getpid())
+            lines: stamps.split(separator: "\n"), a: agents["a"]!.processIdentifier, b: agents["b"]!.processIdentifier, caller: getpid(),
+            steps: steps)
         let missing = table.missing.sorted { $0.value > $1.value }.map { "`\($0.key)` (\($0.value))" }.joined(separator: ", ")
         // The bare exchange after the same quiet, stamped the same way.
         truncate(hopFile, 0)
@@ -478,25 +474,29 @@ func orchestrate() async throws -> Targets {
             lines: bareStamps.split(separator: "\n"), a: baselineServer.processIdentifier, b: bareClient.processIdentifier, caller: -1,
             steps: HopTable.bareAfterQuiet)
         let ours = HopTable.percentile(table.totals, 0.5), theirs = HopTable.percentile(bare.totals, 0.5)
-        let placement = table.appAheadMedians.map {
-            "In \($0.aheadCount) of \(table.measured), the origin app's save ran on A's processor while A had the ClientHello to read: " +
-                "those took \(format($0.ahead, 2)) ms (median), the other \($0.otherCount) \(format($0.others, 2)) ms."
-        } ?? "In \(table.appAhead.filter { $0 }.count) of \(table.measured), the origin app's save ran on A's processor while A had the ClientHello to read."
+        let placement =
+            if !newLinks { "" }
+            else if let medians = table.appAheadMedians {
+                " In \(medians.aheadCount) of \(table.measured), the origin app's save ran on A's processor while A had the ClientHello to read: "
+                    + "those took \(format(medians.ahead, 2)) ms (median), the other \(medians.otherCount) \(format(medians.others, 2)) ms."
+            } else {
+                " In \(table.appAhead.filter { $0 }.count) of \(table.measured), the origin app's save ran on A's processor while A had the ClientHello to read."
+            }
+        let waited = newLinks ? "; in \(table.fetchesWaited) A's fetch waited for the app (no early save ready)" : ""
         print(
             """
-            ## Continue after quiet, hop by hop
+            ## \(title)
 
-            \(machine). \(useNamespaces ? "Two network namespaces on a bridge" : "Loopback"); release builds. \(hops) continuations, \
-            each \(quietGap) ms after the link of the one before was seen closed (1 s unused): each opens a new one. Every process \
+            \(machine). \(useNamespaces ? "Two network namespaces on a bridge" : "Loopback"); release builds; the agents give their \
+            memory back after 1 s with nothing to do (`--idle-release 1s`). \(hops) continuations, \(about) Every process \
             stamped `CLOCK_MONOTONIC` where each continuation was (HopTrace); each hop is the time from one stamp to the next, \
             which it waits for. As the caller timed them, p50 \(format(percentile(daemon, 0.5), 3)) ms; \(table.measured) of \
-            \(table.found) had every stamp\(missing.isEmpty ? "" : " (the first missing: \(missing))"); in \(table.fetchesWaited) A's fetch \
-            waited for the app (no early save ready).
+            \(table.found) had every stamp\(missing.isEmpty ? "" : " (the first missing: \(missing))")\(waited).
 
             \(table.markdown())
 
             "One processor": in how many the hop's two stamps were made on one processor (for a hop from one process to \
-            another, Linux woke the second beside the first). \(placement)
+            another, Linux woke the second beside the first).\(placement)
 
             The bare exchange after the same quiet (`tls-client` to `tls-server`: TLS 1.3, both certificates, 3 KB each way), \
             stamped the same way: as the client timed them, p50 \(format(percentile(bareTimes, 0.5), 3)) ms; \(bare.measured) of \
@@ -506,13 +506,53 @@ func orchestrate() async throws -> Targets {
 
             Stamped, the continuation took \(format(ours, 2)) ms and the bare exchange \(format(theirs, 2)) ms (medians): \
             \(format(theirs > 0 ? ours / theirs : 0, 2))×.
+
             """)
         guard table.measured > 0, 2 * table.measured >= hops, bare.measured > 0, 2 * bare.measured >= hops else {
             fail("only \(table.measured) of \(hops) continuations and \(bare.measured) of \(hops) bare exchanges had every stamp; is handoffd built from this tree?")
         }
+    }
+    // PROFILE_QUIET=N with QUIET_LINK=kept: only continuations after quiet on the kept link,
+    // each `quietGap` after the one before, for N seconds, after printing the agents' process
+    // ids (for `perf record -p`).
+    let profileQuiet = ProcessInfo.processInfo.environment["PROFILE_QUIET"].flatMap(Double.init)
+    let keptOnly = ProcessInfo.processInfo.environment["QUIET_LINK"] == "kept"
+    if let hops {
+        let keptControl = try await restartAgents(["--idle-release", "1s"])
+        try await hopReport(
+            hops, control: keptControl, newLinks: false, steps: HopTable.keptAfterQuiet, title: "Continue after quiet on the kept link, hop by hop",
+            about: "each \(quietGap) ms after the one before, on the link kept open.")
+        keptControl.close()
+    }
+    if let seconds = profileQuiet, keptOnly {
+        let keptControl = try await restartAgents(["--idle-release", "1s"])
+        FileHandle.standardError.write(Data("profile: A's agent \(agents["a"]!.processIdentifier), B's agent \(agents["b"]!.processIdentifier)\n".utf8))
+        let end = now() + UInt64(seconds * 1e9)
+        var daemon: [Double] = []
+        while now() < end {
+            // Period: the quiet before each continuation on the kept link.
+            try await Task.sleep(for: .milliseconds(quietGap))
+            daemon.append(try await continueOnce(keptControl, legsToo: false).daemon)
+        }
+        FileHandle.standardError.write(Data("profile: \(daemon.count) continuations after quiet on the kept link, p50 \(format(percentile(daemon, 0.5), 3)) ms\n".utf8))
         return Targets()
     }
-    if let seconds = ProcessInfo.processInfo.environment["PROFILE_QUIET"].flatMap(Double.init) {
+
+    // Links that close after 1 s unused: each continuation opens one.
+    let quietControl = try await restartAgents(["--link-idle", "1s", "--idle-release", "1s"])
+    // Each continuation after quiet begins `quietGap` after the link of the one before was seen
+    // closed (1 s unused, looked at every 250 ms): nothing has run since. Its baseline is the
+    // bare exchange after the same quiet.
+    // PROFILE_QUIET=N: only continuations after quiet (each opens a link, `quietGap` after the
+    // one before), for N seconds, after printing the agents' process ids (for `strace -tt` or
+    // `perf record -p`).
+    if let hops {
+        try await hopReport(
+            hops, control: quietControl, newLinks: true, steps: HopTable.afterQuiet, title: "Continue after quiet on a new link, hop by hop",
+            about: "each \(quietGap) ms after the link of the one before was seen closed (1 s unused): each opens a new one.")
+        return Targets()
+    }
+    if let seconds = profileQuiet {
         FileHandle.standardError.write(Data("profile: A's agent \(agents["a"]!.processIdentifier), B's agent \(agents["b"]!.processIdentifier)\n".utf8))
         let end = now() + UInt64(seconds * 1e9)
         var daemon: [Double] = []

@@ -59,6 +59,24 @@ package struct HopTable: Sendable {
         Step(.caller, "answered", "the caller wakes, reads the answer, its task resumes"),
     ]
 
+    /// A continuation after quiet on the link kept open: B's fetch goes out on it at once, and A
+    /// asks its app (in the caller's process, as the benchmark's origin app is) to save.
+    package static let keptAfterQuiet: [Step] = [
+        Step(.caller, "call", ""),
+        Step(.b, "read call", "the caller writes `continue`; B's agent reads it"),
+        Step(.b, "continuation begins", "B decodes it and starts the continuation"),
+        Step(.b, "tls write", "B picks the device and the app, writes the fetch on the link"),
+        Step(.a, "tls read", "A wakes and reads the fetch"),
+        Step(.caller, "save asked", "A checks it, asks the origin app to save; the app wakes and reads it"),
+        Step(.caller, "saved", "the origin app saves (3 KB userInfo encoded) and answers"),
+        Step(.a, "read call", "A wakes and reads the save"),
+        Step(.a, "tls write", "A checks it and writes the answer on the link"),
+        Step(.b, "tls read", "B wakes and reads the answer"),
+        Step(.b, "delivered", "B checks the userInfo, sends it to the app"),
+        Step(.b, "replied", "B answers the caller"),
+        Step(.caller, "answered", "the caller wakes, reads the answer, its task resumes"),
+    ]
+
     /// The bare exchange after the same quiet (the benchmark's baseline): a client (B) opens a
     /// TLS 1.3 connection to a server (A), both showing certificates, sends 3 KB, and has them
     /// back.
