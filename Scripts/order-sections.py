@@ -16,8 +16,14 @@ without the order (an archive's members count one by one: those it did not link 
 The objects are checked too: a Swift or C++ object with a function outside a section of its
 own was built without the flags, and the list made from it would be wrong (issue 15).
 
-Usage: order-sections.py ORDER_FILE LINK_MAP [OBJECT_OR_ARCHIVE...]  (rewrites ORDER_FILE)
+A large section that the linker script (--script, Scripts/handoffd-hot.ld) places at the head
+of the code itself (`*libswiftCore.a:Swift.o(.text)`) drags nothing: names defined there count
+only by the section lld took the function from.
+
+Usage: order-sections.py [--script LINKER_SCRIPT] ORDER_FILE LINK_MAP [OBJECT_OR_ARCHIVE...]
+(rewrites ORDER_FILE)
 """
+import fnmatch
 import os
 import re
 import subprocess
@@ -55,7 +61,16 @@ def linked_sections(link_map):
     return sizes, files
 
 
-def shared_sections(paths, linked):
+def script_members(script):
+    """The archive members whose sections the linker script places itself (`*lib.a:member(...)`),
+    as `lib.a(member)` patterns: their large sections are at the head already."""
+    if not script:
+        return []
+    text = re.sub(r"/\*.*?\*/", "", open(script).read(), flags=re.S)
+    return [f"{archive}({member})" for archive, member in re.findall(r"(\S+\.a):(\S+?)\(", text)]
+
+
+def shared_sections(paths, linked, placed=()):
     """The names of the functions that a file lld linked (`linked`, among `paths`: objects and
     archives, whose members count one by one) defines in a section larger than LIMIT. lld
     orders by name the local symbols of every file it links too, so such a name drags that
@@ -82,7 +97,7 @@ def shared_sections(paths, linked):
             fields = stripped.split()
             # "Num: Value Size Type Bind Vis Ndx Name": a function and the section it is in.
             if len(fields) >= 8 and fields[0].endswith(":") and fields[3] == "FUNC" and fields[6].isdigit():
-                if sizes.get(int(fields[6]), 0) > LIMIT and current in linked:
+                if sizes.get(int(fields[6]), 0) > LIMIT and current in linked and not any(fnmatch.fnmatch(current, pattern) for pattern in placed):
                     names.add(fields[7])
     return names
 
@@ -112,7 +127,11 @@ def stale_objects(paths):
 
 
 def main():
-    order, link_map, objects = sys.argv[1], sys.argv[2], sys.argv[3:]
+    arguments = sys.argv[1:]
+    script = None
+    if len(arguments) >= 2 and arguments[0] == "--script":
+        script, arguments = arguments[1], arguments[2:]
+    order, link_map, objects = arguments[0], arguments[1], arguments[2:]
     stale = stale_objects(objects)
     if stale:
         # Built before the flags asked for a section per function: the Swift compiler skips
@@ -124,10 +143,11 @@ def main():
     sizes, linked = linked_sections(link_map)
     if not sizes:
         sys.exit(f"order-sections.py: {link_map} names no function in an input section: is it lld's map (-Map)?")
-    shared = shared_sections(objects, linked)
+    placed = script_members(script)
+    shared = shared_sections(objects, linked, placed)
 
     def placeable(name):
-        return sizes.get(name, 0) <= LIMIT and name not in shared
+        return name not in shared and sizes.get(name, 0) <= LIMIT
 
     lines = open(order).read().splitlines(keepends=True)
     kept = [line for line in lines if line.startswith("#") or placeable(line.strip())]
