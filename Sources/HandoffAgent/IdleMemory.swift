@@ -69,11 +69,12 @@ enum IdleMemory {
         return Released(residentBefore: before, residentAfter: residentKB(), code: code)
     }
 
-    /// Where the agent's hot code ends: the functions it runs idle, on a warm continuation and
-    /// on a continuation that opens a link, which the linker puts first and in that order
-    /// (`Scripts/handoffd.order`, which names `handoff_hot_code_end` after them). Their pages
-    /// stay mapped through a release: dropped, the first continuation after quiet faulted
-    /// about a hundred of them back, 64 KB at a time, on its way (issue 15).
+    /// Where the agent's hot code ends: what `Scripts/handoffd-hot.ld` puts at the head (code
+    /// no symbol names, the standard library's large sections, BoringSSL's assembly), then the
+    /// functions it runs idle, on a warm continuation and on a continuation that opens a link,
+    /// in that order (`Scripts/handoffd.order`, which names `handoff_hot_code_end` after them).
+    /// Their pages stay mapped through a release: dropped, the first continuation after quiet
+    /// faulted about a hundred of them back, 64 KB at a time, on its way (issue 15).
     static let hotCodeEnd = UInt(bitPattern: unsafeBitCast(handoffHotCodeEnd as @convention(c) () -> Void, to: Int.self))
 
     /// The hot code can only be at the head of the executable's code: a marker further in
