@@ -70,22 +70,22 @@ def script_members(script):
     return [f"{archive}({member})" for archive, member in re.findall(r"(\S+\.a):(\S+?)\(", text)]
 
 
-def shared_sections(paths, linked, placed=()):
-    """The names of the functions that a file lld linked (`linked`, among `paths`: objects and
-    archives, whose members count one by one) defines in a section larger than LIMIT. lld
-    orders by name the local symbols of every file it links too, so such a name drags that
-    section along even where the function the program calls is another file's copy."""
-    names = set()
+def functions_by_file(paths):
+    """For each file in `paths` (objects, and archives' members one by one, as
+    `archive(member)`): its sections' sizes by index, the indexes of its plain `.text`
+    sections, and its functions as (name, section index). One `readelf` a path."""
     for path in paths:
         text = subprocess.run(["readelf", "-SsW", path], capture_output=True, text=True, errors="replace").stdout
-        sizes, current = {}, normalized(path)
+        current, sizes, plain, functions = normalized(path), {}, set(), []
         for line in text.splitlines():
             if line.startswith("File: "):
-                sizes, current = {}, normalized(line[len("File: "):].strip())
+                if functions or sizes:
+                    yield current, sizes, plain, functions
+                current, sizes, plain, functions = normalized(line[len("File: "):].strip()), {}, set(), []
                 continue
             stripped = line.strip()
             if stripped.startswith("[") and "]" in stripped:
-                # "[Nr] Name Type Address Off Size ...": the section's index and size.
+                # "[Nr] Name Type Address Off Size ...": the section's index, name and size.
                 index, rest = stripped[1:].split("]", 1)
                 fields = rest.split()
                 if index.strip().isdigit() and len(fields) >= 5:
@@ -93,37 +93,30 @@ def shared_sections(paths, linked, placed=()):
                         sizes[int(index)] = int(fields[4], 16)
                     except ValueError:
                         pass
+                    if fields[0] == ".text":
+                        plain.add(int(index))
                 continue
             fields = stripped.split()
             # "Num: Value Size Type Bind Vis Ndx Name": a function and the section it is in.
             if len(fields) >= 8 and fields[0].endswith(":") and fields[3] == "FUNC" and fields[6].isdigit():
-                if sizes.get(int(fields[6]), 0) > LIMIT and current in linked and not any(fnmatch.fnmatch(current, pattern) for pattern in placed):
-                    names.add(fields[7])
-    return names
+                functions.append((fields[7], int(fields[6])))
+        yield current, sizes, plain, functions
 
 
-def stale_objects(paths):
-    """The Swift and C++ objects among `paths` with a function in the plain `.text`."""
-    stale = []
-    for path in paths:
-        if not path.endswith((".swift.o", ".cc.o", ".cpp.o")):
+def shared_and_stale(paths, linked, placed=()):
+    """The names of the functions that a file lld linked (`linked`) defines in a section larger
+    than LIMIT, unless the linker script places that file's sections (`placed`): lld orders by
+    name the local symbols of every file it links too, so such a name drags that section along
+    even where the function the program calls is another file's copy. And the Swift and C++
+    objects with a function in the plain `.text`, as one built without the flags has."""
+    names, stale = set(), []
+    for file, sizes, plain, functions in functions_by_file(paths):
+        if file.endswith((".swift.o", ".cc.o", ".cpp.o")) and any(section in plain for _, section in functions):
+            stale.append(file)
+        if file not in linked or any(fnmatch.fnmatch(file, pattern) for pattern in placed):
             continue
-        text = subprocess.run(["readelf", "-SsW", path], capture_output=True, text=True, errors="replace").stdout
-        plain = set()
-        for line in text.splitlines():
-            stripped = line.strip()
-            if stripped.startswith("[") and "]" in stripped:
-                index, rest = stripped[1:].split("]", 1)
-                fields = rest.split()
-                if index.strip().isdigit() and fields and fields[0] == ".text":
-                    plain.add(index.strip())
-                continue
-            fields = stripped.split()
-            # "Num: Value Size Type Bind Vis Ndx Name": a function and the section it is in.
-            if len(fields) >= 8 and fields[0].endswith(":") and fields[3] == "FUNC" and fields[6] in plain:
-                stale.append(path)
-                break
-    return stale
+        names.update(name for name, section in functions if sizes.get(section, 0) > LIMIT)
+    return names, stale
 
 
 def main():
@@ -132,7 +125,10 @@ def main():
     if len(arguments) >= 2 and arguments[0] == "--script":
         script, arguments = arguments[1], arguments[2:]
     order, link_map, objects = arguments[0], arguments[1], arguments[2:]
-    stale = stale_objects(objects)
+    sizes, linked = linked_sections(link_map)
+    if not sizes:
+        sys.exit(f"order-sections.py: {link_map} names no function in an input section: is it lld's map (-Map)?")
+    shared, stale = shared_and_stale(objects, linked, script_members(script))
     if stale:
         # Built before the flags asked for a section per function: the Swift compiler skips
         # making an object again when its code is unchanged, whatever the flags.
@@ -140,11 +136,6 @@ def main():
             f"order-sections.py: {len(stale)} objects have functions outside sections of their own, "
             f"as one built without -function-sections would (the first: {stale[0]}); "
             "delete the release build folder (.build/<triple>/release) and build again")
-    sizes, linked = linked_sections(link_map)
-    if not sizes:
-        sys.exit(f"order-sections.py: {link_map} names no function in an input section: is it lld's map (-Map)?")
-    placed = script_members(script)
-    shared = shared_sections(objects, linked, placed)
 
     def placeable(name):
         return name not in shared and sizes.get(name, 0) <= LIMIT
