@@ -196,7 +196,8 @@ say "pairing alpha and beta, as their users"
 for host in "${hosts[@]}"; do start_agent "$host"; done
 as alpha handoff account create --name home >&2
 token=$(as alpha handoff device invite --token --expires 2m | tail -1)
-as beta handoff join "$token" >&2
+# The token goes on standard input: a command line is readable by every user of the machine.
+printf '%s\n' "$token" | as beta handoff join - >&2
 wait_for "beta to see alpha nearby" beta_sees_alpha
 
 say "MapViewer signed with a new team key, installed on both"

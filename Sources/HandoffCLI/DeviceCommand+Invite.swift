@@ -10,8 +10,9 @@ extension DeviceCommand {
             abstract: "Invite a device: prints a one-time code for 'handoff join' on the new device, then asks you to confirm.",
             discussion: withExamples(
                 """
-                With --token, prints a long one-time token for scripts instead: 'handoff join TOKEN' on the new \
-                device joins with no prompt, so keep the token secret and short-lived.
+                With --token, prints a long one-time token for scripts instead: given to 'handoff join -' on \
+                standard input (or with --file) on the new device, it joins with no prompt, so keep it secret and \
+                short-lived, and never put it on a command line, where every user of the machine can read it.
                 """,
                 [
                     ("handoff device invite", "Print 'handoff join CODE', then ask you to compare the number the new device shows."),

@@ -42,18 +42,26 @@ func indent(_ text: String) {
 /// Runs `handoff ARGUMENTS --socket` for a device, shows the command and what it printed.
 @MainActor
 @discardableResult
-func handoff(_ device: String, _ arguments: [String], show: Bool = true, agent: Bool = true) -> String {
+/// `input`, with what the command line shows of it, goes to the command's standard input: a
+/// token travels there, never in the arguments every user of the machine can read.
+func handoff(_ device: String, _ arguments: [String], input: (text: String, shown: String)? = nil, show: Bool = true, agent: Bool = true) -> String {
     let process = ChildProcess()
     process.executableURL = binary("handoff")
     process.arguments = arguments + (agent ? ["--socket", socket(device)] : [])
     let output = Pipe()
+    let standardInput = Pipe()
     process.standardOutput = output
     process.standardError = output
-    if show { print("    \(device)$ handoff \(arguments.joined(separator: " "))") }
+    process.standardInput = input == nil ? FileHandle.nullDevice : standardInput
+    if show { print("    \(device)$ \(input.map { "printf '%s\\n' \($0.shown) | " } ?? "")handoff \(arguments.joined(separator: " "))") }
     do {
         try process.run()
     } catch {
         fail("could not run handoff: \(error)")
+    }
+    if let input {
+        standardInput.fileHandleForWriting.write(Data((input.text + "\n").utf8))
+        try? standardInput.fileHandleForWriting.close()
     }
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
@@ -130,7 +138,7 @@ waitFor("the agents to start") { FileManager.default.fileExists(atPath: socket("
 step(2, "Pair them: an account on 'laptop', then 'desktop' joins with a one-time token.")
 handoff("laptop", ["account", "create", "--name", "demo"])
 let token = handoff("laptop", ["device", "invite", "--token", "--expires", "2m"]).trimmingCharacters(in: .whitespacesAndNewlines)
-handoff("desktop", ["join", token])
+handoff("desktop", ["join", "-"], input: (token, "\"$token\""))
 waitFor("the devices to hear each other") { handoff("desktop", ["devices"], show: false).contains("nearby") }
 handoff("desktop", ["devices"])
 

@@ -21,6 +21,21 @@ func builtExecutable(_ name: String) -> URL? {
     return nil
 }
 
+/// An unprivileged user of this machine named `name` (no home, no shell), made if it is
+/// missing: a compositor that refuses root runs as one, and so does a test's second local user.
+func localUser(_ name: String) -> Result<(uid: uid_t, gid: gid_t), LocalError> {
+    if getpwnam(name) == nil {
+        guard getuid() == 0 else { return .failure(LocalError(.failed, "the user '\(name)' is missing, and only root can make it")) }
+        do {
+            try shell(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name])
+        } catch {
+            return .failure(LocalError(.failed, "cannot make the user '\(name)': \(error)"))
+        }
+    }
+    guard let entry = getpwnam(name) else { return .failure(LocalError(.failed, "the user '\(name)' is missing")) }
+    return .success((entry.pointee.pw_uid, entry.pointee.pw_gid))
+}
+
 /// Runs blocking work (a child process, a pipe read to its end) on a thread of its own: the
 /// few threads async code shares stay free for the agents under test meanwhile.
 func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
@@ -302,6 +317,11 @@ final class RunningCommand: Sendable {
 
     func type(_ line: String) {
         input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// Ends its standard input, as the end of a file or a pipe does.
+    func closeInput() {
+        try? input.fileHandleForWriting.close()
     }
 
     deinit {

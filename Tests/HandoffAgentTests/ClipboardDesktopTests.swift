@@ -28,21 +28,8 @@ enum DesktopKind: String, CustomStringConvertible, Sendable, CaseIterable {
     var missing: [String] { programs.filter { !FileManager.default.isExecutableFile(atPath: $0) } }
 }
 
-/// The unprivileged user a test's Wayland compositor runs as (sway refuses to run as root),
-/// made once if this machine lacks it.
-let desktopUser: Result<(uid: uid_t, gid: gid_t), LocalError> = {
-    let name = "handoff-desktop"
-    if getpwnam(name) == nil {
-        guard getuid() == 0 else { return .failure(LocalError(.failed, "the user '\(name)' is missing, and only root can make it")) }
-        do {
-            try shell(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name])
-        } catch {
-            return .failure(LocalError(.failed, "cannot make the user '\(name)': \(error)"))
-        }
-    }
-    guard let entry = getpwnam(name) else { return .failure(LocalError(.failed, "the user '\(name)' is missing")) }
-    return .success((entry.pointee.pw_uid, entry.pointee.pw_gid))
-}()
+/// The unprivileged user a test's Wayland compositor runs as (sway refuses to run as root).
+let desktopUser = localUser("handoff-desktop")
 
 /// A graphical session of one test host: a display server of its own, the device's clipboard
 /// service on it, and apps that copy and paste; each in the host's network namespace when the

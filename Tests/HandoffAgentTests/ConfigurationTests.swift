@@ -201,6 +201,24 @@ struct InvitationTests {
         #expect(!read.matches(fingerprint: try DeviceIdentity.generate(name: "other").fingerprint))
     }
 
+    @Test("A code's first byte tells a typed code (this version's and earlier ones') from a token, before the code is read whole")
+    func kindFromTheStart() throws {
+        let identity = try DeviceIdentity.generate(name: "laptop")
+        for host in ["192.168.1.20", "laptop.local"] {
+            for port in [47_171, 50_001] {
+                let typed = Invitation.make(.interactive, host: host, port: port, fingerprint: identity.fingerprint).code
+                let token = Invitation.make(.token, host: host, port: port, fingerprint: identity.fingerprint).code
+                #expect(InvitationCodeKind(code: typed) == .typed && InvitationCodeKind(code: typed.lowercased()) == .typed, "\(typed)")
+                #expect(InvitationCodeKind(code: token) == .token && InvitationCodeKind(code: " " + token.lowercased()) == .token, "\(token)")
+            }
+        }
+        let earlier: [UInt8] = [1, 4, 192, 168, 1, 20]
+        #expect(InvitationCodeKind(code: Base32.encode(earlier)) == .typed)
+        // A first byte this version does not know is kept as secret as a token.
+        #expect(InvitationCodeKind(code: Base32.encode([9, 4, 1])) == .token)
+        #expect(InvitationCodeKind(code: "-") == nil && InvitationCodeKind(code: "!!!!") == nil)
+    }
+
     @Test("Every one-character typo in a typed code, at every position, is told apart from a wrong code")
     func everyTypo() throws {
         let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
