@@ -115,7 +115,7 @@ let package = Package(
             name: "MailCompose", dependencies: ["Handoff", "HandoffApp", .product(name: "Crypto", package: "swift-crypto")], path: "Examples/MailCompose",
             exclude: ["App"], swiftSettings: strict),
         .target(
-            name: "HandoffFuzzing", dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "HandoffSession", "HandoffDesktop"],
+            name: "HandoffFuzzing", dependencies: ["Handoff", "HandoffApp", "HandoffAgent", "HandoffLocalAPI", "HandoffWire", "HandoffSession", "HandoffDesktop", "HandoffTesting", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         .target(name: "CFuzzerDriver"),
         .target(name: "CHandoffSystem"),
@@ -176,7 +176,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
-            exclude: ["local_api_client.py", "impostor.py", "tls_resume.py", "tls_probe.py", "link_proof.py", "early_data.sh"],
+            exclude: ["local_api_client.py", "impostor.py", "tls_resume.py", "tls_probe.py", "link_proof.py", "early_data.sh", "process_watcher.py"],
             swiftSettings: strict),
         .testTarget(
             name: "HandoffFuzzingTests", dependencies: ["HandoffFuzzing", "HandoffAgent", "HandoffWire", "handoff-fuzz"], swiftSettings: strict),

@@ -43,7 +43,7 @@ swift build -c release --scratch-path "$scratch" --product handoff-fuzz \
   || { tail -30 "$scratch/build.log" >&2; echo "fuzz.sh: the sanitized build failed (log: $scratch/build.log)" >&2; exit 1; }
 binary="$scratch/release/handoff-fuzz"
 
-all=(beacon dns-message link-frames account-change local-messages user-info info-plist entitlements association-file signed-association-file config-file clipboard-files desktop-files dbus-message build-settings)
+all=(beacon dns-message link-frames account-change local-messages agent-local-messages user-info info-plist entitlements association-file signed-association-file config-file clipboard-files desktop-files dbus-message build-settings)
 if [ ${#targets[@]} -eq 0 ]; then targets=("${all[@]}"); fi
 for target in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $target "* ]] || { echo "fuzz.sh: unknown target '$target'; the targets are: ${all[*]}" >&2; exit 2; }

@@ -572,6 +572,9 @@ extension Agent {
 
     /// Tries a link to `host:port`, telling a closed port from a device that refuses this one.
     func probe(host: String, port: Int) async -> LocalProbe {
+        guard (1...65_535).contains(port) else {
+            return LocalProbe(reachable: false, member: false, device: nil, message: "\(port) is not a port: ports are 1 to 65535")
+        }
         do {
             let link = try await network.open(host: host, port: port, identity: identity, pins: { [pins] in pins.value }, deadline: .seconds(3))
             link.close()

@@ -967,7 +967,9 @@ public actor Agent {
         // An activity stops being offered when it expires, not only at the next change: one
         // timer, for the activity offered now.
         if let expiration = now?.expirationDate {
-            schedule(.offerExpiry, after: .milliseconds(Int64(max(0, expiration.timeIntervalSinceNow) * 1000) + 10))
+            // Within a century: a timer further off (`Date.distantFuture`) overflows the event loop's nanoseconds.
+            let seconds = min(max(0, expiration.timeIntervalSinceNow), 100 * 365 * 86_400)
+            schedule(.offerExpiry, after: .milliseconds(Int64(seconds * 1000) + 10))
         } else {
             deadlines.removeValue(forKey: .offerExpiry)?.cancel()
         }

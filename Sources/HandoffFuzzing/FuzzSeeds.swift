@@ -16,6 +16,7 @@ public enum FuzzSeeds {
         case .linkFrames: linkFrames()
         case .accountChange: accountChanges()
         case .localMessages: localMessages()
+        case .agentLocalMessages: agentLocalMessages()
         case .userInfo: userInfos()
         case .infoPlist: infoPlists()
         case .entitlements: entitlementsFiles()
@@ -146,6 +147,41 @@ public enum FuzzSeeds {
         ]
         var seeds = messages.map { (name, message) in ("json-\(name)", [UInt8(0)] + message.frame.payload) }
         seeds.append(("frames", [UInt8(1)] + messages.prefix(5).flatMap { $0.1.frame.encoded }))
+        return seeds
+    }
+
+    /// A client's messages to an agent, a frame each after the role byte (0 control, 1 app):
+    /// every call a client makes, and sessions that make an account and then pair, offer and paste.
+    static func agentLocalMessages() -> [(name: String, bytes: [UInt8])] {
+        var activity = ActivityAnnouncement(id: activityID, activityType: "com.example.notes.editing", title: "Groceries", hasWebpageURL: true)
+        activity.expirationDate = moment
+        let record = ActivityRecord(activity: activity, webpageURL: "https://notes.example.com/n/1", keywords: ["milk"], userInfo: Data([1, 2, 3]))
+        let calls: [(String, LocalCall)] = [
+            ("status", .status), ("devices", .devices), ("nearby", .nearby), ("apps", .apps), ("watch", .watch), ("doctor", .doctor),
+            ("continue", .continue(activity: activityID)), ("continue-latest", .continue(activity: nil)),
+            ("remove-app", .removeApp(bundleIdentifier: "com.example.notes")), ("create-account", .createAccount(name: "home")),
+            ("invite", .invite(token: false, host: "127.0.0.1", lifetime: 300)), ("await-join", .awaitJoin(invitation: activityID)),
+            ("confirm-join", .confirmJoin(invitation: activityID, accept: true)), ("join", .join(code: "6Q0A-G08M-0K8G-R6RD-AH6K-8XGN")),
+            ("await-join-result", .awaitJoinResult), ("remove-device", .removeDevice(name: "laptop")),
+            ("probe", .probe(host: "127.0.0.1", port: 40001)), ("site-association", .siteAssociation(host: "example.com", url: "https://example.com/a")),
+            ("offer-clipboard", .offerClipboard(types: [LocalClipboardType(name: "text/plain;charset=utf-8", size: 5)])),
+            ("watch-clipboard", .watchClipboard(session: "X11 :0")), ("handle-system-activities", .handleSystemActivities(types: [SystemActivityType.document])),
+            ("system-activity-status", .systemActivityStatus(status: "mpv plays nothing")),
+        ]
+        var seeds = calls.enumerated().map { index, call in ("call-\(call.0)", [UInt8(0)] + LocalMessage.call(request: UInt64(index + 2), call.1).frame.encoded) }
+        let app: [(String, LocalMessage)] = [
+            ("became-current", .becameCurrent(activity)), ("resigned", .resigned(activity: activityID)), ("invalidated", .invalidated(activity: activityID)),
+            ("saved", .saved(request: 1, record)), ("save-failed", .saveFailed(request: 1, LocalError(.failed, code: 4610, "no"))),
+            ("stream-refused", .streamRefused(stream: activityID, error: LocalError(.failed, "no"))),
+            ("clipboard-refused", .clipboardRefused(read: activityID, error: LocalError(.failed, "no"))),
+        ]
+        seeds += app.map { ("app-\($0.0)", [UInt8(1)] + $0.1.frame.encoded) }
+        let session: [LocalMessage] = [
+            .call(request: 2, .createAccount(name: "home")), .call(request: 3, .invite(token: true, host: "127.0.0.1", lifetime: 60)),
+            .becameCurrent(activity), .call(request: 4, .offerClipboard(types: [LocalClipboardType(name: "text/plain", size: 3)])),
+            .call(request: 5, .nearby), .call(request: 6, .continue(activity: nil)), .resigned(activity: activityID),
+        ]
+        seeds.append(("session", [UInt8(1)] + session.flatMap { $0.frame.encoded }))
         return seeds
     }
 

@@ -28,6 +28,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case accountChange = "account-change"
     /// Bytes on the local socket: frames, each read as a local-API message (JSON).
     case localMessages = "local-messages"
+    /// Bytes on the local socket, frame after frame, each message that decodes then served by
+    /// an agent (in this process, on an in-memory network): whatever a local client sends, no
+    /// value may trap the agent. The first byte picks the session's role.
+    case agentLocalMessages = "agent-local-messages"
     /// The `userInfo` encoding.
     case userInfo = "user-info"
     /// An app's `Info.plist` (XML or binary).
@@ -65,6 +69,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .linkFrames: Self.linkFrames(bytes)
         case .accountChange: Self.accountChange(bytes)
         case .localMessages: Self.localMessages(bytes)
+        case .agentLocalMessages: Self.agentLocalMessages(bytes)
         case .userInfo: Self.userInfo(bytes)
         case .infoPlist: _ = try? AppManifest(infoPlist: Data(bytes))
         case .entitlements: _ = try? AppManifest(infoPlist: Self.validInfoPlist, entitlements: Data(bytes))
@@ -147,6 +152,19 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         while let frame = try? decoder.next() {
             _ = try? LocalMessage(frame: frame)
         }
+    }
+
+    private static func agentLocalMessages(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        var decoder = FrameDecoder(maximumPayload: LocalMessage.maximumFrame)
+        decoder.append(bytes.dropFirst())
+        var messages: [LocalMessage] = []
+        while let frame = try? decoder.next() {
+            guard let message = try? LocalMessage(frame: frame), !FuzzAgent.reachesOutside(message) else { continue }
+            messages.append(message)
+        }
+        guard !messages.isEmpty else { return }
+        FuzzAgent.shared.serve(messages, role: first & 1 == 0 ? .control : .app)
     }
 
     private static func userInfo(_ bytes: [UInt8]) {

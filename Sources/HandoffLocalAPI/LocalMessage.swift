@@ -266,9 +266,40 @@ public enum LocalMessage: Sendable, Hashable {
         }
         if LocalMessageJSON.enabled, let message = LocalMessageJSON.decode(frame.payload) {
             self = message
-            return
+        } else {
+            try self.init(foundationFrame: frame)
         }
-        try self.init(foundationFrame: frame)
+        try checkRanges()
+    }
+
+    /// Refuses a value that decodes but that no receiver can act on, naming its field: each
+    /// reader checks the types; this checks the ranges, once, for both of them.
+    func checkRanges() throws(LocalError) {
+        switch self {
+        case .call(_, .probe(_, let port)):
+            guard (1...65_535).contains(port) else { throw LocalError(.badRequest, "'port' should be an integer from 1 to 65535, not \(port)") }
+        case .call(_, .invite(_, _, let lifetime?)):
+            guard lifetime > 0, lifetime <= 86_400 else {
+                throw LocalError(.badRequest, "'lifetime' should be a number of seconds above 0 and at most 86400 (24 hours), not \(lifetime)")
+            }
+        case .becameCurrent(let activity):
+            try Self.checkRanges(activity)
+        case .saved(_, let record):
+            try Self.checkRanges(record.activity)
+        default:
+            break
+        }
+    }
+
+    /// The dates an activity may carry: Foundation's `distantPast` to `distantFuture`.
+    private static func checkRanges(_ activity: ActivityAnnouncement) throws(LocalError) {
+        guard let date = activity.expirationDate else { return }
+        guard date >= Date.distantPast, date <= Date.distantFuture else {
+            throw LocalError(
+                .badRequest,
+                "'expirationDate' should be seconds since 1970 from \(Date.distantPast.timeIntervalSince1970) to \(Date.distantFuture.timeIntervalSince1970) (Date.distantPast to Date.distantFuture), not \(date.timeIntervalSince1970)"
+            )
+        }
     }
 
     /// Reads a message with Foundation's `JSONDecoder` only (what `init(frame:)` matches).
