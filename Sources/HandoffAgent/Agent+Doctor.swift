@@ -162,7 +162,7 @@ extension Agent {
         checks += await clockChecks()
         checks += await webAssociationChecks()
         for peer in configuration.staticPeers {
-            checks.append(await staticPeerCheck(peer))
+            checks.append(await staticPeerCheck(peer, nearby: nearby))
         }
         checks += clipboardChecks()
         checks += systemActivityChecks()
@@ -289,10 +289,21 @@ extension Agent {
         }
     }
 
-    func staticPeerCheck(_ peer: HostPort) async -> LocalCheck {
+    /// A static peer: whether a member answers there, and whether its beacons arrive, which
+    /// a link that opens does not prove (they travel over UDP, the link over TCP).
+    func staticPeerCheck(_ peer: HostPort, nearby: [NearbyDevice]) async -> LocalCheck {
         switch await reachability(host: peer.host, port: peer.port) {
         case .member(let device):
-            return LocalCheck(area: "static-peer", subject: peer.description, status: .ok, finding: "'\(device)' answers at \(peer) and accepts this device")
+            let member = account?.members.first { $0.name == device }
+            guard let heard = nearby.first(where: { $0.sender == member?.id }) else {
+                return LocalCheck(
+                    area: "static-peer", subject: peer.description, status: .problem,
+                    finding: "'\(device)' answers at \(peer) and accepts this device, but no beacon of it arrives here: this device lists neither it nor its activities",
+                    advice: "beacons to static peers travel over UDP to each device's link port: let UDP port \(linkPort) in here and UDP port \(peer.port) in on '\(device)', on both firewalls and the VPN; then run 'handoff doctor' on '\(device)'")
+            }
+            return LocalCheck(
+                area: "static-peer", subject: peer.description, status: .ok,
+                finding: "'\(device)' answers at \(peer) and accepts this device, and its beacons arrive (the last \(max(0, Int(-heard.lastHeard.timeIntervalSinceNow))) s ago)")
         case let other:
             return LocalCheck(
                 area: "static-peer", subject: peer.description, status: .problem, finding: other.finding(peer.description),

@@ -921,7 +921,7 @@ package actor Discovery {
             for channel in channels {
                 // Ours are closed; the caller's keep nothing of this attempt, so that the next
                 // start does not add a second coalescer or reader.
-                if configuration.unicastSockets.isEmpty { try? await channel.close() } else { await Self.removeReaders(from: channel) }
+                if configuration.unicastSockets.isEmpty { try? await channel.close() } else { await removeReaders(from: channel) }
             }
             throw error
         }
@@ -929,9 +929,17 @@ package actor Discovery {
     }
 
     /// Takes the beacon reader and its coalescer away from a unicast socket the caller holds.
-    private static func removeReaders(from channel: any Channel) async {
-        try? await channel.pipeline.removeHandler(name: UnicastSockets.receiverName).get()
-        try? await channel.pipeline.removeHandler(name: UnicastSockets.coalescerName).get()
+    /// A handler already gone (the socket closed) is no failure; any other is logged.
+    private func removeReaders(from channel: any Channel) async {
+        for name in [UnicastSockets.receiverName, UnicastSockets.coalescerName] {
+            do {
+                try await channel.pipeline.removeHandler(name: name).get()
+            } catch ChannelPipelineError.notFound, ChannelError.ioOnClosedChannel {
+                continue
+            } catch {
+                logger.error("could not take the old beacon reader '\(name)' off a unicast socket: \(error); beacons there may go unheard until a restart")
+            }
+        }
     }
 
     /// Closes the unicast sockets discovery opened; the caller's stay open, without its reader.
@@ -940,7 +948,7 @@ package actor Discovery {
             if configuration.unicastSockets.isEmpty {
                 try? await channel.close()
             } else {
-                await Self.removeReaders(from: channel)
+                await removeReaders(from: channel)
             }
         }
         unicastChannels = []
@@ -1031,8 +1039,10 @@ final class StrangerBeacons: Sendable {
 }
 
 /// Hands each received datagram that opens with one of the account's keys to the discovery
-/// actor; one that opens with none is counted here and dropped.
-final class BeaconReceiver: ChannelInboundHandler, Sendable {
+/// actor; one that opens with none is counted here and dropped. Discovery made again (a new
+/// beacon key) takes it off the unicast sockets it shares with links, so it is removable: one
+/// left there keeps the old keys and drops every beacon before the new reader sees it.
+final class BeaconReceiver: ChannelInboundHandler, RemovableChannelHandler, Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
     let sink: AsyncStream<Datagram>.Continuation

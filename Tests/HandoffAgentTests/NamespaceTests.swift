@@ -472,6 +472,56 @@ extension NamespaceTests {
 }
 
 extension NamespaceTests {
+    @Test(
+        "After a removal, static peers whose multicast is dropped still hear each other's beacons at once, and doctor says whether a static peer's beacons arrive",
+        .enabled(if: hasNft, "needs nftables' nft for the namespaces' firewalls; skipped"))
+    func staticPeersAfterRemoval() async throws {
+        try await Segment.with { segment in
+            // Only static peers carry beacons: the multicast port is dropped and DNS-SD is off.
+            for host in ["a", "b", "c"] {
+                try segment.run(in: host, ["nft", "-f", "-"], input: Data("""
+                    table inet handoff-test {
+                        chain input { type filter hook input priority 0; udp dport 47168 drop; }
+                    }
+                    """.utf8))
+            }
+            let off = ["--dns-sd", "off"]
+            let a = try await segment.start(
+                "a", name: "alpha", arguments: off + ["--peer", "\(segment.address("b")):47170", "--peer", "\(segment.address("c")):47170"])
+            let b = try await segment.start("b", name: "beta", arguments: off + ["--peer", "\(segment.address("a")):47170"])
+            let c = try await segment.start("c", name: "gamma", arguments: off + ["--peer", "\(segment.address("a")):47170"])
+            try await segment.harness.pair([a, b])
+
+            // A third device joins, and is removed: the beacon key changes on A and B.
+            let invitation = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            try await c.call(.join(code: invitation.code))
+            try await c.call(.awaitJoinResult)
+            try await a.call(.removeDevice(name: "gamma"))
+            #expect(await eventually { (try? await c.call(.status).status?.account) == .some(nil) }, "gamma still thinks it is in the account")
+            try #require(await eventually { (try? await b.call(.status).status?.members) == 2 }, "beta did not learn of the removal")
+
+            // Beacons sealed with the new key reach each: a new activity is listed at once.
+            let (onA, _) = try await offer(on: a, seenBy: b, title: "after the removal, on alpha")
+            let (onB, _) = try await offer(on: b, seenBy: a, title: "after the removal, on beta")
+            let heard = try #require(try await b.call(.doctor).checks?.first { $0.area == "static-peer" })
+            #expect(heard.status == .ok && heard.finding.contains("beacons arrive"), "\(heard)")
+
+            // B's firewall drops A's unicast beacons too, while links still open: once A is no
+            // longer heard, doctor says its beacons do not arrive, not that all is well.
+            try segment.run(in: "b", ["nft", "add", "rule", "inet", "handoff-test", "input", "udp", "dport", "47170", "drop"])
+            #expect(
+                await eventually(within: .seconds(120)) { (try? await b.call(.devices).devices?.first { $0.name == "alpha" }?.isNearby) == false },
+                "beta still lists alpha nearby with its beacons dropped")
+            let deaf = try #require(try await b.call(.doctor).checks?.first { $0.area == "static-peer" })
+            #expect(deaf.status == .problem && deaf.finding.contains("answers") && deaf.finding.contains("no beacon"), "\(deaf)")
+            #expect(deaf.advice?.contains("UDP port 47170") == true, "\(deaf)")
+            onA.client.close()
+            onB.client.close()
+        }
+    }
+}
+
+extension NamespaceTests {
     /// The ports a namespace gives out for port 0 are narrowed to two, and another program
     /// holds UDP on the one the kernel hands a listener first (bind prefers the odd one).
     @Test("A link port chosen by the system is free for UDP too (static peers' beacons arrive there); a given port whose UDP another program holds is refused at start, saying so")
