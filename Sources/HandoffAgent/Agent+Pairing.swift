@@ -112,8 +112,13 @@ extension Agent {
             guard let actions = pairing.awaitCandidate(id, .candidate(continuation)) else { return continuation.resume(returning: nil) }
             run(actions)
         }
-        guard let request else { return .failure(LocalError(.notFound, "the invitation expired before a device asked to join")) }
-        return LocalReply(joinRequest: request)
+        let report = pairing.wrongCodeReport
+        guard let request else {
+            return .failure(LocalError(.notFound, "the invitation expired before a device asked to join" + (report.map { "; meanwhile \($0)" } ?? "")))
+        }
+        var reply = LocalReply(joinRequest: request)
+        reply.warnings = report.map { [$0] }
+        return reply
     }
 
     func confirmJoin(_ id: UUID, accept: Bool) -> LocalReply {
@@ -158,16 +163,15 @@ extension Agent {
         guard certificate == peer.presented else {
             return refuse("the certificate in the request is not the one it connected with")
         }
-        // Guessing is slow (`PairingStateMachine`): five requests a minute from one address
-        // are looked at, and ten wrong codes withdraw the invitations, as ssh limits tries.
+        // Guessing is slow and costs only the guesser (`PairingStateMachine`): five requests
+        // a minute from one source are looked at, and a wrong code holds its source back.
         let id: UUID, invitation: Invitation
         switch pairing.requested(proof: proof, certificate: certificate, name: name, from: peer.address, now: .now, date: Date()) {
+        case .held(let reason):
+            // Refused unread, and not logged one by one: a flood would fill the log.
+            return LinkMessage.joinRefused(reason: reason).frame
         case .refused(let reason):
             return refuse(reason)
-        case .withdraw(let ids, let refusal):
-            logger.warning("\(Pairing.wrongCodesAllowed) wrong join codes: the invitations are withdrawn; make a new one with 'handoff device invite'")
-            for id in ids { expire(id) }
-            return refuse(refusal)
         case .matched(let matched, let its):
             (id, invitation) = (matched, its)
         }

@@ -36,7 +36,9 @@ extension DeviceCommand {
             print("On the new device, run:\n\n    handoff join \(invitation.code)\n")
             print("The code works once, until \(DateFormatter.localizedString(from: invitation.expires, dateStyle: .none, timeStyle: .short)). Waiting for the device to ask...")
             fflush(nil)
-            guard let request = await call(client, .awaitJoin(invitation: invitation.id)).joinRequest else { return }
+            let asked = await call(client, .awaitJoin(invitation: invitation.id))
+            for warning in asked.warnings ?? [] { print("\nNote: \(warning).") }
+            guard let request = asked.joinRequest else { return }
             print("\n'\(request.name)' asks to join. Its screen shows the verification number \(request.verification).")
             print("Does it show \(request.verification)? Type yes to let it in: ", terminator: "")
             fflush(nil)

@@ -522,6 +522,54 @@ extension NamespaceTests {
 }
 
 extension NamespaceTests {
+    @Test("S6: Join requests with wrong codes from two addresses during an invitation withdraw nothing: the real device still joins, and the inviting person is told who guessed")
+    func joinFlood() async throws {
+        try await Segment.with(hosts: ["a", "b", "c", "d"]) { segment in
+            let a = try await segment.start("a", name: "alpha")
+            let b = try await segment.start("b", name: "beta")
+            let guessers = [try await segment.start("c", name: "gamma"), try await segment.start("d", name: "delta")]
+            try await a.call(.createAccount(name: "home"))
+            let token = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            let typed = try #require(try await a.call(.invite(token: false, host: nil, lifetime: 60)).invitation)
+            // The person waits for a device to ask, as 'handoff device invite' does.
+            let asked = Task { try await a.attempt(.awaitJoin(invitation: typed.id)) }
+
+            // Strangers on the link send tokens for the same listener with secrets of their
+            // own: five each from two addresses, at once, as fast as their agents can.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for guesser in guessers {
+                    group.addTask {
+                        for _ in 0..<5 {
+                            var forged = try Invitation(parsing: token.code)
+                            forged.secret = (0..<forged.secret.count).map { _ in UInt8.random(in: 0...255) }
+                            _ = try await guesser.attempt(.join(code: forged.code))
+                            let refused = try await guesser.attempt(.awaitJoinResult)
+                            #expect(refused.error != nil, "a guess joined: \(refused)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+
+            // The real device joins with the typed code; the person sees why to be careful.
+            let verification = try #require(try await b.call(.join(code: typed.code)).verification)
+            let request = try await asked.value
+            let joinRequest = try #require(request.joinRequest, "the invitation did not wait for the real device: \(request)")
+            #expect(joinRequest.name == "beta" && joinRequest.verification == verification)
+            let warning = request.warnings?.first ?? ""
+            #expect(warning.contains(segment.address("c")) && warning.contains(segment.address("d")) && warning.contains("stayed open"), "\(request)")
+            try await a.call(.confirmJoin(invitation: typed.id, accept: true))
+            #expect(try await b.call(.awaitJoinResult).account == "home")
+            #expect(try await a.call(.status).status?.members == 2)
+            // The token is still good too: nobody withdrew it.
+            #expect(await eventually { (try? await a.call(.status).status?.members) == 2 })
+            let gamma = try await guessers[0].attempt(.status)
+            #expect(gamma.status?.account == nil)
+        }
+    }
+}
+
+extension NamespaceTests {
     /// The ports a namespace gives out for port 0 are narrowed to two, and another program
     /// holds UDP on the one the kernel hands a listener first (bind prefers the odd one).
     @Test("A link port chosen by the system is free for UDP too (static peers' beacons arrive there); a given port whose UDP another program holds is refused at start, saying so")

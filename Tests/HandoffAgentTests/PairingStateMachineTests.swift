@@ -36,7 +36,7 @@ struct PairingStateMachineTests {
         #expect(machine.invitations[id]?.used == true)
         let step2 = machine.requested(proof: proof, certificate: certificate, name: "new", from: "10.0.0.3", now: start, date: date)
         #expect(step2 == .refused(Machine.wrongCode))
-        #expect(machine.wrongCodes == 1)
+        #expect(machine.wrongCodes == ["10.0.0.3": 1])
     }
 
     @Test("A code is bound to the certificate and name it was proven with, and to its expiry")
@@ -45,60 +45,93 @@ struct PairingStateMachineTests {
         let id = UUID(), made = invitation()
         machine.issue(id, made, expires: date + 60)
         let proof = made.proof(certificate: certificate, name: "new")
-        let step3 = machine.requested(proof: proof, certificate: certificate + [0], name: "new", from: nil, now: start, date: date)
+        let step3 = machine.requested(proof: proof, certificate: certificate + [0], name: "new", from: "10.0.3.1", now: start, date: date)
         #expect(step3 == .refused(Machine.wrongCode))
-        let step4 = machine.requested(proof: proof, certificate: certificate, name: "other", from: nil, now: start, date: date)
+        let step4 = machine.requested(proof: proof, certificate: certificate, name: "other", from: "10.0.3.2", now: start, date: date)
         #expect(step4 == .refused(Machine.wrongCode))
-        let step5 = machine.requested(proof: proof, certificate: certificate, name: "new", from: nil, now: start, date: date + 61)
+        let step5 = machine.requested(proof: proof, certificate: certificate, name: "new", from: "10.0.3.3", now: start, date: date + 61)
         #expect(step5 == .refused(Machine.wrongCode))
-        let step6 = machine.requested(proof: proof, certificate: certificate, name: "new", from: nil, now: start, date: date + 59)
+        let step6 = machine.requested(proof: proof, certificate: certificate, name: "new", from: "10.0.3.4", now: start, date: date + 59)
         #expect(step6 == .matched(id, made))
     }
 
-    @Test("Five requests a minute from one address are looked at; the sixth is refused unread, other addresses are not held back, and a minute later the address may try again")
-    func attemptsPerAddress() {
+    @Test("A wrong code holds its source back 10 s, twice as long after each further one, and other sources not at all")
+    func wrongCodeHoldsItsSource() {
         var machine = Machine()
         let id = UUID(), made = invitation()
         machine.issue(id, made, expires: date + 3_600)
-        for second in 0..<5 {
-            let step7 = machine.requested(proof: [0], certificate: certificate, name: "guess", from: "10.0.0.9", now: start + .seconds(second), date: date)
-            #expect(step7 == .refused(Machine.wrongCode))
-        }
         let proof = made.proof(certificate: certificate, name: "new")
-        // Even the right code is not looked at from that address now.
-        let step8 = machine.requested(proof: proof, certificate: certificate, name: "new", from: "10.0.0.9", now: start + .seconds(10), date: date)
-        #expect(step8 == .refused("too many join attempts from this address; wait a minute and try again"))
-        #expect(machine.wrongCodes == 5)
-        #expect(machine.invitations[id]?.used == false)
-        let elsewhere = machine.requested(proof: [0], certificate: certificate, name: "guess", from: "10.0.0.8", now: start + .seconds(10), date: date)
-        #expect(elsewhere == .refused(Machine.wrongCode))
-        let step9 = machine.requested(proof: proof, certificate: certificate, name: "new", from: "10.0.0.9", now: start + .seconds(61), date: date)
-        #expect(step9 == .matched(id, made))
-    }
-
-    @Test("Ten wrong codes withdraw every open invitation, from however many addresses, and the count starts again")
-    func wrongCodesWithdraw() {
-        var machine = Machine()
-        let first = UUID(), second = UUID()
-        machine.issue(first, invitation(), expires: date + 600)
-        machine.issue(second, invitation(.interactive), expires: date + 600)
-        for guess in 0..<9 {
-            let step10 = machine.requested(proof: [UInt8(guess)], certificate: certificate, name: "guess", from: "10.0.1.\(guess)", now: start, date: date)
-            #expect(step10 == .refused(Machine.wrongCode))
+        func ask(_ proof: [UInt8], from address: String, at second: Int) -> Machine.Request {
+            machine.requested(proof: proof, certificate: certificate, name: "new", from: address, now: start + .seconds(second), date: date)
         }
-        guard case .withdraw(let ids, let refusal) = machine.requested(proof: [9], certificate: certificate, name: "guess", from: "10.0.1.9", now: start, date: date) else {
-            Issue.record("the tenth wrong code withdrew nothing")
+        #expect(ask([0], from: "10.0.0.9", at: 0) == .refused(Machine.wrongCode))
+        // Even the right code is not looked at from there for 10 s.
+        guard case .held(let reason) = ask(proof, from: "10.0.0.9", at: 5) else {
+            Issue.record("the guessing source was not held back")
             return
         }
-        #expect(Set(ids) == [first, second] && refusal == Machine.wrongCode)
-        #expect(machine.wrongCodes == 0)
-        for id in ids { _ = machine.expire(id) }
-        // With nothing open, a wrong code only counts.
-        let step11 = machine.requested(proof: [0], certificate: certificate, name: "guess", from: nil, now: start, date: date)
-        #expect(step11 == .refused(Machine.wrongCode))
-        // The listener closes a little after the last invitation ended; guesses start again.
+        #expect(reason.contains("wait 5 s"), "\(reason)")
+        #expect(machine.invitations[id]?.used == false)
+        #expect(ask([1], from: "10.0.0.8", at: 5) == .refused(Machine.wrongCode), "another source was held back")
+        #expect(ask([2], from: "10.0.0.9", at: 11) == .refused(Machine.wrongCode))
+        if case .held = ask(proof, from: "10.0.0.9", at: 30) {} else { Issue.record("the second wrong code did not hold its source for 20 s") }
+        #expect(ask(proof, from: "10.0.0.9", at: 32) == .matched(id, made))
+    }
+
+    @Test("An IPv6 source is its /64: another address of the same /64 is held back too, one of another /64 is not")
+    func ipv6SourceIsItsPrefix() {
+        var machine = Machine()
+        machine.issue(UUID(), invitation(), expires: date + 3_600)
+        func ask(from address: String) -> Machine.Request {
+            machine.requested(proof: [0], certificate: certificate, name: "guess", from: address, now: start, date: date)
+        }
+        #expect(ask(from: "2001:db8::1") == .refused(Machine.wrongCode))
+        if case .held = ask(from: "2001:db8::2") {} else { Issue.record("another address of the /64 was not held back") }
+        if case .held = ask(from: "2001:db8:0:0:ffff::9%eth0") {} else { Issue.record("another address of the /64 was not held back") }
+        #expect(ask(from: "2001:db8:0:1::1") == .refused(Machine.wrongCode))
+        #expect(Machine.source(of: "fe80::1%eth0") == "fe80:0000:0000:0000::/64" && Machine.source(of: "10.0.0.1") == "10.0.0.1")
+        #expect(Machine.source(of: "::ffff:10.0.0.1") == "10.0.0.1")
+    }
+
+    @Test("A source's wait doubles up to 10 minutes, and starts again at 10 s once it sent no wrong code for 10 minutes")
+    func penaltyDecays() {
+        var machine = Machine()
+        machine.issue(UUID(), invitation(), expires: date + 86_400)
+        var now = start
+        for expected in [10, 20, 40, 80, 160, 320, 600, 600] {
+            #expect(machine.requested(proof: [0], certificate: certificate, name: "guess", from: "10.0.0.9", now: now, date: date) == .refused(Machine.wrongCode))
+            #expect(machine.penalties["10.0.0.9"].map { $0.until - now } == .seconds(expected))
+            now += .seconds(expected)
+        }
+        now += .seconds(601)
+        #expect(machine.requested(proof: [0], certificate: certificate, name: "guess", from: "10.0.0.9", now: now, date: date) == .refused(Machine.wrongCode))
+        #expect(machine.penalties["10.0.0.9"].map { $0.until - now } == .seconds(10))
+    }
+
+    @Test("Wrong codes from any number of sources never withdraw an invitation: the right code still matches, and the person is told who guessed")
+    func wrongCodesNeverWithdraw() {
+        var machine = Machine()
+        let first = UUID(), made = invitation()
+        machine.issue(first, made, expires: date + 600)
+        machine.issue(UUID(), invitation(.interactive), expires: date + 600)
+        for guess in 0..<100 {
+            let step = machine.requested(proof: [UInt8(guess)], certificate: certificate, name: "guess", from: "10.0.1.\(guess % 10)", now: start + .milliseconds(guess), date: date)
+            switch step {
+            case .refused(Machine.wrongCode), .held: break
+            default: Issue.record("a guess came to \(step)")
+            }
+        }
+        #expect(machine.invitations.count == 2)
+        let right = machine.requested(
+            proof: made.proof(certificate: certificate, name: "new"), certificate: certificate, name: "new", from: "10.0.2.1", now: start + .seconds(1), date: date)
+        #expect(right == .matched(first, made))
+        let report = machine.wrongCodeReport ?? ""
+        #expect(report.hasPrefix("10 join requests with a wrong code were refused (10.0.1.0 sent 1, "), "\(report)")
+        #expect(report.contains("and 5 more") && report.contains("the invitation stayed open"), "\(report)")
+        // The listener closes a little after the last invitation ended; the report starts again.
+        for id in Array(machine.invitations.keys) { _ = machine.expire(id) }
         #expect(lines(machine.deadlinePassed(.listenerIdle)) == ["closeListener"])
-        #expect(machine.wrongCodes == 0)
+        #expect(machine.wrongCodeReport == nil)
     }
 
     @Test("An interactive invitation holds the device that asked until the person decides: those waiting for it are told who asked, the person's decision reaches it once; one gone meanwhile refuses at once")

@@ -25,20 +25,29 @@ enum PairingDeadline: Hashable, Sendable {
 /// ```
 ///   an invitation:  open ──a request with its code──► used ──(interactive) asked(request)──► decided
 ///                     │                                 └──(token)─────────────────────────► decided
-///                     └──expiry, or withdrawn after 10 wrong codes──► gone (its waiters told)
+///                     └──expiry──► gone (its waiters told)
 ///   a join answered: awaiting confirmation(token) ──joinConfirmed──► committed
 ///                                                 └──deadline of its own token──► dropped
 ///   this device joining: idle ──join──► under way(those awaiting the result) ──ended(reply)──► ended(reply) ──result taken──► idle
 ///   the account:   unchanged ──a change begins──► changing(those queued) ──it ends──► the next queued, or unchanged
 /// ```
 ///
-/// Guessing is slow: five requests a minute from one address are looked at, the rest refused
-/// unread; ten wrong codes withdraw every open invitation (the person makes a new one).
+/// Guessing is slow, and costs only the guesser, as sshd's per-source penalties do: five
+/// requests a minute from one source (an IPv4 address, or an IPv6 /64) are looked at, and a
+/// source whose code was wrong is refused unread for 10 s, twice that after each further wrong
+/// code (up to 10 minutes), until it sent none for 10 minutes after its wait ended. Wrong codes never withdraw
+/// an invitation: a flood from strangers cannot take the person's join away, and a 40-bit
+/// secret at these rates holds for an invitation's lifetime (docs/wire-protocol.md, Pairing).
+/// The person is told of the wrong codes with the device that asks (`wrongCodeReport`).
 struct PairingStateMachine<Waiter: Sendable>: Sendable {
-    /// Join requests looked at per minute from one address.
+    /// Join requests looked at per minute from one source.
     static var attemptsPerMinute: Int { 5 }
-    /// Wrong codes after which the invitations are withdrawn.
-    static var wrongCodesAllowed: Int { 10 }
+    /// How long a source waits after its first wrong code; doubled with each further one.
+    static var firstPenalty: Duration { .seconds(10) }
+    /// The longest wait after a wrong code.
+    static var longestPenalty: Duration { .seconds(600) }
+    /// A source's wrong codes are forgotten this long after its wait ended.
+    static var penaltyMemory: Duration { .seconds(600) }
     /// How long a join answered waits for the joining device's confirmation.
     static var confirmationDeadline: Duration { .seconds(10) }
     /// How long the pairing listener stays open after the last invitation ended.
@@ -108,7 +117,14 @@ struct PairingStateMachine<Waiter: Sendable>: Sendable {
     /// Answered joins by the fingerprint of the certificate their device connected with.
     private(set) var answered: [String: AnsweredJoin] = [:]
     private var attempts: [String: [ContinuousClock.Instant]] = [:]
-    private(set) var wrongCodes = 0
+    /// What a source's wrong codes cost it.
+    struct Penalty: Sendable {
+        var wrongCodes: Int
+        var until: ContinuousClock.Instant
+    }
+    private(set) var penalties: [String: Penalty] = [:]
+    /// Wrong codes by source while the listener has been open, for the person.
+    private(set) var wrongCodes: [String: Int] = [:]
     private(set) var joining: Joining = .idle
     private(set) var accountChange: AccountChange = .unchanged
 
@@ -138,36 +154,63 @@ struct PairingStateMachine<Waiter: Sendable>: Sendable {
 
     /// What a join request with a code comes to.
     enum Request: Sendable, Equatable {
-        /// Refused with this reason, unread or with a wrong code.
+        /// Refused unread: the source asked too often, or its last code was wrong too lately.
+        case held(String)
+        /// Refused: the code is wrong.
         case refused(String)
-        /// Refused, and these invitations are withdrawn: too many wrong codes.
-        case withdraw([UUID], refusal: String)
         /// The code is that of this invitation, which is now used.
         case matched(UUID, Invitation)
     }
 
+    /// The source a request is counted under: an IPv4 address, or the /64 of an IPv6 one
+    /// (a host holds a whole /64 on most networks, so one address each would not slow it).
+    static func source(of address: String) -> String {
+        let bare = String(address.split(separator: "%", maxSplits: 1).first ?? "")
+        // An IPv4 peer of a dual-stack listener comes as ::ffff:a.b.c.d: it is its IPv4 address.
+        if bare.lowercased().hasPrefix("::ffff:"), bare.contains(".") { return String(bare.dropFirst(7)) }
+        var bytes = [UInt8](repeating: 0, count: 16)
+        guard bare.contains(":"), inet_pton(AF_INET6, bare, &bytes) == 1 else { return address }
+        return stride(from: 0, to: 8, by: 2).map { String(format: "%02x%02x", bytes[$0], bytes[$0 + 1]) }.joined(separator: ":") + "::/64"
+    }
+
     static var wrongCode: String { "the code is wrong, was used already, or has expired; ask for a new one with 'handoff device invite'" }
 
-    /// A device at `address` (nil in memory) asks to join with `proof`.
+    /// A device at `address` (nil: in this process, one source) asks to join with `proof`.
     mutating func requested(proof: [UInt8], certificate: [UInt8], name: String, from address: String?, now: ContinuousClock.Instant, date: Date) -> Request {
-        if let address {
-            if attempts.count >= 256 { attempts = attempts.filter { $0.value.contains { now - $0 < .seconds(60) } } }
-            let recent = (attempts[address] ?? []).filter { now - $0 < .seconds(60) }
-            guard recent.count < Self.attemptsPerMinute else {
-                return .refused("too many join attempts from this address; wait a minute and try again")
-            }
-            attempts[address] = recent + [now]
+        let source = address.map(Self.source(of:)) ?? "this process"
+        if attempts.count >= 256 { attempts = attempts.filter { $0.value.contains { now - $0 < .seconds(60) } } }
+        if penalties.count >= 256 { penalties = penalties.filter { now - $0.value.until < Self.penaltyMemory } }
+        if let penalty = penalties[source], now < penalty.until {
+            let wait = penalty.until - now
+            return .held("a wrong code came from this address \(penalty.wrongCodes == 1 ? "moments" : "several times") ago; wait \(Int((wait / .seconds(1)).rounded(.up))) s and try again")
         }
+        let recent = (attempts[source] ?? []).filter { now - $0 < .seconds(60) }
+        guard recent.count < Self.attemptsPerMinute else {
+            return .held("too many join attempts from this address; wait a minute and try again")
+        }
+        attempts[source] = recent + [now]
         guard let (id, offer) = invitations.first(where: { !$0.value.used && $0.value.expires > date && $0.value.invitation.isValid(proof: proof, certificate: certificate, name: name) })
         else {
-            wrongCodes += 1
-            guard wrongCodes >= Self.wrongCodesAllowed, !invitations.isEmpty else { return .refused(Self.wrongCode) }
-            wrongCodes = 0
-            return .withdraw(Array(invitations.keys), refusal: Self.wrongCode)
+            var penalty = penalties[source].flatMap { now - $0.until < Self.penaltyMemory ? $0 : nil } ?? Penalty(wrongCodes: 0, until: now)
+            penalty.wrongCodes += 1
+            penalty.until = now + min(Self.firstPenalty * (1 << min(penalty.wrongCodes - 1, 16)), Self.longestPenalty)
+            penalties[source] = penalty
+            if !invitations.isEmpty { wrongCodes[source, default: 0] += 1 }
+            return .refused(Self.wrongCode)
         }
         // One use, whatever comes of it.
         invitations[id]?.used = true
         return .matched(id, offer.invitation)
+    }
+
+    /// What the person is told of wrong codes while invitations were open, or nil for none:
+    /// "5 join requests with a wrong code were refused (10.0.0.3 sent 3, 10.0.0.4 sent 2)".
+    var wrongCodeReport: String? {
+        guard !wrongCodes.isEmpty else { return nil }
+        let total = wrongCodes.values.reduce(0, +)
+        let sources = wrongCodes.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+        let named = sources.prefix(5).map { "\($0.key) sent \($0.value)" }.joined(separator: ", ") + (sources.count > 5 ? ", and \(sources.count - 5) more" : "")
+        return "\(total) join request\(total == 1 ? "" : "s") with a wrong code \(total == 1 ? "was" : "were") refused (\(named)): someone on the network may be guessing; the invitation stayed open, and each wrong code slows its sender down"
     }
 
     /// `waiter` waits for a device to ask with invitation `id`: told at once if one did; nil
@@ -226,8 +269,8 @@ struct PairingStateMachine<Waiter: Sendable>: Sendable {
             return expire(id)
         case .listenerIdle:
             guard invitations.isEmpty else { return [] }
-            // Guesses start from zero with the next listener.
-            wrongCodes = 0
+            // The next listener's report starts empty (the sources' penalties stay).
+            wrongCodes = [:]
             return [.closeListener]
         case .confirmation(let key, let token):
             _ = confirmationDeadlinePassed(key, token: token)
