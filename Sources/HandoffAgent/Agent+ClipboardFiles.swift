@@ -14,13 +14,23 @@ extension Agent {
     /// How long fetched files stay: an app that pasted them has long copied them by then.
     static let clipboardFilesLifetime: TimeInterval = 3600
 
-    /// Removes the folders of pastes older than `clipboardFilesLifetime`.
-    nonisolated func removeStaleClipboardFiles() {
+    /// Removes the folders of pastes older than `clipboardFilesLifetime`, and with
+    /// `unfinished` (at start) those of pastes that never ended: a paste killed with the agent
+    /// leaves its part file, and no app was ever given that folder.
+    nonisolated func removeStaleClipboardFiles(unfinished: Bool = false) {
         let folders = (try? FileManager.default.contentsOfDirectory(at: clipboardFilesFolder, includingPropertiesForKeys: [.creationDateKey])) ?? []
         for folder in folders {
             let made = (try? folder.resourceValues(forKeys: [.creationDateKey]).creationDate) ?? .distantPast
-            if Date().timeIntervalSince(made) > Self.clipboardFilesLifetime { try? FileManager.default.removeItem(at: folder) }
+            if Date().timeIntervalSince(made) > Self.clipboardFilesLifetime || (unfinished && Self.holdsPartFile(folder)) {
+                try? FileManager.default.removeItem(at: folder)
+            }
         }
+    }
+
+    /// Whether a paste's folder still holds a file being received (`.NAME.part`).
+    private nonisolated static func holdsPartFile(_ folder: URL) -> Bool {
+        guard let files = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil) else { return false }
+        return files.contains { ($0 as? URL).map { $0.lastPathComponent.hasPrefix(".") && $0.lastPathComponent.hasSuffix(".part") } ?? false }
     }
 
     // MARK: The copying device

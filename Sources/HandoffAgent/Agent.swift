@@ -272,7 +272,7 @@ public actor Agent {
         store.sweep()
         // Copies kept by an agent that did not stop (it was killed) are offered by no one.
         try? FileManager.default.removeItem(at: clipboardFolder)
-        removeStaleClipboardFiles()
+        removeStaleClipboardFiles(unfinished: true)
         if configuration.allowsUnsignedApps {
             logger.warning("development mode: apps that are not signed are installed too (each with a warning); turn it off for everyday use")
         }
@@ -734,6 +734,9 @@ public actor Agent {
             reply = LocalReply(activities: await nearbyActivities())
         case .apps:
             reply = LocalReply(apps: installed.all.map(localApp))
+        case .installApp(let directory, _) where !directory.hasPrefix("/"):
+            // Read from the agent's working folder, not the caller's: refused, not guessed.
+            reply = .failure(LocalError(.badRequest, "'\(directory)' is a relative path: give the app's folder as an absolute path ('handoff apps install' does)"))
         case .installApp(let directory, let settings):
             do {
                 // Copying, hashing and flushing an app to disk take a while: on a thread of their

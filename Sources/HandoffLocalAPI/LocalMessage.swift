@@ -309,7 +309,7 @@ public enum LocalMessage: Sendable, Hashable {
         } catch let error as LocalError {
             throw error
         } catch let error as DecodingError {
-            throw LocalError(.badRequest, LocalMessage.describe(error))
+            throw LocalError(.badRequest, LocalMessage.describe(error, in: frame.payload))
         } catch {
             throw LocalError(.badRequest, "the message is not valid JSON: \(error)")
         }
@@ -328,6 +328,24 @@ public enum LocalMessage: Sendable, Hashable {
         decoder.dateDecodingStrategy = .secondsSince1970
         return decoder
     }()
+
+    /// What is wrong, as `describe(_:)` says it; where the decoder names no field (a number
+    /// that fits no integer field, as Foundation reports it), the bytes are looked at again so
+    /// that valid JSON is never called invalid.
+    static func describe(_ error: DecodingError, in payload: [UInt8]) -> String {
+        guard case .dataCorrupted(let context) = error, context.codingPath.isEmpty,
+            let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any]
+        else { return describe(error) }
+        if let request = object["request"], !isRequestNumber(request) { return "'request' should be an integer from 1 to 2^53 - 1" }
+        return "the message is valid JSON, but a value in it is not one its field takes: \(context.debugDescription)"
+    }
+
+    /// Whether a JSON value is a request number: an integer from 1 to 2^53 - 1.
+    private static func isRequestNumber(_ value: Any) -> Bool {
+        guard let number = value as? NSNumber, !(value is Bool) else { return false }
+        let double = number.doubleValue
+        return double >= 1 && double < 9_007_199_254_740_992 && double == double.rounded() && "\(number)".allSatisfy(\.isNumber)
+    }
 
     static func describe(_ error: DecodingError) -> String {
         func path(_ keys: [any CodingKey]) -> String {

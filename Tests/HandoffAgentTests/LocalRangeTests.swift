@@ -69,6 +69,16 @@ struct LocalRangeTests {
         }
     }
 
+    @Test("A JSON message whose request number is not one is answered saying so, not as JSON that cannot be read", arguments: ["-1", "1.5", "\"two\"", "18446744073709551616", "true"])
+    func badRequestNumber(request: String) async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let replies = try await Self.exchange(a.socket, [#"{"type":"status","request":"# + request + "}", #"{"type":"status","request":5}"#], last: 5)
+            let said = Self.error(replies, request: 0) ?? "no answer"
+            #expect(said.contains("'request'") && !said.contains("not valid JSON"), "\(request): \(said)")
+        }
+    }
+
     @Test("An activity that expires at Date.distantFuture is offered, and the agent goes on")
     func distantFutureOffered() async throws {
         try await withHarness { harness in
@@ -80,6 +90,36 @@ struct LocalRangeTests {
             try app.client.send(.becameCurrent(activity))
             #expect(await eventually { (try? await a.call(.status).status?.currentActivity?.id) == activity.id })
             app.client.close()
+        }
+    }
+}
+
+/// What an agent refuses or cleans up so that nothing depends on where it was started or how
+/// it last ended.
+@Suite("Local paths and leftovers")
+struct LocalPathTests {
+    @Test("An app folder given as a relative path is refused, saying to give an absolute one; nothing is read from the agent's working folder")
+    func relativeInstallPathRefused() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let reply = try await a.attempt(.installApp(directory: "Examples/MapViewer/App", settings: [:]))
+            #expect(reply.error?.message.contains("relative path") == true && reply.error?.message.contains("absolute") == true, "\(reply)")
+            #expect(try await a.call(.apps).apps?.isEmpty == true)
+        }
+    }
+
+    @Test("A file paste killed with the agent leaves no part file after the next start; a finished paste's files stay their hour")
+    func killedPasteCleanedAtStart() async throws {
+        try await withHarness { harness in
+            let pastes = harness.root.appendingPathComponent("alpha/clipboard-files", isDirectory: true)
+            let killed = pastes.appendingPathComponent(UUID().uuidString).appendingPathComponent("0", isDirectory: true)
+            let finished = pastes.appendingPathComponent(UUID().uuidString).appendingPathComponent("0", isDirectory: true)
+            for folder in [killed, finished] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
+            try Data("half of a file".utf8).write(to: killed.appendingPathComponent(".report.pdf.part"))
+            try Data("a whole file".utf8).write(to: finished.appendingPathComponent("notes.txt"))
+            _ = try await harness.start("alpha")
+            #expect(!FileManager.default.fileExists(atPath: killed.deletingLastPathComponent().path), "the killed paste's folder is still there")
+            #expect(FileManager.default.fileExists(atPath: finished.appendingPathComponent("notes.txt").path))
         }
     }
 }
