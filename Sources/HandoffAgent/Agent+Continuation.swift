@@ -422,6 +422,10 @@ extension Agent {
         guard let app = installed.app(bundleIdentifier) else {
             return run(continuations.launchFailed(bundleIdentifier, attempt: attempt, reason: "the app '\(bundleIdentifier)' is not installed"))
         }
+        guard app.executableIntact else {
+            logger.warning("did not start '\(bundleIdentifier)': its executable \(app.executable.path) changed since it was installed")
+            return run(continuations.launchFailed(bundleIdentifier, attempt: attempt, reason: Self.changedExecutable(app)))
+        }
         let data = configuration.stateDirectory.appendingPathComponent("data/\(bundleIdentifier)", isDirectory: true)
         try? FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         // What the app prints goes to its log beside the agent's state, not to the agent's terminal.
@@ -609,7 +613,7 @@ extension Agent {
             bundleIdentifier: app.manifest.bundleIdentifier, teamIdentifier: app.manifest.teamIdentifier, executable: app.executable.path,
             activityTypes: app.manifest.continuableActivityTypes.sorted(),
             running: sessions.values.filter { $0.app?.manifest.bundleIdentifier == app.manifest.bundleIdentifier }.count,
-            signedBy: app.signedBy, teamSource: app.manifest.teamSource?.description)
+            signedBy: app.signedBy, teamSource: app.manifest.teamSource?.description, executableChanged: app.executableIntact ? nil : true)
     }
 }
 

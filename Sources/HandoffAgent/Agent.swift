@@ -654,6 +654,10 @@ public actor Agent {
         }
         let running = peer.executable.map { $0.resolvingSymlinksInPath().standardizedFileURL.path }
         let match = installed.all.first { app in !app.runsInProcess && app.executable.resolvingSymlinksInPath().standardizedFileURL.path == running }
+        if let match, !match.executableIntact {
+            logger.warning("refused a process as '\(match.manifest.bundleIdentifier)': its executable \(match.executable.path) changed since it was installed")
+            return .failure(LocalError(.notAllowed, Self.changedExecutable(match)))
+        }
         if let claimed, !claimed.isEmpty, match?.manifest.bundleIdentifier != claimed {
             if let copy = installed.app(claimed) {
                 return .failure(LocalError(.notAllowed, "process \(peer.pid) (\(running ?? "unknown executable")) claims to be '\(claimed)', but that app's executable is \(copy.executable.path); start the installed app, or install this build with 'handoff apps install'"))
@@ -663,6 +667,11 @@ public actor Agent {
             }
         }
         return .success(match)
+    }
+
+    /// Why an app whose executable changed since install is neither started nor taken.
+    static func changedExecutable(_ app: InstalledApp) -> String {
+        "the executable of '\(app.manifest.bundleIdentifier)' (\(app.executable.path)) changed since it was installed: it is no longer the app \(app.signedBy.map { "team \($0) signed" } ?? "that was installed"); install the app again with 'handoff apps install'"
     }
 
     func handle(_ message: LocalMessage, from session: Session, logger: Logger) async {

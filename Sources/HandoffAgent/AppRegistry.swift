@@ -20,6 +20,11 @@ package struct InstalledApp: Sendable, Hashable {
     package var runsInProcess = false
     /// The team whose key signed it; nil for an unsigned app (development mode only).
     package var signedBy: String? = nil
+    /// Its executable as it was checked; nil for an app in the agent's own process.
+    package var seal: ExecutableSeal? = nil
+
+    /// Whether its executable is still the one installed (an app in process has none).
+    package var executableIntact: Bool { runsInProcess || seal?.holds(for: executable) == true }
 }
 
 /// Why an app could not be installed or found.
@@ -133,6 +138,7 @@ package struct AppRegistry: Sendable {
         if replaced { try? fileManager.removeItem(at: staging) }
         var installed = try Self.read(target)
         installed.signedBy = staged.app.signedBy
+        installed.seal = staged.app.seal
         return (installed, staged.warning)
     }
 
@@ -160,7 +166,9 @@ package struct AppRegistry: Sendable {
                 throw AppRegistryError(
                     "\(shown): refused: '\(bundle)' is not signed. Sign it with 'handoff apps sign \(shown) --key TEAM.key', or run the agent in development mode (--development-mode) to allow unsigned apps on this device")
             }
-            return (app, "'\(bundle)' is not signed; it is allowed only because the agent runs in development mode")
+            var sealed = app
+            sealed.seal = ExecutableSeal(of: app.executable)
+            return (sealed, "'\(bundle)' is not signed; it is allowed only because the agent runs in development mode")
         }
         var app = try Self.read(directory)
         let bundle = app.manifest.bundleIdentifier
@@ -174,6 +182,7 @@ package struct AppRegistry: Sendable {
                 "\(shown): '\(bundle)' names team '\(declared)'\(source), but it is signed by team '\(team)' (its key's identifier); set com.apple.developer.team-identifier to '\(team)' and sign it again")
         }
         app.signedBy = team
+        app.seal = ExecutableSeal(of: app.executable)
         return (app, nil)
     }
 

@@ -24,8 +24,14 @@ extension Apps {
             table(
                 ["APP", "TEAM", "SIGNED", "RUNNING", "ACTIVITY TYPES"],
                 apps.map {
-                    [$0.bundleIdentifier, $0.teamIdentifier ?? "-", $0.signedBy == nil ? "no" : "yes", "\($0.running)", $0.activityTypes.joined(separator: ", ")]
+                    [
+                        $0.bundleIdentifier, $0.teamIdentifier ?? "-", $0.executableChanged == true ? "CHANGED" : $0.signedBy == nil ? "no" : "yes", "\($0.running)",
+                        $0.activityTypes.joined(separator: ", "),
+                    ]
                 })
+            if apps.contains(where: { $0.executableChanged == true }) {
+                print("\nCHANGED: the executable is no longer the one installed (and signed): it is neither started nor taken for the app; install the app again.")
+            }
         }
     }
 }

@@ -83,11 +83,15 @@ public struct LocalApp: Codable, Sendable, Hashable {
     public var signedBy: String?
     /// Where the team identifier was read ("the build setting DEVELOPMENT_TEAM"…).
     public var teamSource: String?
+    /// True when the executable is no longer the one installed (and signed): the agent
+    /// neither starts it nor takes its processes for the app. Absent while it is.
+    public var executableChanged: Bool?
 
     public init(
         bundleIdentifier: String, teamIdentifier: String?, executable: String, activityTypes: [String], running: Int, signedBy: String? = nil,
-        teamSource: String? = nil
+        teamSource: String? = nil, executableChanged: Bool? = nil
     ) {
+        self.executableChanged = executableChanged
         self.signedBy = signedBy
         self.teamSource = teamSource
         self.bundleIdentifier = bundleIdentifier

@@ -1,6 +1,7 @@
 import Foundation
 import Handoff
 import HandoffLocalAPI
+import HandoffSigning
 import HandoffTesting
 import Testing
 
@@ -84,6 +85,72 @@ struct ImpostorTests {
                 // Refused, saying why, to the app itself.
                 #expect(injected.contains("started with \(variable) set"), "\(variable): \(injected)")
             }
+        }
+    }
+
+    /// How an attacker replaces an installed app's executable in the user's state folder.
+    enum Replacement: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// Bytes written over the file in place (same inode), its modification time set back.
+        case writtenOver = "written over, time set back"
+        /// Another file renamed over it (a new inode).
+        case renamedOver = "renamed over"
+        var testDescription: String { rawValue }
+    }
+
+    @Test("S8: A signed app's executable replaced after install is neither taken for the app at hello nor started for a continuation, and 'apps' says it changed", arguments: Replacement.allCases)
+    func replacedExecutable(replacement: Replacement) async throws {
+        try await withHarness { harness in
+            let key = TeamKey.generate()
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta") { $0.allowsUnsignedApps = false }
+            try await harness.pair([a, b])
+            // A signed app whose executable is a copy of python3, so that it can speak for itself.
+            let app = try makeApp(in: harness.root, team: key.teamIdentifier)
+            let python = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath()
+            try FileManager.default.removeItem(at: app.appendingPathComponent("Notes"))
+            try FileManager.default.copyItem(at: python, to: app.appendingPathComponent("Notes"))
+            try AppSignature.sign(app, with: key)
+            try await b.call(.installApp(directory: app.path))
+            let installed = b.state.appendingPathComponent("apps/com.example.notes/Notes")
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("impostor.py").path
+            func hello() async throws -> String {
+                let run = try RunningCommand(installed, [script, b.socket, installed.path, "com.example.notes", "\(LocalMessage.version)", "self"])
+                try #require(await eventually(within: .seconds(15)) { run.output.contains("\"type\": \"reply\"") || run.output.contains("CLOSED") }, "no answer: \(run.output)")
+                return run.output
+            }
+            // The control: the installed executable is the app.
+            #expect(try await hello().contains("\"app\": {"))
+            #expect(try await b.call(.apps).apps?.first?.executableChanged == nil)
+
+            // Still python, so it still runs and speaks: only its bytes differ.
+            var bytes = try Data(contentsOf: installed)
+            bytes.append(contentsOf: Array("# not what the team signed".utf8))
+            switch replacement {
+            case .writtenOver:
+                var info = stat()
+                stat(installed.path, &info)
+                let handle = try FileHandle(forWritingTo: installed)
+                try handle.write(contentsOf: bytes)
+                try handle.close()
+                var times = [info.st_atim, info.st_mtim]
+                utimensat(AT_FDCWD, installed.path, &times, 0)
+            case .renamedOver:
+                let other = installed.deletingLastPathComponent().appendingPathComponent(".Notes.new")
+                try bytes.write(to: other)
+                chmod(other.path, 0o755)
+                rename(other.path, installed.path)
+            }
+            let listed = try #require(try await b.call(.apps).apps?.first)
+            #expect(listed.executableChanged == true, "\(listed)")
+            let refused = try await hello()
+            #expect(!refused.contains("\"app\": {") && refused.contains("changed since it was installed"), "taken for the app: \(refused)")
+
+            // A continuation for it: the app is not started, and the reason is given.
+            let activity = ActivityAnnouncement(id: UUID(), activityType: "com.example.notes.editing", title: "A note", teamIdentifier: key.teamIdentifier)
+            let origin = try await a.offer(activity, answering: .answer(ActivityRecord(activity: activity)), seenBy: b)
+            let continued = try await b.attempt(.continue(activity: activity.id))
+            #expect(continued.error?.message.contains("changed since it was installed") == true, "\(continued)")
+            origin.client.close()
         }
     }
 
