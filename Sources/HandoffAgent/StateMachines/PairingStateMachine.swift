@@ -34,15 +34,15 @@ enum PairingDeadline: Hashable, Sendable {
 ///
 /// Guessing is slow, and costs only the guesser, as sshd's per-source penalties do: five
 /// requests a minute from one source (an IPv4 address, or an IPv6 /64) are looked at, and a
-/// source whose code was wrong is refused unread for 10 s, twice that after each further wrong
-/// code (up to 10 minutes), until it sent none for 10 minutes after its wait ended. Wrong codes never withdraw
+/// source whose code was wrong twice is refused unread for 10 s, twice that after each further
+/// wrong code (up to 10 minutes), until it sent none for 10 minutes after its wait ended. Wrong codes never withdraw
 /// an invitation: a flood from strangers cannot take the person's join away, and a 40-bit
 /// secret at these rates holds for an invitation's lifetime (docs/wire-protocol.md, Pairing).
 /// The person is told of the wrong codes with the device that asks (`wrongCodeReport`).
 struct PairingStateMachine<Waiter: Sendable>: Sendable {
     /// Join requests looked at per minute from one source.
     static var attemptsPerMinute: Int { 5 }
-    /// How long a source waits after its first wrong code; doubled with each further one.
+    /// How long a source waits after its second wrong code; doubled with each further one.
     static var firstPenalty: Duration { .seconds(10) }
     /// The longest wait after a wrong code.
     static var longestPenalty: Duration { .seconds(600) }
@@ -193,7 +193,8 @@ struct PairingStateMachine<Waiter: Sendable>: Sendable {
         else {
             var penalty = penalties[source].flatMap { now - $0.until < Self.penaltyMemory ? $0 : nil } ?? Penalty(wrongCodes: 0, until: now)
             penalty.wrongCodes += 1
-            penalty.until = now + min(Self.firstPenalty * (1 << min(penalty.wrongCodes - 1, 16)), Self.longestPenalty)
+            // The first is free (a person who typed an older code, then the right one).
+            penalty.until = penalty.wrongCodes == 1 ? now : now + min(Self.firstPenalty * (1 << min(penalty.wrongCodes - 2, 16)), Self.longestPenalty)
             penalties[source] = penalty
             if !invitations.isEmpty { wrongCodes[source, default: 0] += 1 }
             return .refused(Self.wrongCode)
