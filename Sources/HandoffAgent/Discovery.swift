@@ -542,14 +542,21 @@ package actor Discovery {
     /// Where DNS-SD found a Handoff service no account device's beacon came from: the first
     /// address of each, at most 16.
     private func serviceTargetAddresses() async -> [SocketAddress] {
-        let heardFrom = Set(devices.values.map { "\($0.address) \($0.linkPort)" })
+        // Lately: within two idle refreshes, as a member with nothing to offer beacons that seldom.
+        let recent = Date().addingTimeInterval(-max(configuration.expiry, configuration.idleRefreshInterval * 2).seconds)
+        // A service is covered only by its device's beacons over multicast: the group then
+        // carries beacons on that link, this device's too. One heard by unicast proves only
+        // that it reaches this device; the unicast it sent is the way back it needs.
+        let overMulticast = devices.values.filter { device in
+            guard let heard = familiesHeard[device.sender] else { return false }
+            return (heard.v4.map { $0 > recent } ?? false) || heard.v6.values.contains { $0 > recent }
+        }
+        let heardFrom = Set(overMulticast.map { "\($0.address) \($0.linkPort)" })
         let covered = serviceTargets.filter { service in service.addresses.contains { heardFrom.contains("\($0) \(service.port)") } }
         // Unicast to the others is for networks that carry mDNS but not our group. Where a
         // member's beacons come over multicast, the services left are devices of other
         // accounts (their beacons never open here): they get none of this device's, which
         // would otherwise go out once more for each of them, on every device.
-        // Lately: within two idle refreshes, as a member with nothing to offer beacons that seldom.
-        let recent = Date().addingTimeInterval(-max(configuration.expiry, configuration.idleRefreshInterval * 2).seconds)
         let multicastCarries = familiesHeard.values.contains { heard in
             (heard.v4.map { $0 > recent } ?? false) || heard.v6.values.contains { $0 > recent }
         }
@@ -564,8 +571,13 @@ package actor Discovery {
         }
     }
 
+    /// A service found for the first time (a device started, joined, or came into reach) gets
+    /// a beacon at once, as a device heard for the first time does (`greet`), not at the next
+    /// refresh, two minutes off for a device with nothing to offer.
     private func serviceDiscoveryFound(_ services: [DNSSDService]) {
+        let known = Set(serviceTargets.map(\.instance))
         serviceTargets = services
+        if services.contains(where: { !known.contains($0.instance) }) { greet() }
     }
 
     /// The DNS-SD services found, the names in use, and what DNS-SD saw (nil: it does not run).

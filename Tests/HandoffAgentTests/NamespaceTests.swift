@@ -522,6 +522,47 @@ extension NamespaceTests {
 }
 
 extension NamespaceTests {
+    @Test(
+        "Where the network carries mDNS but drops the beacon group, DNS-SD's unicast carries beacons both ways: each member lists the other and the other's new activity",
+        .enabled(if: hasNft, "needs nftables' nft for the namespaces' firewalls; skipped"))
+    func serviceDiscoveryBothWays() async throws {
+        try await Segment.with(hosts: ["a", "b"]) { segment in
+            for host in ["a", "b"] {
+                try segment.run(in: host, ["nft", "-f", "-"], input: Data("""
+                    table inet handoff-test {
+                        chain input { type filter hook input priority 0; udp dport 47168 drop; }
+                    }
+                    """.utf8))
+            }
+            let a = try await segment.start("a", name: "alpha")
+            let b = try await segment.start("b", name: "beta")
+            try await a.call(.createAccount(name: "home"))
+            let invitation = try #require(try await a.call(.invite(token: true, host: nil, lifetime: 60)).invitation)
+            try await b.call(.join(code: invitation.code))
+            try await b.call(.awaitJoinResult)
+            func lists(_ viewer: TestDevice, _ name: String) async -> Bool {
+                (try? await viewer.call(.devices).devices?.contains { $0.name == name && $0.isNearby }) == true
+            }
+            func seen(_ device: TestDevice) async -> String {
+                let checks = (try? await device.call(.doctor).checks ?? []) ?? []
+                return checks.filter { $0.area.hasPrefix("dns-sd") || $0.area == "peer" }.map { "\($0.area) \($0.subject ?? ""): \($0.finding)" }.joined(separator: "; ")
+            }
+            let aListsB = await eventually(within: .seconds(60)) { await lists(a, "beta") }
+            let seenOnA = await seen(a)
+            #expect(aListsB, "alpha never listed beta: \(seenOnA)")
+            let bListsA = await eventually(within: .seconds(60)) { await lists(b, "alpha") }
+            let seenOnB = await seen(b)
+            #expect(bListsA, "beta never listed alpha: \(seenOnB)")
+            // Both ways now, not only at the start: each one's new activity reaches the other.
+            let (onA, _) = try await offer(on: a, seenBy: b, title: "from alpha, over DNS-SD's unicast")
+            let (onB, _) = try await offer(on: b, seenBy: a, title: "from beta, over DNS-SD's unicast")
+            onA.client.close()
+            onB.client.close()
+        }
+    }
+}
+
+extension NamespaceTests {
     @Test("S6: Join requests with wrong codes from two addresses during an invitation withdraw nothing: the real device still joins, and the inviting person is told who guessed")
     func joinFlood() async throws {
         try await Segment.with(hosts: ["a", "b", "c", "d"]) { segment in
