@@ -42,6 +42,10 @@ package struct AccountState: Codable, Sendable, Hashable {
 
     /// The account's recent changes, signed, for members that missed them.
     package static let changesFileName = "account-changes.json"
+    /// The account a join answered with, saved by the joining device before it confirms (the
+    /// inviting device commits only then); it becomes `fileName` with the commit, and a join
+    /// that ended without one (refused, cut off, killed) leaves none at the next start.
+    package static let joiningFileName = "account-joining.json"
 
     /// The retired keys, skipping any that are damaged.
     package var retiredKeys: [BeaconKey] {

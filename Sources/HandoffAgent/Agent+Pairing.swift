@@ -307,10 +307,12 @@ extension Agent {
         let name = deviceName
         let request = LinkMessage.joinRequest(version: LinkMessage.version, name: name, certificate: certificate, proof: invitation.proof(certificate: certificate, name: name))
         let deadline: Duration = invitation.kind == .interactive ? .seconds(600) : .seconds(30)
-        tasks.start("join") { [identity, network] in
+        tasks.start("join") { [identity, network, store] in
             let answers: [Frame]
-            // The first answer accepted is confirmed, once; the second is the commit.
+            // The first answer accepted is confirmed, once, after the account it carries is on
+            // disk here; the second is the commit. Why it was not confirmed, if it was not.
             let confirmed = Mutex(false)
+            let unsaved = Mutex<String?>(nil)
             // Whether a device answered at the address with a certificate the code does not pin.
             let unpinned = Mutex(false)
             do {
@@ -323,7 +325,15 @@ extension Agent {
                             return matches
                         }
                     ) { answer in
-                        guard case .joinAccepted? = try? LinkMessage(frame: answer), !confirmed.withLock({ $0 }) else { return nil }
+                        guard case .joinAccepted(let change)? = try? LinkMessage(frame: answer), !confirmed.withLock({ $0 }) else { return nil }
+                        // Saved before the confirmation: a device that cannot keep the account
+                        // (a full disk) never confirms, so the inviting device adds nobody.
+                        do {
+                            try store.save(try change.account(), to: AccountState.joiningFileName)
+                        } catch {
+                            unsaved.withLock { $0 = "\(error)" }
+                            return nil
+                        }
                         confirmed.withLock { $0 = true }
                         return LinkMessage.joinConfirmed.frame
                     }
@@ -335,10 +345,16 @@ extension Agent {
             } catch {
                 return self.joinEnded(.failure(LocalError(.failed, "cannot reach the inviting device at \(invitation.host):\(invitation.port), or it is not the device that made the code: \(error)")))
             }
+            if let reason = unsaved.withLock({ $0 }) {
+                try? FileManager.default.removeItem(at: store.url(AccountState.joiningFileName))
+                return self.joinEnded(.failure(LocalError(.failed, "this device could not save the account it was let into (\(reason)), so it did not confirm, and the inviting device added nobody; free some space here and join again with a new code")))
+            }
             guard let answer = answers.last else {
                 return self.joinEnded(.failure(LocalError(.failed, "the inviting device did not answer")))
             }
-            self.joinEnded(await self.joined(answer))
+            let reply = await self.joined(answer)
+            try? FileManager.default.removeItem(at: store.url(AccountState.joiningFileName))
+            self.joinEnded(reply)
         }
         return LocalReply(verification: invitation.kind == .interactive ? invitation.verificationNumber(certificate: certificate) : nil)
     }

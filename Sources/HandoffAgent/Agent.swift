@@ -270,6 +270,12 @@ public actor Agent {
         }
         lifecycle = .running(lockFile: lockFile)
         store.sweep()
+        // A join this device was killed in the middle of: the inviting device commits only on
+        // a confirmation sent after this file was written, and no answer was taken up.
+        if FileManager.default.fileExists(atPath: store.url(AccountState.joiningFileName).path) {
+            try? FileManager.default.removeItem(at: store.url(AccountState.joiningFileName))
+            logger.warning("a join was cut off when this agent last stopped; if the inviting device lists this device, remove it there, then join again")
+        }
         // Copies kept by an agent that did not stop (it was killed) are offered by no one.
         try? FileManager.default.removeItem(at: clipboardFolder)
         removeStaleClipboardFiles(unfinished: true)
