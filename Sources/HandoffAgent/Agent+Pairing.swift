@@ -42,9 +42,11 @@ extension Agent {
         // Its expiry is a timer cancelled when the invitation ends sooner (used, withdrawn).
         run(pairing.issue(id, invitation, expires: expires, lifetime: .milliseconds(Int64(lifetime * 1000))))
         logger.notice("made an invitation to '\(account.name)'", metadata: ["kind": "\(kind)", "expires": "\(expires)"])
-        return LocalReply(
+        var reply = LocalReply(
             invitation: LocalInvitation(
                 id: id, code: invitation.code, kind: kind == .token ? "token" : "interactive", expires: expires, host: address, port: invitation.port))
+        reply.warnings = endpoints.pairing.notice.map { [$0] }
+        return reply
     }
 
     /// Where a joining device reaches this one: the listen address if it is one, else the
@@ -656,14 +658,31 @@ extension Agent {
         // who connects learns nothing of this device, and the next listener shows another.
         let shown = identity.showingOwnCertificates()
         endpoints.pairing.identity = shown
-        do {
-            endpoints.pairing.listener = try await network.listen(
-                identity: shown, trust: .shown({ _ in true }), host: listenHost, port: port, whenAccepted: { _ in },
+        endpoints.pairing.notice = nil
+        let listen = { (port: Int) async throws -> any LinkListening in
+            try await self.network.listen(
+                identity: shown, trust: .shown({ _ in true }), host: self.listenHost, port: port, whenAccepted: { _ in },
                 acceptStream: { _, _, _ in ContinuationFailure(code: ContinuationFailure.Code.handoffFailed, message: "the pairing listener carries no streams") }
             ) { [weak self] frame, peer in
                 await self?.answerJoin(frame, from: peer)
             }
+        }
+        do {
+            endpoints.pairing.listener = try await listen(port)
             return .success(())
+        } catch where port != 0 {
+            // Another program holds the usual port (on a shared machine, another user's agent,
+            // or a squatter): the code carries the port, so any free one serves.
+            do {
+                let listener = try await listen(0)
+                endpoints.pairing.listener = listener
+                let notice = "the pairing port \(port) is taken by another program on this machine (\(error)), so this invitation uses port \(listener.port); a firewall between the devices must let TCP port \(listener.port) through"
+                endpoints.pairing.notice = notice
+                logger.warning("\(notice)")
+                return .success(())
+            } catch {
+                return .failure(LocalError(.failed, "cannot listen for joining devices on \(listenHost):\(port) or any other port: \(error)"))
+            }
         } catch {
             return .failure(LocalError(.failed, "cannot listen for joining devices on \(listenHost):\(port): \(error)"))
         }

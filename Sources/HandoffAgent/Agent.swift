@@ -156,6 +156,8 @@ public actor Agent {
         var listener: (any LinkListening)?
         var identity: DeviceIdentity?
         var opening: Task<Result<Void, LocalError>, Never>?
+        /// What the person is told of this listener: that it is not on its usual port.
+        var notice: String?
     }
 
     /// A deadline one of the agent's machines set.

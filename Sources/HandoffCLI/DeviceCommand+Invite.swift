@@ -26,9 +26,12 @@ extension DeviceCommand {
         func run() async throws {
             guard let seconds = parseDuration(expires) else { throw ValidationError("--expires: '\(expires)' is not a duration such as 90s, 10m or 1h") }
             let client = try connection.connect()
-            guard let invitation = await call(client, .invite(token: token, host: address, lifetime: seconds)).invitation else {
+            let made = await call(client, .invite(token: token, host: address, lifetime: seconds))
+            guard let invitation = made.invitation else {
                 fail(LocalError(.failed, "the agent made no invitation"))
             }
+            // On standard error, so that a script reading the token from standard output gets it alone.
+            for warning in made.warnings ?? [] { printToStandardError("handoff: note: \(warning)\n") }
             if token {
                 print(invitation.code)
                 return

@@ -99,3 +99,35 @@ struct SharedMachineTests {
         }
     }
 }
+
+/// A second local user on a shared machine, against the first user's agent on a real link.
+@Suite(
+    "A second local user on the link", .serialized,
+    .enabled(if: canMakeNamespaces && canRunSecondUser, "needs root, iproute2, setpriv and python3 for namespaces and a second local user; skipped"))
+struct SecondUserOnTheLinkTests {
+    @Test("S6: A second local user holding the pairing port does not stop an invitation: it uses another port, says so, and a device joins with its code")
+    func pairingPortTaken() async throws {
+        try await Segment.with(hosts: ["a", "b"]) { segment in
+            let user = try localUser("handoff-watcher").get()
+            // The second user takes the pairing port (the link port plus one) on A's address first.
+            let squat = """
+                import socket, sys, time
+                s = socket.socket(); s.bind((sys.argv[1], 47171)); s.listen(); print("bound", flush=True); time.sleep(600)
+                """
+            let squatter = try RunningCommand(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                ["ip", "netns", "exec", "\(segment.prefix)a", "/usr/bin/setpriv", "--reuid", "\(user.uid)", "--regid", "\(user.gid)", "--clear-groups",
+                 "/usr/bin/python3", "-c", squat, segment.address("a")])
+            try #require(await eventually(within: .seconds(30)) { squatter.output.contains("bound") }, "the squatter printed: \(squatter.output)")
+            let a = try await segment.start("a", name: "alpha")
+            let b = try await segment.start("b", name: "beta")
+            try await a.call(.createAccount(name: "home"))
+            let made = try await a.attempt(.invite(token: true, host: nil, lifetime: 60))
+            let invitation = try #require(made.invitation, "no invitation: \(made)")
+            #expect(invitation.port != 47_171)
+            #expect(made.warnings?.first?.contains("pairing port 47171 is taken") == true, "\(made)")
+            try await b.call(.join(code: invitation.code))
+            #expect(try await b.call(.awaitJoinResult).account == "home")
+        }
+    }
+}
