@@ -27,10 +27,14 @@ extension Agent {
         }
     }
 
-    /// Whether a paste's folder still holds a file being received (`.NAME.part`).
+    /// The end of a file's name while it is received: `.NAME.handoff-part` (a name of the
+    /// agent's own, which no copied file has by chance, as it might `.part`).
+    static let partSuffix = ".handoff-part"
+
+    /// Whether a paste's folder still holds a file being received.
     private nonisolated static func holdsPartFile(_ folder: URL) -> Bool {
         guard let files = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil) else { return false }
-        return files.contains { ($0 as? URL).map { $0.lastPathComponent.hasPrefix(".") && $0.lastPathComponent.hasSuffix(".part") } ?? false }
+        return files.contains { ($0 as? URL).map { $0.lastPathComponent.hasPrefix(".") && $0.lastPathComponent.hasSuffix(partSuffix) } ?? false }
     }
 
     // MARK: The copying device
@@ -197,7 +201,7 @@ extension Agent {
         var bytes: [UInt8] = []
         var received: UInt64 = 0
         var handle: FileHandle?
-        let part = file.map { $0.deletingLastPathComponent().appendingPathComponent(".\($0.lastPathComponent).part") }
+        let part = file.map { $0.deletingLastPathComponent().appendingPathComponent(".\($0.lastPathComponent)\(Self.partSuffix)") }
         if let part {
             guard FileManager.default.createFile(atPath: part.path, contents: nil, attributes: [.posixPermissions: 0o600]), let opened = try? FileHandle(forWritingTo: part) else {
                 stream.reset("cannot write here")

@@ -315,6 +315,8 @@ extension Agent {
             // disk here; the second is the commit. Why it was not confirmed, if it was not.
             let confirmed = Mutex(false)
             let unsaved = Mutex<String?>(nil)
+            // However the join ends, the answered account is the real one or nothing.
+            defer { try? FileManager.default.removeItem(at: store.url(AccountState.joiningFileName)) }
             // Whether a device answered at the address with a certificate the code does not pin.
             let unpinned = Mutex(false)
             do {
@@ -341,22 +343,22 @@ extension Agent {
                     }
                 }
             } catch LinkError.ended(let answered, _) where answered == 1 {
-                return self.joinEnded(.failure(LocalError(.failed, "the inviting device answered but the join was not completed (the link ended); nothing changed, join again with a new code")))
+                guard confirmed.withLock({ $0 }) else {
+                    return self.joinEnded(.failure(LocalError(.failed, "the inviting device answered but the join was not completed (the link ended); nothing changed, join again with a new code")))
+                }
+                return self.joinEnded(.failure(LocalError(.failed, "the link to the inviting device ended after this device confirmed, before the join's end was heard: the inviting device may have added this device. If 'handoff devices' there lists it, remove it there; then join again with a new code")))
             } catch where unpinned.withLock({ $0 }) {
                 return self.joinEnded(.failure(LocalError(.failed, "the device at \(invitation.host):\(invitation.port) is not the one that made the code, so nothing was sent to it; check the code, or make a new one on the inviting device")))
             } catch {
                 return self.joinEnded(.failure(LocalError(.failed, "cannot reach the inviting device at \(invitation.host):\(invitation.port), or it is not the device that made the code: \(error)")))
             }
             if let reason = unsaved.withLock({ $0 }) {
-                try? FileManager.default.removeItem(at: store.url(AccountState.joiningFileName))
                 return self.joinEnded(.failure(LocalError(.failed, "this device could not save the account it was let into (\(reason)), so it did not confirm, and the inviting device added nobody; free some space here and join again with a new code")))
             }
             guard let answer = answers.last else {
                 return self.joinEnded(.failure(LocalError(.failed, "the inviting device did not answer")))
             }
-            let reply = await self.joined(answer)
-            try? FileManager.default.removeItem(at: store.url(AccountState.joiningFileName))
-            self.joinEnded(reply)
+            self.joinEnded(await self.joined(answer))
         }
         return LocalReply(verification: invitation.kind == .interactive ? invitation.verificationNumber(certificate: certificate) : nil)
     }
@@ -676,6 +678,7 @@ extension Agent {
             do {
                 let listener = try await listen(0)
                 endpoints.pairing.listener = listener
+                guard (error as? IOError)?.errnoCode == EADDRINUSE else { throw error }
                 let notice = "the pairing port \(port) is taken by another program on this machine (\(error)), so this invitation uses port \(listener.port); a firewall between the devices must let TCP port \(listener.port) through"
                 endpoints.pairing.notice = notice
                 logger.warning("\(notice)")

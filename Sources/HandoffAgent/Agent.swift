@@ -272,12 +272,6 @@ public actor Agent {
         }
         lifecycle = .running(lockFile: lockFile)
         store.sweep()
-        // A join this device was killed in the middle of: the inviting device commits only on
-        // a confirmation sent after this file was written, and no answer was taken up.
-        if FileManager.default.fileExists(atPath: store.url(AccountState.joiningFileName).path) {
-            try? FileManager.default.removeItem(at: store.url(AccountState.joiningFileName))
-            logger.warning("a join was cut off when this agent last stopped; if the inviting device lists this device, remove it there, then join again")
-        }
         // Copies kept by an agent that did not stop (it was killed) are offered by no one.
         try? FileManager.default.removeItem(at: clipboardFolder)
         removeStaleClipboardFiles(unfinished: true)
@@ -294,6 +288,14 @@ public actor Agent {
                 logger.info("made this device's identity", metadata: ["name": "\(name)", "fingerprint": "\(identity.fingerprint)"])
             }
             account = try store.load(AccountState.self, from: AccountState.fileName)
+            // A join this device was killed in the middle of. With no account saved, its end
+            // was never taken up: the inviting device may have added it on its confirmation.
+            if FileManager.default.fileExists(atPath: store.url(AccountState.joiningFileName).path) {
+                try? FileManager.default.removeItem(at: store.url(AccountState.joiningFileName))
+                if account == nil {
+                    logger.warning("a join was cut off when this agent last stopped; if the inviting device lists this device, remove it there, then join again")
+                }
+            }
             if let account { _ = try account.keys(in: store) }
             // Read only to refuse a damaged file now, with the rest of the state: the changes stay
             // on disk until a member is caught up (`keptChanges()`).

@@ -33,7 +33,14 @@ final class FuzzAgent: Sendable {
             preconditionFailure("the fuzz target's agent cannot be made: \(error)")
         }
         let agent = agent
-        Self.wait { try? await agent.start() }
+        Self.wait {
+            do {
+                try await agent.start()
+            } catch {
+                // Else every session would close at once, and the target test nothing.
+                preconditionFailure("the fuzz target's agent cannot start: \(error)")
+            }
+        }
         atexit { try? FileManager.default.removeItem(at: FuzzAgent.folder(of: getpid())) }
     }
 

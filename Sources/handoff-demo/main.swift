@@ -137,7 +137,8 @@ waitFor("the agents to start") { FileManager.default.fileExists(atPath: socket("
 
 step(2, "Pair them: an account on 'laptop', then 'desktop' joins with a one-time token.")
 handoff("laptop", ["account", "create", "--name", "demo"])
-let token = handoff("laptop", ["device", "invite", "--token", "--expires", "2m"]).trimmingCharacters(in: .whitespacesAndNewlines)
+// The token is the last line; a note (on standard error, which this shows too) may come before it.
+let token = handoff("laptop", ["device", "invite", "--token", "--expires", "2m"]).split(separator: "\n").last.map(String.init)?.trimmingCharacters(in: .whitespaces) ?? ""
 handoff("desktop", ["join", "-"], input: (token, "\"$token\""))
 waitFor("the devices to hear each other") { handoff("desktop", ["devices"], show: false).contains("nearby") }
 handoff("desktop", ["devices"])

@@ -120,8 +120,10 @@ struct FaultTests {
     @Test("A second continuation while the first is fetching ends the first with 3072; an origin app that hangs in its save gets 4610 at the deadline, and its agent is not blocked meanwhile")
     func supersededAndHung() async throws {
         try await withHarness { harness in
-            let a = try await harness.start("alpha") { $0.saveDeadline = .seconds(2) }
-            let b = try await harness.start("beta")
+            // Long enough for the app on beta to start on a busy machine (a debug MapViewer took
+            // over 2 s in one CI run) before the second continuation comes.
+            let a = try await harness.start("alpha") { $0.saveDeadline = .seconds(8) }
+            let b = try await harness.start("beta") { $0.fetchDeadline = .seconds(12) }
             try await harness.pair([a, b])
             try await harness.installMapViewer(on: b)
             let activity = mapActivity()

@@ -115,8 +115,10 @@ struct LocalPathTests {
             let killed = pastes.appendingPathComponent(UUID().uuidString).appendingPathComponent("0", isDirectory: true)
             let finished = pastes.appendingPathComponent(UUID().uuidString).appendingPathComponent("0", isDirectory: true)
             for folder in [killed, finished] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
-            try Data("half of a file".utf8).write(to: killed.appendingPathComponent(".report.pdf.part"))
+            try Data("half of a file".utf8).write(to: killed.appendingPathComponent(".report.pdf.handoff-part"))
             try Data("a whole file".utf8).write(to: finished.appendingPathComponent("notes.txt"))
+            // A copied file may be named like a browser's partial download: that is no sign.
+            try Data("a copied file".utf8).write(to: finished.appendingPathComponent(".video.mp4.part"))
             _ = try await harness.start("alpha")
             #expect(!FileManager.default.fileExists(atPath: killed.deletingLastPathComponent().path), "the killed paste's folder is still there")
             #expect(FileManager.default.fileExists(atPath: finished.appendingPathComponent("notes.txt").path))

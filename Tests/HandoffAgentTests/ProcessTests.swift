@@ -20,7 +20,18 @@ func runToEnd(_ binary: URL, _ arguments: [String], environment: [String: String
     let errors = Pipe()
     process.standardOutput = output
     process.standardError = errors
-    try process.run()
+    // A binary the test just copied is busy while another test's child, forked meanwhile, still
+    // holds the copy's descriptor (until it execs): tried again, as the agent's launcher does.
+    var wait = 0.005
+    while true {
+        do {
+            try process.run()
+            break
+        } catch let error as ChildProcess.LaunchError where error.code == ETXTBSY && wait < 2 {
+            Thread.sleep(forTimeInterval: wait)
+            wait *= 2
+        }
+    }
     let out = output.fileHandleForReading.readDataToEndOfFile()
     let err = errors.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()

@@ -33,7 +33,7 @@ enum PairingDeadline: Hashable, Sendable {
 /// ```
 ///
 /// Guessing is slow, and costs only the guesser, as sshd's per-source penalties do: five
-/// requests a minute from one source (an IPv4 address, or an IPv6 /64) are looked at, and a
+/// requests a minute from one source (an address) are looked at, and a
 /// source whose code was wrong twice is refused unread for 10 s, twice that after each further
 /// wrong code (up to 10 minutes), until it sent none for 10 minutes after its wait ended. Wrong codes never withdraw
 /// an invitation: a flood from strangers cannot take the person's join away, and a 40-bit
@@ -117,6 +117,8 @@ struct PairingStateMachine<Waiter: Sendable>: Sendable {
     /// Answered joins by the fingerprint of the certificate their device connected with.
     private(set) var answered: [String: AnsweredJoin] = [:]
     private var attempts: [String: [ContinuousClock.Instant]] = [:]
+    private var pruneAttemptsAt = 256
+    private var prunePenaltiesAt = 256
     /// What a source's wrong codes cost it.
     struct Penalty: Sendable {
         var wrongCodes: Int
@@ -162,24 +164,34 @@ struct PairingStateMachine<Waiter: Sendable>: Sendable {
         case matched(UUID, Invitation)
     }
 
-    /// The source a request is counted under: an IPv4 address, or the /64 of an IPv6 one
-    /// (a host holds a whole /64 on most networks, so one address each would not slow it).
+    /// The source a request is counted under: its address, an IPv4 peer of a dual-stack
+    /// listener (::ffff:a.b.c.d) as its IPv4 address. Not an IPv6 /64: every device of a
+    /// LAN shares one, link-local addresses all do, and a stranger's guesses would hold the
+    /// real joiner back. Many addresses buy a guesser more tries, bounded as
+    /// docs/wire-protocol.md (Pairing) says.
     static func source(of address: String) -> String {
         let bare = String(address.split(separator: "%", maxSplits: 1).first ?? "")
-        // An IPv4 peer of a dual-stack listener comes as ::ffff:a.b.c.d: it is its IPv4 address.
         if bare.lowercased().hasPrefix("::ffff:"), bare.contains(".") { return String(bare.dropFirst(7)) }
-        var bytes = [UInt8](repeating: 0, count: 16)
-        guard bare.contains(":"), inet_pton(AF_INET6, bare, &bytes) == 1 else { return address }
-        return stride(from: 0, to: 8, by: 2).map { String(format: "%02x%02x", bytes[$0], bytes[$0 + 1]) }.joined(separator: ":") + "::/64"
+        return address
     }
+
+    /// The most sources whose penalties are kept: past it the one whose wait ends first goes.
+    static var sourcesKept: Int { 4096 }
 
     static var wrongCode: String { "the code is wrong, was used already, or has expired; ask for a new one with 'handoff device invite'" }
 
     /// A device at `address` (nil: in this process, one source) asks to join with `proof`.
     mutating func requested(proof: [UInt8], certificate: [UInt8], name: String, from address: String?, now: ContinuousClock.Instant, date: Date) -> Request {
         let source = address.map(Self.source(of:)) ?? "this process"
-        if attempts.count >= 256 { attempts = attempts.filter { $0.value.contains { now - $0 < .seconds(60) } } }
-        if penalties.count >= 256 { penalties = penalties.filter { now - $0.value.until < Self.penaltyMemory } }
+        // Pruned when a table doubled since the last pruning, so a flood costs no pass per request.
+        if attempts.count >= pruneAttemptsAt {
+            attempts = attempts.filter { $0.value.contains { now - $0 < .seconds(60) } }
+            pruneAttemptsAt = max(256, attempts.count * 2)
+        }
+        if penalties.count >= prunePenaltiesAt {
+            penalties = penalties.filter { now - $0.value.until < Self.penaltyMemory }
+            prunePenaltiesAt = max(256, penalties.count * 2)
+        }
         if let penalty = penalties[source], now < penalty.until {
             let wait = penalty.until - now
             return .held("a wrong code came from this address \(penalty.wrongCodes == 1 ? "moments" : "several times") ago; wait \(Int((wait / .seconds(1)).rounded(.up))) s and try again")
@@ -188,6 +200,9 @@ struct PairingStateMachine<Waiter: Sendable>: Sendable {
         guard recent.count < Self.attemptsPerMinute else {
             return .held("too many join attempts from this address; wait a minute and try again")
         }
+        if attempts[source] == nil, attempts.count >= Self.sourcesKept, let oldest = attempts.min(by: { ($0.value.last ?? now) < ($1.value.last ?? now) })?.key {
+            attempts[oldest] = nil
+        }
         attempts[source] = recent + [now]
         guard let (id, offer) = invitations.first(where: { !$0.value.used && $0.value.expires > date && $0.value.invitation.isValid(proof: proof, certificate: certificate, name: name) })
         else {
@@ -195,8 +210,12 @@ struct PairingStateMachine<Waiter: Sendable>: Sendable {
             penalty.wrongCodes += 1
             // The first is free (a person who typed an older code, then the right one).
             penalty.until = penalty.wrongCodes == 1 ? now : now + min(Self.firstPenalty * (1 << min(penalty.wrongCodes - 2, 16)), Self.longestPenalty)
+            if penalties[source] == nil, penalties.count >= Self.sourcesKept, let first = penalties.min(by: { $0.value.until < $1.value.until })?.key {
+                penalties[first] = nil
+            }
             penalties[source] = penalty
-            if !invitations.isEmpty { wrongCodes[source, default: 0] += 1 }
+            // The report names at most 64 sources; the rest are counted together.
+            if !invitations.isEmpty { wrongCodes[wrongCodes[source] != nil || wrongCodes.count < 64 ? source : "other addresses", default: 0] += 1 }
             return .refused(Self.wrongCode)
         }
         // One use, whatever comes of it.
