@@ -288,6 +288,8 @@ final class RunningCommand: Sendable {
 
     private final class Buffer: Sendable {
         let text = Mutex("")
+        /// The output reached its end: the process and any it left closed it.
+        let ended = Mutex(false)
     }
 
     init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws {
@@ -308,11 +310,14 @@ final class RunningCommand: Sendable {
                 if data.isEmpty { break }
                 gathered.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
             }
+            gathered.ended.withLock { $0 = true }
         }
     }
 
     var output: String { gathered.text.withLock { $0 } }
     var isRunning: Bool { process.isRunning }
+    /// It ended and all it printed has been read (`isRunning` turns false before that).
+    var isFinished: Bool { !process.isRunning && gathered.ended.withLock { $0 } }
     var status: Int32 { process.terminationStatus }
 
     func type(_ line: String) {

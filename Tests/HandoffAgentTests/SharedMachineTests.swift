@@ -41,7 +41,7 @@ struct SharedMachineTests {
             let join = try RunningCommand(handoff, ["join", "-", "--socket", b.socket])
             join.type(token)
             join.closeInput()
-            #expect(await eventually(within: .seconds(60)) { !join.isRunning }, "the join did not end: \(join.output)")
+            #expect(await eventually(within: .seconds(60)) { join.isFinished }, "the join did not end: \(join.output)")
             #expect(join.status == 0 && join.output.contains("Joined the account 'home'"), "the join printed: \(join.output)")
             watcher.closeInput()
             #expect(await eventually(within: .seconds(60)) { watcher.output.contains("passes") }, "the watcher printed: \(watcher.output)")
@@ -61,14 +61,14 @@ struct SharedMachineTests {
             let handoff = try #require(builtExecutable("handoff"))
 
             let refused = try RunningCommand(handoff, ["join", token, "--socket", b.socket])
-            #expect(await eventually(within: .seconds(60)) { !refused.isRunning })
+            #expect(await eventually(within: .seconds(60)) { refused.isFinished })
             #expect(refused.status != 0 && refused.output.contains("'ps'") && refused.output.contains("handoff join -"), "the join printed: \(refused.output)")
             #expect(try await b.call(.status).status?.account == nil)
 
             let join = try RunningCommand(handoff, ["join", "-", "--socket", b.socket])
             join.type(token)
             join.closeInput()
-            #expect(await eventually(within: .seconds(60)) { !join.isRunning })
+            #expect(await eventually(within: .seconds(60)) { join.isFinished })
             #expect(join.status == 0, "the join printed: \(join.output)")
             #expect(try await b.call(.status).status?.account == "home")
         }
@@ -87,13 +87,13 @@ struct SharedMachineTests {
             chmod(file.path, 0o644)
 
             let refused = try RunningCommand(handoff, ["join", "--file", file.path, "--socket", b.socket])
-            #expect(await eventually(within: .seconds(60)) { !refused.isRunning })
+            #expect(await eventually(within: .seconds(60)) { refused.isFinished })
             #expect(refused.status != 0 && refused.output.contains("chmod 600"), "the join printed: \(refused.output)")
             #expect(try await b.call(.status).status?.account == nil)
 
             chmod(file.path, 0o600)
             let join = try RunningCommand(handoff, ["join", "--file", file.path, "--socket", b.socket])
-            #expect(await eventually(within: .seconds(60)) { !join.isRunning })
+            #expect(await eventually(within: .seconds(60)) { join.isFinished })
             #expect(join.status == 0, "the join printed: \(join.output)")
             #expect(try await b.call(.status).status?.account == "home")
         }
