@@ -176,7 +176,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"), .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
-            exclude: ["local_api_client.py", "impostor.py", "tls_resume.py", "tls_probe.py", "link_proof.py", "early_data.sh", "process_watcher.py"],
+            exclude: ["local_api_client.py", "impostor.py", "tls_resume.py", "tls_probe.py", "link_proof.py", "early_data.sh", "process_watcher.py", "local_flood.py"],
             swiftSettings: strict),
         .testTarget(
             name: "HandoffFuzzingTests", dependencies: ["HandoffFuzzing", "HandoffAgent", "HandoffWire", "handoff-fuzz"], swiftSettings: strict),

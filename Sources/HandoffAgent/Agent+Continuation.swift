@@ -412,6 +412,19 @@ extension Agent {
         return .success(link)
     }
 
+    /// Closes the links that went out from an address this machine no longer has (it was
+    /// renumbered, its lease ended, a VPN went down): nothing sent on them arrives, and a
+    /// request would wait out its deadline and blame the other device. The next request opens
+    /// a link from an address this machine has.
+    func closeLinks(notFrom addresses: Set<String>) {
+        for (member, link) in links {
+            guard let local = link.localAddress, !addresses.contains(local) else { continue }
+            logger.notice("closed the link to '\(memberName(member))': this device's address \(local) went away; the next request opens a new one")
+            link.close()
+            links[member] = nil
+        }
+    }
+
     func link(to device: NearbyDevice) -> (any OutgoingLink)? {
         links[device.sender].flatMap { $0.isOpen ? $0 : nil }
     }
@@ -474,6 +487,9 @@ extension Agent {
             events = nearbyWatch.gone(sender) == nil ? [] : [LocalEvent(change: .gone, device: sender, deviceName: memberName(sender), activity: nil)]
         case .stale(let device):
             tasks.start("catch up") { await self.catchUp(device.sender, address: device.address, linkPort: device.linkPort, revision: device.accountRevision) }
+            return
+        case .localAddresses(let addresses):
+            closeLinks(notFrom: addresses)
             return
         }
         if case .heard(let device) = change, device.accountRevision < (account?.revision ?? 0) {

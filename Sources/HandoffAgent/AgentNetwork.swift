@@ -14,6 +14,8 @@ package protocol OutgoingLink: AnyObject, Sendable {
     var host: String { get }
     var port: Int { get }
     var isOpen: Bool { get }
+    /// The address of this device the link went out from, where it is known.
+    var localAddress: String? { get }
     func fetch(_ activityID: UUID, deadline: Duration) async -> Result<FetchedActivity, ContinuationFailure>
     /// The same fetch, started before this returns (the request is on its way when the link
     /// writes straight to its connection); `done` gets the one outcome.
@@ -63,7 +65,17 @@ package protocol LinkListening: Sendable {
 }
 
 
-extension TLSLink: OutgoingLink {}
+extension OutgoingLink {
+    package var localAddress: String? { nil }
+}
+
+extension TLSLink: OutgoingLink {
+    package var localAddress: String? {
+        guard let address = socket.localAddress?.ipAddress else { return nil }
+        // An IPv4 address as a dual-stack socket shows it.
+        return address.hasPrefix("::ffff:") && address.contains(".") ? String(address.dropFirst(7)) : address
+    }
+}
 extension LinkListener: LinkListening {}
 
 /// How an agent reaches the account's other devices: the links between them and the bus its

@@ -114,6 +114,9 @@ package enum DiscoveryEvent: Sendable, Hashable {
     case gone(UUID)
     /// At most once every 10 seconds for each sender.
     case stale(StaleDevice)
+    /// This machine's addresses, after a look at the interfaces found them changed: a link
+    /// that went out from an address no longer among them is dead (`Agent.closeLinks`).
+    case localAddresses(Set<String>)
 }
 
 /// What discovery has received, for diagnosis (and for tests of the security promises).
@@ -173,6 +176,8 @@ package actor Discovery {
     /// At most `beaconsPerSecondPerAddress` datagrams a second from one address are looked at;
     /// the rest are dropped before their seal costs anything.
     nonisolated let budget: SourceBudget
+    /// Over a member's address's budget, its fresh beacons still pass (`OverBudgetBeacons`).
+    nonisolated let overBudget = OverBudgetBeacons()
     /// The beacon sockets' datagrams, and the reads (wakes) that got them (`ReadCoalescer`).
     nonisolated let beaconReads = ReadCounts()
     /// Where beacons go instead of UDP (an in-memory network), and the address this device
@@ -268,8 +273,11 @@ package actor Discovery {
     /// When each device was last heard over IPv4, and over IPv6 on which interfaces: a
     /// refresh goes over IPv6 only where some device is heard over nothing else.
     private var familiesHeard: [UUID: (v4: Date?, v6: [String: Date])] = [:]
-    /// When a device last said it wants IPv6, by the interface its beacon came on.
-    private var wantsIPv6Heard: [UUID: [String: Date]] = [:]
+    /// The interfaces on which a device's last beacon said it wants IPv6 (it hears nothing
+    /// else there): kept while it is listed, however seldom an idle device beacons.
+    private var wantsIPv6Heard: [UUID: Set<String>] = [:]
+    /// This machine's addresses at the last look (`DiscoveryEvent.localAddresses`).
+    private var localAddresses: Set<String> = []
     /// What beacons did, the ones dropped on arrival included.
     package var statistics: DiscoveryStatistics {
         var counted = opened
@@ -492,7 +500,7 @@ package actor Discovery {
         let content = BeaconContent(
             sender: device, sequence: sequence, timestamp: Date(), linkPort: linkPort, activity: current, accountRevision: accountRevision,
             refreshSeconds: UInt16(clamping: Int((interval.seconds * 1.05).rounded(.up))), asksForAnswers: askForAnswers,
-            wantsIPv6: Set(paths.keys.map(\.interface)).contains { hearsOnlyIPv6(on: $0) }, clipboard: clipboard)
+            wantsIPv6: Self.asksForIPv6(paths: Set(paths.keys), hearsOnlyIPv6: hearsOnlyIPv6(on:)), clipboard: clipboard)
         askForAnswers = false
         let beacon = try Beacon.seal(content, with: keys[0])
         if sentBeacons.count >= 8 { sentBeacons.removeFirst() }
@@ -589,10 +597,18 @@ package actor Discovery {
     }
 
     /// Whether a refresh must go over IPv6 on `interface`: some device there is heard over
-    /// IPv6 and not over IPv4 lately, or says it is in that case itself (it may not hear our IPv4).
+    /// IPv6 and not over IPv4 lately, or its last beacon said it is in that case itself (it may
+    /// not hear our IPv4).
     func needsIPv6(on interface: String) -> Bool {
-        let recent = Date().addingTimeInterval(-configuration.expiry.seconds)
-        return hearsOnlyIPv6(on: interface) || wantsIPv6Heard.values.contains { $0[interface].map { $0 > recent } ?? false }
+        hearsOnlyIPv6(on: interface) || wantsIPv6Heard.values.contains { $0.contains(interface) }
+    }
+
+    /// Whether this device's beacons ask the others to refresh over IPv6 too: on some
+    /// interface it has IPv6 and no IPv4 (its lease ended, or the network has none), or hears
+    /// some device only over IPv6. A device without IPv4 hears none of the IPv4 refreshes.
+    static func asksForIPv6(paths: Set<MulticastPath>, hearsOnlyIPv6: (String) -> Bool) -> Bool {
+        let withIPv4 = Set(paths.filter { $0.family == .v4 }.map(\.interface))
+        return paths.contains { $0.family == .v6 && (!withIPv4.contains($0.interface) || hearsOnlyIPv6($0.interface)) }
     }
 
     /// Whether some device is heard over IPv6 on `interface` and not over IPv4 lately.
@@ -702,8 +718,12 @@ package actor Discovery {
             }
             if let last = recentDatagrams.indices.last, recentDatagrams[last].digest == digest { recentDatagrams[last].sender = content.sender }
             noteFamily(of: content.sender, from: address, interface: interface)
-            if content.wantsIPv6, let interface {
-                wantsIPv6Heard[content.sender, default: [:]][interface] = Date()
+            if let interface {
+                if content.wantsIPv6 {
+                    wantsIPv6Heard[content.sender, default: []].insert(interface)
+                } else {
+                    wantsIPv6Heard[content.sender]?.remove(interface)
+                }
             }
         case .replayed:
             opened.replayed += 1
@@ -815,7 +835,16 @@ package actor Discovery {
 
     private func lookAtInterfaces(announce: Bool) async {
         guard !stopped, let sink = datagramSink else { return }
-        let devices = (try? System.enumerateDevices()) ?? []
+        let enumerated = try? System.enumerateDevices()
+        let devices = enumerated ?? []
+        if let enumerated {
+            let addresses = Set(enumerated.compactMap { $0.address?.ipAddress })
+            if addresses != localAddresses {
+                for gone in localAddresses.subtracting(addresses).sorted() { logger.notice("this device's address \(gone) went away") }
+                localAddresses = addresses
+                publish(.localAddresses(addresses))
+            }
+        }
         let names: [String]
         if configuration.allMulticastInterfaces {
             names = Array(Set(devices.filter { $0.multicastSupported }.map(\.name)))
@@ -896,15 +925,15 @@ package actor Discovery {
         guard let group = v6 ? groupAddressV6 : groupAddress else { throw DiscoveryError.notMulticast(path.interface) }
         let scope = v6 ? path.interface : nil
         let index = device.interfaceIndex
-        let budget = self.budget, watch = floodWatch, keys = self.keys + self.retiredKeys, strangers = self.strangers
+        let budget = self.budget, overBudget = self.overBudget, watch = floodWatch, keys = self.keys + self.retiredKeys, strangers = self.strangers
         // IPv4 binds the group itself; IPv6 the wildcard, with packet info to keep to its interface.
         return try await MulticastSocket.open(
             path, device: device, group: group, bindHost: v6 ? "::" : configuration.group, hops: 1, coalescing: (ReadCoalescer.beaconWindow, beaconReads),
             eventLoopGroup: eventLoopGroup
         ) {
             BeaconReceiver(
-                sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index, budget: budget, watch: watch,
-                keys: keys, strangers: strangers)
+                sink: sink, interface: scope, via: "\(path)", multicastOn: path.interface, interfaceIndex: index, budget: budget, overBudget: overBudget,
+                watch: watch, keys: keys, strangers: strangers)
         }
     }
 
@@ -924,8 +953,8 @@ package actor Discovery {
                 }.get()
                 try await channel.pipeline.addHandler(
                     BeaconReceiver(
-                        sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil, interfaceIndex: nil, budget: budget, watch: floodWatch,
-                        keys: keys + retiredKeys, strangers: strangers),
+                        sink: sink, interface: nil, via: "unicast \(host)", multicastOn: nil, interfaceIndex: nil, budget: budget,
+                        overBudget: overBudget, watch: floodWatch, keys: keys + retiredKeys, strangers: strangers),
                     name: UnicastSockets.receiverName
                 ).get()
             }
@@ -1068,6 +1097,7 @@ final class BeaconReceiver: ChannelInboundHandler, RemovableChannelHandler, Send
     let interfaceIndex: Int?
 
     let budget: SourceBudget
+    let overBudget: OverBudgetBeacons
     let watch: FloodWatch
     /// Every key a beacon the actor looks at may be sealed with: current, previous, retired.
     let keys: [BeaconKey]
@@ -1075,9 +1105,10 @@ final class BeaconReceiver: ChannelInboundHandler, RemovableChannelHandler, Send
 
     init(
         sink: AsyncStream<Datagram>.Continuation, interface: String?, via: String, multicastOn: String?, interfaceIndex: Int?,
-        budget: SourceBudget, watch: FloodWatch, keys: [BeaconKey], strangers: StrangerBeacons
+        budget: SourceBudget, overBudget: OverBudgetBeacons, watch: FloodWatch, keys: [BeaconKey], strangers: StrangerBeacons
     ) {
         self.budget = budget
+        self.overBudget = overBudget
         self.watch = watch
         self.keys = keys
         self.strangers = strangers
@@ -1094,11 +1125,18 @@ final class BeaconReceiver: ChannelInboundHandler, RemovableChannelHandler, Send
         guard envelope.data.readableBytes == Beacon.size else { return }
         if let interfaceIndex, let arrived = envelope.metadata?.packetInfo?.interfaceIndex, arrived != interfaceIndex { return }
         let from = Self.describe(envelope.remoteAddress, interface: interface)
+        let bytes = Array(envelope.data.readableBytesView)
         guard budget.spend(from) else {
-            watch.refused(from: from, reason: "over \(budget.perSecond) a second from one address")
+            // A member's address is shared with all else its machine runs: another local user's
+            // flood from it must not silence the member. Over its budget, what comes from it is
+            // opened (as cheap as reading it was), and fresh beacons of the account still pass.
+            guard budget.isTrusted(from), case .opened(let content) = Beacon.read(bytes, with: keys), overBudget.admit(content) else {
+                watch.refused(from: from, reason: "over \(budget.perSecond) a second from one address")
+                return
+            }
+            sink.yield(Datagram(bytes: bytes, from: from, via: via, interface: multicastOn))
             return
         }
-        let bytes = Array(envelope.data.readableBytesView)
         switch Beacon.read(bytes, with: keys) {
         case .opened: break
         case .malformed:
@@ -1124,6 +1162,24 @@ final class BeaconReceiver: ChannelInboundHandler, RemovableChannelHandler, Send
         var name = [CChar](repeating: 0, count: Int(IF_NAMESIZE) + 1)
         guard v6.address.sin6_scope_id != 0, if_indextoname(v6.address.sin6_scope_id, &name) != nil else { return ip }
         return "\(ip)%\(String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))"
+    }
+}
+
+/// The beacons let through over a member's address's budget: only one of the account's keys
+/// seals one, so a stranger's flood cannot add to them, and a replayed copy is let through at
+/// most once (each sender's sequence only rises here). The actor's replay guard judges them
+/// as any other.
+final class OverBudgetBeacons: Sendable {
+    private let latest = Mutex<[UUID: UInt64]>([:])
+
+    func admit(_ content: BeaconContent) -> Bool {
+        latest.withLock { latest in
+            if let last = latest[content.sender], content.sequence <= last { return false }
+            // Only holders of a key add senders; a compromised member's made-up ones are bounded.
+            if latest[content.sender] == nil, latest.count >= 256 { latest = [:] }
+            latest[content.sender] = content.sequence
+            return true
+        }
     }
 }
 

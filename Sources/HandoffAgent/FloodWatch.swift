@@ -185,6 +185,11 @@ package final class SourceBudget: Sendable {
         return entry.count <= perSecond
     }
 
+    /// Whether `source` proved itself within `trustPeriod` (`trust`).
+    package func isTrusted(_ source: String, now: ContinuousClock.Instant = .now) -> Bool {
+        spent.withLock { $0.trusted[source].map { $0.until > now } ?? false }
+    }
+
     /// `source` proved itself now (what it sent was authentic and fresh): it keeps a budget of
     /// its own for `trustPeriod` from now.
     package func trust(_ source: String, now: ContinuousClock.Instant = .now) {

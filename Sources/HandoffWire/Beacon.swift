@@ -57,9 +57,9 @@ public struct BeaconContent: Sendable, Hashable {
     /// Set by a device that just started or whose interface just came (back): devices that
     /// hear it answer with a beacon at once instead of at their next refresh.
     public var asksForAnswers: Bool
-    /// Set by a device that hears some device of its link over IPv6 only: the others keep
-    /// refreshing over IPv6 there, even where they hear everyone over IPv4 (IPv4 multicast
-    /// may be dropped one way only).
+    /// Set by a device that hears some device of its link over IPv6 only, or has no IPv4
+    /// there: the others keep refreshing over IPv6 there, even where they hear everyone over
+    /// IPv4 (IPv4 multicast may be dropped one way only, or a lease may have ended).
     public var wantsIPv6: Bool
     /// What the sender offers to paste, if anything (a version 3 beacon): the types that fit
     /// beside the activity, never the content.

@@ -18,7 +18,7 @@ struct BeaconReceiverTests {
         let strangers = StrangerBeacons()
         let receiver = BeaconReceiver(
             sink: sink, interface: nil, via: "test", multicastOn: nil, interfaceIndex: nil, budget: SourceBudget(perSecond: 1_000),
-            watch: FloodWatch(what: "beacons", logger: Logger(label: "test")), keys: [key, retired], strangers: strangers)
+            overBudget: OverBudgetBeacons(), watch: FloodWatch(what: "beacons", logger: Logger(label: "test")), keys: [key, retired], strangers: strangers)
         let channel = EmbeddedChannel(handler: receiver)
         func arrive(_ bytes: [UInt8], from address: String) throws {
             let envelope = AddressedEnvelope(remoteAddress: try SocketAddress(ipAddress: address, port: 47_168), data: channel.allocator.buffer(bytes: bytes))
@@ -46,7 +46,7 @@ struct BeaconReceiverTests {
         let (datagrams, sink) = AsyncStream<Datagram>.makeStream()
         let receiver = BeaconReceiver(
             sink: sink, interface: nil, via: "test", multicastOn: nil, interfaceIndex: nil, budget: SourceBudget(perSecond: 1_000),
-            watch: FloodWatch(what: "beacons", logger: log.logger), keys: [key], strangers: StrangerBeacons())
+            overBudget: OverBudgetBeacons(), watch: FloodWatch(what: "beacons", logger: log.logger), keys: [key], strangers: StrangerBeacons())
         let channel = EmbeddedChannel(handler: receiver)
         let offer = ClipboardOffer(
             generation: 1, copiedAt: Date(), lifetimeSeconds: 120,
@@ -66,5 +66,40 @@ struct BeaconReceiverTests {
         for await _ in datagrams { handedOn += 1 }
         #expect(handedOn == 0)
         #expect(log.count("does not read as a beacon", at: .notice) == 1)
+    }
+
+    @Test("S10: Over a member's address's budget (another local user floods from the same machine), the member's fresh beacons still pass; the flood, a replayed copy and an unproven address's beacons do not")
+    func floodFromAMembersAddress() async throws {
+        let key = BeaconKey.generate()
+        let (datagrams, sink) = AsyncStream<Datagram>.makeStream()
+        let budget = SourceBudget(perSecond: 10)
+        let receiver = BeaconReceiver(
+            sink: sink, interface: nil, via: "test", multicastOn: nil, interfaceIndex: nil, budget: budget, overBudget: OverBudgetBeacons(),
+            watch: FloodWatch(what: "beacons", logger: Logger(label: "test")), keys: [key], strangers: StrangerBeacons())
+        let channel = EmbeddedChannel(handler: receiver)
+        func arrive(_ bytes: [UInt8], from address: String) throws {
+            let envelope = AddressedEnvelope(remoteAddress: try SocketAddress(ipAddress: address, port: 47_168), data: channel.allocator.buffer(bytes: bytes))
+            try channel.writeInbound(envelope)
+        }
+        let member = UUID()
+        func beacon(_ sequence: UInt64) throws -> [UInt8] {
+            try Beacon.seal(BeaconContent(sender: member, sequence: sequence, timestamp: Date(), linkPort: 1, activity: nil), with: key)
+        }
+        // The member's address proved itself; the second user's flood spends its budget.
+        budget.trust("10.0.0.2")
+        for _ in 0..<100 { try arrive((0..<Beacon.size).map { _ in UInt8.random(in: 0...255) }, from: "10.0.0.2") }
+        let fresh = try beacon(7)
+        try arrive(fresh, from: "10.0.0.2")
+        try arrive(fresh, from: "10.0.0.2")
+        try arrive(try beacon(6), from: "10.0.0.2")
+        try arrive(try beacon(8), from: "10.0.0.2")
+        // An address that never proved itself keeps the plain budget.
+        for _ in 0..<20 { try arrive((0..<Beacon.size).map { _ in 0 }, from: "10.0.0.3") }
+        try arrive(try beacon(9), from: "10.0.0.3")
+        sink.finish()
+        var handedOn: [[UInt8]] = []
+        for await datagram in datagrams { handedOn.append(datagram.bytes) }
+        let sequences = handedOn.compactMap { Beacon.open($0, with: [key])?.sequence }
+        #expect(sequences == [7, 8], "the member's beacons handed on over the budget: \(sequences) of \(handedOn.count) datagrams")
     }
 }

@@ -94,16 +94,44 @@ struct DiscoveryTests {
         await b.stop()
     }
 
-    @Test("A device that says it hears someone over IPv6 only keeps this device's refreshes going over IPv6 there")
+    @Test("A device that says it hears someone over IPv6 only keeps this device's refreshes going over IPv6 there while it is listed, past the expiry, until its beacon says otherwise")
     func wantsIPv6() async throws {
         let key = BeaconKey.generate()
-        let b = try await agent(key)
+        // Expiry 1 s: an idle device that beacons every 120 s is heard far less often than that.
+        let b = try await agent(key, expiry: .seconds(1))
         #expect(await !b.needsIPv6(on: "lo"), "everyone is heard over IPv4")
         let events = await b.changes()
-        try await sendRaw(try Beacon.seal(BeaconContent(sender: UUID(), sequence: 1, timestamp: Date(), linkPort: 1, activity: nil, wantsIPv6: true), with: key))
+        let sender = UUID()
+        func beacon(_ sequence: UInt64, wantsIPv6: Bool) throws -> [UInt8] {
+            try Beacon.seal(
+                BeaconContent(sender: sender, sequence: sequence, timestamp: Date(), linkPort: 1, activity: nil, refreshSeconds: 120, wantsIPv6: wantsIPv6),
+                with: key)
+        }
+        try await sendRaw(try beacon(1, wantsIPv6: true))
         _ = await next(events) { if case .heard = $0 { true } else { false } }
         #expect(await b.needsIPv6(on: "lo"))
+        // Longer than the expiry, shorter than the device's three intervals: still listed,
+        // still asking (it was forgotten after the expiry, and its refreshes went unheard).
+        // Period: the expiry, waited out on purpose.
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(await b.nearby.contains { $0.sender == sender })
+        #expect(await b.needsIPv6(on: "lo"), "the ask of a device listed still was forgotten after the expiry")
+        try await sendRaw(try beacon(2, wantsIPv6: false))
+        #expect(await eventually { await !b.needsIPv6(on: "lo") }, "its beacon no longer asks, and refreshes still go over IPv6")
         await b.stop()
+    }
+
+    @Test("A device with IPv6 and no IPv4 on an interface asks the others to refresh over IPv6 there; with both, only when it hears someone over IPv6 alone")
+    func asksForIPv6WithoutIPv4() {
+        let v4 = MulticastPath(interface: "eth0", family: .v4, address: "10.0.0.2")
+        let v6 = MulticastPath(interface: "eth0", family: .v6, address: "2")
+        let wifi = MulticastPath(interface: "wlan0", family: .v6, address: "3")
+        #expect(!Discovery.asksForIPv6(paths: [v4, v6], hearsOnlyIPv6: { _ in false }))
+        #expect(Discovery.asksForIPv6(paths: [v4, v6], hearsOnlyIPv6: { $0 == "eth0" }))
+        // Its IPv4 lease ended: it hears no IPv4 refresh there.
+        #expect(Discovery.asksForIPv6(paths: [v6], hearsOnlyIPv6: { _ in false }))
+        #expect(Discovery.asksForIPv6(paths: [v4, v6, wifi], hearsOnlyIPv6: { _ in false }))
+        #expect(!Discovery.asksForIPv6(paths: [v4], hearsOnlyIPv6: { _ in true }))
     }
 
     @Test("A device is heard over IPv6 only when its IPv4 copy had time to come: not in the moment between the two copies of one beacon")

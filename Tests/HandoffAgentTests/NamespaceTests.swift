@@ -699,3 +699,98 @@ extension NamespaceTests {
         second.client.close()
     }
 }
+
+extension NamespaceTests {
+    @Test(
+        "Addresses that go away: a device renumbered with a link open lets that link go as its address goes and continues on a new one; with IPv4 gone on one device, the two still list each other and continue over link-local IPv6"
+    )
+    func addressesThatGoAway() async throws {
+        try await Segment.with(hosts: ["a", "b"]) { try await renumberedWithLinkOpen($0) }
+        try await Segment.with(hosts: ["a", "b"]) { try await ipv4Removed($0) }
+    }
+
+    func renumberedWithLinkOpen(_ segment: Segment) async throws {
+        let a = try await segment.start("a", name: "alpha", listen: "0.0.0.0:47170")
+        let b = try await segment.start("b", name: "beta", listen: "0.0.0.0:47170")
+        try await segment.harness.pair([a, b])
+        try await segment.harness.installMapViewer(on: b)
+        let (first, activity) = try await offer(on: a, seenBy: b, title: "first")
+        _ = try #require(try await b.call(.continue(activity: activity.id)).continued)
+        first.client.close()
+        try #require(try established(segment, in: "b").count == 1, "beta has no link open to alpha after continuing")
+
+        // B is renumbered (a new lease): the address its link to A went out from is gone.
+        try segment.run(in: "b", ["ip", "addr", "del", "10.77.0.2/24", "dev", "eth0"])
+        try segment.run(in: "b", ["ip", "addr", "add", "10.77.0.22/24", "dev", "eth0"])
+        // B lets its link go as the address goes, not at the next request's timeout.
+        let closed = await eventually { (try? established(segment, in: "b").allSatisfy { !$0.contains("10.77.0.2:") }) == true }
+        #expect(closed, "beta keeps a link from an address it no longer has: \((try? established(segment, in: "b")) ?? [])")
+        let (second, again) = try await offer(on: a, seenBy: b, title: "second")
+        let answer = try await b.attempt(.continue(activity: again.id))
+        #expect(answer.continued?.app == "com.example.handoff.MapViewer", "\(String(describing: answer.error))")
+        second.client.close()
+    }
+
+    func ipv4Removed(_ segment: Segment) async throws {
+        // Both families, as a person's network has them: links listen on both.
+        let a = try await segment.start("a", name: "alpha", listen: .some(nil))
+        let b = try await segment.start("b", name: "beta", listen: .some(nil))
+        try await segment.harness.pair([a, b])
+        try await segment.harness.installMapViewer(on: a)
+        try await segment.harness.installMapViewer(on: b)
+        _ = try await offer(on: a, seenBy: b, title: "before")
+
+        // A's IPv4 goes (its lease ended; link-local IPv6 stays): each hears the other over IPv6.
+        try segment.run(in: "a", ["ip", "addr", "del", "10.77.0.1/24", "dev", "eth0"])
+        let (app, moved) = try await offer(on: a, seenBy: b, title: "over IPv6 now")
+        let alpha = try await b.call(.devices).devices?.first { $0.name == "alpha" }
+        #expect(alpha?.address?.hasPrefix("fe80:") == true, "beta knows alpha at \(String(describing: alpha?.address))")
+        let continued = try await b.attempt(.continue(activity: moved.id))
+        #expect(continued.continued?.app == "com.example.handoff.MapViewer", "\(String(describing: continued.error))")
+        app.client.close()
+        // And the other way: B's activity reaches A, which has only IPv6 now, and continues there.
+        let (back, backActivity) = try await offer(on: b, seenBy: a, title: "from beta")
+        let beta = try await a.call(.devices).devices?.first { $0.name == "beta" }
+        #expect(beta?.address?.hasPrefix("fe80:") == true, "alpha knows beta at \(String(describing: beta?.address))")
+        let returned = try await a.attempt(.continue(activity: backActivity.id))
+        #expect(returned.continued?.app == "com.example.handoff.MapViewer", "\(String(describing: returned.error))")
+        back.client.close()
+    }
+}
+
+extension NamespaceTests {
+    @Test(
+        "S10: A second local user's flood from the machine's own address does not silence the first user's device: its peer still hears each change during the flood",
+        .enabled(if: canRunSecondUser, "needs root, setpriv and python3 to run a second local user's process; skipped"))
+    func secondUsersFloodSilencesNoOne() async throws {
+        try await Segment.with(hosts: ["a", "b"]) { segment in
+            let a = try await segment.start("a", name: "alpha")
+            let b = try await segment.start("b", name: "beta")
+            try await segment.harness.pair([a, b])
+            let (before, _) = try await offer(on: a, seenBy: b, title: "before the flood")
+            before.client.close()
+
+            // Another user of alpha's machine, unprivileged, with an ordinary socket: 5,000
+            // beacon-sized datagrams a second from alpha's address (beta's budget for an
+            // address is 200 a second), until told to stop.
+            let user = try localUser("handoff-flooder").get()
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("local_flood.py")
+            let flood = try RunningCommand(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                [
+                    "ip", "netns", "exec", "\(segment.prefix)a", "/usr/bin/setpriv", "--reuid", "\(user.uid)", "--regid", "\(user.gid)", "--clear-groups",
+                    "/usr/bin/python3", "-c", try String(contentsOf: script, encoding: .utf8), "239.255.71.68", "47168", "eth0", "5000", "120",
+                ])
+            try #require(await eventually(within: .seconds(60)) { flood.output.contains("ready") }, "the flood printed: \(flood.output)")
+            // Each change is beaconed once, at once: the flood must not swallow it.
+            for round in 1...3 {
+                let (app, _) = try await offer(on: a, seenBy: b, title: "during the flood, \(round)")
+                app.client.close()
+            }
+            flood.closeInput()
+            #expect(await eventually(within: .seconds(30)) { flood.isFinished }, "the flood did not stop: \(flood.output)")
+            let sent = flood.output.split(separator: "\n").last { $0.hasPrefix("SENT ") }.flatMap { Int($0.dropFirst(5)) } ?? 0
+            #expect(sent > 1_000, "the flood sent \(sent) datagrams: \(flood.output)")
+        }
+    }
+}
