@@ -88,9 +88,14 @@ extension Agent {
         return (nil, "no session service here opens '\(activityType)' (run handoff-session in the graphical session)")
     }
 
+    /// How long a session service may take to say whether it opened a system activity: its
+    /// app starting, or a D-Bus activated app answering.
+    static let deliveryDeadline: Duration = .seconds(20)
+
     /// Continues a system activity: fetched from the origin (its session service saves it), its
     /// file URLs put in this device's containers, and delivered to the session here that opens
-    /// its type. The origin hears it was continued.
+    /// its type. Once that session says it opened it, the origin hears it was continued; if
+    /// it says it did not, the person hears why.
     func continueSystemActivity(
         _ offer: ActivityAnnouncement, _ announced: ActivityAnnouncement, from device: NearbyDevice, started: ContinuousClock.Instant, logger: ContinuationLog
     ) async -> LocalReply {
@@ -112,7 +117,21 @@ extension Agent {
         }
         record.activity.activityType = offer.activityType
         let continuation = UUID.random()
+        let opened = FirstOutcome<LocalError?>()
+        systemDeliveries[continuation] = (handler.key, opened)
+        defer { systemDeliveries[continuation] = nil }
         handler.value.peer.send(.deliver(continuation: continuation, record: record, origin: LocalOrigin(device: device.sender, deviceName: origin, activity: offer.id)))
+        let deadline = Self.deliveryDeadline
+        let timer = LoopTimer(after: deadline) {
+            opened.settle(LocalError(.failed, "the session service did not say within \(deadline) whether it opened it (an older handoff-session: restart it)"))
+        }
+        let refused = await opened.value()
+        timer.cancel()
+        if let refused {
+            logger.notice("the session service did not open it: \(refused.message)")
+            return .failure(LocalError(.failed, "not opened on '\(deviceName)': \(refused.message)"))
+        }
+        // Only now is the origin told (a player there pauses): what it offered plays here.
         link(to: device)?.send(.continued(activityID: offer.id))
         let seconds = (ContinuousClock.now - started).seconds
         logger.notice("continued in the session service", metadata: ["ms": "\(Int(seconds * 1000))"])

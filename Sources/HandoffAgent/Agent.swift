@@ -72,6 +72,9 @@ public actor Agent {
     var clipboardWatchers: [UUID: ClipboardWatcher] = [:]
     /// The sessions that open system activities continued here, and of which types.
     var systemHandlers: [UUID: SystemHandler] = [:]
+    /// System activities delivered to a session service, by continuation, until it says
+    /// whether it opened them (`LocalMessage.delivered`).
+    var systemDeliveries: [UUID: (session: UUID, opened: FirstOutcome<LocalError?>)] = [:]
     var clipboardTold: ClipboardBoard.Current?
     /// Pastes waiting for this device's clipboard provider to send the bytes.
     var clipboardReads: [UUID: ClipboardRead] = [:]
@@ -721,6 +724,9 @@ public actor Agent {
         case .streamRefused(let token, let error):
             guard streams.pending[token]?.session == session.id else { return }
             settleStream(token, ContinuationFailure(code: error.code ?? ContinuationFailure.Code.handoffFailed, message: error.message))
+        case .delivered(let continuation, let error):
+            guard let delivery = systemDeliveries[continuation], delivery.session == session.id else { return }
+            delivery.opened.settle(error)
         case .clipboardRefused(let read, let error):
             guard clipboardReads[read]?.session == session.id else { return }
             await endRead(read, failure: "the clipboard's provider on '\(deviceName)' could not give it: \(error.message)")
@@ -737,6 +743,9 @@ public actor Agent {
         endStreams(of: session.id)
         clipboardSessionEnded(session.id)
         systemHandlers[session.id] = nil
+        for delivery in systemDeliveries.values where delivery.session == session.id {
+            delivery.opened.settle(LocalError(.failed, "the session service ended before it said whether it opened it"))
+        }
         tasks.start("offer after a session ended") { await self.offerChanged() }
     }
 

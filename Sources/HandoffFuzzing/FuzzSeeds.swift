@@ -174,6 +174,8 @@ public enum FuzzSeeds {
             ("saved", .saved(request: 1, record)), ("save-failed", .saveFailed(request: 1, LocalError(.failed, code: 4610, "no"))),
             ("stream-refused", .streamRefused(stream: activityID, error: LocalError(.failed, "no"))),
             ("clipboard-refused", .clipboardRefused(read: activityID, error: LocalError(.failed, "no"))),
+            ("delivered", .delivered(continuation: activityID, error: nil)),
+            ("not-delivered", .delivered(continuation: activityID, error: LocalError(.failed, "no app here opens text/plain"))),
         ]
         seeds += app.map { ("app-\($0.0)", [UInt8(1)] + $0.1.frame.encoded) }
         let session: [LocalMessage] = [

@@ -203,6 +203,9 @@ public enum LocalMessage: Sendable, Hashable {
     case proof(nonce: Data)
     /// The provider of this device's clipboard cannot give what `clipboardRequest` asked.
     case clipboardRefused(read: UUID, error: LocalError)
+    /// A session service's answer to `deliver` of a system activity: it opened what came (no
+    /// error: its app is starting, or a running player took it), or why it did not.
+    case delivered(continuation: UUID, error: LocalError?)
 
     // From the agent.
     case reply(request: UInt64, LocalReply)
@@ -465,6 +468,8 @@ extension LocalMessage: Codable {
         case "invalidated": self = .invalidated(activity: try c.decode(UUID.self, forKey: .activity))
         case "saved": self = .saved(request: try request(), try c.decode(ActivityRecord.self, forKey: .record))
         case "saveFailed": self = .saveFailed(request: try request(), try c.decode(LocalError.self, forKey: .error))
+        case "delivered":
+            self = .delivered(continuation: try c.decode(UUID.self, forKey: .continuation), error: try c.decodeIfPresent(LocalError.self, forKey: .error))
         case "reply": self = .reply(request: try request(), try LocalReply(from: decoder))
         case "save": self = .save(request: try request(), activity: try c.decode(UUID.self, forKey: .activity))
         case "willContinue":
@@ -595,6 +600,10 @@ extension LocalMessage: Codable {
             try c.encode("saveFailed", forKey: .type)
             try c.encode(request, forKey: .request)
             try c.encode(error, forKey: .error)
+        case .delivered(let continuation, let error):
+            try c.encode("delivered", forKey: .type)
+            try c.encode(continuation, forKey: .continuation)
+            try c.encodeIfPresent(error, forKey: .error)
         case .reply(let request, let reply):
             try c.encode("reply", forKey: .type)
             try c.encode(request, forKey: .request)

@@ -130,7 +130,8 @@ final class Documents: Sendable {
 
     /// A document continued here was not opened: the log says why, and so does a desktop
     /// notification (the person asked for it on this device, and waits for it to open).
-    private func notOpened(_ document: String, from device: String, _ reason: String) {
+    private func notOpened(_ document: String, from device: String, _ reason: String, _ answer: DeliveryAnswer) {
+        answer(notOpened: "\(document): \(reason)")
         service.tell("Handoff could not open the document from '\(device)'", "\(document): \(reason)", environment: environment)
     }
 
@@ -145,8 +146,8 @@ final class Documents: Sendable {
                 return
             }
             try? service.client.send(.saved(request: request, current.record))
-        case .deliver(_, let record, let origin) where record.activity.activityType == SystemActivityType.document:
-            open(record, from: origin.deviceName)
+        case .deliver(let continuation, let record, let origin) where record.activity.activityType == SystemActivityType.document:
+            open(record, from: origin.deviceName, answer: DeliveryAnswer(continuation, to: service.client))
         default:
             break
         }
@@ -154,12 +155,12 @@ final class Documents: Sendable {
 
     /// Opens a document continued here: its file at this device's path, in the app the list
     /// named if it is installed here, else the default for its type; never through a shell.
-    func open(_ record: ActivityRecord, from device: String) {
+    func open(_ record: ActivityRecord, from device: String, answer: DeliveryAnswer) {
         guard let bytes = record.userInfo, case .dictionary(let entries)? = try? UserInfoCoding.decode(bytes),
             case .url(let url)? = entries[.string("url")], url.isFileURL
-        else { return notOpened("a document", from: device, "it came without its file") }
+        else { return notOpened("a document", from: device, "it came without its file", answer) }
         guard !(record.untranslatedFileURLs ?? []).contains(url.absoluteString) else {
-            return notOpened(url.lastPathComponent, from: device, "it is not in a container synced here: not opened")
+            return notOpened(url.lastPathComponent, from: device, "it is not in a container synced here: not opened", answer)
         }
         var mimeType: String?
         if case .string(let type)? = entries[.string("mimeType")] { mimeType = type }
@@ -171,15 +172,16 @@ final class Documents: Sendable {
         }
         let applications = DesktopApplications(environment: environment)
         guard let entry = applications.opener(for: url, mimeType: mimeType, application: application) else {
-            return notOpened(url.lastPathComponent, from: device, "no app here opens \(mimeType ?? "files of its type"): not opened")
+            return notOpened(url.lastPathComponent, from: device, "no app here opens \(mimeType ?? "files of its type"): not opened", answer)
         }
         // Started on a task: the agent's messages keep coming meanwhile.
         Task { [self] in
             do {
                 _ = try await Launcher.open([url], with: entry, environment: environment, bus: bus, folder: url.deletingLastPathComponent())
+                answer()
                 service.log("opened \(url.path) from '\(device)' with \(entry.id)")
             } catch {
-                notOpened(url.lastPathComponent, from: device, "\(error): not opened")
+                notOpened(url.lastPathComponent, from: device, "\(error): not opened", answer)
             }
         }
     }

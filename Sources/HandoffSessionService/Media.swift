@@ -256,9 +256,10 @@ final class Media: Sendable {
         case .save(let request, let activity):
             // Answered on a task: the player is asked where it is now.
             Task { [self] in await save(request, activity) }
-        case .deliver(_, let record, let origin) where record.activity.activityType == SystemActivityType.media:
+        case .deliver(let continuation, let record, let origin) where record.activity.activityType == SystemActivityType.media:
             // Played on a task: the player may take a while to start.
-            Task { [self] in await play(record, from: origin.deviceName) }
+            let answer = DeliveryAnswer(continuation, to: client)
+            Task { [self] in await play(record, from: origin.deviceName, answer: answer) }
         case .wasContinued(let activity):
             Task { [self] in await pause(activity) }
         default:
@@ -307,36 +308,36 @@ final class Media: Sendable {
 
     /// Plays an item continued here: in the same player if it is installed here, else in the
     /// default one for its type; started if it is not running; then at the position, over MPRIS.
-    private func play(_ record: ActivityRecord, from device: String) async {
+    private func play(_ record: ActivityRecord, from device: String, answer: DeliveryAnswer) async {
         let media: MediaActivity
         do {
             guard let bytes = record.userInfo else { throw MediaActivityError("it came without its userInfo") }
             media = try MediaActivity(userInfo: try UserInfoCoding.decode(bytes))
         } catch {
-            return notPlayed("a media item", from: device, "it cannot be read: \(error)")
+            return notPlayed("a media item", from: device, "it cannot be read: \(error)", answer)
         }
         let url = media.url
         let name = url.isFileURL ? url.lastPathComponent : url.absoluteString
         guard !(record.untranslatedFileURLs ?? []).contains(url.absoluteString) else {
-            return notPlayed(name, from: device, "it is not in a container synced here: not played")
+            return notPlayed(name, from: device, "it is not in a container synced here: not played", answer)
         }
         let scheme = url.scheme?.lowercased() ?? ""
         guard url.isFileURL || scheme == "http" || scheme == "https" else {
-            return notPlayed(name, from: device, "a \(scheme) address is not played here")
+            return notPlayed(name, from: device, "a \(scheme) address is not played here", answer)
         }
         if url.isFileURL, !FileManager.default.fileExists(atPath: url.path) {
-            return notPlayed(name, from: device, "the file is not here (the container has not synced it yet)")
+            return notPlayed(name, from: device, "the file is not here (the container has not synced it yet)", answer)
         }
         let applications = DesktopApplications(environment: environment)
         let mimeType = applications.mimeType(forFileNamed: url.lastPathComponent) ?? (url.isFileURL ? nil : "x-scheme-handler/\(scheme)")
         // Only sound and video go to a player: another device names no other kind of file to open.
         guard let mimeType, Self.isMedia(mimeType) else {
-            return notPlayed(name, from: device, "it is not a sound or video file (\(mimeType ?? "of no known type")): not played")
+            return notPlayed(name, from: device, "it is not a sound or video file (\(mimeType ?? "of no known type")): not played", answer)
         }
         // The player the other device named, when it is a player here; else the type's default.
         var entry = media.desktopEntry.flatMap { applications.entry(id: $0 + ".desktop") }.flatMap { $0.mimeTypes.contains(where: Self.isMedia) ? $0 : nil }
         if entry == nil { entry = applications.defaultEntry(for: mimeType) }
-        guard let entry else { return notPlayed(name, from: device, "no app here plays \(mimeType)") }
+        guard let entry else { return notPlayed(name, from: device, "no app here plays \(mimeType)", answer) }
         let id = String(entry.id.dropLast(".desktop".count))
         let running = state.withLock { $0.players.values.first { $0.desktopEntry == id } }
         var launched: Launcher.Started?
@@ -349,8 +350,10 @@ final class Media: Sendable {
                 launched = try await Launcher.open([url], with: entry, environment: environment, bus: bus, folder: nil)
             }
         } catch {
-            return notPlayed(name, from: device, "\(entry.id) did not open it: \(error)")
+            return notPlayed(name, from: device, "\(entry.id) did not open it: \(error)", answer)
         }
+        // The player has it: what follows (its loading, the position) is only told, if it fails.
+        answer()
         // The player says it has the item (a signal, or its properties when it appears).
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(20)
@@ -414,7 +417,7 @@ final class Media: Sendable {
             _ = try await bus.call(DBusMessage(kind: .methodCall, path: MPRIS.path, interface: MPRIS.player, member: member, destination: player.owner), timeout: .seconds(5))
             service.log("media: \(media.playing ? "playing" : "paused at") \(name) at \(String(format: "%.1f", media.position)) s in \(entry.id), from '\(device)'")
         } catch {
-            notPlayed(name, from: device, "\(player.name) opened it but did not go to \(Int(media.position)) s: \(error)")
+            notPlayed(name, from: device, "\(player.name) opened it but did not go to \(Int(media.position)) s: \(error)", answer)
         }
     }
 
@@ -433,7 +436,8 @@ final class Media: Sendable {
         return playing.absoluteString == wanted.absoluteString
     }
 
-    private func notPlayed(_ item: String, from device: String, _ reason: String) {
+    private func notPlayed(_ item: String, from device: String, _ reason: String, _ answer: DeliveryAnswer) {
+        answer(notOpened: "\(item): \(reason)")
         service.tell("Handoff could not play the media from '\(device)'", "\(item): \(reason)", environment: environment)
     }
 }

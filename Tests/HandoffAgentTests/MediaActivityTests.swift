@@ -315,8 +315,9 @@ struct MediaActivityTests {
                 let item = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.media, title: url.lastPathComponent)
                 let media = MediaActivity(url: url, title: "x", artists: [], album: nil, position: 1, length: nil, desktopEntry: "mpv", player: "mpv", playing: true)
                 let publisher = try await a.offer(item, answering: .answer(ActivityRecord(activity: item, userInfo: try UserInfoCoding.encode(media.userInfo))), seenBy: b)
-                let continued = try await b.call(.continue(activity: item.id))
-                #expect(continued.continued?.app == "system")
+                // Not "Continued": the person hears why it did not play.
+                let refused = try await b.attempt(.continue(activity: item.id))
+                #expect(refused.continued == nil && refused.error?.message.contains(reason) == true, "\(refused)")
                 #expect(await eventually { onBeta.logText.contains(reason) }, "beta's service: \(onBeta.logText)")
                 try publisher.client.send(.invalidated(activity: item.id))
             }
@@ -328,7 +329,8 @@ struct MediaActivityTests {
                 url: setup.onA.appendingPathComponent("notes.txt"), title: nil, artists: [], album: nil, position: 1, length: nil, desktopEntry: "org.example.Notes", player: nil,
                 playing: true)
             let textPublisher = try await a.offer(text, answering: .answer(ActivityRecord(activity: text, userInfo: try UserInfoCoding.encode(textMedia.userInfo))), seenBy: b)
-            _ = try await b.call(.continue(activity: text.id))
+            let notMedia = try await b.attempt(.continue(activity: text.id))
+            #expect(notMedia.error?.message.contains("it is not a sound or video file") == true, "\(notMedia)")
             #expect(await eventually { onBeta.logText.contains("it is not a sound or video file") }, "beta's service: \(onBeta.logText)")
             try textPublisher.client.send(.invalidated(activity: text.id))
             #expect(!FileManager.default.fileExists(atPath: setup.opened.path), "beta's Notes app ran")

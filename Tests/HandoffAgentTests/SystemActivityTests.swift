@@ -22,11 +22,18 @@ final class SystemHandlerClient: Sendable {
 
     var records: [ActivityRecord] { delivered.records.withLock { $0 } }
 
-    init(on device: TestDevice, types: [String] = [SystemActivityType.document]) async throws {
+    /// A session service that answers each `deliver` as opened, or, with `refusing`, as not
+    /// opened for that reason.
+    init(on device: TestDevice, types: [String] = [SystemActivityType.document], refusing: String? = nil) async throws {
         let delivered = self.delivered
-        client = try await LocalClient.connect(path: device.socket, role: .control) { message in
-            if case .deliver(_, let record, _) = message { delivered.records.withLock { $0.append(record) } }
+        let answering = Mutex<LocalClient?>(nil)
+        let connected = try await LocalClient.connect(path: device.socket, role: .control) { message in
+            guard case .deliver(let continuation, let record, _) = message else { return }
+            delivered.records.withLock { $0.append(record) }
+            try? answering.withLock { $0 }?.send(.delivered(continuation: continuation, error: refusing.map { LocalError(.failed, $0) }))
         }
+        answering.withLock { $0 = connected }
+        client = connected
         reply = try await client.call(.handleSystemActivities(types: types))
     }
 }
@@ -76,6 +83,26 @@ struct SystemActivityTests {
             #expect(entries[.string("exec")] == .string("'gnome-text-editor %u'"))
             #expect(record.untranslatedFileURLs == nil)
             #expect(await eventually { publisher.messages.contains { if case .wasContinued = $0 { true } else { false } } })
+        }
+    }
+
+    @Test("A system activity the session service does not open fails the continuation with the service's reason, not \"Continued\", and the origin is not told it was continued")
+    func refusedSystemActivity() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await harness.pair([a, b])
+            let document = ActivityAnnouncement(id: UUID(), activityType: SystemActivityType.document, title: "plan.txt")
+            let userInfo = try UserInfoCoding.encode(UserInfoValue.dictionary([.string("url"): .url(URL(fileURLWithPath: "/srv/plan.txt"))]))
+            let publisher = try await a.offer(document, answering: .answer(ActivityRecord(activity: document, userInfo: userInfo)), seenBy: b)
+            let handler = try await SystemHandlerClient(on: b, refusing: "plan.txt: no app here opens text/plain: not opened")
+            _ = handler
+            let answer = try await b.attempt(.continue(activity: document.id))
+            #expect(answer.continued == nil, "continued: \(String(describing: answer.continued))")
+            #expect(answer.error?.message.contains("no app here opens text/plain") == true, "\(String(describing: answer.error))")
+            // Alpha is told only of what was opened (beta told it before answering, before).
+            _ = try await publisher.client.call(.status)
+            #expect(!publisher.messages.contains { if case .wasContinued = $0 { true } else { false } }, "alpha was told it was continued")
         }
     }
 
@@ -294,8 +321,9 @@ struct DocumentActivityTests {
                 .string("application"): .string("Notes"), .string("exec"): .string("sh -c 'touch \(root.path)/ran' %u"),
             ]))
             _ = try await a.offer(document, answering: .answer(ActivityRecord(activity: document, userInfo: userInfo)), seenBy: b)
-            let continued = try await b.call(.continue(activity: document.id))
-            #expect(continued.continued?.app == "system")
+            // Not "Continued": the person hears why nothing opened.
+            let refused = try await b.attempt(.continue(activity: document.id))
+            #expect(refused.continued == nil && refused.error?.message.contains("is not in a container synced here: not opened") == true, "\(refused)")
             #expect(await eventually { onBeta.logText.contains("is not in a container synced here: not opened") }, "beta's service: \(onBeta.logText)")
             #expect(!FileManager.default.fileExists(atPath: opened.path))
             #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("ran").path))
