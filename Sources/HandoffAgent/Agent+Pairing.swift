@@ -123,12 +123,28 @@ extension Agent {
         return reply
     }
 
-    func confirmJoin(_ id: UUID, accept: Bool) -> LocalReply {
+    /// The person's decision on a device asking to join. Let in, the reply waits for the
+    /// outcome: the device is in the account only once it confirmed it saved it (a device that
+    /// stops or whose disk is full never does), so the person is never told of a member that
+    /// is not one.
+    func confirmJoin(_ id: UUID, accept: Bool) async -> LocalReply {
+        let outcome = FirstOutcome<String?>()
+        if accept { joinOutcomes[id] = (nil, outcome) }
         guard let actions = pairing.decide(id, accept: accept) else {
+            joinOutcomes[id] = nil
             return .failure(LocalError(.notFound, "no device is waiting to join with that invitation"))
         }
         run(actions)
+        guard accept else { return LocalReply() }
+        let notJoined = await outcome.value()
+        joinOutcomes[id] = nil
+        if let notJoined { return .failure(LocalError(.account, notJoined)) }
         return LocalReply()
+    }
+
+    /// Tells the person who let in the device answered under `key` how its join ended.
+    private func joinEnded(key: String, _ notJoined: String?) {
+        for entry in joinOutcomes.values where entry.key == key { entry.outcome.settle(notJoined) }
     }
 
     /// Answers a frame on the pairing listener: `joinRequest`, then `joinConfirmed`.
@@ -212,13 +228,18 @@ extension Agent {
             }
         }
         expire(id)
+        // Refused after the person let it in: they hear why.
+        let refuseLetIn = { (reason: String) -> Frame? in
+            self.joinOutcomes[id]?.outcome.settle("'\(name)' was not added: \(reason)")
+            return refuse(reason)
+        }
         guard let memberID = UUID(uuidString: peerID(certificate)) else {
-            return refuse("its certificate does not name a device id")
+            return refuseLetIn("its certificate does not name a device id")
         }
         // From the account as it is now: another change may have come while the person decided.
-        guard var proposed = self.account else { return refuse("this device has left its account") }
+        guard var proposed = self.account else { return refuseLetIn("this device has left its account") }
         guard !proposed.members.contains(where: { $0.id == memberID || $0.name == name }) else {
-            return refuse("a device with that id or name is already in the account")
+            return refuseLetIn("a device with that id or name is already in the account")
         }
         let previous = proposed.members
         proposed.members.append(AccountState.Member(id: memberID, name: name, certificate: Data(certificate)))
@@ -227,10 +248,11 @@ extension Agent {
         do {
             signed = try SignedAccount(proposed, by: identity)
         } catch {
-            return refuse("this device could not sign the account: \(error)")
+            return refuseLetIn("this device could not sign the account: \(error)")
         }
         // Committed when the device confirms it has this answer, within the deadline.
         let join = Pairing.AnsweredJoin(signed: signed, account: proposed, previous: previous, name: name, isMember: false, token: UUID.random())
+        joinOutcomes[id]?.key = confirmation
         run(pairing.answered(confirmation, join))
         return LinkMessage.joinAccepted(signed).frame
     }
@@ -241,6 +263,10 @@ extension Agent {
             logger.info("'\(pending.name)', a member asking to join again, did not confirm within \(Self.joinConfirmationDeadline); it stays a member")
         } else {
             logger.warning("'\(pending.name)' did not confirm its join within \(Self.joinConfirmationDeadline); it was not added")
+            joinEnded(
+                key: key,
+                "'\(pending.name)' did not confirm within \(Self.joinConfirmationDeadline) that it saved the account (it stopped, or could not save: its screen says which), so it was not added; invite it again"
+            )
         }
     }
 
@@ -267,9 +293,11 @@ extension Agent {
         }
         if let committed {
             logger.warning("refused a device asking to join: \(committed.message)", metadata: ["name": "\(pending.name)"])
+            joinEnded(key: key, "'\(pending.name)' was not added: \(committed.message)")
             return LinkMessage.joinRefused(reason: committed.message).frame
         }
         logger.notice("'\(pending.name)' joined the account")
+        joinEnded(key: key, nil)
         // The answer goes first; the other members hear of the new device meanwhile, and the
         // new device hears this one at once, not at the next refresh.
         let pinned = pins.value

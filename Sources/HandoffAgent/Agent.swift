@@ -72,6 +72,9 @@ public actor Agent {
     var clipboardWatchers: [UUID: ClipboardWatcher] = [:]
     /// The sessions that open system activities continued here, and of which types.
     var systemHandlers: [UUID: SystemHandler] = [:]
+    /// Joins a person let in, by invitation, until the joining device confirmed it saved the
+    /// account (nil: it joined) or did not (why); `key` once it was answered (`Agent+Pairing`).
+    var joinOutcomes: [UUID: (key: String?, outcome: FirstOutcome<String?>)] = [:]
     /// System activities delivered to a session service, by continuation, until it says
     /// whether it opened them (`LocalMessage.delivered`).
     var systemDeliveries: [UUID: (session: UUID, opened: FirstOutcome<LocalError?>)] = [:]
@@ -813,7 +816,7 @@ public actor Agent {
             }
             return
         case .confirmJoin(let id, let accept):
-            reply = confirmJoin(id, accept: accept)
+            reply = await confirmJoin(id, accept: accept)
         case .join(let code):
             reply = join(code)
         case .awaitJoinResult:

@@ -509,6 +509,44 @@ struct AgentTests {
         }
     }
 
+    @Test(
+        "A person who lets in a device that then cannot save the account (its disk is full) is told it was not added, not that it is in the account; with room again it joins and the person is told so",
+        .enabled(if: getuid() == 0, "needs root to mount a small tmpfs for the joiner's state; skipped"))
+    func fullDiskInteractiveJoin() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            try await a.call(.createAccount(name: "home"))
+            let folder = harness.root.appendingPathComponent("beta", isDirectory: true)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try shell(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", folder.path])
+            defer { _ = try? shell(["umount", "-l", folder.path]) }
+            let b = try await harness.start("beta")
+            let filler = folder.appendingPathComponent("filler")
+            _ = FileManager.default.createFile(atPath: filler.path, contents: nil)
+            let handle = try FileHandle(forWritingTo: filler)
+            while (try? handle.write(contentsOf: Data(count: 4096))) != nil {}
+            try? handle.close()
+
+            let invitation = try #require(try await a.call(.invite(token: false, host: nil, lifetime: 60)).invitation)
+            try await b.call(.join(code: invitation.code))
+            _ = try #require(try await a.call(.awaitJoin(invitation: invitation.id)).joinRequest)
+            // The person types yes; the answer is what `handoff device invite` prints.
+            let letIn = try await a.attempt(.confirmJoin(invitation: invitation.id, accept: true))
+            #expect(letIn.error?.message.contains("it was not added") == true, "the person was told: \(letIn)")
+            #expect(try await a.call(.status).status?.members == 1)
+            #expect(try await b.attempt(.awaitJoinResult).error?.message.contains("could not save the account") == true)
+
+            try FileManager.default.removeItem(at: filler)
+            let again = try #require(try await a.call(.invite(token: false, host: nil, lifetime: 60)).invitation)
+            try await b.call(.join(code: again.code))
+            _ = try #require(try await a.call(.awaitJoin(invitation: again.id)).joinRequest)
+            let joined = try await a.attempt(.confirmJoin(invitation: again.id, accept: true))
+            #expect(joined.error == nil, "\(joined)")
+            #expect(try await a.call(.status).status?.members == 2)
+            #expect(try await b.call(.awaitJoinResult).account == "home")
+        }
+    }
+
     @Test("A join cut off when the joining agent was killed leaves no half-joined account: the next start drops it")
     func killedJoinDropped() async throws {
         try await withHarness { harness in
