@@ -213,6 +213,54 @@ struct DiscoveryTests {
         await b.stop()
     }
 
+    @Test("S10: A flood that arrives on the multicast and the unicast socket at once is one flood, logged once; and once again after discovery is made anew on the same unicast sockets (as after a removal), not once per reader")
+    func floodLoggedOncePerFlood() async throws {
+        let key = BeaconKey.generate()
+        let unicastPort = Int.random(in: 16_000..<20_000)
+        let sockets = try await UnicastSockets.bind(host: "127.0.0.1", port: unicastPort, eventLoopGroup: MultiThreadedEventLoopGroup.singleton)
+        defer { for socket in sockets { socket.close(promise: nil) } }
+        func discovery(_ log: LogLines) async throws -> Discovery {
+            var configuration = configuration()
+            configuration.unicastListen = ("127.0.0.1", unicastPort)
+            configuration.unicastSockets = sockets
+            let made = Discovery(device: UUID(), keys: [key], linkPort: 50_000, configuration: configuration, logger: log.logger)
+            try await made.start()
+            return made
+        }
+        func flood(multicast: Bool = true) async throws {
+            let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.2", port: 0).get()
+            let options = try #require(channel as? any SocketOptionProvider)
+            try await options.setIPMulticastIF(in_addr(s_addr: inet_addr("127.0.0.1"))).get()
+            try await options.setIPMulticastTTL(1).get()
+            var targets = [try SocketAddress(ipAddress: "127.0.0.1", port: unicastPort)]
+            if multicast { targets.append(try SocketAddress(ipAddress: "239.255.71.68", port: port)) }
+            for index in 0..<1_000 {
+                let noise = (0..<Beacon.size).map { _ in UInt8.random(in: 0...255) }
+                channel.write(AddressedEnvelope(remoteAddress: targets[index % targets.count], data: channel.allocator.buffer(bytes: noise)), promise: nil)
+            }
+            try await channel.writeAndFlush(AddressedEnvelope(remoteAddress: targets[0], data: channel.allocator.buffer(bytes: [0])))
+            try await channel.close()
+        }
+        let firstLog = LogLines()
+        let first = try await discovery(firstLog)
+        try await flood()
+        #expect(await eventually { first.floodWatch.floods == 1 }, "the flood was not seen")
+        #expect(firstLog.count("flood of beacons", at: .warning) == 1, "logged \(firstLog.count("flood of beacons", at: .warning)) times")
+        await first.stop()
+
+        // Made anew on the same unicast sockets: only the new reader hears, and logs, the next
+        // flood there (a reader left behind would take every datagram first).
+        let secondLog = LogLines()
+        let second = try await discovery(secondLog)
+        let before = await first.statistics.unopened
+        try await flood(multicast: false)
+        #expect(await eventually { second.floodWatch.floods == 1 }, "the second flood was not seen")
+        #expect(await first.statistics.unopened == before, "the stopped discovery's reader still reads the unicast socket")
+        #expect(secondLog.count("flood of beacons", at: .warning) == 1, "logged \(secondLog.count("flood of beacons", at: .warning)) times")
+        #expect(firstLog.count("flood of beacons", at: .warning) == 1)
+        await second.stop()
+    }
+
     @Test("A device that says it refreshes rarely stays listed for three of its intervals, not just the expiry")
     func rareRefresh() async throws {
         let key = BeaconKey.generate()
