@@ -474,6 +474,7 @@ extension Agent {
         let events: [LocalEvent]
         switch change {
         case .heard(let device):
+            if let joined = joinedUnheard.removeValue(forKey: device.sender) { joined.heard.settle(()) }
             clipboardHeard(device)
             let name = memberName(device.sender)
             switch nearbyWatch.heard(device.sender, activity: device.activity) {

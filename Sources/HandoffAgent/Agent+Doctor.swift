@@ -272,6 +272,12 @@ extension Agent {
     /// A member: heard or not, and if heard, whether its link port answers.
     func peerCheck(_ name: String, heard: NearbyDevice?) async -> LocalCheck {
         guard let heard else {
+            if let member = account?.members.first(where: { $0.name == name }), let joined = joinedUnheard[member.id] {
+                return LocalCheck(
+                    area: "peer", subject: name, status: .problem,
+                    finding: "'\(name)' joined \(max(0, Int(-joined.since.timeIntervalSinceNow))) s ago through this device and has not been heard since",
+                    advice: Self.unheardSinceJoining(name))
+            }
             return LocalCheck(
                 area: "peer", subject: name, status: .warning, finding: "'\(name)' is not heard: it is off or asleep, its handoffd is not running, it is on another network, or its beacons do not get here",
                 advice: "run 'handoff doctor' on '\(name)' too; across networks or a VPN, name each other with --peer HOST:PORT")

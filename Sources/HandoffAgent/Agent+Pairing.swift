@@ -129,7 +129,7 @@ extension Agent {
     /// is not one.
     func confirmJoin(_ id: UUID, accept: Bool) async -> LocalReply {
         let outcome = FirstOutcome<String?>()
-        if accept { joinOutcomes[id] = (nil, outcome) }
+        if accept { joinOutcomes[id] = (nil, nil, outcome) }
         guard let actions = pairing.decide(id, accept: accept) else {
             joinOutcomes[id] = nil
             return .failure(LocalError(.notFound, "no device is waiting to join with that invitation"))
@@ -137,9 +137,28 @@ extension Agent {
         run(actions)
         guard accept else { return LocalReply() }
         let notJoined = await outcome.value()
+        let member = joinOutcomes[id]?.member
         joinOutcomes[id] = nil
         if let notJoined { return .failure(LocalError(.account, notJoined)) }
-        return LocalReply()
+        // A device that joined is heard within moments (it beacons as it takes the account
+        // up); one stopped after it confirmed, before it heard the end, never is.
+        var reply = LocalReply()
+        if let member, let unheard = joinedUnheard[member] {
+            let timer = LoopTimer(after: Self.joinedHeardWait) { unheard.heard.settle(()) }
+            await unheard.heard.value()
+            timer.cancel()
+            if joinedUnheard[member] != nil, let name = account?.members.first(where: { $0.id == member })?.name {
+                reply.warnings = [Self.unheardSinceJoining(name)]
+            }
+        }
+        return reply
+    }
+
+    /// How long the person letting a device in waits to hear it take the account up.
+    static let joinedHeardWait: Duration = .seconds(5)
+
+    static func unheardSinceJoining(_ name: String) -> String {
+        "'\(name)' is in the account but has not been heard since it joined: if it was stopped while joining, it does not know it is (its 'handoff status' shows no account); then remove it here with 'handoff device remove \(name)' and invite it again"
     }
 
     /// Tells the person who let in the device answered under `key` how its join ended.
@@ -253,6 +272,7 @@ extension Agent {
         // Committed when the device confirms it has this answer, within the deadline.
         let join = Pairing.AnsweredJoin(signed: signed, account: proposed, previous: previous, name: name, isMember: false, token: UUID.random())
         joinOutcomes[id]?.key = confirmation
+        joinOutcomes[id]?.member = memberID
         run(pairing.answered(confirmation, join))
         return LinkMessage.joinAccepted(signed).frame
     }
@@ -297,6 +317,9 @@ extension Agent {
             return LinkMessage.joinRefused(reason: committed.message).frame
         }
         logger.notice("'\(pending.name)' joined the account")
+        if let joined = pending.account.members.last, !pending.previous.contains(where: { $0.id == joined.id }) {
+            joinedUnheard[joined.id] = (Date(), FirstOutcome())
+        }
         joinEnded(key: key, nil)
         // The answer goes first; the other members hear of the new device meanwhile, and the
         // new device hears this one at once, not at the next refresh.

@@ -74,7 +74,10 @@ public actor Agent {
     var systemHandlers: [UUID: SystemHandler] = [:]
     /// Joins a person let in, by invitation, until the joining device confirmed it saved the
     /// account (nil: it joined) or did not (why); `key` once it was answered (`Agent+Pairing`).
-    var joinOutcomes: [UUID: (key: String?, outcome: FirstOutcome<String?>)] = [:]
+    var joinOutcomes: [UUID: (key: String?, member: UUID?, outcome: FirstOutcome<String?>)] = [:]
+    /// Members that joined through this device and have not been heard since: a joiner
+    /// stopped after it confirmed, before it heard the end, never takes the account up.
+    var joinedUnheard: [UUID: (since: Date, heard: FirstOutcome<Void>)] = [:]
     /// System activities delivered to a session service, by continuation, until it says
     /// whether it opened them (`LocalMessage.delivered`).
     var systemDeliveries: [UUID: (session: UUID, opened: FirstOutcome<LocalError?>)] = [:]

@@ -47,8 +47,9 @@ extension DeviceCommand {
             fflush(nil)
             let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased()
             let accept = answer == "yes" || answer == "y"
-            _ = await call(client, .confirmJoin(invitation: invitation.id, accept: accept))
+            let confirmed = await call(client, .confirmJoin(invitation: invitation.id, accept: accept))
             print(accept ? "'\(request.name)' is now in the account." : "Turned '\(request.name)' away.")
+            for warning in confirmed.warnings ?? [] { print("Note: \(warning).") }
             if !accept { throw ExitCode(Exit.account) }
         }
     }

@@ -547,6 +547,48 @@ struct AgentTests {
         }
     }
 
+    @Test("A joiner stopped after it confirmed, before it heard the end, is a member that never takes the account up: the person letting it in is told it has not been heard since, and doctor says what to do; a real joiner is heard")
+    func joinerStoppedAfterConfirming() async throws {
+        try await withHarness { harness in
+            let a = try await harness.start("alpha")
+            let b = try await harness.start("beta")
+            try await a.call(.createAccount(name: "home"))
+            // The joiner as its agent speaks, up to its confirmation; then it is gone (killed):
+            // it never saves the end, never beacons.
+            let invitation = try #require(try await a.call(.invite(token: false, host: nil, lifetime: 60)).invitation)
+            let parsed = try Invitation(parsing: invitation.code)
+            let ghost = try DeviceIdentity.generate(name: "ghost")
+            let request = LinkMessage.joinRequest(
+                version: LinkMessage.version, name: "ghost", certificate: ghost.certificateDER, proof: parsed.proof(certificate: ghost.certificateDER, name: "ghost"))
+            let joiner = Task {
+                try await SocketNetwork().converse(
+                    request.frame, host: "127.0.0.1", port: invitation.port, identity: ghost.showingLongTermCertificate(),
+                    accepting: { parsed.matches(fingerprint: $0) }
+                ) { answer in
+                    guard case .joinAccepted? = try? LinkMessage(frame: answer) else { return nil }
+                    return LinkMessage.joinConfirmed.frame
+                }
+            }
+            _ = try #require(try await a.call(.awaitJoin(invitation: invitation.id)).joinRequest)
+            let letIn = try await a.call(.confirmJoin(invitation: invitation.id, accept: true))
+            _ = try? await joiner.value
+            #expect(letIn.warnings?.first?.contains("'ghost' is in the account but has not been heard since it joined") == true, "\(letIn)")
+            let check = try #require(try await a.call(.doctor).checks?.first { $0.area == "peer" && $0.subject == "ghost" })
+            #expect(check.status == .problem && check.advice?.contains("handoff device remove ghost") == true, "\(check)")
+
+            // A device that really joins is heard as it takes the account up: doctor finds it.
+            let again = try #require(try await a.call(.invite(token: false, host: nil, lifetime: 60)).invitation)
+            try await b.call(.join(code: again.code))
+            _ = try #require(try await a.call(.awaitJoin(invitation: again.id)).joinRequest)
+            _ = try await a.call(.confirmJoin(invitation: again.id, accept: true))
+            #expect(try await b.call(.awaitJoinResult).account == "home")
+            let heard = await eventually(within: .seconds(60)) {
+                (try? await a.call(.doctor).checks?.first { $0.area == "peer" && $0.subject == "beta" })?.finding.contains("has not been heard since") == false
+            }
+            #expect(heard, "alpha never heard beta after it joined")
+        }
+    }
+
     @Test("A join cut off when the joining agent was killed leaves no half-joined account: the next start drops it")
     func killedJoinDropped() async throws {
         try await withHarness { harness in
