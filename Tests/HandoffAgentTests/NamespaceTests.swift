@@ -794,3 +794,45 @@ extension NamespaceTests {
         }
     }
 }
+
+extension NamespaceTests {
+    @Test(
+        "A join killed (kill -9) on either side before the joiner confirms adds nobody: the person letting in a killed joiner is told it was not added; a joiner whose inviter was killed says the join failed; after restarts neither lists the other"
+    )
+    func joinKilledAtEachStep() async throws {
+        try await Segment.with(hosts: ["a", "b"]) { segment in
+            var a = try await segment.start("a", name: "alpha")
+            var b = try await segment.start("b", name: "beta")
+            try await a.call(.createAccount(name: "home"))
+
+            // The joiner is killed while the person on alpha reads the verification number.
+            let first = try #require(try await a.call(.invite(token: false, host: segment.address("a"), lifetime: 60)).invitation)
+            try await b.call(.join(code: first.code))
+            _ = try #require(try await a.call(.awaitJoin(invitation: first.id)).joinRequest)
+            await segment.crash("b")
+            let letIn = try await a.attempt(.confirmJoin(invitation: first.id, accept: true))
+            #expect(letIn.error?.message.contains("it was not added") == true, "the person was told: \(letIn)")
+            #expect(try await a.call(.status).status?.members == 1)
+            b = try await segment.start("b", name: "beta")
+            #expect(try await b.call(.status).status?.account == nil)
+
+            // The inviting device is killed while the joiner waits for the person there.
+            let second = try #require(try await a.call(.invite(token: false, host: segment.address("a"), lifetime: 60)).invitation)
+            try await b.call(.join(code: second.code))
+            _ = try #require(try await a.call(.awaitJoin(invitation: second.id)).joinRequest)
+            await segment.crash("a")
+            let ended = try await b.attempt(.awaitJoinResult)
+            #expect(ended.error != nil && ended.account == nil, "the joiner was told: \(ended)")
+            a = try await segment.start("a", name: "alpha")
+            #expect(try await a.call(.status).status?.members == 1)
+            #expect(try await b.call(.status).status?.account == nil)
+            #expect(!FileManager.default.fileExists(atPath: b.state.appendingPathComponent(AccountState.joiningFileName).path))
+
+            // Both as they are now still make one account.
+            let third = try #require(try await a.call(.invite(token: true, host: segment.address("a"), lifetime: 60)).invitation)
+            try await b.call(.join(code: third.code))
+            #expect(try await b.call(.awaitJoinResult).account == "home")
+            #expect(try await a.call(.status).status?.members == 2)
+        }
+    }
+}
